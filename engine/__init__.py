@@ -1,0 +1,72 @@
+"""engine: an embedded, durable storage engine for Python.
+
+Stores (each on a documented on-disk format, see ``docs/formats/``):
+
+* :class:`Queue` – persistent multi-reader queue (libkestrel journal format);
+* :class:`PageStore` – transactional page store protected by the JRNL WAL;
+* :class:`StreamJournal` – multiplexed stream journal (journald v2 format);
+* :class:`AppendLog` – TTL'd append logs (LOG/IDX format);
+* :class:`EventJournal` – event-sourcing journal (akka file-journal format).
+
+The store classes are imported lazily so that ``import engine`` stays cheap and a
+program that uses one store does not load the others.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from engine.errors import (
+    ClosedError,
+    ConfigError,
+    CorruptFileError,
+    EngineError,
+    FormatError,
+    FullError,
+    LockedError,
+    PoisonedError,
+)
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "Queue": "engine.queue",
+    "PageStore": "engine.pages",
+    "StreamJournal": "engine.streams",
+    "AppendLog": "engine.applog",
+    "EventJournal": "engine.events",
+}
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engine.applog import AppendLog
+    from engine.events import EventJournal
+    from engine.pages import PageStore
+    from engine.queue import Queue
+    from engine.streams import StreamJournal
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "Queue",
+    "PageStore",
+    "StreamJournal",
+    "AppendLog",
+    "EventJournal",
+    "EngineError",
+    "CorruptFileError",
+    "FormatError",
+    "LockedError",
+    "ClosedError",
+    "ConfigError",
+    "FullError",
+    "PoisonedError",
+]

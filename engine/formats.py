@@ -1,0 +1,81 @@
+"""Recognising engine's files and directories, for ``engine inspect`` and ``verify``.
+
+Each store contributes one :class:`FormatHandler` from its ``handler`` module
+(``engine.<store>.handler.HANDLER``).  Detection goes by magic bytes for files and
+by file names for the directory-shaped stores.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from engine.errors import EngineError
+from engine.fs import FileSystem, resolve
+
+#: The stores' handler modules, in the order detection tries them.
+HANDLER_MODULES = (
+    "engine.queue.handler",
+    "engine.pages.handler",
+    "engine.streams.handler",
+    "engine.applog.handler",
+    "engine.events.handler",
+)
+
+#: How many leading bytes of a file are given to ``sniff``.
+HEAD_BYTES = 64
+
+
+@dataclass(frozen=True)
+class FormatHandler:
+    """What ``engine inspect``/``verify`` need to know about one store's files.
+
+    ``sniff(path, head, is_dir)`` says whether ``path`` is this store's (``head`` is
+    the first :data:`HEAD_BYTES` bytes of a file, empty for a directory).
+    ``summarize(path)`` returns name/value pairs to print.  ``verify(path)`` runs the
+    store's full self-check and raises an :class:`EngineError` on any problem; it
+    returns notes (for example a torn tail that would be cut on open).
+    """
+
+    name: str
+    description: str
+    sniff: Callable[[str, bytes, bool], bool]
+    summarize: Callable[[str], Mapping[str, object]]
+    verify: Callable[[str], list[str]]
+
+
+class UnknownFormatError(EngineError):
+    """The path is not a file or directory of any format engine knows."""
+
+
+def handlers() -> list[FormatHandler]:
+    """Every store's handler (stores not installed in this build are skipped)."""
+    found = []
+    for module_name in HANDLER_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and module_name.startswith(exc.name):
+                continue
+            raise
+        found.append(module.HANDLER)
+    return found
+
+
+def detect(path: str, fs: FileSystem | None = None) -> FormatHandler:
+    """The handler that recognises ``path``; raises UnknownFormatError otherwise."""
+    fs = resolve(fs)
+    if not fs.exists(path):
+        raise UnknownFormatError(f"{path}: no such file or directory")
+    is_dir = fs.isdir(path)
+    head = b""
+    if not is_dir:
+        with fs.open(path) as handle:
+            head = handle.read_at(0, HEAD_BYTES)
+    for handler in handlers():
+        if handler.sniff(path, head, is_dir):
+            return handler
+    kinds = ", ".join(h.name for h in handlers())
+    what = "directory" if is_dir else f"file (first bytes {head[:8].hex(' ') or 'none: empty'})"
+    raise UnknownFormatError(f"{path}: not a {kinds} file or directory: unrecognised {what}")

@@ -1,0 +1,247 @@
+"""The file-system seam: every durable operation of engine goes through here.
+
+Stores never call ``os.write``, ``os.fsync``, ``os.rename`` and friends themselves;
+they hold a :class:`FileSystem` (the real one by default) and the handles it opens.
+Tests swap in the crash simulator or a fault injector (``stress/``) to record every
+operation, model power loss, and make the Nth operation fail.
+
+The handle base class implements the one policy every store needs and must not
+reimplement: *poisoning*.  If an fsync fails, the handle refuses all further writes
+with :class:`~engine.errors.PoisonedError` until it is closed and the file reopened.
+A failed write or truncate poisons it too, because the file's contents are then
+unknown to the store.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from enum import Enum
+from types import TracebackType
+
+from engine.errors import ClosedError, PoisonedError
+
+
+class OpenMode(str, Enum):
+    """How :meth:`FileSystem.open` treats the file."""
+
+    READ = "r"  # read only; must exist
+    WRITE = "w"  # read and write; must exist
+    CREATE = "c"  # read and write; created empty if missing
+    NEW = "n"  # read and write; must not exist yet
+
+
+class FileHandle(ABC):
+    """An open file.  Offsets are absolute; there is no hidden file position.
+
+    Implementations provide the ``_raw_*`` methods; the public methods add the
+    closed check, poisoning, and the tracked end-of-file used by :meth:`append`.
+    """
+
+    def __init__(self, path: str, writable: bool) -> None:
+        self.path = path
+        self.writable = writable
+        self._closed = False
+        self._poison: BaseException | None = None
+        self._end: int | None = None
+        self._append_lock = threading.Lock()
+
+    # -- what implementations provide -------------------------------------------
+    @abstractmethod
+    def _raw_read(self, offset: int, size: int) -> bytes: ...
+
+    @abstractmethod
+    def _raw_write(self, offset: int, data: bytes) -> None: ...
+
+    @abstractmethod
+    def _raw_size(self) -> int: ...
+
+    @abstractmethod
+    def _raw_truncate(self, size: int) -> None: ...
+
+    @abstractmethod
+    def _raw_sync(self, data_only: bool) -> None: ...
+
+    @abstractmethod
+    def _raw_lock(self, exclusive: bool, blocking: bool) -> None: ...
+
+    @abstractmethod
+    def _raw_unlock(self) -> None: ...
+
+    @abstractmethod
+    def _raw_close(self) -> None: ...
+
+    # -- public API ---------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def poisoned(self) -> bool:
+        return self._poison is not None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"{self.path}: file handle is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self._poison is not None:
+            raise PoisonedError(self.path, self._poison)
+        if not self.writable:
+            raise PermissionError(f"{self.path}: opened read-only")
+
+    def read_at(self, offset: int, size: int) -> bytes:
+        """Up to ``size`` bytes at ``offset`` (fewer at end of file)."""
+        self._check_open()
+        if size <= 0:
+            return b""
+        return self._raw_read(offset, size)
+
+    def read_all(self) -> bytes:
+        """The whole file as it is now."""
+        self._check_open()
+        return self._raw_read(0, self._raw_size())
+
+    def size(self) -> int:
+        """Current size in bytes (as this process sees it, synced or not)."""
+        self._check_open()
+        return self._raw_size()
+
+    def write_at(self, offset: int, data: bytes) -> None:
+        """Write ``data`` at ``offset``; not durable until :meth:`fsync`."""
+        self._check_writable()
+        try:
+            self._raw_write(offset, data)
+        except OSError as exc:
+            self._poison = exc
+            raise
+        end = offset + len(data)
+        if self._end is not None and end > self._end:
+            self._end = end
+
+    def append(self, data: bytes) -> int:
+        """Write ``data`` at the end of the file and return the offset it went to.
+
+        The end is tracked in memory (one writer per file is the rule everywhere in
+        engine), so appends from several threads of one handle never overlap.
+        """
+        with self._append_lock:
+            self._check_writable()
+            if self._end is None:
+                self._end = self._raw_size()
+            offset = self._end
+            try:
+                self._raw_write(offset, data)
+            except OSError as exc:
+                self._poison = exc
+                raise
+            self._end = offset + len(data)
+            return offset
+
+    def truncate(self, size: int) -> None:
+        """Cut (or extend with zeros) the file to ``size`` bytes."""
+        self._check_writable()
+        try:
+            self._raw_truncate(size)
+        except OSError as exc:
+            self._poison = exc
+            raise
+        self._end = size
+
+    def fsync(self) -> None:
+        """Make the data and metadata durable; a failure poisons the handle."""
+        self._sync(data_only=False)
+
+    def fdatasync(self) -> None:
+        """Make the data (and the size) durable, skipping unneeded metadata."""
+        self._sync(data_only=True)
+
+    def _sync(self, data_only: bool) -> None:
+        self._check_open()
+        if self._poison is not None:
+            raise PoisonedError(self.path, self._poison)
+        if not self.writable:
+            return  # nothing of ours to make durable
+        try:
+            self._raw_sync(data_only)
+        except OSError as exc:
+            self._poison = exc
+            raise PoisonedError(self.path, exc) from exc
+
+    def lock(self, *, exclusive: bool = True, blocking: bool = False) -> None:
+        """Take an advisory lock on the file (raises LockedError if not blocking)."""
+        self._check_open()
+        self._raw_lock(exclusive, blocking)
+
+    def unlock(self) -> None:
+        self._check_open()
+        self._raw_unlock()
+
+    def close(self) -> None:
+        """Close the handle (releases its lock).  Closing twice is allowed."""
+        if self._closed:
+            return
+        self._closed = True
+        self._raw_close()
+
+    def __enter__(self) -> FileHandle:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("poisoned" if self._poison else "open")
+        return f"<{type(self).__name__} {self.path!r} {state}>"
+
+
+class FileSystem(ABC):
+    """Directory-level operations plus :meth:`open`.  Paths are ``str``."""
+
+    @abstractmethod
+    def open(self, path: str, mode: OpenMode | str = OpenMode.READ) -> FileHandle:
+        """Open ``path``; see :class:`OpenMode`.  Raises FileNotFoundError /
+        FileExistsError like the OS does."""
+
+    @abstractmethod
+    def exists(self, path: str) -> bool: ...
+
+    @abstractmethod
+    def isdir(self, path: str) -> bool: ...
+
+    @abstractmethod
+    def listdir(self, path: str) -> list[str]:
+        """Names in directory ``path``, sorted."""
+
+    @abstractmethod
+    def file_size(self, path: str) -> int: ...
+
+    @abstractmethod
+    def mkdir(self, path: str) -> None:
+        """Create one directory (parent must exist).  Not durable until the parent
+        directory is fsynced: use :func:`engine.fs.durable.make_dirs`."""
+
+    @abstractmethod
+    def rmdir(self, path: str) -> None:
+        """Remove an empty directory."""
+
+    @abstractmethod
+    def rename(self, src: str, dst: str) -> None:
+        """Atomically rename, replacing ``dst``; durable after fsync of the dirs."""
+
+    @abstractmethod
+    def unlink(self, path: str) -> None: ...
+
+    @abstractmethod
+    def fsync_dir(self, path: str) -> None:
+        """Make the directory's entries (creates, renames, deletes) durable."""
+
+    @abstractmethod
+    def mtime_ns(self, path: str) -> int:
+        """Modification time, used by readers to notice a file changed."""

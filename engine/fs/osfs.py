@@ -1,0 +1,129 @@
+"""The real file system: the only module of engine that makes durable OS calls."""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+
+import portalocker
+
+from engine.errors import LockedError
+from engine.fs.base import FileHandle, FileSystem, OpenMode
+
+_FLAGS = {
+    OpenMode.READ: os.O_RDONLY,
+    OpenMode.WRITE: os.O_RDWR,
+    OpenMode.CREATE: os.O_RDWR | os.O_CREAT,
+    OpenMode.NEW: os.O_RDWR | os.O_CREAT | os.O_EXCL,
+}
+
+# fdatasync is missing on macOS; fsync is the portable fallback there.
+_fdatasync = getattr(os, "fdatasync", os.fsync)
+
+
+class OsFileHandle(FileHandle):
+    """A file descriptor with pread/pwrite; locks are flock()s via portalocker."""
+
+    def __init__(self, path: str, fd: int, writable: bool) -> None:
+        super().__init__(path, writable)
+        self._fd = fd
+        self._locked = False
+        self._lock_guard = threading.Lock()
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def _raw_read(self, offset: int, size: int) -> bytes:
+        chunks: list[bytes] = []
+        while size > 0:
+            chunk = os.pread(self._fd, size, offset)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            offset += len(chunk)
+            size -= len(chunk)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def _raw_write(self, offset: int, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(self._fd, view, offset)
+            if written <= 0:  # pragma: no cover - the kernel reports errors instead
+                raise OSError(errno.EIO, "short write", self.path)
+            view = view[written:]
+            offset += written
+
+    def _raw_size(self) -> int:
+        return os.fstat(self._fd).st_size
+
+    def _raw_truncate(self, size: int) -> None:
+        os.ftruncate(self._fd, size)
+
+    def _raw_sync(self, data_only: bool) -> None:
+        if data_only:
+            _fdatasync(self._fd)
+        else:
+            os.fsync(self._fd)
+
+    def _raw_lock(self, exclusive: bool, blocking: bool) -> None:
+        flags = portalocker.LockFlags.EXCLUSIVE if exclusive else portalocker.LockFlags.SHARED
+        if not blocking:
+            flags |= portalocker.LockFlags.NON_BLOCKING
+        try:
+            portalocker.lock(self._fd, flags)
+        except portalocker.exceptions.LockException as exc:
+            kind = "exclusive" if exclusive else "shared"
+            raise LockedError(f"{self.path}: {kind} lock is held by another handle") from exc
+        self._locked = True
+
+    def _raw_unlock(self) -> None:
+        if self._locked:
+            portalocker.unlock(self._fd)
+            self._locked = False
+
+    def _raw_close(self) -> None:
+        os.close(self._fd)
+
+
+class OsFileSystem(FileSystem):
+    """engine's default :class:`FileSystem`: plain POSIX calls."""
+
+    def open(self, path: str, mode: OpenMode | str = OpenMode.READ) -> FileHandle:
+        mode = OpenMode(mode)
+        fd = os.open(path, _FLAGS[mode] | getattr(os, "O_CLOEXEC", 0), 0o644)
+        return OsFileHandle(path, fd, writable=mode is not OpenMode.READ)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def isdir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def listdir(self, path: str) -> list[str]:
+        return sorted(os.listdir(path))
+
+    def file_size(self, path: str) -> int:
+        return os.stat(path).st_size
+
+    def mkdir(self, path: str) -> None:
+        os.mkdir(path)
+
+    def rmdir(self, path: str) -> None:
+        os.rmdir(path)
+
+    def rename(self, src: str, dst: str) -> None:
+        os.replace(src, dst)
+
+    def unlink(self, path: str) -> None:
+        os.unlink(path)
+
+    def fsync_dir(self, path: str) -> None:
+        fd = os.open(path or ".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def mtime_ns(self, path: str) -> int:
+        return os.stat(path).st_mtime_ns

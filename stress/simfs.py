@@ -1,0 +1,686 @@
+"""An in-memory file system that records every operation and enumerates crash states.
+
+:class:`SimFS` implements engine's :class:`~engine.fs.FileSystem` seam.  A workload
+runs against it with the real engine code; afterwards :meth:`SimFS.crash_states`
+yields every distinct image the disk could hold had the power failed at any point
+of the run.  Each image is reopened (again with the real engine code, through
+:meth:`CrashState.fs` or on a real disk through :meth:`CrashState.materialize`) and
+checked against the store's invariant.
+
+The model is the one of the ALICE study (OSDI 2014) and LevelDB's fault-injection
+environment, for a journaling file system in ordered mode:
+
+* a file's contents up to its last ``fsync``/``fdatasync`` survive;
+* the writes (and truncates) since then may be lost, kept as any prefix in issue
+  order, or the last kept write may be *torn* at a 512- or 4096-byte boundary with
+  zeros or garbage in the torn part;
+* a directory entry created, renamed or removed since the directory's last fsync
+  may be undone (again any prefix of that directory's pending entry operations);
+  a file's fsync does not make its name durable;
+* a file whose name is not durable is gone, whatever was synced into it.
+
+Crash points are the gaps between recorded operations: point ``k`` means the first
+``k`` operations happened.  For each point the simulator takes the product of every
+file's and directory's options.  When the total over all points is within
+``limit`` every state is produced (exhaustive); otherwise, for each point the two
+extremes (nothing pending survived / everything did) are always included and the
+rest of the budget is a seeded random sample.  States are deduplicated by a hash of
+their content, and :attr:`SimFS.last_stats` counts what was explored.
+
+Labels passed to :meth:`SimFS.mark` go into the trace too: a crash state's
+``marks`` are the labels recorded before its crash point, which is how a test knows
+what had been acknowledged when the power went.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import random
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.errors import LockedError
+from engine.fs.base import FileHandle, FileSystem, OpenMode
+
+# ---------------------------------------------------------------------------
+# The model: what is current and what is durable, replayable from the trace.
+# ---------------------------------------------------------------------------
+
+Event = tuple[Any, ...]
+
+
+def _parent(path: str) -> str:
+    parent = os.path.dirname(path.rstrip("/"))
+    return parent or "/"
+
+
+def _norm(path: str) -> str:
+    if not path.startswith("/"):
+        path = "/" + path
+    path = os.path.normpath(path)
+    return "/" if path in ("/", "//") else path
+
+
+@dataclass
+class _Inode:
+    durable: bytes = b""
+    current: bytearray = field(default_factory=bytearray)
+    # Operations since the last fsync, in order: ("w", offset, data) or ("t", size).
+    pending: list[tuple[Any, ...]] = field(default_factory=list)
+    mtime: int = 0
+
+
+@dataclass
+class _DirOp:
+    kind: str  # "link" | "unlink" | "rename" | "mkdir" | "rmdir"
+    path: str
+    ino: int = 0
+    src: str = ""
+    done: bool = False
+
+
+class _Model:
+    """File-system state as current and as durable; updated one event at a time."""
+
+    def __init__(self) -> None:
+        self.inodes: dict[int, _Inode] = {}
+        self.names: dict[str, int] = {}
+        self.dirs: set[str] = {"/"}
+        self.durable_names: dict[str, int] = {}
+        self.durable_dirs: set[str] = {"/"}
+        self.pending_dirs: dict[str, list[_DirOp]] = {}
+        self.marks: list[Any] = []
+        self.clock = 0
+
+    # -- events ---------------------------------------------------------------------
+    def apply(self, event: Event) -> None:
+        kind = event[0]
+        self.clock += 1
+        if kind == "write":
+            _, ino, offset, data = event
+            node = self.inodes[ino]
+            end = offset + len(data)
+            if len(node.current) < offset:
+                node.current.extend(bytes(offset - len(node.current)))
+            node.current[offset:end] = data
+            node.pending.append(("w", offset, data))
+            node.mtime = self.clock
+        elif kind == "trunc":
+            _, ino, size = event
+            node = self.inodes[ino]
+            if size < len(node.current):
+                del node.current[size:]
+            else:
+                node.current.extend(bytes(size - len(node.current)))
+            node.pending.append(("t", size))
+            node.mtime = self.clock
+        elif kind == "fsync":
+            node = self.inodes[event[1]]
+            node.durable = bytes(node.current)
+            node.pending.clear()
+        elif kind == "create":
+            _, path, ino = event
+            self.inodes[ino] = _Inode(mtime=self.clock)
+            self.names[path] = ino
+            self._dir_op(_parent(path), _DirOp("link", path, ino))
+        elif kind == "rename":
+            _, src, dst = event
+            ino = self.names.pop(src)
+            self.names[dst] = ino
+            self._dir_op(_parent(dst), _DirOp("rename", dst, ino, src))
+        elif kind == "unlink":
+            path = event[1]
+            self.names.pop(path)
+            self._dir_op(_parent(path), _DirOp("unlink", path))
+        elif kind == "mkdir":
+            self.dirs.add(event[1])
+            self._dir_op(_parent(event[1]), _DirOp("mkdir", event[1]))
+        elif kind == "rmdir":
+            self.dirs.discard(event[1])
+            self._dir_op(_parent(event[1]), _DirOp("rmdir", event[1]))
+        elif kind == "fsyncdir":
+            self._commit_dir(event[1])
+        elif kind == "mark":
+            self.marks.append(event[1])
+        else:  # pragma: no cover - programming error
+            raise ValueError(f"unknown event {event!r}")
+
+    def _dir_op(self, directory: str, op: _DirOp) -> None:
+        self.pending_dirs.setdefault(directory, []).append(op)
+
+    def _commit_dir(self, directory: str) -> None:
+        ops = self.pending_dirs.pop(directory, [])
+        for op in ops:
+            _apply_dir_op(self.durable_names, self.durable_dirs, op)
+        # A rename is one journal transaction on ext4/xfs: fsyncing the source
+        # directory commits it as well as fsyncing the destination.
+        for other, other_ops in list(self.pending_dirs.items()):
+            keep = []
+            for op in other_ops:
+                if op.kind == "rename" and _parent(op.src) == directory:
+                    _apply_dir_op(self.durable_names, self.durable_dirs, op)
+                else:
+                    keep.append(op)
+            if keep:
+                self.pending_dirs[other] = keep
+            else:
+                del self.pending_dirs[other]
+
+    # -- crash options ----------------------------------------------------------------
+    def option_axes(self) -> tuple[list[int], list[str], list[int]]:
+        """(inode ids with pending writes, directories with pending ops, option counts)."""
+        inos = sorted(i for i, node in self.inodes.items() if node.pending)
+        dirs = sorted(self.pending_dirs)
+        counts = [len(_file_options(self.inodes[i])) for i in inos]
+        counts += [len(self.pending_dirs[d]) + 1 for d in dirs]
+        return inos, dirs, counts
+
+    def image(self, inos: list[int], dirs: list[str], choice: list[int]) -> tuple[dict[str, bytes], set[str], str]:
+        """Materialise one crash image; returns (files, directories, description)."""
+        names = dict(self.durable_names)
+        directories = set(self.durable_dirs)
+        notes: list[str] = []
+        for d, pick in zip(dirs, choice[len(inos) :], strict=True):
+            ops = self.pending_dirs[d]
+            for op in ops[:pick]:
+                _apply_dir_op(names, directories, op)
+            if pick < len(ops):
+                notes.append(f"{d}: {len(ops) - pick} of {len(ops)} entry ops undone")
+        contents: dict[int, bytes] = {}
+        for ino, pick in zip(inos, choice[: len(inos)], strict=True):
+            node = self.inodes[ino]
+            option = _file_options(node)[pick]
+            contents[ino] = _realise(node, option)
+            if option != ("prefix", len(node.pending)):
+                notes.append(f"inode {ino}: {_describe_option(option, len(node.pending))}")
+        files: dict[str, bytes] = {}
+        for path, ino in names.items():
+            if not _reachable(path, directories):
+                continue
+            data = contents.get(ino)
+            files[path] = data if data is not None else self.inodes[ino].durable
+        directories = {d for d in directories if _reachable(d, directories) or d == "/"}
+        return files, directories, "; ".join(notes) or "everything written survived"
+
+
+def _apply_dir_op(names: dict[str, int], dirs: set[str], op: _DirOp) -> None:
+    if op.kind == "link":
+        names[op.path] = op.ino
+    elif op.kind == "unlink":
+        names.pop(op.path, None)
+    elif op.kind == "rename":
+        names.pop(op.src, None)
+        names[op.path] = op.ino
+    elif op.kind == "mkdir":
+        dirs.add(op.path)
+    elif op.kind == "rmdir":
+        dirs.discard(op.path)
+
+
+def _reachable(path: str, dirs: set[str]) -> bool:
+    parent = _parent(path)
+    while parent != "/":
+        if parent not in dirs:
+            return False
+        parent = _parent(parent)
+    return True
+
+
+def _tear_points(offset: int, length: int) -> list[int]:
+    """512-aligned absolute offsets strictly inside a write, thinned to a few."""
+    first = (offset // 512 + 1) * 512
+    points = list(range(first, offset + length, 512))
+    if len(points) <= 4:
+        return points
+    big = [p for p in points if p % 4096 == 0]
+    chosen = {points[0], points[-1]}
+    if big:
+        chosen.update({big[0], big[-1]})
+    return sorted(chosen)
+
+
+def _file_options(node: _Inode) -> list[tuple[Any, ...]]:
+    """Every way the unsynced tail of one file may have reached the disk."""
+    options: list[tuple[Any, ...]] = [("prefix", k) for k in range(len(node.pending) + 1)]
+    for index, op in enumerate(node.pending):
+        if op[0] != "w":
+            continue
+        for point in _tear_points(op[1], len(op[2])):
+            options.append(("tear", index, point, "zeros"))
+            options.append(("tear", index, point, "garbage"))
+    return options
+
+
+def _describe_option(option: tuple[Any, ...], total: int) -> str:
+    if option[0] == "prefix":
+        return f"kept {option[1]} of {total} unsynced writes"
+    return f"write {option[1] + 1} of {total} torn at {option[2]} ({option[3]})"
+
+
+def _garbage(length: int, seed: int) -> bytes:
+    out = bytearray()
+    counter = 0
+    while len(out) < length:
+        out += hashlib.sha256(f"{seed}:{counter}".encode()).digest()
+        counter += 1
+    return bytes(out[:length])
+
+
+def _realise(node: _Inode, option: tuple[Any, ...]) -> bytes:
+    data = bytearray(node.durable)
+    keep = option[1] if option[0] == "prefix" else option[1]
+    for op in node.pending[:keep]:
+        _apply_file_op(data, op)
+    if option[0] == "tear":
+        _, index, point, fill = option
+        _, offset, payload = node.pending[index]
+        cut = point - offset
+        rest = len(payload) - cut
+        filler = bytes(rest) if fill == "zeros" else _garbage(rest, point)
+        _apply_file_op(data, ("w", offset, payload[:cut] + filler))
+    return bytes(data)
+
+
+def _apply_file_op(data: bytearray, op: tuple[Any, ...]) -> None:
+    if op[0] == "w":
+        _, offset, payload = op
+        if len(data) < offset:
+            data.extend(bytes(offset - len(data)))
+        data[offset : offset + len(payload)] = payload
+    else:
+        size = op[1]
+        if size < len(data):
+            del data[size:]
+        else:
+            data.extend(bytes(size - len(data)))
+
+
+# ---------------------------------------------------------------------------
+# Crash states
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class CrashState:
+    """One image the disk may hold after a power loss at point ``index``."""
+
+    index: int
+    files: dict[str, bytes]
+    dirs: set[str]
+    marks: list[Any]
+    description: str
+    last_event: str
+
+    def fs(self) -> SimFS:
+        """A fresh simulated file system holding exactly this image, all durable."""
+        return SimFS.from_image(self.files, self.dirs)
+
+    def materialize(self, root: str) -> None:
+        """Write the image below the real directory ``root`` (test tool, not engine)."""
+        for d in sorted(self.dirs):
+            os.makedirs(os.path.join(root, d.lstrip("/")), exist_ok=True)
+        for path, data in self.files.items():
+            with open(os.path.join(root, path.lstrip("/")), "wb") as out:
+                out.write(data)
+
+    def describe(self) -> str:
+        return (
+            f"crash after operation {self.index} ({self.last_event}); {self.description}; "
+            f"{len(self.marks)} acknowledged marks"
+        )
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for d in sorted(self.dirs):
+            h.update(b"D" + d.encode() + b"\0")
+        for path in sorted(self.files):
+            h.update(b"F" + path.encode() + b"\0" + hashlib.sha256(self.files[path]).digest())
+        return h.hexdigest()
+
+
+@dataclass
+class CrashStats:
+    """What one :meth:`SimFS.crash_states` run explored."""
+
+    operations: int = 0
+    possible: int = 0
+    generated: int = 0
+    distinct: int = 0
+    exhaustive: bool = True
+    seed: int | None = None
+
+    def __str__(self) -> str:
+        mode = "exhaustive" if self.exhaustive else f"sampled, seed {self.seed}"
+        return (
+            f"{self.distinct} distinct crash states ({self.generated} generated of "
+            f"{self.possible} possible, {mode}) over {self.operations} operations"
+        )
+
+
+def _describe_event(event: Event | None) -> str:
+    if event is None:
+        return "start"
+    kind = event[0]
+    if kind == "write":
+        return f"write {len(event[3])} B to inode {event[1]} at {event[2]}"
+    if kind == "mark":
+        return f"mark {event[1]!r}"[:80]
+    return " ".join(str(part) for part in event)[:80]
+
+
+# ---------------------------------------------------------------------------
+# The FileSystem implementation
+# ---------------------------------------------------------------------------
+
+
+class SimFileHandle(FileHandle):
+    """A handle on a simulated inode (it survives unlink, like a real one)."""
+
+    def __init__(self, fs: SimFS, path: str, ino: int, writable: bool) -> None:
+        super().__init__(path, writable)
+        self._fs = fs
+        self._ino = ino
+        self._lock_mode: str | None = None
+
+    def _raw_read(self, offset: int, size: int) -> bytes:
+        with self._fs._lock:
+            return bytes(self._fs._model.inodes[self._ino].current[offset : offset + size])
+
+    def _raw_write(self, offset: int, data: bytes) -> None:
+        self._fs._record(("write", self._ino, offset, bytes(data)))
+
+    def _raw_size(self) -> int:
+        with self._fs._lock:
+            return len(self._fs._model.inodes[self._ino].current)
+
+    def _raw_truncate(self, size: int) -> None:
+        self._fs._record(("trunc", self._ino, size))
+
+    def _raw_sync(self, data_only: bool) -> None:
+        self._fs._record(("fsync", self._ino))
+
+    def _raw_lock(self, exclusive: bool, blocking: bool) -> None:
+        self._fs._take_lock(self, self._ino, exclusive, blocking)
+
+    def _raw_unlock(self) -> None:
+        self._fs._drop_lock(self, self._ino)
+
+    def _raw_close(self) -> None:
+        self._fs._drop_lock(self, self._ino)
+
+
+class SimFS(FileSystem):
+    """The crash simulator's in-memory :class:`FileSystem` (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._lock_changed = threading.Condition(self._lock)
+        self._model = _Model()
+        self._trace: list[Event] = []
+        self._next_ino = 1
+        self._locks: dict[int, tuple[str, set[SimFileHandle]]] = {}
+        self.last_stats: CrashStats | None = None
+
+    @classmethod
+    def from_image(cls, files: dict[str, bytes], dirs: set[str]) -> SimFS:
+        """A simulator whose starting state is the given image, already durable."""
+        sim = cls()
+        model = sim._model
+        for d in sorted(dirs):
+            model.dirs.add(d)
+            model.durable_dirs.add(d)
+        for path in sorted(files):
+            ino = sim._next_ino
+            sim._next_ino += 1
+            model.inodes[ino] = _Inode(durable=files[path], current=bytearray(files[path]))
+            model.names[path] = ino
+            model.durable_names[path] = ino
+        return sim
+
+    # -- recording ----------------------------------------------------------------------
+    def _record(self, event: Event) -> None:
+        with self._lock:
+            self._model.apply(event)
+            self._trace.append(event)
+
+    def mark(self, label: Any) -> None:
+        """Record that the workload got an acknowledgement (``label`` is yours)."""
+        self._record(("mark", label))
+
+    @property
+    def trace(self) -> list[Event]:
+        """Every operation so far (writes carry their bytes)."""
+        with self._lock:
+            return list(self._trace)
+
+    def operation_count(self) -> int:
+        with self._lock:
+            return sum(1 for e in self._trace if e[0] != "mark")
+
+    # -- FileSystem --------------------------------------------------------------------
+    def open(self, path: str, mode: OpenMode | str = OpenMode.READ) -> FileHandle:
+        mode = OpenMode(mode)
+        path = _norm(path)
+        with self._lock:
+            ino = self._model.names.get(path)
+            if ino is not None and mode is OpenMode.NEW:
+                raise FileExistsError(errno.EEXIST, "File exists", path)
+            if path in self._model.dirs:
+                raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
+            if ino is None:
+                if mode in (OpenMode.READ, OpenMode.WRITE):
+                    raise FileNotFoundError(errno.ENOENT, "No such file or directory", path)
+                if _parent(path) not in self._model.dirs:
+                    raise FileNotFoundError(errno.ENOENT, "No such file or directory", path)
+                ino = self._next_ino
+                self._next_ino += 1
+                self._record(("create", path, ino))
+            return SimFileHandle(self, path, ino, writable=mode is not OpenMode.READ)
+
+    def exists(self, path: str) -> bool:
+        path = _norm(path)
+        with self._lock:
+            return path in self._model.names or path in self._model.dirs
+
+    def isdir(self, path: str) -> bool:
+        with self._lock:
+            return _norm(path) in self._model.dirs
+
+    def listdir(self, path: str) -> list[str]:
+        path = _norm(path)
+        with self._lock:
+            if path not in self._model.dirs:
+                raise FileNotFoundError(errno.ENOENT, "No such directory", path)
+            names = [p for p in self._model.names if _parent(p) == path]
+            names += [d for d in self._model.dirs if d != "/" and _parent(d) == path]
+        return sorted(os.path.basename(p) for p in names)
+
+    def file_size(self, path: str) -> int:
+        path = _norm(path)
+        with self._lock:
+            ino = self._model.names.get(path)
+            if ino is None:
+                raise FileNotFoundError(errno.ENOENT, "No such file", path)
+            return len(self._model.inodes[ino].current)
+
+    def mtime_ns(self, path: str) -> int:
+        path = _norm(path)
+        with self._lock:
+            ino = self._model.names.get(path)
+            if ino is None:
+                if path in self._model.dirs:
+                    return 0
+                raise FileNotFoundError(errno.ENOENT, "No such file", path)
+            return self._model.inodes[ino].mtime
+
+    def mkdir(self, path: str) -> None:
+        path = _norm(path)
+        with self._lock:
+            if path in self._model.dirs or path in self._model.names:
+                raise FileExistsError(errno.EEXIST, "File exists", path)
+            if _parent(path) not in self._model.dirs:
+                raise FileNotFoundError(errno.ENOENT, "No such directory", _parent(path))
+            self._record(("mkdir", path))
+
+    def rmdir(self, path: str) -> None:
+        path = _norm(path)
+        with self._lock:
+            if path not in self._model.dirs:
+                raise FileNotFoundError(errno.ENOENT, "No such directory", path)
+            if self.listdir(path):
+                raise OSError(errno.ENOTEMPTY, "Directory not empty", path)
+            self._record(("rmdir", path))
+
+    def rename(self, src: str, dst: str) -> None:
+        src, dst = _norm(src), _norm(dst)
+        with self._lock:
+            if src not in self._model.names:
+                raise FileNotFoundError(errno.ENOENT, "No such file", src)
+            if _parent(dst) not in self._model.dirs:
+                raise FileNotFoundError(errno.ENOENT, "No such directory", _parent(dst))
+            self._record(("rename", src, dst))
+
+    def unlink(self, path: str) -> None:
+        path = _norm(path)
+        with self._lock:
+            if path not in self._model.names:
+                raise FileNotFoundError(errno.ENOENT, "No such file", path)
+            self._record(("unlink", path))
+
+    def fsync_dir(self, path: str) -> None:
+        path = _norm(path)
+        with self._lock:
+            if path not in self._model.dirs:
+                raise FileNotFoundError(errno.ENOENT, "No such directory", path)
+            self._record(("fsyncdir", path))
+
+    # -- locks (advisory, per inode, like flock) --------------------------------------------
+    def _take_lock(self, handle: SimFileHandle, ino: int, exclusive: bool, blocking: bool) -> None:
+        want = "x" if exclusive else "s"
+        with self._lock_changed:
+            while True:
+                mode, holders = self._locks.get(ino, ("", set()))
+                others = holders - {handle}
+                if not others or (want == "s" and mode == "s"):
+                    holders = set(others) | {handle}
+                    self._locks[ino] = (want if not others else mode, holders)
+                    return
+                if not blocking:
+                    raise LockedError(f"{handle.path}: lock is held by another handle")
+                self._lock_changed.wait()
+
+    def _drop_lock(self, handle: SimFileHandle, ino: int) -> None:
+        with self._lock_changed:
+            entry = self._locks.get(ino)
+            if entry is None or handle not in entry[1]:
+                return
+            holders = entry[1] - {handle}
+            if holders:
+                self._locks[ino] = (entry[0], holders)
+            else:
+                del self._locks[ino]
+            self._lock_changed.notify_all()
+
+    # -- snapshots -----------------------------------------------------------------------
+    def snapshot(self) -> dict[str, bytes]:
+        """Every file's current contents (what a clean shutdown would leave)."""
+        with self._lock:
+            return {p: bytes(self._model.inodes[i].current) for p, i in self._model.names.items()}
+
+    def durable_image(self) -> CrashState:
+        """The state a crash right now would leave if nothing unsynced survived."""
+        with self._lock:
+            model = self._model
+            inos, dirs, counts = model.option_axes()
+            files, directories, note = model.image(inos, dirs, [0] * len(counts))
+            return CrashState(len(self._trace), files, directories, list(model.marks), note, "now")
+
+    # -- crash enumeration -----------------------------------------------------------------
+    def crash_states(self, limit: int = 2000, seed: int | None = None) -> Iterator[CrashState]:
+        """Yield distinct crash images of the run so far (see the module docstring).
+
+        Exhaustive when the number of possible states is at most ``limit``; else a
+        sample of about ``limit`` states drawn with ``seed`` (random if ``None``;
+        the seed used is in :attr:`last_stats`).
+        """
+        with self._lock:
+            trace = list(self._trace)
+        stats = CrashStats(operations=sum(1 for e in trace if e[0] != "mark"))
+        # Pass 1: how many options each crash point has.
+        counts_per_point: list[int] = []
+        model = _Model()
+        for k in range(len(trace) + 1):
+            if k:
+                model.apply(trace[k - 1])
+            if k and trace[k - 1][0] == "mark":
+                counts_per_point.append(0)  # a mark changes no file: same states as k-1
+                continue
+            counts_per_point.append(_product(model.option_axes()[2]))
+        stats.possible = sum(counts_per_point)
+        wanted: dict[int, set[int]] = {}
+        if stats.possible <= limit:
+            for k, n in enumerate(counts_per_point):
+                if n:
+                    wanted[k] = set(range(n))
+        else:
+            stats.exhaustive = False
+            stats.seed = seed if seed is not None else random.SystemRandom().randrange(2**32)
+            rng = random.Random(stats.seed)
+            points = [k for k, n in enumerate(counts_per_point) if n]
+            budget = limit
+            if 2 * len(points) > limit:
+                points = sorted(rng.sample(points, max(1, limit // 2)))
+            for k in points:
+                n = counts_per_point[k]
+                wanted[k] = {0, n - 1}
+                budget -= len(wanted[k])
+            open_points = [k for k in points if counts_per_point[k] > len(wanted[k])]
+            while budget > 0 and open_points:
+                k = rng.choice(open_points)
+                wanted[k].add(rng.randrange(counts_per_point[k]))
+                budget -= 1  # a repeat draw costs budget too, so the loop is bounded
+                if len(wanted[k]) >= counts_per_point[k]:
+                    open_points.remove(k)
+        # Pass 2: realise the chosen states.
+        seen: set[str] = set()
+        model = _Model()
+        self.last_stats = stats
+        for k in range(len(trace) + 1):
+            if k:
+                model.apply(trace[k - 1])
+            picks = wanted.get(k)
+            if not picks:
+                continue
+            inos, dirs, counts = model.option_axes()
+            for combo in sorted(picks):
+                choice = _unrank(combo, counts)
+                files, directories, note = model.image(inos, dirs, choice)
+                state = CrashState(
+                    k, files, directories, list(model.marks), note, _describe_event(trace[k - 1] if k else None)
+                )
+                stats.generated += 1
+                digest = state.digest() + repr(len(model.marks))
+                if digest in seen:
+                    continue
+                seen.add(digest)
+                stats.distinct += 1
+                yield state
+
+
+def _product(counts: list[int]) -> int:
+    total = 1
+    for c in counts:
+        total *= c
+    return total
+
+
+def _unrank(index: int, counts: list[int]) -> list[int]:
+    choice = []
+    for c in counts:
+        choice.append(index % c)
+        index //= c
+    return choice
