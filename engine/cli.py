@@ -29,7 +29,7 @@ CLI_MODULES = (
 )
 
 console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:

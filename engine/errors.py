@@ -78,12 +78,12 @@ class PoisonedError(EngineError):
 
 
 __all__ = [
-    "EngineError",
-    "CorruptFileError",
-    "FormatError",
-    "LockedError",
     "ClosedError",
     "ConfigError",
+    "CorruptFileError",
+    "EngineError",
+    "FormatError",
     "FullError",
+    "LockedError",
     "PoisonedError",
 ]

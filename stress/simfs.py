@@ -39,7 +39,7 @@ import hashlib
 import os
 import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -272,7 +272,7 @@ def _garbage(length: int, seed: int) -> bytes:
 
 def _realise(node: _Inode, option: tuple[Any, ...]) -> bytes:
     data = bytearray(node.durable)
-    keep = option[1] if option[0] == "prefix" else option[1]
+    keep = option[1]  # a tear keeps the writes before the torn one
     for op in node.pending[:keep]:
         _apply_file_op(data, op)
     if option[0] == "tear":
@@ -423,23 +423,29 @@ class SimFS(FileSystem):
         self._trace: list[Event] = []
         self._next_ino = 1
         self._locks: dict[int, tuple[str, set[SimFileHandle]]] = {}
+        self._base: tuple[dict[str, bytes], set[str]] = ({}, {"/"})
         self.last_stats: CrashStats | None = None
 
     @classmethod
     def from_image(cls, files: dict[str, bytes], dirs: set[str]) -> SimFS:
         """A simulator whose starting state is the given image, already durable."""
         sim = cls()
-        model = sim._model
-        for d in sorted(dirs):
-            model.dirs.add(d)
-            model.durable_dirs.add(d)
-        for path in sorted(files):
-            ino = sim._next_ino
-            sim._next_ino += 1
+        sim._base = (dict(files), set(dirs))
+        sim._model = sim._new_model()
+        sim._next_ino = len(files) + 1
+        return sim
+
+    def _new_model(self) -> _Model:
+        """A model of the starting image (empty, or the one given to from_image)."""
+        model = _Model()
+        files, dirs = self._base
+        model.dirs.update(dirs)
+        model.durable_dirs.update(dirs)
+        for ino, path in enumerate(sorted(files), start=1):
             model.inodes[ino] = _Inode(durable=files[path], current=bytearray(files[path]))
             model.names[path] = ino
             model.durable_names[path] = ino
-        return sim
+        return model
 
     # -- recording ----------------------------------------------------------------------
     def _record(self, event: Event) -> None:
@@ -600,24 +606,33 @@ class SimFS(FileSystem):
             return CrashState(len(self._trace), files, directories, list(model.marks), note, "now")
 
     # -- crash enumeration -----------------------------------------------------------------
-    def crash_states(self, limit: int = 2000, seed: int | None = None) -> Iterator[CrashState]:
+    def crash_states(
+        self, limit: int = 2000, seed: int | None = None, points: Iterable[int] | None = None
+    ) -> Iterator[CrashState]:
         """Yield distinct crash images of the run so far (see the module docstring).
 
         Exhaustive when the number of possible states is at most ``limit``; else a
         sample of about ``limit`` states drawn with ``seed`` (random if ``None``;
-        the seed used is in :attr:`last_stats`).
+        the seed used is in :attr:`last_stats`).  ``points`` restricts the crash
+        points considered (``len(sim.trace)`` is "right now").
         """
+        only = None if points is None else set(points)
         with self._lock:
             trace = list(self._trace)
         stats = CrashStats(operations=sum(1 for e in trace if e[0] != "mark"))
         # Pass 1: how many options each crash point has.
         counts_per_point: list[int] = []
-        model = _Model()
+        model = self._new_model()
         for k in range(len(trace) + 1):
             if k:
                 model.apply(trace[k - 1])
-            if k and trace[k - 1][0] == "mark":
-                counts_per_point.append(0)  # a mark changes no file: same states as k-1
+            if only is not None and k not in only:
+                counts_per_point.append(0)
+                continue
+            if only is None and k < len(trace) and trace[k][0] == "mark":
+                # A mark changes no file: the images here equal those right after the
+                # mark, which carry more acknowledgements (a stricter check).
+                counts_per_point.append(0)
                 continue
             counts_per_point.append(_product(model.option_axes()[2]))
         stats.possible = sum(counts_per_point)
@@ -647,7 +662,7 @@ class SimFS(FileSystem):
                     open_points.remove(k)
         # Pass 2: realise the chosen states.
         seen: set[str] = set()
-        model = _Model()
+        model = self._new_model()
         self.last_stats = stats
         for k in range(len(trace) + 1):
             if k:

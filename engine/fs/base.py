@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from enum import Enum
+from enum import StrEnum
 from types import TracebackType
 
 from engine.errors import ClosedError, PoisonedError
 
 
-class OpenMode(str, Enum):
+class OpenMode(StrEnum):
     """How :meth:`FileSystem.open` treats the file."""
 
     READ = "r"  # read only; must exist

@@ -97,9 +97,9 @@ class SyncPolicy:
         """Accept ``"always"``, ``"never"``, a number of seconds, or a SyncPolicy."""
         if isinstance(value, SyncPolicy):
             return value
-        if value in ("always", True):
+        if value is True or value == "always":
             return cls("always")
-        if value in ("never", None, False):
+        if value is None or value is False or value == "never":
             return cls("never")
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             if value <= 0:
@@ -183,7 +183,7 @@ class GroupCommit:
         failure: BaseException | None = None
         try:
             self._sync()
-        except BaseException as exc:  # noqa: BLE001 - recorded and re-raised below
+        except BaseException as exc:
             failure = exc
         with self._cond:
             self._syncing = False
@@ -228,7 +228,7 @@ class PeriodicSync:
                 continue
             try:
                 self._sync()
-            except BaseException as exc:  # noqa: BLE001 - surfaced via check()
+            except BaseException as exc:
                 self.failure = exc
                 return
 

@@ -1,0 +1,163 @@
+"""The real file-system implementation and the handle policies of the seam."""
+
+from __future__ import annotations
+
+import errno
+import multiprocessing
+import os
+
+import pytest
+
+from engine.errors import ClosedError, LockedError, PoisonedError
+from engine.fs import OpenMode, OsFileSystem, atomic_write, create_file, make_dirs
+from stress.faults import FaultyFS
+
+
+@pytest.fixture
+def fs() -> OsFileSystem:
+    return OsFileSystem()
+
+
+def test_read_write_append_truncate(tmp_path, fs) -> None:  # type: ignore[no-untyped-def]
+    path = str(tmp_path / "f")
+    with fs.open(path, OpenMode.NEW) as f:
+        assert f.append(b"abc") == 0
+        assert f.append(b"defg") == 3
+        f.write_at(1, b"X")
+        assert f.read_all() == b"aXcdefg"
+        assert f.read_at(5, 100) == b"fg"
+        assert f.read_at(100, 5) == b""
+        f.truncate(2)
+        assert f.append(b"!") == 2, "append continues at the truncated end"
+        f.fsync()
+        f.fdatasync()
+    assert fs.file_size(path) == 3
+    assert fs.listdir(str(tmp_path)) == ["f"]
+
+
+def test_open_modes(tmp_path, fs) -> None:  # type: ignore[no-untyped-def]
+    path = str(tmp_path / "f")
+    with pytest.raises(FileNotFoundError):
+        fs.open(path, OpenMode.READ)
+    fs.open(path, OpenMode.CREATE).close()
+    with pytest.raises(FileExistsError):
+        fs.open(path, OpenMode.NEW)
+    with fs.open(path) as ro:
+        with pytest.raises(PermissionError):
+            ro.write_at(0, b"x")
+        ro.fsync()  # a read-only handle has nothing to sync: allowed, no-op
+
+
+def test_closed_handle_refuses(tmp_path, fs) -> None:  # type: ignore[no-untyped-def]
+    f = fs.open(str(tmp_path / "f"), OpenMode.NEW)
+    f.close()
+    f.close()  # twice is fine
+    with pytest.raises(ClosedError):
+        f.read_at(0, 1)
+
+
+def test_exclusive_lock_conflicts_within_process(tmp_path, fs) -> None:  # type: ignore[no-untyped-def]
+    path = str(tmp_path / "lock")
+    a = fs.open(path, OpenMode.CREATE)
+    b = fs.open(path, OpenMode.CREATE)
+    a.lock(exclusive=True)
+    with pytest.raises(LockedError):
+        b.lock(exclusive=True)
+    with pytest.raises(LockedError):
+        b.lock(exclusive=False)
+    a.close()  # closing releases
+    b.lock(exclusive=True)
+    b.close()
+
+
+def test_shared_locks_coexist(tmp_path, fs) -> None:  # type: ignore[no-untyped-def]
+    path = str(tmp_path / "lock")
+    a = fs.open(path, OpenMode.CREATE)
+    b = fs.open(path, OpenMode.CREATE)
+    a.lock(exclusive=False)
+    b.lock(exclusive=False)
+    c = fs.open(path, OpenMode.CREATE)
+    with pytest.raises(LockedError):
+        c.lock(exclusive=True)
+    for h in (a, b, c):
+        h.close()
+
+
+def _hold_lock(path: str, ready, release) -> None:  # type: ignore[no-untyped-def]
+    handle = OsFileSystem().open(path, OpenMode.CREATE)
+    handle.lock(exclusive=True)
+    ready.set()
+    release.wait(10)
+    handle.close()
+
+
+def test_lock_conflicts_across_processes(tmp_path, fs) -> None:  # type: ignore[no-untyped-def]
+    path = str(tmp_path / "lock")
+    ctx = multiprocessing.get_context("spawn")
+    ready, release = ctx.Event(), ctx.Event()
+    child = ctx.Process(target=_hold_lock, args=(path, ready, release))
+    child.start()
+    try:
+        assert ready.wait(30)
+        with fs.open(path, OpenMode.CREATE) as mine:
+            with pytest.raises(LockedError):
+                mine.lock(exclusive=True)
+            release.set()
+            child.join(30)
+            mine.lock(exclusive=True)
+    finally:
+        release.set()
+        child.join(30)
+
+
+def test_failed_fsync_poisons_handle(tmp_path, fs) -> None:  # type: ignore[no-untyped-def]
+    faulty = FaultyFS(fs, fail_at=2, errno=errno.EIO)  # op 1: create, op 2: the fsync
+    path = str(tmp_path / "f")
+    handle = faulty.open(path, OpenMode.CREATE)
+    handle.write_at(0, b"x") if False else None
+    with pytest.raises(PoisonedError):
+        handle.fsync()
+    with pytest.raises(PoisonedError):
+        handle.append(b"more")
+    with pytest.raises(PoisonedError):
+        handle.fsync()
+    assert handle.poisoned
+    handle.close()
+    # A fresh handle (a reopen) works again.
+    with faulty.open(path, OpenMode.WRITE) as again:
+        again.append(b"ok")
+        again.fsync()
+
+
+def test_failed_write_raises_oserror_then_poisons(tmp_path, fs) -> None:  # type: ignore[no-untyped-def]
+    faulty = FaultyFS(fs, fail_at=2, errno=errno.ENOSPC)
+    handle = faulty.open(str(tmp_path / "f"), OpenMode.CREATE)
+    with pytest.raises(OSError) as info:
+        handle.append(b"data")
+    assert info.value.errno == errno.ENOSPC
+    with pytest.raises(PoisonedError):
+        handle.append(b"data")
+    handle.close()
+
+
+def test_persistent_faults_and_counting(tmp_path, fs) -> None:  # type: ignore[no-untyped-def]
+    faulty = FaultyFS(fs, fail_at=3, persistent=True)
+    make_dirs(faulty, str(tmp_path / "a"))  # op 1: mkdir, op 2: fsync_dir
+    with pytest.raises(OSError):
+        faulty.mkdir(str(tmp_path / "b"))
+    with pytest.raises(OSError):
+        faulty.fsync_dir(str(tmp_path))
+    assert faulty.faults == 2 and faulty.ops == 4
+
+
+def test_atomic_write_and_create_file(tmp_path, fs) -> None:  # type: ignore[no-untyped-def]
+    path = str(tmp_path / "sub" / "dir" / "cfg")
+    make_dirs(fs, os.path.dirname(path))
+    atomic_write(fs, path, b"one")
+    atomic_write(fs, path, b"two")
+    assert fs.open(path).read_all() == b"two"
+    assert not fs.exists(path + ".tmp")
+    with create_file(fs, str(tmp_path / "new"), b"hdr") as h:
+        assert h.read_all() == b"hdr"
+    with pytest.raises(FileExistsError):
+        create_file(fs, str(tmp_path / "new"))
