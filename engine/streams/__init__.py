@@ -1,0 +1,29 @@
+"""Multiplexed stream journal on the journald version 2 format (seed 002).
+
+* :class:`StreamJournal` -- many streams written concurrently into one
+  preallocated file, group-committed (``journal.open_stream(ident)``);
+* :func:`read_events` / :func:`read_streams` -- read a journal back, record by
+  record or stream by stream, checking every check code;
+* :class:`Client` and :mod:`engine.streams.server` -- the original journald
+  Unix-socket protocol, server and client.
+
+See ``docs/formats/streams.md`` and ``docs/guide/streams.md``.
+"""
+
+from __future__ import annotations
+
+from engine.streams.client import Client
+from engine.streams.journal import Stream, StreamJournal
+from engine.streams.reader import Event, JournalScan, ScanEnd, StreamData, read_events, read_streams
+
+__all__ = [
+    "Client",
+    "Event",
+    "JournalScan",
+    "ScanEnd",
+    "Stream",
+    "StreamData",
+    "StreamJournal",
+    "read_events",
+    "read_streams",
+]

@@ -1,0 +1,182 @@
+"""``engine streams serve | dump | extract``: the original journald, journal-dump
+and journal-read programs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+from types import FrameType
+
+from rich.console import Console
+
+from engine.fs import atomic_write, default_fs, make_dirs
+from engine.streams.journal import DEFAULT_SYNC_DELAY, StreamJournal
+from engine.streams.reader import Event, JournalScan
+from engine.streams.server import JournalServer
+
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """``65536``, ``64k``, ``16M``, ``1G`` -> bytes."""
+    match = re.fullmatch(r"\s*(\d+)\s*([kmgKMG]?)i?[bB]?\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r}")
+    return int(match.group(1)) * _UNITS[match.group(2).lower()]
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    journal = StreamJournal.open(
+        args.file,
+        size=args.size,
+        reset=args.reset,
+        page_size=args.page_size,
+        sync_delay=args.delay_ms / 1000.0,
+    )
+    if journal.recovered:
+        err_console.print(f"engine streams serve: {journal.recovery_note}")
+    server = JournalServer(args.socket, journal, mode=int(args.mode, 8) if args.mode else None)
+
+    def _stop(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _stop)
+    err_console.print(
+        f"engine streams serve: {args.file} ({journal.size} bytes, page {journal.page_size}) on {args.socket}"
+    )
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        if os.path.exists(args.socket):
+            default_fs().unlink(args.socket)
+        journal.close()
+    return 0
+
+
+def _dump_line(event: Event) -> str:
+    prefix = f"stream {event.stream:>10} record {event.record:>10} offset {event.offset:>10} "
+    if event.kind == "init":
+        return prefix + f"init ident({len(event.ident)})='{event.ident.decode('utf-8', 'backslashreplace')}'"
+    if event.kind == "append":
+        return prefix + f"append bytes {len(event.data)}"
+    if event.kind == "unfinished":
+        return prefix + "open (no end before the end of the journal)"
+    return prefix + event.kind
+
+
+def _cmd_dump(args: argparse.Namespace) -> int:
+    if not os.path.exists(args.file):
+        err_console.print(f"engine streams dump: {args.file}: no such file")
+        return 2
+    scan = JournalScan(args.file)
+    out = sys.stdout
+    for event in scan:
+        out.write(_dump_line(event) + "\n")
+    out.flush()
+    assert scan.end is not None
+    if not scan.end.clean:
+        err_console.print(f"engine streams dump: {args.file}: stopped at offset {scan.end.position}: {scan.end.reason}")
+    for note in scan.anomalies:
+        err_console.print(f"engine streams dump: {args.file}: {note}")
+    return 0
+
+
+def _safe_name(ident: bytes) -> str:
+    text = ident.decode("utf-8", "replace")
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:80] or "stream"
+
+
+def _cmd_extract(args: argparse.Namespace) -> int:
+    prog = list(args.prog)
+    # argparse's REMAINDER also swallows a trailing "--out DIR": take it back.
+    while prog and prog[0] != "--" and prog[0].startswith("--out"):
+        if prog[0] == "--out" and len(prog) > 1:
+            args.out, prog = prog[1], prog[2:]
+        elif prog[0].startswith("--out="):
+            args.out, prog = prog[0][len("--out=") :], prog[1:]
+        else:
+            break
+    if prog and prog[0] == "--":
+        prog = prog[1:]
+    if bool(prog) == bool(args.out):
+        err_console.print("engine streams extract: give either --out DIR or -- PROG ARGS")
+        return 2
+    if not os.path.exists(args.file):
+        err_console.print(f"engine streams extract: {args.file}: no such file")
+        return 2
+    fs = default_fs()
+    if args.out:
+        make_dirs(fs, args.out)
+    scan = JournalScan(args.file)
+    status = 0
+    count = 0
+    for stream in scan.streams():
+        if not stream.complete:
+            continue
+        count += 1
+        if args.out:
+            name = f"{stream.number:010d}-{stream.start_offset}-{_safe_name(stream.ident)}"
+            atomic_write(fs, os.path.join(args.out, name), stream.data)
+            console.print(f"{name}: {len(stream.data)} bytes")
+        else:
+            argv = [*prog, os.fsdecode(stream.ident), str(stream.start_offset)]
+            result = subprocess.run(argv, input=stream.data, check=False)
+            if result.returncode != 0:
+                err_console.print(
+                    f"engine streams extract: {argv[0]} exited {result.returncode} for stream {stream.number}"
+                )
+                status = 1
+    assert scan.end is not None
+    if not scan.end.clean:
+        err_console.print(
+            f"engine streams extract: {args.file}: stopped at offset {scan.end.position}: {scan.end.reason}"
+        )
+    err_console.print(f"engine streams extract: {count} complete stream(s)")
+    return status
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``engine streams ...``."""
+    top = subparsers.add_parser("streams", help="journald stream journals: serve, dump, extract")
+    sub = top.add_subparsers(dest="streams_command", metavar="ACTION")
+    sub.required = True
+
+    serve = sub.add_parser("serve", help="serve the journald socket protocol into FILE (journald)")
+    serve.add_argument("socket", metavar="SOCKET")
+    serve.add_argument("file", metavar="FILE")
+    serve.add_argument("--size", type=parse_size, default=None, help="size of a new journal (e.g. 64M)")
+    serve.add_argument("--page-size", type=int, default=None, help="page size of a new journal")
+    serve.add_argument(
+        "--delay-ms",
+        type=float,
+        default=DEFAULT_SYNC_DELAY * 1000,
+        help="fsync delay while other streams are open (default 10)",
+    )
+    serve.add_argument("--reset", action="store_true", help="start the journal over (the original's behaviour)")
+    serve.add_argument("--mode", default=None, help="socket file mode, octal")
+    serve.set_defaults(func=_cmd_serve)
+
+    dump = sub.add_parser("dump", help="one line per record event (journal-dump)")
+    dump.add_argument("file", metavar="FILE")
+    dump.set_defaults(func=_cmd_dump)
+
+    extract = sub.add_parser("extract", help="write out or pipe each complete stream (journal-read)")
+    extract.add_argument("file", metavar="FILE")
+    extract.add_argument("--out", metavar="DIR", default=None, help="write each complete stream to a file in DIR")
+    extract.add_argument(
+        "prog",
+        nargs=argparse.REMAINDER,
+        metavar="-- PROG ARGS",
+        help="run PROG once per complete stream: stream on stdin, ident and start offset as arguments",
+    )
+    extract.set_defaults(func=_cmd_extract)

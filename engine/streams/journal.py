@@ -1,0 +1,616 @@
+"""The writer: many streams multiplexed into one preallocated journald file.
+
+Threads open streams and write to them at the same time.  Records go into one
+in-memory transaction; ``Stream.close()`` adds the stream's last record (EOS)
+and waits on a :class:`~engine.fs.GroupCommit`: the leader writes the whole
+pending transaction (records of every stream), pads it to the page end, writes a
+zero page after it, and syncs once for everybody.  The next transaction then
+overwrites that zero page, so a reader always finds the end of the journal at a
+zero type word and a torn transaction fails its check codes.
+
+Locks, in this order: ``_lock`` (the pending transaction, counters, streams) then
+``_io_lock`` (the file: one write+fsync at a time, wraps included).  The commit
+leader takes the pending bytes and the file position under ``_lock``, then the
+file under ``_io_lock`` before it lets go of ``_lock``, so transactions reach the
+file in the order their positions were handed out.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from types import TracebackType
+from typing import cast
+
+from engine.errors import ClosedError, ConfigError, CorruptFileError, FullError, PoisonedError
+from engine.fs import FileHandle, FileSystem, GroupCommit, OpenMode, OsFileSystem, crashpoint, create_file, resolve
+from engine.streams import codec
+from engine.streams.reader import JournalScan
+
+log = logging.getLogger("engine.streams")
+
+#: Data bytes per record: the original server's connection buffer (CBUFSIZE).
+DEFAULT_RECORD_SIZE = 8192
+#: Longest identifier: the original server's IDENTSIZE.
+MAX_IDENT = 1024
+#: Default fsync delay while other streams are open (the original's -t 10ms).
+DEFAULT_SYNC_DELAY = 0.010
+#: Pending transaction bytes above which whole pages are written out early.
+SPILL_SIZE = 1 << 20
+#: Zero bytes written per call when preallocating a new journal.
+_PREALLOC_CHUNK = 1 << 20
+
+
+def default_page_size(fs: FileSystem, directory: str) -> int:
+    """The original's choice: the larger of the OS page size and the file
+    system's block size (4096 when the file system is not the real one)."""
+    page = 4096
+    if isinstance(fs, OsFileSystem):
+        page = max(os.sysconf("SC_PAGE_SIZE"), os.stat(directory or ".").st_blksize)
+    return page
+
+
+class Stream:
+    """One stream of a :class:`StreamJournal`: ``write`` then ``close`` or ``abort``.
+
+    Data is buffered into records of up to ``record_size`` bytes; nothing is
+    durable until :meth:`close` returns.  As a context manager, a clean exit
+    closes the stream and an exception aborts it.
+    """
+
+    def __init__(self, journal: StreamJournal, number: int, ident: bytes) -> None:
+        self.journal = journal
+        self.number = number
+        self.ident = ident
+        self.total = 0  # data bytes journaled so far (the INFO offset)
+        self.records = 0  # records written (INFO excluded)
+        self.state = "open"  # open | closing | closed | aborted | failed
+        self._buf = b""  # data not journaled yet: at most one record's worth
+        self._wrote_info = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Add ``data`` to the stream (journaled in full records as they fill)."""
+        self.journal._write(self, data)
+
+    def close(self) -> None:
+        """End the stream (EOS); returns once all of it is durable."""
+        self.journal._close_stream(self)
+
+    def abort(self) -> None:
+        """Abandon the stream: readers will report it aborted, never complete."""
+        self.journal._abort_stream(self)
+
+    def __enter__(self) -> Stream:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.state != "open":
+            return
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def __repr__(self) -> str:
+        return f"<Stream #{self.number} {self.ident!r} {self.state} {self.total + len(self._buf)} bytes>"
+
+
+class StreamJournal:
+    """A journald version 2 file written by many concurrent streams.
+
+    Use :meth:`open`.  Counters for tests and benchmarks: ``fsyncs``,
+    ``transactions``, ``wraps``, ``recovered`` (whether opening cut a torn
+    transaction), ``recovery_note``.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        fs: FileSystem,
+        handle: FileHandle,
+        page_size: int,
+        size: int,
+        *,
+        record_size: int,
+        sync_delay: float,
+        spill_size: int = SPILL_SIZE,
+    ) -> None:
+        self.path = path
+        self.fs = fs
+        self._handle = handle
+        self.page_size = page_size
+        self.size = size
+        self.record_size = record_size
+        self.sync_delay = sync_delay
+        self.spill_size = max(spill_size, page_size)
+        self._lock = threading.Lock()
+        self._io_lock = threading.Lock()
+        self._pending = bytearray()
+        self._pending_count = 0  # records in _pending
+        self._txn_pos = page_size  # file offset of the pending transaction
+        self._spilled = 0  # bytes of it already written (whole pages, unsynced)
+        self._global = 0
+        self._next_stream = 0
+        self._streams: dict[int, Stream] = {}
+        self._active = 0  # open streams not yet closing: the fsync waits for them
+        self._zero_page = bytes(page_size)
+        self._closed = False
+        self._failure: BaseException | None = None
+        self._gc = GroupCommit(self._commit, name=path)
+        self.fsyncs = 0
+        self.transactions = 0
+        self.wraps = 0
+        self.recovered = False
+        self.recovery_note = ""
+
+    # -- opening -------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        path: str,
+        size: int | None = None,
+        *,
+        create: bool = True,
+        reset: bool = False,
+        page_size: int | None = None,
+        record_size: int = DEFAULT_RECORD_SIZE,
+        sync_delay: float = DEFAULT_SYNC_DELAY,
+        preallocate: bool = True,
+        spill_size: int = SPILL_SIZE,
+        fs: FileSystem | None = None,
+    ) -> StreamJournal:
+        """Open (or create, needing ``size``) the journal at ``path``.
+
+        An existing journal is recovered: read to its end, a torn transaction
+        cut off (reported in ``recovered``/``recovery_note`` and logged), streams
+        left open by the previous writer aborted, and writing continues after
+        it with the next global record and stream numbers.  ``reset=True``
+        starts it over instead, as the original server does at every start.
+        ``sync_delay`` is how long a commit waits for other open streams;
+        ``spill_size`` how big a pending transaction grows before its whole
+        pages are written out (unsynced) ahead of the commit.
+        """
+        journal = cls._open(path, size, create, reset, page_size, record_size, sync_delay, preallocate, fs)
+        journal.spill_size = max(spill_size, journal.page_size)
+        return journal
+
+    @classmethod
+    def _open(
+        cls,
+        path: str,
+        size: int | None,
+        create: bool,
+        reset: bool,
+        page_size: int | None,
+        record_size: int,
+        sync_delay: float,
+        preallocate: bool,
+        fs: FileSystem | None,
+    ) -> StreamJournal:
+        fs = resolve(fs)
+        if record_size <= 0:
+            raise ConfigError(f"record_size must be positive, not {record_size}")
+        if sync_delay < 0:
+            raise ConfigError(f"sync_delay must be >= 0, not {sync_delay}")
+        exists = fs.exists(path)
+        # A blank file -- empty, or a header of zeros -- holds no journal: it is
+        # what a crash during creation leaves, or a file preallocated for the
+        # original server (which writes its header at start).  Initialise it.
+        blank = exists and cls._is_blank(fs, path)
+        if blank and create:
+            exists = False
+            if size is None:
+                size = fs.file_size(path)
+        if not exists and not create:
+            raise FileNotFoundError(path)
+        if not exists:
+            if size is None:
+                raise ConfigError(f"{path}: a new journal needs size=")
+            page = page_size or default_page_size(fs, os.path.dirname(path))
+            cls._check_geometry(page, size)
+            handle = cls._create(fs, path, page, size - size % page, preallocate, reuse=blank)
+            journal = cls(path, fs, handle, page, size - size % page, record_size=record_size, sync_delay=sync_delay)
+            return journal
+        handle = fs.open(path, OpenMode.WRITE)
+        try:
+            handle.lock(exclusive=True, blocking=False)
+            if reset:
+                page = page_size or default_page_size(fs, os.path.dirname(path))
+                file_size = handle.size()
+                cls._check_geometry(page, file_size)
+                journal = cls(
+                    path, fs, handle, page, file_size - file_size % page, record_size=record_size, sync_delay=sync_delay
+                )
+                journal._write_header_locked(0)
+                return journal
+            return cls._recover(path, fs, handle, record_size, sync_delay)
+        except BaseException:
+            handle.close()
+            raise
+
+    @staticmethod
+    def _check_geometry(page: int, size: int) -> None:
+        if page < codec.MIN_PAGE_SIZE:
+            raise ConfigError(f"page size must be at least {codec.MIN_PAGE_SIZE}, not {page}")
+        if size // page < codec.MIN_PAGES:
+            raise ConfigError(f"a journal needs at least {codec.MIN_PAGES} pages of {page} bytes, not {size} bytes")
+
+    @staticmethod
+    def _is_blank(fs: FileSystem, path: str) -> bool:
+        with fs.open(path, OpenMode.READ) as handle:
+            head = handle.read_at(0, codec.FILE_HEADER_SIZE)
+        return head.count(0) == len(head)
+
+    @staticmethod
+    def _create(fs: FileSystem, path: str, page: int, size: int, preallocate: bool, *, reuse: bool) -> FileHandle:
+        # Header page and the zero page 1 first, synced with the directory entry
+        # (create_file), so the name never points at a file without a header.
+        first = codec.encode_header_page(page, 0) + bytes(page)
+        if reuse:
+            handle = fs.open(path, OpenMode.WRITE)
+            try:
+                handle.lock(exclusive=True, blocking=False)
+                handle.write_at(0, first)
+                handle.fsync()
+                fs.fsync_dir(os.path.dirname(path) or ".")
+            except BaseException:
+                handle.close()
+                raise
+        else:
+            handle = create_file(fs, path, first)
+        try:
+            if not reuse:
+                handle.lock(exclusive=True, blocking=False)
+            if preallocate:
+                # Real zeros rather than a hole: later fdatasyncs then need no
+                # block allocation (the original expects a preallocated file).
+                # A reused file keeps what it has (stale bytes past the zero
+                # page 1 are never read: the global record numbers rule them out).
+                chunk = bytes(_PREALLOC_CHUNK)
+                offset = max(2 * page, handle.size()) if reuse else 2 * page
+                while offset < size:
+                    n = min(_PREALLOC_CHUNK, size - offset)
+                    handle.write_at(offset, chunk if n == _PREALLOC_CHUNK else bytes(n))
+                    offset += n
+            else:
+                handle.truncate(size)
+            crashpoint("streams.create.before-fsync")
+            handle.fsync()  # the size is metadata: a full fsync
+            crashpoint("streams.create.after-fsync")
+        except BaseException:
+            handle.close()
+            raise
+        return handle
+
+    @classmethod
+    def _recover(
+        cls, path: str, fs: FileSystem, handle: FileHandle, record_size: int, sync_delay: float
+    ) -> StreamJournal:
+        scan = JournalScan(path, fs, handle=handle)
+        end = scan.run()
+        assert scan.header is not None
+        page = scan.header.page_size
+        size = scan.file_size - scan.file_size % page
+        if size // page < codec.MIN_PAGES:
+            raise CorruptFileError(path, scan.file_size, f"at least {codec.MIN_PAGES} pages of {page} bytes")
+        journal = cls(path, fs, handle, page, size, record_size=record_size, sync_delay=sync_delay)
+        journal._global = end.next_global
+        journal._next_stream = 0 if scan.max_stream is None else (scan.max_stream + 1) & codec.U32_MASK
+        start = codec.page_ceil(end.position, page)
+        journal._txn_pos = start
+        if not end.clean:
+            journal.recovered = True
+            journal.recovery_note = f"cut a torn transaction at offset {end.position}: {end.reason}"
+            log.warning("journal %s: %s", path, journal.recovery_note)
+        if start + page > size:
+            journal._wrap_locked()
+        elif not end.clean:
+            # Zero the rest of the last good page and the page after it, so the
+            # journal ends right after the last good record again.
+            handle.write_at(end.position, bytes(start - end.position) + journal._zero_page)
+            crashpoint("streams.recover.before-fsync")
+            handle.fdatasync()
+            crashpoint("streams.recover.after-fsync")
+            journal.fsyncs += 1
+        if scan.open_streams:
+            # Their writer is gone: they can never end.  Abort them explicitly.
+            with journal._lock:
+                for st in scan.open_streams.values():
+                    ghost = Stream(journal, st.number, st.ident)
+                    ghost.records = st.record
+                    ghost.total = st.offset
+                    ghost._wrote_info = True
+                    journal._emit(ghost, codec.ABORT, b"")
+            journal._gc.sync_now()
+        return journal
+
+    # -- records ---------------------------------------------------------------------
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise ClosedError(f"{self.path}: journal is closed")
+        if self._failure is not None:
+            raise PoisonedError(self.path, self._failure)
+        if self._handle.poisoned:
+            raise PoisonedError(self.path, None)
+
+    def _emit(self, stream: Stream, rtype: int, data: bytes | bytearray) -> None:
+        """Append one record of ``stream`` (and its INFO first, if this lap has
+        none yet) to the pending transaction.  Caller holds ``_lock``."""
+        need = codec.RECORD_OVERHEAD + len(data)
+        info = b""
+        if not stream._wrote_info:
+            info = codec.encode_info(stream.total, stream.ident)
+            need += codec.RECORD_OVERHEAD + len(info)
+        # Room for these records, the padding and the zero page that must follow
+        # (the original's check_rotate), else wrap to page 1 first.
+        if self._txn_pos + self._spilled + len(self._pending) + need + 1 + self.page_size >= self.size:
+            self._wrap_locked()
+            # The new lap needs this stream's INFO again (even if the stream is
+            # no longer registered, e.g. while it is being aborted).
+            stream._wrote_info = False
+            info = codec.encode_info(stream.total, stream.ident)
+            need = 2 * codec.RECORD_OVERHEAD + len(info) + len(data)
+            if self.page_size + need + 1 + self.page_size >= self.size:
+                raise FullError(f"{self.path}: a {need}-byte record cannot fit in a {self.size}-byte journal")
+        if not stream._wrote_info:
+            codec.append_record(self._pending, codec.INFO, self._global, stream.number, stream.records, info)
+            self._global = (self._global + 1) & codec.U32_MASK
+            self._pending_count += 1
+            stream._wrote_info = True
+        codec.append_record(self._pending, rtype, self._global, stream.number, stream.records, data)
+        self._global = (self._global + 1) & codec.U32_MASK
+        self._pending_count += 1
+        if rtype & codec.DATA:
+            stream.total = (stream.total + len(data)) & codec.U32_MASK
+        if not rtype & codec.ABORT:
+            stream.records += 1
+        if len(self._pending) >= self.spill_size and self._io_lock.acquire(blocking=False):
+            # A big transaction: write its whole pages now, unsynced, as the
+            # original writes each page as it fills, so memory stays bounded
+            # and the commit has less to write.  (Skipped while a commit holds
+            # the file: the data simply waits in memory a little longer.)
+            try:
+                cut = len(self._pending) // self.page_size * self.page_size
+                self._handle.write_at(self._txn_pos + self._spilled, bytes(memoryview(self._pending)[:cut]))
+                del self._pending[:cut]
+                self._spilled += cut
+            except BaseException as exc:
+                self._failure = exc
+                raise
+            finally:
+                self._io_lock.release()
+
+    def open_stream(self, ident: bytes | str) -> Stream:
+        """A new stream named ``ident`` (at most 1024 bytes, as in the original)."""
+        raw = ident.encode() if isinstance(ident, str) else bytes(ident)
+        if len(raw) > MAX_IDENT:
+            raise ConfigError(f"stream identifier of {len(raw)} bytes; at most {MAX_IDENT}")
+        with self._lock:
+            self._check_usable()
+            stream = Stream(self, self._next_stream, raw)
+            self._next_stream = (self._next_stream + 1) & codec.U32_MASK
+            self._streams[stream.number] = stream
+            self._active += 1
+            return stream
+
+    def _write(self, stream: Stream, data: bytes | bytearray | memoryview) -> None:
+        with self._lock:
+            self._check_usable()
+            if stream.state != "open":
+                raise ClosedError(f"stream #{stream.number} is {stream.state}")
+            # Like the original, a full buffer is journaled only when more data
+            # follows, so the last record of a stream is DATA|EOS.  Whole
+            # record-sized pieces of ``data`` are journaled without copying.
+            data = bytes(data)  # no copy when it is bytes already
+            buf = stream._buf
+            size = self.record_size
+            if len(buf) + len(data) <= size:
+                stream._buf = buf + data if buf else data
+                return
+            take = size - len(buf)
+            self._emit(stream, codec.DATA, buf + data[:take] if take else buf)
+            pos = take
+            while len(data) - pos > size:
+                self._emit(stream, codec.DATA, data[pos : pos + size])
+                pos += size
+            stream._buf = data[pos:]
+
+    def _close_stream(self, stream: Stream) -> None:
+        with self._lock:
+            self._check_usable()
+            if stream.state != "open":
+                raise ClosedError(f"stream #{stream.number} is {stream.state}")
+            rtype = codec.EOS | (codec.DATA if stream._buf else 0)
+            self._emit(stream, rtype, stream._buf)
+            stream._buf = b""
+            stream.state = "closing"
+            self._active -= 1
+            ticket = self._gc.ticket()
+        try:
+            self._gc.wait(ticket)
+        except BaseException:
+            stream.state = "failed"
+            raise
+        finally:
+            with self._lock:
+                self._streams.pop(stream.number, None)
+        stream.state = "closed"
+
+    def _abort_stream(self, stream: Stream) -> None:
+        with self._lock:
+            if stream.state != "open":
+                return
+            stream._buf = b""
+            stream.state = "aborted"
+            self._active -= 1
+            self._streams.pop(stream.number, None)
+            if self._closed or self._failure is not None or self._handle.poisoned:
+                return  # nothing more can be written; readers see it open, never complete
+            # Nothing journaled yet means nothing to abort (the original's rule).
+            # The ABORT is not waited for: losing it leaves the stream open,
+            # which a reader never mistakes for complete.
+            if stream.records:
+                self._emit(stream, codec.ABORT, b"")
+
+    # -- commit ----------------------------------------------------------------------
+    def _commit(self) -> None:
+        """GroupCommit's sync: write the pending transaction + a zero page, fsync."""
+        if self.sync_delay > 0 and self._active > 0:
+            # Other streams are still writing: give them a moment to finish and
+            # share this fsync (the original server's delayed sync).
+            time.sleep(self.sync_delay)
+        with self._lock:
+            if self._failure is not None:
+                raise PoisonedError(self.path, self._failure)
+            if not self._pending and not self._spilled:
+                return  # everything already reached the disk (a wrap synced it)
+            data = self._pending
+            start = self._txn_pos + self._spilled
+            pad = codec.padding(len(data), self.page_size)  # the spilled part is whole pages
+            self._txn_pos = start + len(data) + len(pad)
+            self._spilled = 0
+            self._pending = bytearray()
+            self._pending_count = 0
+            self._io_lock.acquire()
+        try:
+            data += pad
+            data += self._zero_page
+            self._write_and_sync(start, data, "commit")
+            self.transactions += 1
+        except BaseException as exc:
+            self._failure = exc
+            raise
+        finally:
+            self._io_lock.release()
+
+    def _write_and_sync(self, offset: int, data: bytes | bytearray, what: str) -> None:
+        # A bytearray is written as it is (no copy): nothing mutates it afterwards.
+        self._handle.write_at(offset, cast(bytes, data))
+        # The transaction and the zero page after it in one write, then one
+        # fdatasync (the file is preallocated: no size change to sync).  Only
+        # after it returns may any stream in it be acknowledged.
+        crashpoint(f"streams.{what}.before-fsync")
+        self._handle.fdatasync()
+        crashpoint(f"streams.{what}.after-fsync")
+        self.fsyncs += 1
+
+    def _wrap_locked(self) -> None:
+        """Start over at page 1 (caller holds ``_lock``): commit what is pending,
+        rewrite the header with the next global record number, zero page 1."""
+        with self._io_lock:
+            try:
+                if self._pending or self._spilled:
+                    data = self._pending + codec.padding(len(self._pending), self.page_size) + self._zero_page
+                    self._write_and_sync(self._txn_pos + self._spilled, data, "wrap-flush")
+                    self.transactions += 1
+                    self._pending = bytearray()
+                    self._pending_count = 0
+                    self._spilled = 0
+                # Header and zero page 1 in one write starting at offset 0: a
+                # crash keeps the old header (the previous lap stays readable) or
+                # the new one (an empty lap); the first sector is never torn.
+                self._write_and_sync(
+                    0, codec.encode_header_page(self.page_size, self._global) + self._zero_page, "wrap"
+                )
+            except BaseException as exc:
+                self._failure = exc
+                raise
+        self._txn_pos = self.page_size
+        self.wraps += 1
+        for stream in self._streams.values():
+            stream._wrote_info = False
+
+    def _write_header_locked(self, first_global: int) -> None:
+        with self._lock:
+            self._global = first_global
+            self._wrap_locked()
+            self.wraps = 0
+
+    # -- public ------------------------------------------------------------------------
+    def sync(self) -> None:
+        """Make every record written so far durable (aborts included)."""
+        with self._lock:
+            self._check_usable()
+        self._gc.sync_now()
+
+    @property
+    def open_streams(self) -> int:
+        """How many streams are open (not closed or aborted)."""
+        with self._lock:
+            return len(self._streams)
+
+    @property
+    def position(self) -> int:
+        """File offset where the next transaction goes."""
+        with self._lock:
+            return self._txn_pos + self._spilled + len(self._pending)
+
+    @property
+    def next_global(self) -> int:
+        """Global record number of the next record."""
+        with self._lock:
+            return self._global
+
+    def verify(self) -> list[str]:
+        """Check the file and this writer agree; raises CorruptFileError.
+
+        Everything written is synced first; then the file must read to a clean
+        end exactly where the writer will continue, with the same next global
+        record number, no anomalies, and every stream this writer has open and
+        journaled must read as open.
+        """
+        self.sync()
+        with self._lock, self._io_lock:
+            scan = JournalScan(self.path, self.fs, handle=self._handle)
+            end = scan.run()
+            notes: list[str] = []
+            if scan.anomalies:
+                raise CorruptFileError(
+                    self.path, 0, "records consistent with their streams", found="; ".join(scan.anomalies)
+                )
+            if not end.clean:
+                raise CorruptFileError(self.path, end.position, "the end of the journal", found=end.reason)
+            if end.position != self._txn_pos:
+                raise CorruptFileError(self.path, end.position, f"the journal to end at {self._txn_pos}")
+            expected = (self._global - self._pending_count) & codec.U32_MASK
+            if end.next_global != expected:
+                raise CorruptFileError(
+                    self.path, end.position, f"next global record {expected}", found=str(end.next_global)
+                )
+            for number, stream in self._streams.items():
+                if stream._wrote_info and number not in scan.open_streams:
+                    raise CorruptFileError(self.path, end.position, f"stream {number} to be open")
+            if self.recovered:
+                notes.append(self.recovery_note)
+            return notes
+
+    def close(self) -> None:
+        """Abort the streams still open, commit, and close the file."""
+        if self._closed:
+            return
+        with self._lock:
+            streams = [s for s in self._streams.values() if s.state == "open"]
+        for stream in streams:
+            stream.abort()
+        try:
+            if self._failure is None and not self._handle.poisoned:
+                self._gc.sync_now()
+        finally:
+            with self._lock:
+                self._closed = True
+            self._handle.close()
+
+    def __enter__(self) -> StreamJournal:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<StreamJournal {self.path!r} {self.size} bytes, page {self.page_size}>"

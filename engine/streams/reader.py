@@ -1,0 +1,325 @@
+"""Reading a journald file: events record by record, or whole streams.
+
+:class:`JournalScan` walks the transactions from page 1, checks every check code
+and that the global record numbers run without a gap, and turns records into
+:class:`Event` objects the way the original ``journal-read``/``journal-dump`` do
+(``init`` / ``append`` / ``end`` / ``abort``, then ``unfinished`` for streams left
+open).  The first record that fails a check is the end of the journal: after a
+crash that is the torn, unsynced transaction; the scan stops there cleanly and
+says where (:attr:`JournalScan.end`), logs a warning and counts it.
+
+Files that have wrapped read the same way: the header names the first global
+record number of the current lap, and older records beyond the newest
+transaction fail the global record number check.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from engine.errors import CorruptFileError
+from engine.fs import FileHandle, FileSystem, OpenMode, resolve
+from engine.streams import codec
+
+log = logging.getLogger("engine.streams")
+
+#: How much of the file one read fetches.
+_CHUNK = 1 << 20
+
+#: How many scans ended at something other than a clean end (tests read it).
+torn_scans = 0
+
+
+@dataclass(frozen=True)
+class Event:
+    """One thing a record says about a stream.
+
+    ``kind`` is ``init`` (INFO: ``ident`` and the stream ``offset`` it resumes
+    at), ``append`` (``data``), ``end``, ``abort`` or ``unfinished`` (the journal
+    ended with the stream still open).  ``record`` and ``offset`` are the
+    stream's record number and byte offset before this record, as journal-dump
+    prints them; ``position`` is the record's file offset (-1 for
+    ``unfinished``).
+    """
+
+    kind: str
+    stream: int
+    record: int
+    offset: int
+    ident: bytes = b""
+    data: bytes = b""
+    position: int = -1
+    global_record: int = -1
+
+
+@dataclass
+class StreamData:
+    """One stream as read back: ``status`` is complete, aborted or open."""
+
+    number: int
+    ident: bytes
+    start_offset: int
+    data: bytes
+    status: str
+    position: int
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "complete"
+
+
+@dataclass
+class ScanEnd:
+    """Where and why a scan stopped.
+
+    ``position`` is where the next transaction goes: the start of the zero page
+    for a clean end, else the end of the last good record.  ``clean`` is true
+    when the journal ended at a zero type word at a transaction start; otherwise
+    ``reason`` says what failed at ``position``.
+    """
+
+    position: int
+    clean: bool
+    reason: str
+    next_global: int
+    records: int
+
+
+@dataclass
+class _Open:
+    number: int
+    ident: bytes
+    start: int
+    offset: int
+    record: int
+    position: int
+    chunks: list[bytes] = field(default_factory=list)
+
+
+class _Source:
+    """Random reads of a file through a 1 MiB window."""
+
+    def __init__(self, handle: FileHandle, size: int) -> None:
+        self.handle = handle
+        self.size = size
+        self._base = 0
+        self._buf = b""
+
+    def read(self, offset: int, length: int) -> bytes:
+        end = offset + length
+        if offset >= self._base and end <= self._base + len(self._buf):
+            return self._buf[offset - self._base : end - self._base]
+        if length >= _CHUNK:
+            return self.handle.read_at(offset, length)
+        self._base = offset
+        self._buf = self.handle.read_at(offset, max(_CHUNK, length))
+        return self._buf[:length]
+
+
+class JournalScan:
+    """Iterate over a journal's events; afterwards :attr:`end` says where it stopped.
+
+    ``anomalies`` lists records that passed their checks but make no sense for
+    their stream (data for an unknown stream, a record number out of sequence,
+    an INFO for a stream already open): the original reader warns about them and
+    so do we; :meth:`StreamJournal.verify` treats them as corruption.
+    """
+
+    def __init__(self, path: str, fs: FileSystem | None = None, *, handle: FileHandle | None = None) -> None:
+        self.path = path
+        self._fs = resolve(fs)
+        self._handle = handle
+        self.header: codec.FileHeader | None = None
+        self.file_size = 0
+        self.end: ScanEnd | None = None
+        self.anomalies: list[str] = []
+        self.open_streams: dict[int, _Open] = {}
+        self.max_stream: int | None = None
+        self._collect = False
+        self._finished: list[StreamData] = []
+        self._started = False
+
+    # -- public ------------------------------------------------------------------
+    def __iter__(self) -> Iterator[Event]:
+        if self._started:
+            raise RuntimeError("a JournalScan can be iterated once")
+        self._started = True
+        if self._handle is not None:
+            yield from self._scan(self._handle)
+            return
+        with self._fs.open(self.path, OpenMode.READ) as handle:
+            yield from self._scan(handle)
+
+    def streams(self) -> Iterator[StreamData]:
+        """Whole streams: each complete or aborted one when its end is read, then
+        the ones left open.  Data is kept in memory until the stream ends."""
+        self._collect = True
+        for _ in self:
+            if self._finished:
+                yield from self._finished
+                self._finished.clear()
+        yield from self._finished
+        self._finished.clear()
+
+    def run(self) -> ScanEnd:
+        """Read to the end, discarding events; returns :attr:`end`."""
+        for _ in self:
+            pass
+        assert self.end is not None
+        return self.end
+
+    # -- the walk ------------------------------------------------------------------
+    def _scan(self, handle: FileHandle) -> Iterator[Event]:
+        size = handle.size()
+        self.file_size = size
+        head = handle.read_at(0, codec.FILE_HEADER_SIZE)
+        header = codec.decode_file_header(head, self.path)
+        self.header = header
+        page = header.page_size
+        limit = size - size % page
+        if limit < 2 * page:
+            raise CorruptFileError(self.path, size, f"at least 2 pages of {page} bytes", found=f"{size} bytes")
+        src = _Source(handle, limit)
+        pos = page
+        expected = header.first_global
+        records = 0
+        stop: tuple[int, bool, str] | None = None
+        while stop is None:
+            # At a transaction start (page aligned) a zero type word is the end.
+            if pos + codec.WORD.size > limit:
+                stop = (pos, False, "end of file without the zero page that ends a journal")
+                break
+            if codec.WORD.unpack(src.read(pos, codec.WORD.size))[0] == codec.EOT:
+                # Both writers end the journal with a whole zero page; a zero
+                # type word followed by anything else is a damaged record.
+                if pos + page > limit or src.read(pos, page).count(0) != page:
+                    stop = (pos, False, "a zero type word not followed by a zero page")
+                else:
+                    stop = (pos, True, "end of journal")
+                break
+            # Records of one transaction.
+            while True:
+                if pos + codec.RECORD_OVERHEAD > limit:
+                    stop = (pos, False, "record header runs past the end of the file")
+                    break
+                raw_head = src.read(pos, codec.RECORD_HEADER_SIZE)
+                rh = codec.decode_record_header(raw_head)
+                total = codec.RECORD_OVERHEAD + rh.length
+                if pos + total > limit:
+                    stop = (pos, False, f"record length {rh.length} runs past the end of the file")
+                    break
+                raw = src.read(pos, total)
+                if not codec.record_check_ok(raw, 0, rh.length):
+                    stop = (pos, False, f"check code mismatch in record {expected}")
+                    break
+                if rh.global_record != expected:
+                    stop = (pos, False, f"global record number {rh.global_record}, expected {expected}")
+                    break
+                data = raw[codec.RECORD_HEADER_SIZE : codec.RECORD_HEADER_SIZE + rh.length]
+                yield from self._handle_record(rh, data, pos)
+                records += 1
+                expected = (expected + 1) & codec.U32_MASK
+                pos += total
+                room = page - pos % page
+                if room == page:
+                    break  # the record ended on a page boundary: a new start
+                if room < codec.WORD.size or codec.WORD.unpack(src.read(pos, codec.WORD.size))[0] == codec.EOT:
+                    # End of transaction: NUL padding to the page end, which both
+                    # writers zero; other bytes there mean a damaged type word.
+                    if src.read(pos, room).count(0) != room:
+                        stop = (pos, False, "non-zero bytes in the padding after a zero type word")
+                        break
+                    pos += room
+                    break
+        position, clean, reason = stop
+        self.end = ScanEnd(position, clean, reason, expected, records)
+        if not clean:
+            global torn_scans
+            torn_scans += 1
+            log.warning(
+                "journal %s: stopped at offset %d: %s (a torn transaction or damage; later data is ignored)",
+                self.path,
+                position,
+                reason,
+            )
+        for number in sorted(self.open_streams):
+            st = self.open_streams[number]
+            if self._collect:
+                self._finished.append(
+                    StreamData(st.number, st.ident, st.start, b"".join(st.chunks), "open", st.position)
+                )
+            yield Event("unfinished", st.number, st.record, st.offset, st.ident, position=-1)
+
+    def _anomaly(self, message: str, position: int) -> None:
+        text = f"offset {position}: {message}"
+        self.anomalies.append(text)
+        log.warning("journal %s: %s", self.path, text)
+
+    def _finish(self, st: _Open, status: str) -> None:
+        del self.open_streams[st.number]
+        if self._collect:
+            self._finished.append(StreamData(st.number, st.ident, st.start, b"".join(st.chunks), status, st.position))
+
+    def _handle_record(self, rh: codec.RecordHeader, data: bytes, position: int) -> Iterator[Event]:
+        """The original reader's per-record state machine (reader.c)."""
+        number = rh.stream
+        g = rh.global_record
+        if self.max_stream is None or number > self.max_stream:
+            self.max_stream = number
+        st = self.open_streams.get(number)
+        if st is not None and rh.record != st.record:
+            self._anomaly(
+                f"stream {number}: record number {rh.record}, expected {st.record}; dropping the stream", position
+            )
+            yield Event("abort", number, st.record, st.offset, st.ident, position=position, global_record=g)
+            self._finish(st, "aborted")
+            return
+        rtype = rh.type
+        if rtype & codec.ABORT:
+            if st is None:
+                self._anomaly(f"stream {number}: ABORT for a stream not open", position)
+                return
+            yield Event("abort", number, st.record, st.offset, st.ident, position=position, global_record=g)
+            self._finish(st, "aborted")
+        elif rtype & codec.INFO:
+            if st is not None:
+                self._anomaly(f"stream {number}: INFO for a stream already open; ignored", position)
+                return
+            try:
+                offset, ident = codec.decode_info(data)
+            except ValueError:
+                self._anomaly(f"stream {number}: INFO data of {len(data)} bytes is too short", position)
+                return
+            st = _Open(number, ident, offset, offset, rh.record, position)
+            self.open_streams[number] = st
+            yield Event("init", number, rh.record, offset, ident, position=position, global_record=g)
+        else:
+            if rtype & codec.DATA:
+                if st is None:
+                    self._anomaly(f"stream {number}: DATA for a stream not open", position)
+                else:
+                    yield Event("append", number, st.record, st.offset, st.ident, data, position, g)
+                    if self._collect:
+                        st.chunks.append(data)
+                    st.offset = (st.offset + len(data)) & codec.U32_MASK
+                    st.record += 1
+            if rtype & codec.EOS:
+                if st is None:
+                    self._anomaly(f"stream {number}: EOS for a stream not open", position)
+                else:
+                    yield Event("end", number, st.record, st.offset, st.ident, position=position, global_record=g)
+                    self._finish(st, "complete")
+            if not rtype & (codec.DATA | codec.EOS):
+                self._anomaly(f"stream {number}: record type 0x{rtype:x} has no known type bit; ignored", position)
+
+
+def read_events(path: str, fs: FileSystem | None = None) -> JournalScan:
+    """The journal's events, as an iterable :class:`JournalScan` (see its ``end``)."""
+    return JournalScan(path, fs)
+
+
+def read_streams(path: str, fs: FileSystem | None = None) -> Iterator[StreamData]:
+    """Whole streams (ident, start offset, data, status complete/aborted/open)."""
+    return JournalScan(path, fs).streams()

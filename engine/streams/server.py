@@ -1,0 +1,165 @@
+"""A journald-protocol server over a Unix stream socket, backed by StreamJournal.
+
+Per connection (the original's ``socketio.c`` states, one thread each here):
+
+1. read the identifier length (u32, MSB first) and the identifier;
+2. read length-prefixed strings, feeding their bytes to the stream (which cuts
+   them into records of up to 8 KiB, whatever the client's string sizes);
+3. a zero length ends the stream: ``Stream.close()`` returns once the stream is
+   durable, then the server sends one byte, 1, and closes the connection;
+4. a client that disconnects before the zero length gets its stream aborted.
+
+Any failure (journal full, poisoned by an fsync error, an identifier longer than
+the original's 1024 bytes) is answered with a 0 byte.  Group commit comes from
+the journal: a closing stream's fsync waits ``sync_delay`` (10 ms by default)
+while other streams are open, so concurrent connections share it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import socketserver
+import stat
+import struct
+import threading
+from typing import Any
+
+from engine.errors import EngineError
+from engine.fs import default_fs
+from engine.streams.journal import MAX_IDENT, StreamJournal
+
+log = logging.getLogger("engine.streams")
+
+# Every number on the wire: u32, MSB first.
+LENGTH = struct.Struct(">I")
+assert LENGTH.size == 4
+
+#: Bytes read from a connection at a time.
+READ_SIZE = 64 * 1024
+
+ACK_OK = b"\x01"
+ACK_FAIL = b"\x00"
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    server: JournalServer
+
+    def handle(self) -> None:
+        self.server._serve_connection(self.request)
+
+
+class JournalServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """Serve ``journal`` on ``socket_path`` (an existing socket file is replaced).
+
+    ``serve_forever()`` in the calling thread, or :meth:`start` for a background
+    thread; :meth:`stop` shuts down and removes the socket.  The journal stays
+    open (its owner closes it).  Counters: ``committed``, ``aborted``,
+    ``rejected``.
+    """
+
+    daemon_threads = True
+    allow_reuse_address = False
+    request_queue_size = 128  # the original's listen backlog
+
+    def __init__(self, socket_path: str, journal: StreamJournal, *, mode: int | None = None) -> None:
+        self.socket_path = socket_path
+        self.journal = journal
+        self.committed = 0
+        self.aborted = 0
+        self.rejected = 0
+        self._count_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        _remove_stale_socket(socket_path)
+        super().__init__(socket_path, _Handler)
+        if mode is not None:
+            os.chmod(socket_path, mode)
+
+    def _count(self, name: str) -> None:
+        with self._count_lock:
+            setattr(self, name, getattr(self, name) + 1)
+
+    def _serve_connection(self, sock: socket.socket) -> None:
+        rfile = sock.makefile("rb", buffering=READ_SIZE)
+        try:
+            answer = self._run_protocol(rfile)
+            if answer is not None:
+                sock.sendall(answer)
+        except OSError as exc:  # the client went away while we answered
+            log.debug("journald connection: %s", exc)
+        finally:
+            rfile.close()
+
+    def _run_protocol(self, rfile: Any) -> bytes | None:
+        """The per-connection state machine; returns the byte to answer, if any."""
+        head = rfile.read(LENGTH.size)
+        if len(head) < LENGTH.size:
+            return None  # gone before naming a stream: nothing was started
+        (ident_len,) = LENGTH.unpack(head)
+        if ident_len > MAX_IDENT:
+            self._count("rejected")
+            return ACK_FAIL
+        ident = rfile.read(ident_len)
+        if len(ident) < ident_len:
+            return None
+        try:
+            stream = self.journal.open_stream(ident)
+        except EngineError as exc:
+            log.error("journald: cannot open a stream: %s", exc)
+            self._count("rejected")
+            return ACK_FAIL
+        try:
+            while True:
+                head = rfile.read(LENGTH.size)
+                if len(head) < LENGTH.size:
+                    stream.abort()  # early disconnect
+                    self._count("aborted")
+                    return None
+                (length,) = LENGTH.unpack(head)
+                if length == 0:
+                    stream.close()  # returns once the stream is durable
+                    self._count("committed")
+                    return ACK_OK
+                while length:
+                    chunk = rfile.read(min(length, READ_SIZE))
+                    if not chunk:
+                        stream.abort()
+                        self._count("aborted")
+                        return None
+                    stream.write(chunk)
+                    length -= len(chunk)
+        except EngineError as exc:
+            log.error("journald: stream #%d failed: %s", stream.number, exc)
+            stream.abort()
+            self._count("rejected")
+            return ACK_FAIL
+        except BaseException:
+            stream.abort()
+            raise
+
+    def start(self) -> threading.Thread:
+        """Serve from a daemon thread; returns it."""
+        thread = threading.Thread(target=self.serve_forever, name="journald-server", daemon=True)
+        thread.start()
+        self._thread = thread
+        return thread
+
+    def stop(self) -> None:
+        """Stop accepting, close the listening socket and remove its file."""
+        if self._thread is not None:
+            self.shutdown()
+            self._thread.join()
+            self._thread = None
+        self.server_close()
+        _remove_stale_socket(self.socket_path)
+
+
+def _remove_stale_socket(path: str) -> None:
+    """Remove ``path`` if it is a socket (the original unlinks before bind)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISSOCK(mode):
+        default_fs().unlink(path)
