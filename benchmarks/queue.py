@@ -1,0 +1,529 @@
+"""Queue benchmark: engine.Queue against its peers, side by side, 100-byte items.
+
+    python3 -m benchmarks.queue            # full run (includes a 10M-item backlog scale test)
+    python3 -m benchmarks.queue --quick    # a short run (1M-item backlog)
+    python3 -m benchmarks.queue --scale-only 10000000
+
+Measures puts/s and get+confirm/s of engine.Queue in its three sync modes,
+persist-queue (Queue, SQLiteAckQueue), diskcache Deque, queuelib FifoDiskQueue,
+litequeue, sqlite3 (WAL, synchronous=FULL) and a raw append+fdatasync loop; group
+commit with 8 producer threads; fanout with 4 readers; a reader in another process;
+and open time / resident memory with a large backlog.  Writes
+benchmarks/results/queue.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+from benchmarks.common import Row, bench_dir, report
+from engine.queue import Queue
+
+ITEM = b"x" * 100
+RESULTS = os.path.join(os.path.dirname(__file__), "results", "queue.json")
+
+
+def rate(fn: Callable[[], int]) -> float:
+    start = time.perf_counter()
+    n = fn()
+    return n / (time.perf_counter() - start)
+
+
+# -- engine -------------------------------------------------------------------------
+
+
+def engine_rates(directory: str, sync: object, n: int) -> tuple[float, float]:
+    q = Queue.open(directory, "bench", sync=sync)
+    reader = q.reader()
+
+    def puts() -> int:
+        for _ in range(n):
+            q.put(ITEM)
+        return n
+
+    def gets() -> int:
+        got = 0
+        while True:
+            item = reader.get(timeout=0)
+            if item is None:
+                return got
+            reader.confirm(item.id)
+            got += 1
+
+    put_rate = rate(puts)
+    get_rate = rate(gets)
+    q.close()
+    return put_rate, get_rate
+
+
+def engine_threads(directory: str, threads: int, per_thread: int) -> float:
+    q = Queue.open(directory, "bench", sync="always")
+
+    def work() -> None:
+        for _ in range(per_thread):
+            q.put(ITEM)
+
+    pool = [threading.Thread(target=work) for _ in range(threads)]
+    start = time.perf_counter()
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    elapsed = time.perf_counter() - start
+    q.close()
+    return threads * per_thread / elapsed
+
+
+def engine_fanout(directory: str, readers: int, n: int) -> tuple[float, int]:
+    q = Queue.open(directory, "bench", sync=0.05)
+    for i in range(readers):
+        q.reader(f"r{i}")
+
+    def puts() -> int:
+        for _ in range(n):
+            q.put(ITEM)
+        return n
+
+    put_rate = rate(puts)
+    size = q.journal_bytes()
+    q.close()
+    return put_rate, size
+
+
+CHILD = """
+import sys, time
+from engine.queue import Queue
+directory, reader_name, n, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+if mode == "remote":
+    r = Queue.open_reader(directory, "bench", reader_name, poll_interval=0.002)
+    q = None
+else:  # the same work done by a reader in the writer's own process
+    q = Queue.open(directory, "bench", sync=0.05)
+    r = q.reader(reader_name)
+start = None
+got = 0
+while got < n:
+    item = r.get(timeout=30)
+    if item is None:
+        break
+    if start is None:
+        start = time.perf_counter()
+    r.confirm(item.id)
+    got += 1
+elapsed = time.perf_counter() - start
+(q or r).close()
+print(got / elapsed if elapsed > 0 else 0.0)
+"""
+
+
+def engine_cross_process(directory: str, n: int, rounds: int) -> tuple[float, float]:
+    """get+confirm/s of a reader in the writer's process and of one in another
+    process, each run in a fresh process over the same backlog, in alternating
+    rounds (medians), so that both pay the same process start-up and CPU share."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    local: list[float] = []
+    remote: list[float] = []
+    for index in range(rounds):
+        for mode, out in (("local", local), ("remote", remote)):
+            path = os.path.join(directory, f"{mode}-{index}")
+            q = Queue.open(path, "bench", sync=0.05)
+            q.reader("r")
+            q.put_many([ITEM] * n)
+            q.close()
+            child = subprocess.run(
+                [sys.executable, "-c", CHILD, path, "r", str(n), mode],
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=root,
+            )
+            out.append(float(child.stdout.strip()))
+    return median(local), median(remote)
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+def fsync_pair(directory: str, slices: int, seconds: float = 0.3) -> tuple[float, float]:
+    """Raw append+fdatasync and engine sync="always" puts, in alternating short
+    slices on a shared disk (medians): the only fair way to compare fsync rates
+    while other work on the machine makes the disk's latency swing."""
+    payload = struct.pack("<II", 100, 0) + os.urandom(100)
+    fd = os.open(os.path.join(directory, "raw.bin"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    q = Queue.open(os.path.join(directory, "engine"), "bench", sync="always")
+    q.reader()
+    raw: list[float] = []
+    eng: list[float] = []
+    try:
+        for _ in range(slices):
+            for out, op in ((raw, lambda: (os.write(fd, payload), os.fdatasync(fd))), (eng, lambda: q.put(ITEM))):
+                n = 0
+                start = time.perf_counter()
+                while time.perf_counter() - start < seconds:
+                    op()
+                    n += 1
+                out.append(n / (time.perf_counter() - start))
+    finally:
+        os.close(fd)
+        q.close()
+    return median(raw), median(eng)
+
+
+def buffered_pair(directory: str, rounds: int, n: int) -> dict[str, float]:
+    """engine sync=periodic put and get+confirm vs queuelib push and pop, in
+    alternating rounds of ``n`` items (medians)."""
+    from queuelib import FifoDiskQueue
+
+    q = Queue.open(os.path.join(directory, "engine"), "bench", sync=0.05)
+    reader = q.reader()
+    fq = FifoDiskQueue(os.path.join(directory, "queuelib"))
+    res: dict[str, list[float]] = {"put": [], "get": [], "push": [], "pop": []}
+
+    def timed(key: str, fn: Callable[[], None]) -> None:
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        res[key].append(n / (time.perf_counter() - start))
+
+    def get_confirm() -> None:
+        item = reader.get(timeout=0)
+        assert item is not None
+        reader.confirm(item.id)
+
+    for _ in range(rounds):
+        timed("put", lambda: q.put(ITEM) and None)
+        timed("push", lambda: fq.push(ITEM))
+        timed("get", get_confirm)
+        timed("pop", lambda: fq.pop() and None)
+    q.close()
+    fq.close()
+    return {key: median(values) for key, values in res.items()}
+
+
+# -- peers ----------------------------------------------------------------------------
+
+
+def persist_queue_file(directory: str, n: int) -> tuple[float, float]:
+    import persistqueue
+
+    q = persistqueue.Queue(directory, autosave=True)
+
+    def puts() -> int:
+        for _ in range(n):
+            q.put(ITEM)
+        return n
+
+    def gets() -> int:
+        for _ in range(n):
+            q.get()
+            q.task_done()
+        return n
+
+    return rate(puts), rate(gets)
+
+
+def persist_queue_sqlite_ack(directory: str, n: int) -> tuple[float, float]:
+    import persistqueue
+
+    q = persistqueue.SQLiteAckQueue(directory, auto_commit=True, multithreading=False)
+
+    def puts() -> int:
+        for _ in range(n):
+            q.put(ITEM)
+        return n
+
+    def gets() -> int:
+        for _ in range(n):
+            item = q.get(raw=True)
+            q.ack(id=item["pqid"])
+        return n
+
+    return rate(puts), rate(gets)
+
+
+def diskcache_deque(directory: str, n: int) -> tuple[float, float]:
+    import diskcache
+
+    d = diskcache.Deque(directory=directory)
+
+    def puts() -> int:
+        for _ in range(n):
+            d.append(ITEM)
+        return n
+
+    def gets() -> int:
+        for _ in range(n):
+            d.popleft()
+        return n
+
+    return rate(puts), rate(gets)
+
+
+def queuelib_fifo(directory: str, n: int) -> tuple[float, float]:
+    from queuelib import FifoDiskQueue
+
+    q = FifoDiskQueue(os.path.join(directory, "q"))
+
+    def puts() -> int:
+        for _ in range(n):
+            q.push(ITEM)
+        return n
+
+    def gets() -> int:
+        for _ in range(n):
+            q.pop()
+        return n
+
+    result = rate(puts), rate(gets)
+    q.close()
+    return result
+
+
+def litequeue_rates(directory: str, n: int) -> tuple[float, float]:
+    from litequeue import LiteQueue
+
+    q = LiteQueue(os.path.join(directory, "lq.db"))
+
+    def puts() -> int:
+        for _ in range(n):
+            q.put(ITEM.decode())
+        return n
+
+    def gets() -> int:
+        for _ in range(n):
+            message = q.pop()
+            q.done(message.message_id)
+        return n
+
+    return rate(puts), rate(gets)
+
+
+def sqlite_connect(path: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    return conn
+
+
+def sqlite_rates(directory: str, n: int) -> tuple[float, float]:
+    path = os.path.join(directory, "q.db")
+    conn = sqlite_connect(path)
+    conn.execute("CREATE TABLE IF NOT EXISTS q (id INTEGER PRIMARY KEY, data BLOB)")
+
+    def puts() -> int:
+        for _ in range(n):
+            conn.execute("INSERT INTO q (data) VALUES (?)", (ITEM,))
+        return n
+
+    def gets() -> int:
+        for _ in range(n):
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute("SELECT id, data FROM q ORDER BY id LIMIT 1").fetchone()
+            conn.execute("DELETE FROM q WHERE id = ?", (row[0],))
+            conn.execute("COMMIT")
+        return n
+
+    result = rate(puts), rate(gets)
+    conn.close()
+    return result
+
+
+def sqlite_threads(directory: str, threads: int, per_thread: int) -> float:
+    path = os.path.join(directory, "qt.db")
+    setup = sqlite_connect(path)
+    setup.execute("CREATE TABLE IF NOT EXISTS q (id INTEGER PRIMARY KEY, data BLOB)")
+    setup.close()
+
+    def work() -> None:
+        conn = sqlite_connect(path)
+        for _ in range(per_thread):
+            conn.execute("INSERT INTO q (data) VALUES (?)", (ITEM,))
+        conn.close()
+
+    pool = [threading.Thread(target=work) for _ in range(threads)]
+    start = time.perf_counter()
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return threads * per_thread / (time.perf_counter() - start)
+
+
+# -- scale ------------------------------------------------------------------------------
+
+SCALE_CHILD = """
+import resource, sys, time
+from engine.queue import Queue
+start = time.perf_counter()
+q = Queue.open(sys.argv[1], "big", sync="never", checkpoint_interval=3600)
+r = q.reader()
+item = r.get(timeout=0)
+opened = time.perf_counter() - start
+for _ in range(1000):
+    it = r.get(timeout=0)
+    r.confirm(it.id)
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(opened, rss, len(r))
+q.close()
+"""
+
+
+def scale(directory: str, items: int) -> tuple[float, float, int, float]:
+    """Build a backlog of ``items`` 100-byte items; open it in a fresh process."""
+    q = Queue.open(directory, "big", sync="never", checkpoint_interval=3600)
+    start = time.perf_counter()
+    batch = [ITEM] * 5000
+    done = 0
+    while done < items:
+        take = min(len(batch), items - done)
+        q.put_many(batch[:take])
+        done += take
+    q.close()
+    build = time.perf_counter() - start
+    out = subprocess.run(
+        [sys.executable, "-c", SCALE_CHILD, directory],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    ).stdout.split()
+    return float(out[0]), float(out[1]), int(out[2]), build
+
+
+# -- main ---------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer items, 1M-item scale test")
+    parser.add_argument("--scale-items", type=int, default=None, help="backlog size of the scale test (0 = skip)")
+    parser.add_argument("--scale-only", type=int, default=None, metavar="ITEMS")
+    args = parser.parse_args(argv)
+    durable_n = 1000 if args.quick else 3000
+    fast_n = 20_000 if args.quick else 60_000
+    scale_items = args.scale_items if args.scale_items is not None else (1_000_000 if args.quick else 10_000_000)
+    if args.scale_only is not None:
+        scale_items = args.scale_only
+    rows: list[Row] = []
+    with bench_dir("queue-") as base:
+
+        def sub(name: str) -> str:
+            path = os.path.join(base, name)
+            os.makedirs(path, exist_ok=True)
+            return path
+
+        if args.scale_only is None:
+            # The machine is shared: each compared pair is measured in alternating
+            # rounds and the best round of each is kept (noise only ever slows down).
+            rounds = 2 if args.quick else 3
+            counter = iter(range(1_000_000))
+
+            def fresh(name: str) -> str:
+                return sub(f"{name}-{next(counter)}")
+
+            def best(fns: list[Callable[[], float]]) -> list[float]:
+                results: list[list[float]] = [[] for _ in fns]
+                for _ in range(rounds):
+                    for i, fn in enumerate(fns):
+                        results[i].append(fn())
+                return [max(r) for r in results]
+
+            def best_pairs(fns: list[Callable[[], tuple[float, float]]]) -> list[tuple[float, float]]:
+                results: list[list[tuple[float, float]]] = [[] for _ in fns]
+                for _ in range(rounds):
+                    for i, fn in enumerate(fns):
+                        results[i].append(fn())
+                return [(max(a for a, _ in r), max(b for _, b in r)) for r in results]
+
+            note = f"best of {rounds}"
+            slices = 6 if args.quick else 10
+            raw, always = fsync_pair(fresh("fsync-pair"), slices)
+            pair_note = f"median of {slices} alternating 0.3 s slices"
+            rows.append(Row("raw append+fdatasync", raw, note=pair_note))
+            rows.append(Row("engine sync=always put", always, note=pair_note))
+            buffered = buffered_pair(fresh("buffered-pair"), 5, fast_n // 2)
+            periodic = (buffered["put"], buffered["get"])
+            ql_put, ql_get = buffered["push"], buffered["pop"]
+            note_b = "median of 5 alternating rounds"
+            never = best_pairs([lambda: engine_rates(fresh("never"), "never", fast_n)])[0]
+            rows.append(Row("engine sync=periodic 50ms put", periodic[0], note=note_b))
+            rows.append(Row("engine sync=periodic 50ms get+confirm", periodic[1], note=note_b))
+            rows.append(Row("engine sync=never put", never[0], note=note))
+            rows.append(Row("engine sync=never get+confirm", never[1], note=note))
+            always_get = engine_rates(fresh("always-get"), "always", durable_n)[1]
+            rows.append(Row("engine sync=always get+confirm", always_get))
+            threads = 8
+            eng8, sql8 = best(
+                [
+                    lambda: engine_threads(fresh("engine-threads"), threads, durable_n // 2),
+                    lambda: sqlite_threads(fresh("sqlite-threads"), threads, durable_n // 8),
+                ]
+            )
+            rows.append(Row("engine sync=always 8 threads put", eng8, note=note))
+            rows.append(Row("sqlite3 WAL FULL 8 threads put", sql8, note=note))
+            sizes: dict[int, int] = {}
+
+            def fanout(readers: int) -> float:
+                put_rate, size = engine_fanout(fresh(f"fanout-{readers}"), readers, fast_n)
+                sizes[readers] = size
+                return put_rate
+
+            fan: dict[int, list[float]] = {1: [], 4: []}
+            for _ in range(5):
+                for readers in (1, 4):
+                    fan[readers].append(fanout(readers))
+            p1, p4 = median(fan[1]), median(fan[4])
+            fnote = "median of 5 alternating rounds"
+            rows.append(Row("engine fanout 1 reader put", p1, note=fnote, extra={"journal_bytes": sizes[1]}))
+            rows.append(Row("engine fanout 4 readers put", p4, note=fnote, extra={"journal_bytes": sizes[4]}))
+            rows.append(Row("engine journal bytes 4 readers / 1 reader", sizes[4] / sizes[1], "ratio"))
+            local, remote = engine_cross_process(fresh("xproc"), fast_n, 5)
+            xnote = "fresh process each, median of 5 alternating"
+            rows.append(Row("engine in-process reader get+confirm", local, note=xnote))
+            rows.append(Row("engine other-process reader get+confirm", remote, note=xnote))
+            rows.append(Row("queuelib FifoDiskQueue put", ql_put, note="push; " + note_b))
+            rows.append(Row("queuelib FifoDiskQueue get+confirm", ql_get, note="pop; " + note_b))
+            peers: list[tuple[str, Callable[[str, int], tuple[float, float]], int]] = [
+                ("persist-queue Queue", persist_queue_file, fast_n // 20),
+                ("persist-queue SQLiteAckQueue", persist_queue_sqlite_ack, durable_n // 2),
+                ("diskcache Deque", diskcache_deque, fast_n // 10),
+                ("litequeue", litequeue_rates, durable_n),
+                ("sqlite3 WAL FULL", sqlite_rates, durable_n // 2),
+            ]
+            for name, fn, n in peers:
+                p, g = fn(fresh(name.replace(" ", "-")), n)
+                rows.append(Row(f"{name} put", p))
+                rows.append(Row(f"{name} get+confirm", g, note="ack" if "Ack" in name else ""))
+        if scale_items:
+            opened, rss, left, build = scale(sub("scale"), scale_items)
+            rows.append(Row(f"open with {scale_items:,} item backlog", opened, "s", note=f"build {build:.0f}s"))
+            rows.append(Row(f"max RSS with {scale_items:,} item backlog", rss, "MB", note=f"{left:,} left"))
+    report(
+        "engine.Queue vs peers (100-byte items)",
+        rows,
+        baseline="raw append+fdatasync",
+        targets=[
+            ("engine sync=always put", "raw append+fdatasync", 0.9),
+            ("engine sync=always 8 threads put", "sqlite3 WAL FULL 8 threads put", 8.0),
+            ("engine sync=periodic 50ms put", "queuelib FifoDiskQueue put", 1.0),
+            ("engine sync=periodic 50ms get+confirm", "queuelib FifoDiskQueue get+confirm", 1.0),
+            ("engine fanout 4 readers put", "engine fanout 1 reader put", 0.9),
+            ("engine other-process reader get+confirm", "engine in-process reader get+confirm", 0.8),
+        ],
+        json_path=RESULTS,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

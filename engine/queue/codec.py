@@ -1,0 +1,368 @@
+"""Bytes in, bytes out: the libkestrel journal record format (seed 000).
+
+Pure functions only (no I/O, no clock): the store modules read and write files and
+hand the bytes here.  Every layout is written beside its ``struct`` format.
+
+File = magic (4 bytes) then records.  Record = command byte, header words, data::
+
+    command byte = (command << 4) | header_words     header = 4 * header_words bytes
+    commands 8..15 (bit 7 set) carry a data block; the first header i32 is its length
+    command byte 0x00 = "no more records" (a preallocated or zeroed tail)
+
+Decoding distinguishes three outcomes, because the callers treat them differently:
+
+* a whole record (``Put``, ``ReadHead``, ``ReadDone``, ``Unknown``);
+* :class:`Incomplete` -- the bytes end inside a record (a torn tail after a crash,
+  or a record another process is still writing: tailing readers wait for the rest);
+* :class:`BadRecord` -- bytes that can never be a valid record (the caller turns it
+  into a :class:`~engine.errors.CorruptFileError` with its file name, or, at the end
+  of the newest writer file, into a reported truncation).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+# Magic bytes, in file order.
+WRITER_MAGIC = b"\x27\x64\x26\x03"
+READER_MAGIC = b"\x26\x3c\x26\x03"
+MAGIC_SIZE = 4
+
+CMD_READ_HEAD = 0
+CMD_PUT = 8
+CMD_READ_DONE = 9
+
+#: Command byte 0x00 (command 0, no header) marks the end of the records.
+END_MARKER = 0x00
+
+# PUT without expiry: command byte 0x86 (8 << 4 | 6 words).
+#   i32 data size | i32 error_count | i64 xid | i64 add_time (ms)
+PUT_HEADER = struct.Struct("<iiqq")
+assert PUT_HEADER.size == 24
+# PUT with expiry: command byte 0x88 (8 << 4 | 8 words).
+#   i32 data size | i32 error_count | i64 xid | i64 add_time (ms) | i64 expire_time (ms)
+PUT_HEADER_EXPIRY = struct.Struct("<iiqqq")
+assert PUT_HEADER_EXPIRY.size == 32
+PUT_BYTE = (CMD_PUT << 4) | 6
+PUT_BYTE_EXPIRY = (CMD_PUT << 4) | 8
+assert (PUT_BYTE, PUT_BYTE_EXPIRY) == (0x86, 0x88)  # decode_batch inlines these
+
+# READ_HEAD: command byte 0x02.  i64 id of the head (every id <= head is done).
+READ_HEAD = struct.Struct("<q")
+assert READ_HEAD.size == 8
+READ_HEAD_BYTE = (CMD_READ_HEAD << 4) | 2
+assert READ_HEAD_BYTE == 0x02
+
+# READ_DONE: command byte 0x91.  i32 byte length of the id block (8 x count; the seed
+# says "count", libkestrel writes the byte length -- FORMATS.md), then i64 ids.
+READ_DONE_HEADER = struct.Struct("<i")
+assert READ_DONE_HEADER.size == 4
+READ_DONE_BYTE = (CMD_READ_DONE << 4) | 1
+assert READ_DONE_BYTE == 0x91
+
+# CHECK (ours): command byte 0x22 (command 2, 2 header words, no data).
+#   u32 crc32 of the record bytes since the previous CHECK (or the magic) | u32 their length
+# libkestrel skips it as an unknown command.  It is what tells a whole batch of PUTs
+# from one whose data a crash tore (the format has no checksum of its own).
+CMD_CHECK = 2
+CHECK = struct.Struct("<II")
+assert CHECK.size == 8
+CHECK_BYTE = (CMD_CHECK << 4) | 2
+assert CHECK_BYTE == 0x22  # decode_batch inlines it
+
+_I32 = struct.Struct("<i")
+_U32 = struct.Struct("<I")
+_I64 = struct.Struct("<q")
+assert (_I32.size, _U32.size, _I64.size) == (4, 4, 8)
+
+#: Sanity bound on error_count when judging a record (a torn tail is random bytes).
+MAX_ERROR_COUNT = 1 << 24
+
+DEFAULT_MAX_ITEM_SIZE = 16 * 1024 * 1024
+
+
+class Put(NamedTuple):
+    """An item added to the queue (the only record in writer files).
+
+    A NamedTuple rather than a dataclass: readers decode one per item delivered,
+    and this is the cheapest immutable record Python has.
+    """
+
+    xid: int
+    add_time: int  # ms since the epoch
+    expire_time: int | None  # ms since the epoch, None = never
+    error_count: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ReadHead:
+    """A reader's head: every id <= ``xid`` is done."""
+
+    xid: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadDone:
+    """Ids above the head confirmed out of order."""
+
+    xids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """Ours: crc32 and length of the records written since the previous CHECK."""
+
+    crc: int
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class Unknown:
+    """A command this version does not know; kept only so callers can count it."""
+
+    command: int
+    header: bytes
+    data: bytes
+
+
+Record = Put | ReadHead | ReadDone | Check | Unknown
+
+
+class Incomplete(Exception):
+    """The buffer ends inside a record that starts at ``offset``."""
+
+    def __init__(self, offset: int) -> None:
+        super().__init__(f"record at offset {offset} is incomplete")
+        self.offset = offset
+
+
+class BadRecord(Exception):
+    """The bytes at ``offset`` cannot be a valid record."""
+
+    def __init__(self, offset: int, expected: str, found: str | None = None) -> None:
+        super().__init__(f"offset {offset}: expected {expected}" + (f", found {found}" if found else ""))
+        self.offset = offset
+        self.expected = expected
+        self.found = found
+
+
+# -- encoding ---------------------------------------------------------------------
+
+
+def encode_put(xid: int, add_time: int, data: bytes, *, expire_time: int | None = None, error_count: int = 0) -> bytes:
+    """One PUT record (0x86, or 0x88 when the item expires)."""
+    if xid <= 0:
+        raise ValueError("item ids are non-zero positive i64")
+    if expire_time is None:
+        return bytes((PUT_BYTE,)) + PUT_HEADER.pack(len(data), error_count, xid, add_time) + data
+    return bytes((PUT_BYTE_EXPIRY,)) + PUT_HEADER_EXPIRY.pack(len(data), error_count, xid, add_time, expire_time) + data
+
+
+def encode_check(records: bytes) -> bytes:
+    """The CHECK record covering ``records`` (the bytes since the previous CHECK)."""
+    return bytes((CHECK_BYTE,)) + CHECK.pack(zlib.crc32(records), len(records))
+
+
+def check_matches(check: Check, covered: bytes) -> bool:
+    """Whether ``covered`` (the bytes before the CHECK) is what it vouches for."""
+    return check.length == len(covered) and zlib.crc32(covered) == check.crc
+
+
+def put_size(data_len: int, has_expiry: bool) -> int:
+    """Bytes a PUT record of ``data_len`` data bytes takes on disk."""
+    return 1 + (PUT_HEADER_EXPIRY.size if has_expiry else PUT_HEADER.size) + data_len
+
+
+def encode_read_head(xid: int) -> bytes:
+    """One READ_HEAD record (0x02)."""
+    return bytes((READ_HEAD_BYTE,)) + READ_HEAD.pack(xid)
+
+
+def encode_read_done(xids: Iterable[int]) -> bytes:
+    """One READ_DONE record (0x91) holding ``xids`` in the given order."""
+    ids = list(xids)
+    return bytes((READ_DONE_BYTE,)) + READ_DONE_HEADER.pack(8 * len(ids)) + struct.pack(f"<{len(ids)}q", *ids)
+
+
+def encode_reader_file(head: int, done: Iterable[int]) -> bytes:
+    """A whole reader checkpoint file: magic, READ_HEAD, one sorted READ_DONE."""
+    return READER_MAGIC + encode_read_head(head) + encode_read_done(sorted(done))
+
+
+# -- decoding ---------------------------------------------------------------------
+
+
+def decode_record(
+    buf: bytes | memoryview, pos: int, *, max_item_size: int = DEFAULT_MAX_ITEM_SIZE
+) -> tuple[Record | None, int]:
+    """Decode the record at ``buf[pos:]``; returns ``(record, end)``.
+
+    ``(None, pos)`` means the end marker (command byte 0x00) or the end of ``buf``
+    exactly at a record boundary.  Raises :class:`Incomplete` when ``buf`` ends
+    inside the record and :class:`BadRecord` for impossible field values.
+    """
+    size = len(buf)
+    if pos >= size:
+        return None, pos
+    cmd_byte = buf[pos]
+    if cmd_byte == END_MARKER:
+        return None, pos
+    command = cmd_byte >> 4
+    words = cmd_byte & 0x0F
+    header_end = pos + 1 + 4 * words
+    if header_end > size:
+        raise Incomplete(pos)
+    if command == CMD_PUT:
+        if words == 6:
+            length, errors, xid, add_time = PUT_HEADER.unpack_from(buf, pos + 1)
+            expire: int | None = None
+        elif words == 8:
+            length, errors, xid, add_time, expire = PUT_HEADER_EXPIRY.unpack_from(buf, pos + 1)
+        else:
+            raise BadRecord(pos, "PUT with 6 or 8 header words", f"{words}")
+        if length < 0 or length > max_item_size:
+            raise BadRecord(pos, f"PUT data size in [0, {max_item_size}]", str(length))
+        if xid <= 0:
+            raise BadRecord(pos, "a positive item id", str(xid))
+        if errors < 0 or errors > MAX_ERROR_COUNT:
+            raise BadRecord(pos, "a plausible error count", str(errors))
+        end = header_end + length
+        if end > size:
+            raise Incomplete(pos)
+        return Put(xid, add_time, expire, errors, bytes(buf[header_end:end])), end
+    if command == CMD_READ_HEAD and words == 2:
+        (xid,) = READ_HEAD.unpack_from(buf, pos + 1)
+        if xid < 0:
+            raise BadRecord(pos, "a READ_HEAD id >= 0", str(xid))
+        return ReadHead(xid), header_end
+    if command == CMD_READ_DONE and words == 1:
+        (length,) = READ_DONE_HEADER.unpack_from(buf, pos + 1)
+        if length < 0 or length % 8:
+            raise BadRecord(pos, "a READ_DONE byte length that is a multiple of 8", str(length))
+        end = header_end + length
+        if end > size:
+            raise Incomplete(pos)
+        ids = struct.unpack_from(f"<{length // 8}q", buf, header_end)
+        return ReadDone(tuple(ids)), end
+    if command == CMD_CHECK and words == 2:
+        crc, length = CHECK.unpack_from(buf, pos + 1)
+        return Check(crc, length), header_end
+    if command in (CMD_READ_HEAD, CMD_READ_DONE):
+        raise BadRecord(pos, f"command {command} with its fixed header size", f"{words} words")
+    # Unknown command: skip its header words and, if bit 7 is set, its data block.
+    end = header_end
+    if command & 0x8:
+        if words == 0:
+            raise BadRecord(pos, "a data-carrying command with a length word")
+        (length,) = _I32.unpack_from(buf, pos + 1)
+        if length < 0 or length > max_item_size:
+            raise BadRecord(pos, "a plausible data length", str(length))
+        end += length
+        if end > size:
+            raise Incomplete(pos)
+    return Unknown(command, bytes(buf[pos + 1 : header_end]), bytes(buf[header_end:end])), end
+
+
+_new_tuple = tuple.__new__
+
+
+def decode_batch(
+    buf: bytes, pos: int, *, max_item_size: int = DEFAULT_MAX_ITEM_SIZE, max_records: int = 4096
+) -> tuple[list[Record], int, str]:
+    """Decode consecutive records from ``buf[pos:]`` quickly (the readers' hot loop).
+
+    Returns ``(records, end, stop)`` with ``stop`` one of ``"end"`` (the buffer ended
+    at a record boundary), ``"incomplete"`` (it ended inside one, at ``end``),
+    ``"marker"`` (0x00 at ``end``), ``"more"`` (``max_records`` reached, or a bad
+    record at ``end`` that the next call will raise as :class:`BadRecord`).
+    PUTs take an inlined path; everything else goes through :func:`decode_record`.
+    """
+    out: list[Record] = []
+    append = out.append
+    size = len(buf)
+    unpack6 = PUT_HEADER.unpack_from
+    unpack8 = PUT_HEADER_EXPIRY.unpack_from
+    new, put_cls, max_errors = _new_tuple, Put, MAX_ERROR_COUNT  # locals: this loop is hot
+    for _ in range(max_records):
+        if pos >= size:
+            return out, pos, "end"
+        cmd = buf[pos]
+        if cmd == 0x86:  # PUT without expiry: by far the most common record
+            start = pos + 25
+            if start > size:
+                return out, pos, "incomplete"
+            length, errors, xid, add_time = unpack6(buf, pos + 1)
+            end = start + length
+            if 0 <= length <= max_item_size and xid > 0 and 0 <= errors <= max_errors:
+                if end > size:
+                    return out, pos, "incomplete"
+                # tuple.__new__ skips NamedTuple's Python-level __new__ (same object).
+                append(new(put_cls, (xid, add_time, None, errors, buf[start:end])))
+                pos = end
+                continue
+        elif cmd == 0x88:
+            start = pos + 33
+            if start > size:
+                return out, pos, "incomplete"
+            length, errors, xid, add_time, expire = unpack8(buf, pos + 1)
+            end = start + length
+            if 0 <= length <= max_item_size and xid > 0 and 0 <= errors <= max_errors:
+                if end > size:
+                    return out, pos, "incomplete"
+                append(new(put_cls, (xid, add_time, expire, errors, buf[start:end])))
+                pos = end
+                continue
+        elif cmd == 0x22:
+            if pos + 9 > size:
+                return out, pos, "incomplete"
+            pos += 9  # readers skip CHECKs (only recovery verifies them)
+            continue
+        # Anything else (and PUTs with impossible fields, to get the right error).
+        try:
+            record, end = decode_record(buf, pos, max_item_size=max_item_size)
+        except Incomplete:
+            return out, pos, "incomplete"
+        except BadRecord:
+            if out:
+                return out, pos, "more"
+            raise
+        if record is None:
+            return out, pos, "marker"
+        append(record)
+        pos = end
+    return out, pos, "more"
+
+
+def check_magic(head: bytes, magic: bytes) -> bool:
+    """Whether ``head`` starts with ``magic``."""
+    return bytes(head[:MAGIC_SIZE]) == magic
+
+
+def decode_reader_file(data: bytes) -> tuple[int, list[int]]:
+    """``(head, done ids)`` of a whole reader file (magic already checked by caller).
+
+    Later READ_HEAD / READ_DONE records replace earlier ones, as in libkestrel.
+    Raises :class:`Incomplete` / :class:`BadRecord` (reader files are written whole
+    and renamed into place, so any damage is corruption).
+    """
+    pos = MAGIC_SIZE
+    head = 0
+    done: list[int] = []
+    while True:
+        record, end = decode_record(data, pos)
+        if record is None:
+            if end < len(data) and any(data[end:]):
+                raise BadRecord(end, "only zero bytes after the end marker")
+            return head, done
+        if isinstance(record, ReadHead):
+            head = record.xid
+        elif isinstance(record, ReadDone):
+            done = list(record.xids)
+        elif isinstance(record, (Put, Check)):
+            raise BadRecord(pos, "READ_HEAD or READ_DONE in a reader file", type(record).__name__)
+        pos = end

@@ -1,0 +1,69 @@
+"""Queue configuration: Kestrel's per-queue knobs, with its defaults where it had them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from engine.errors import ConfigError
+from engine.fs import SyncPolicy
+from engine.queue.codec import DEFAULT_MAX_ITEM_SIZE
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    """All knobs of a queue.  Sizes in bytes, times in seconds.
+
+    ``sync``: "always" (put returns once durable; concurrent puts share fsyncs),
+    a period in seconds (background fsync), or "never".
+    ``expired``: "drop" or the name of a queue in the same directory to move them to.
+    ``error_queue`` + ``max_errors``: an item aborted ``max_errors`` times moves there.
+    """
+
+    journal_size: int = 16 * 1024 * 1024
+    sync: Any = "always"
+    checkpoint_interval: float = 1.0
+    max_items: int | None = None
+    max_size: int | None = None
+    max_item_size: int = DEFAULT_MAX_ITEM_SIZE
+    max_age: float | None = None
+    discard_old_when_full: bool = False
+    open_read_timeout: float | None = None
+    max_errors: int | None = None
+    error_queue: str | None = None
+    expired: str = "drop"
+    archive_dir: str | None = None
+    poll_interval: float = 0.005  # cross-process readers: how often to look for new data
+    group_commit_delay: float = 0.0
+
+    @property
+    def sync_policy(self) -> SyncPolicy:
+        return SyncPolicy.parse(self.sync)
+
+    def __post_init__(self) -> None:
+        SyncPolicy.parse(self.sync)  # raises ConfigError
+        if self.journal_size < 64:
+            raise ConfigError("journal_size must be at least 64 bytes")
+        if self.max_item_size <= 0 or self.max_item_size > (1 << 31) - 1:
+            raise ConfigError("max_item_size must be in [1, 2**31 - 1]")
+        for name in ("max_items", "max_size", "max_errors"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ConfigError(f"{name} must be positive")
+        for name in ("checkpoint_interval", "poll_interval"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive")
+        for name in ("max_age", "open_read_timeout"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ConfigError(f"{name} must be positive")
+        if self.max_errors is not None and self.error_queue is None:
+            pass  # items over max_errors are dropped (logged)
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: Any) -> QueueConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            raise ConfigError(f"unknown queue option(s): {', '.join(unknown)}")
+        return cls(**kwargs)

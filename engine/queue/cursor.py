@@ -1,0 +1,254 @@
+"""A reader's position in the writer files, and where the files come from.
+
+A :class:`JournalCursor` walks the PUT records of all segments in id order, one
+read buffer at a time, so a reader's memory does not depend on the backlog.  It
+gets the segment list and how far it may read from a :class:`JournalSource`:
+
+* :class:`WriterSource` is implemented by the in-process writer (:class:`Queue`):
+  the newest file is readable up to what the writer has made visible (with
+  sync="always", up to what is durable), and puts wake waiting readers at once;
+* :class:`PollingSource` serves readers in another process: it re-lists the
+  directory and re-reads the newest file's size every ``poll_interval`` seconds.
+  A record that is only partly written is never delivered: the scanner stops at it
+  ("incomplete") and the next poll reads it whole.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Protocol
+
+from engine.errors import CorruptFileError
+from engine.fs import FileHandle, FileSystem
+from engine.queue import codec, naming
+from engine.queue.segments import RecordScanner, Segment, corrupt, open_segment_handle, read_first_id
+
+
+class JournalSource(Protocol):
+    """What a cursor needs from whoever owns the writer files."""
+
+    fs: FileSystem
+    max_item_size: int
+
+    def segment_list(self, *, fresh: bool = False) -> list[Segment]: ...
+
+    def readable_end(self, segment: Segment, handle: FileHandle) -> tuple[int, bool]:
+        """``(limit, still_growing)`` for ``segment``: read up to ``limit``; the
+        segment may grow later only if ``still_growing``."""
+        ...
+
+    @property
+    def version(self) -> int:
+        """Changes whenever new data may be readable (for waits)."""
+        ...
+
+    def wait(self, version: int, timeout: float | None) -> None:
+        """Block until ``version`` changes or ``timeout`` passes (may return early)."""
+        ...
+
+    def notify(self) -> None:
+        """Wake waiters (an abort put an item back)."""
+        ...
+
+
+class PollingSource:
+    """Writer files seen from another process: poll sizes and the directory."""
+
+    def __init__(self, fs: FileSystem, directory: str, queue: str, max_item_size: int, poll_interval: float) -> None:
+        self.fs = fs
+        self.directory = directory
+        self.queue = queue
+        self.max_item_size = max_item_size
+        self.poll_interval = poll_interval
+        self._segments: list[Segment] = []
+        self._listed_at = 0.0
+        self._cond = threading.Condition()
+        self._version = 0
+
+    def segment_list(self, *, fresh: bool = False) -> list[Segment]:
+        now = time.monotonic()
+        if fresh or not self._segments or now - self._listed_at >= self.poll_interval:
+            known = {seg.number: seg for seg in self._segments if seg.first_id is not None}
+            self._segments = self._relist(known)
+            self._listed_at = now
+        return self._segments
+
+    def _relist(self, known: dict[int, Segment]) -> list[Segment]:
+        # Only files not seen before (or still empty then) need their first record read.
+        found = []
+        for filename in self.fs.listdir(self.directory):
+            number = naming.parse_writer(self.queue, filename)
+            if number is None:
+                continue
+            seg = known.get(number)
+            if seg is None:
+                path = naming.join(self.directory, filename)
+                try:
+                    seg = Segment(number, path, read_first_id(self.fs, path, self.max_item_size))
+                except FileNotFoundError:
+                    continue
+            found.append(seg)
+        found.sort(key=lambda s: s.number)
+        return found
+
+    def readable_end(self, segment: Segment, handle: FileHandle) -> tuple[int, bool]:
+        # Decide "is it still the newest" BEFORE reading the size: the writer fsyncs
+        # a file and stops writing it before it creates the next one, so a size read
+        # after seeing a newer file is final.
+        segs = self.segment_list(fresh=True) if self._is_newest(segment) else self._segments
+        growing = not any(seg.number > segment.number for seg in segs)
+        return handle.size(), growing
+
+    def _is_newest(self, segment: Segment) -> bool:
+        return not any(seg.number > segment.number for seg in self._segments)
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def wait(self, version: int, timeout: float | None) -> None:
+        step = self.poll_interval if timeout is None else min(timeout, self.poll_interval)
+        with self._cond:
+            if self._version == version and step > 0:
+                self._cond.wait(step)
+
+    def notify(self) -> None:
+        with self._cond:
+            self._version += 1
+            self._cond.notify_all()
+
+
+class JournalCursor:
+    """Yields the PUTs with ids above ``after_id``, in order, across segments."""
+
+    def __init__(self, source: JournalSource, after_id: int) -> None:
+        self.source = source
+        self.after_id = after_id
+        self.last_id = 0  # highest id read so far (ids must increase)
+        self.prev_id = 0  # the id read just before the latest one (gap detection)
+        self.segment: Segment | None = None
+        self._handle: FileHandle | None = None
+        self._scanner: RecordScanner | None = None
+        self._peeked: codec.Put | None = None
+        # Decoded records not handed out yet, each with the id read just before it.
+        self._ready: deque[tuple[int, codec.Put]] = deque()
+        self.ready_bytes = 0  # about how many journal bytes ``_ready`` holds
+
+    # -- positioning ---------------------------------------------------------------
+    def _open(self, segment: Segment) -> None:
+        self.close()
+        self._handle = open_segment_handle(self.source.fs, segment.path, allow_short=True)
+        self._scanner = RecordScanner(self._handle, codec.MAGIC_SIZE, self.source.max_item_size)
+        self.segment = segment
+
+    def _start(self) -> bool:
+        for attempt in range(3):
+            segs = self.source.segment_list(fresh=attempt > 0)
+            if not segs:
+                return False
+            start = segs[0]
+            for seg in segs:
+                if seg.first_id is not None and seg.first_id <= self.after_id + 1:
+                    start = seg
+            try:
+                self._open(start)
+            except FileNotFoundError:
+                continue  # deleted meanwhile: list again
+            return True
+        return False
+
+    def _advance(self) -> bool:
+        assert self.segment is not None
+        current = self.segment.number
+        for attempt in range(3):
+            later = [seg for seg in self.source.segment_list(fresh=attempt > 0) if seg.number > current]
+            if not later:
+                return False
+            try:
+                self._open(later[0])
+            except FileNotFoundError:
+                continue
+            return True
+        return False
+
+    # -- reading -------------------------------------------------------------------
+    def peek(self) -> codec.Put | None:
+        """The next PUT without consuming it (None: nothing readable now)."""
+        if self._peeked is None:
+            entry = self._read()
+            if entry is None:
+                return None
+            self.prev_id, self._peeked = entry
+        return self._peeked
+
+    def next(self) -> codec.Put | None:
+        """The next PUT, consumed (None: nothing readable now)."""
+        item = self.peek()
+        self._peeked = None
+        return item
+
+    def _read(self) -> tuple[int, codec.Put] | None:
+        ready = self._ready
+        while True:
+            if ready:
+                entry = ready.popleft()
+                self.ready_bytes -= 25 + len(entry[1].data)
+                return entry
+            if not self._fill():
+                return None
+
+    def _fill(self) -> bool:
+        """Decode the next run of readable records into ``_ready``; False = none now."""
+        if self.segment is None and not self._start():
+            return False
+        while True:
+            assert self.segment is not None and self._handle is not None and self._scanner is not None
+            limit, growing = self.source.readable_end(self.segment, self._handle)
+            start = self._scanner.offset
+            try:
+                records = self._scanner.next_batch(limit)
+            except codec.BadRecord as exc:
+                raise corrupt(self.segment.path, exc) from None
+            if not records:
+                if growing:
+                    return False  # wait for more (an incomplete record is being written)
+                if self._scanner.stop == "incomplete":
+                    raise CorruptFileError(
+                        self.segment.path, self._scanner.offset, "a whole record", "the file ends inside it"
+                    )
+                if not self._advance():
+                    return False
+                continue
+            last, after = self.last_id, self.after_id
+            append, put_cls, added = self._ready.append, codec.Put, 0  # hot loop: locals
+            for record in records:
+                if type(record) is not put_cls:
+                    continue  # CHECK and unknown commands are skipped
+                xid = record[0]
+                if xid <= last:
+                    raise CorruptFileError(
+                        self.segment.path, start, f"item ids above {last} in the records from here", str(xid)
+                    )
+                if xid > after:
+                    append((last, record))
+                    added += 25 + len(record[4])
+                last = xid
+            self.last_id = last
+            self.ready_bytes += added
+            ready = self._ready
+            if ready:
+                return True
+
+    def position(self) -> tuple[str | None, int]:
+        """(current segment path, byte offset of the next record)."""
+        if self.segment is None or self._scanner is None:
+            return None, 0
+        return self.segment.path, self._scanner.offset
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+        self._handle = None
+        self._scanner = None

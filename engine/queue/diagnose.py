@@ -1,0 +1,277 @@
+"""Read-only checks and the explicit repair: verify, stats from disk, dump, repair.
+
+These work on the files alone (no locks taken, nothing changed) except
+:func:`repair`, which needs the writer lock and says exactly what it dropped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from engine.errors import CorruptFileError, EngineError, FormatError
+from engine.fs import FileSystem, OpenMode, crashpoint
+from engine.queue import checkpoint, codec, naming
+from engine.queue.cursor import JournalCursor, PollingSource
+from engine.queue.segments import Segment, list_segments, open_segment_handle, scan_file
+from engine.queue.state import ReaderState
+
+
+def queue_names(fs: FileSystem, directory: str) -> list[str]:
+    """Names of the queues with files in ``directory``."""
+    names = set()
+    for filename in fs.listdir(directory):
+        base, dot, rest = filename.rpartition(".")
+        if dot and rest.isdigit():
+            names.add(base)
+        elif ".read." in filename and "~" not in filename:
+            names.add(filename.split(".read.", 1)[0])
+    return sorted(names)
+
+
+def verify_queue(
+    fs: FileSystem,
+    directory: str,
+    queue: str,
+    max_item_size: int = codec.DEFAULT_MAX_ITEM_SIZE,
+    *,
+    live_tail: int | None = None,
+    live_end: int | None = None,
+) -> list[str]:
+    """Check every writer and reader file of ``queue``; raise on damage, return notes.
+
+    Writer files: magic, every record valid, ids strictly increasing across files
+    (contiguous within one file).  Only the newest file may end in a torn record;
+    that is a note (open cuts it), anywhere else it is CorruptFileError.
+    Reader files: decodable, head <= tail, done ids inside (head, tail].
+    """
+    notes: list[str] = []
+    segments = list_segments(fs, directory, queue, max_item_size)
+    if not segments:
+        raise EngineError(f"{directory}: queue {queue!r} has no writer files")
+    previous = 0
+    tail = 0
+    for index, seg in enumerate(segments):
+        newest = index == len(segments) - 1
+        with open_segment_handle(fs, seg.path) as handle:
+            scan = scan_file(handle, seg.path, max_item_size, after_id=previous)
+        end = live_end if (newest and live_end is not None) else scan.size
+        if scan.good_end < end:
+            if newest and live_end is None:
+                notes.append(
+                    f"{seg.path}: torn tail of {scan.size - scan.good_end} bytes would be cut on open ({scan.problem})"
+                )
+            else:
+                offset = _problem_offset(scan.problem, scan.good_end)
+                raise CorruptFileError(seg.path, offset, "a valid record", scan.problem)
+        if scan.last_id is not None:
+            if previous and seg.first_id is not None and seg.first_id != previous + 1:
+                notes.append(f"{seg.path}: ids jump from {previous} to {seg.first_id}")
+            previous = tail = scan.last_id
+    if live_tail is not None and live_tail != tail and tail:
+        raise EngineError(f"queue {queue!r}: tail in memory {live_tail} differs from the files' {tail}")
+    tail = live_tail if live_tail is not None else tail
+    earliest = next((s.first_id for s in segments if s.first_id is not None), None)
+    for filename in fs.listdir(directory):
+        reader = naming.parse_reader(queue, filename)
+        if reader is None:
+            continue
+        path = naming.join(directory, filename)
+        head, done = checkpoint.load_reader_file(fs, path)
+        if head > tail:
+            notes.append(f"{path}: head {head} is past the tail {tail} (clamped on open)")
+        outside = [i for i in done if i <= head or i > tail]
+        if outside:
+            notes.append(f"{path}: {len(outside)} done ids outside (head, tail] (dropped on open)")
+        if earliest is not None and head < earliest - 1:
+            notes.append(f"{path}: head {head} is before the earliest item {earliest}")
+    return notes
+
+
+def _problem_offset(problem: str | None, default: int) -> int:
+    if problem and " offset " in problem:
+        digits = problem.split(" offset ", 1)[1].split()[0].rstrip(":")
+        if digits.isdigit():
+            return int(digits)
+    return default
+
+
+def disk_reader_stats(
+    fs: FileSystem,
+    directory: str,
+    queue: str,
+    reader: str,
+    tail: int,
+    max_item_size: int = codec.DEFAULT_MAX_ITEM_SIZE,
+    clock: Callable[[], float] = time.time,
+) -> dict[str, object]:
+    """A reader's figures from its file (open reads are not journaled: unknown)."""
+    path = naming.join(directory, naming.reader_name(queue, reader))
+    head, done = checkpoint.load_reader_file(fs, path)
+    state = ReaderState(head, done)
+    oldest = None
+    source = PollingSource(fs, directory, queue, max_item_size, 0.001)
+    cursor = JournalCursor(source, head)
+    try:
+        while True:
+            put = cursor.next()
+            if put is None or not state.is_done(put.xid):
+                oldest = put
+                break
+    finally:
+        cursor.close()
+    now = int(clock() * 1000)
+    return {
+        "reader": reader,
+        "head": head,
+        "items": state.pending(max(tail, head)),
+        "bytes": journal_bytes_after(fs, source.segment_list(), head, tail),
+        "open_reads": None,
+        "done_out_of_order": len(state.done),
+        "oldest_age_s": None if oldest is None else max(0.0, (now - oldest.add_time) / 1000),
+    }
+
+
+def journal_bytes_after(fs: FileSystem, segments: list[Segment], head: int, tail: int) -> int:
+    """Bytes of the writer files that still hold ids above ``head`` (file-granular:
+    an estimate of what a reader at ``head`` has left, record overhead included)."""
+    total = 0
+    for index, seg in enumerate(segments):
+        later = next((s.first_id for s in segments[index + 1 :] if s.first_id is not None), None)
+        last_id = later - 1 if later is not None else tail
+        if last_id > head:
+            try:
+                total += fs.file_size(seg.path)
+            except FileNotFoundError:
+                continue
+    return total
+
+
+def queue_stats(
+    fs: FileSystem, directory: str, queue: str, max_item_size: int = codec.DEFAULT_MAX_ITEM_SIZE
+) -> dict[str, object]:
+    """Stats of a queue from its files alone (no locks needed)."""
+    from engine.queue.queue import find_tail
+
+    segments = list_segments(fs, directory, queue, max_item_size)
+    if not segments:
+        raise EngineError(f"{directory}: queue {queue!r} has no writer files")
+    tail = find_tail(fs, segments, max_item_size)
+    readers = []
+    for filename in fs.listdir(directory):
+        reader = naming.parse_reader(queue, filename)
+        if reader is not None:
+            readers.append(disk_reader_stats(fs, directory, queue, reader, tail, max_item_size))
+    return {
+        "queue": queue,
+        "tail_id": tail,
+        "journal_files": len(segments),
+        "journal_bytes": sum(fs.file_size(seg.path) for seg in segments),
+        "files": [(seg.path, fs.file_size(seg.path), seg.first_id) for seg in segments],
+        "readers": readers,
+    }
+
+
+def iter_file_records(
+    fs: FileSystem, path: str, max_item_size: int = codec.DEFAULT_MAX_ITEM_SIZE
+) -> Iterator[tuple[int, codec.Record]]:
+    """(offset, record) for every record of a writer or reader file; raises on damage."""
+    with fs.open(path) as handle:
+        data = handle.read_all()
+    if not (codec.check_magic(data, codec.WRITER_MAGIC) or codec.check_magic(data, codec.READER_MAGIC)):
+        raise FormatError(path, 0, "a libkestrel journal magic", data[:4].hex(" ") or "an empty file")
+    pos = codec.MAGIC_SIZE
+    while True:
+        try:
+            record, end = codec.decode_record(data, pos, max_item_size=max_item_size)
+        except codec.Incomplete as exc:
+            raise CorruptFileError(path, exc.offset, "a whole record", "the file ends inside it") from None
+        except codec.BadRecord as exc:
+            raise CorruptFileError(path, exc.offset, exc.expected, exc.found) from None
+        if record is None:
+            return
+        yield pos, record
+        pos = end
+
+
+@dataclass
+class RepairReport:
+    """What :func:`repair` changed.  Empty lists: nothing was wrong."""
+
+    truncated: list[str] = field(default_factory=list)  # "path: cut N bytes at offset X (ids ...)"
+    reset_readers: list[str] = field(default_factory=list)
+    removed_temps: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.truncated or self.reset_readers or self.removed_temps)
+
+    def lines(self) -> list[str]:
+        return self.truncated + self.reset_readers + self.removed_temps
+
+
+def repair(
+    fs: FileSystem, directory: str, queue: str, max_item_size: int = codec.DEFAULT_MAX_ITEM_SIZE
+) -> RepairReport:
+    """Make a damaged queue openable again, reporting everything dropped.
+
+    * a writer file with a bad or incomplete record is cut at that record (the bytes
+      after it are dropped; the report gives the byte count and the ids lost);
+    * a reader file that cannot be read is rewritten with its head at the first id
+      still in the journal minus one: nothing is lost, items it had confirmed are
+      delivered again (at-least-once), never silently skipped.
+    Takes the writer lock: the queue must not be open.
+    """
+    from engine.queue.queue import _lock_file, reader_files
+
+    report = RepairReport()
+    lock = _lock_file(fs, naming.join(directory, naming.writer_lock_name(queue)), "queue writer")
+    try:
+        segments: list[Segment] = list_segments(fs, directory, queue, max_item_size)
+        previous = 0
+        for index, seg in enumerate(segments):
+            with fs.open(seg.path, OpenMode.WRITE) as handle:
+                if handle.read_at(0, codec.MAGIC_SIZE) != codec.WRITER_MAGIC:
+                    raise FormatError(seg.path, 0, "writer journal magic 27 64 26 03", handle.read_at(0, 4).hex(" "))
+                scan = scan_file(handle, seg.path, max_item_size, after_id=previous)
+                if scan.good_end < scan.size:
+                    later = next((s.first_id for s in segments[index + 1 :] if s.first_id is not None), None)
+                    lost = (
+                        f"ids {(scan.last_id or previous) + 1}..{later - 1}"
+                        if later
+                        else "ids after " + str(scan.last_id or previous)
+                    )
+                    cut = scan.size - scan.good_end
+                    report.truncated.append(
+                        f"{seg.path}: cut {cut} bytes at offset {scan.good_end} ({scan.problem}); lost {lost}"
+                    )
+                    handle.truncate(scan.good_end)
+                    crashpoint("queue.repair.before-fsync")
+                    handle.fsync()
+                if scan.last_id is not None:
+                    previous = scan.last_id
+        earliest = None
+        for seg in segments:
+            if seg.first_id is not None:
+                earliest = seg.first_id
+                break
+        for path in reader_files(fs, directory, queue).values():
+            try:
+                checkpoint.load_reader_file(fs, path)
+            except CorruptFileError as exc:
+                head = (earliest - 1) if earliest is not None else previous
+                checkpoint.write_reader_file(fs, path, head, (), int(time.time() * 1000))
+                report.reset_readers.append(
+                    f"{path}: unreadable ({exc}); reset to head {head}: "
+                    f"items {head + 1}..{previous} will be delivered again"
+                )
+        for filename in fs.listdir(directory):
+            if naming.is_temp(queue, filename):
+                fs.unlink(naming.join(directory, filename))
+                report.removed_temps.append(f"{naming.join(directory, filename)}: stray checkpoint temporary removed")
+        if report.changed:
+            fs.fsync_dir(directory)
+    finally:
+        lock.close()
+    return report

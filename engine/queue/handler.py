@@ -1,0 +1,101 @@
+"""``engine inspect`` / ``engine verify`` support for queue journals (seed 000)."""
+
+from __future__ import annotations
+
+import os.path
+from collections.abc import Mapping
+
+from engine.errors import CorruptFileError, EngineError, FormatError
+from engine.formats import FormatHandler
+from engine.fs import default_fs
+from engine.queue import checkpoint, codec
+from engine.queue.diagnose import queue_names, queue_stats, verify_queue
+from engine.queue.segments import open_segment_handle, scan_file
+
+
+def _sniff(path: str, head: bytes, is_dir: bool) -> bool:
+    if not is_dir:
+        return codec.check_magic(head, codec.WRITER_MAGIC) or codec.check_magic(head, codec.READER_MAGIC)
+    fs = default_fs()
+    for name in queue_names(fs, path):
+        for filename in fs.listdir(path):
+            if filename.startswith(name + "."):
+                full = os.path.join(path, filename)
+                if fs.isdir(full):
+                    continue
+                with fs.open(full) as handle:
+                    magic = handle.read_at(0, codec.MAGIC_SIZE)
+                if magic in (codec.WRITER_MAGIC, codec.READER_MAGIC):
+                    return True
+    return False
+
+
+def _file_kind(path: str) -> str:
+    with default_fs().open(path) as handle:
+        head = handle.read_at(0, codec.MAGIC_SIZE)
+    if head == codec.WRITER_MAGIC:
+        return "writer"
+    if head == codec.READER_MAGIC:
+        return "reader"
+    raise FormatError(path, 0, "a libkestrel journal magic", head.hex(" ") or "an empty file")
+
+
+def _summarize(path: str) -> Mapping[str, object]:
+    fs = default_fs()
+    if fs.isdir(path):
+        out: dict[str, object] = {"kind": "queue directory"}
+        for name in queue_names(fs, path):
+            stats = queue_stats(fs, path, name)
+            readers = stats["readers"]
+            assert isinstance(readers, list)
+            out[f"queue {name}"] = (
+                f"tail id {stats['tail_id']}, {stats['journal_files']} writer file(s), {stats['journal_bytes']} bytes, "
+                + ", ".join(f"reader {r['reader']!r}: {r['items']} items" for r in readers)
+            )
+        return out
+    kind = _file_kind(path)
+    if kind == "reader":
+        head, done = checkpoint.load_reader_file(fs, path)
+        return {"kind": "reader checkpoint", "head": head, "done out of order": len(done), "bytes": fs.file_size(path)}
+    with open_segment_handle(fs, path) as handle:
+        scan = scan_file(handle, path, codec.DEFAULT_MAX_ITEM_SIZE)
+    summary: dict[str, object] = {
+        "kind": "writer journal",
+        "bytes": scan.size,
+        "items": scan.count,
+        "last id": scan.last_id,
+    }
+    if scan.problem:
+        summary["torn tail"] = f"{scan.size - scan.good_end} bytes at offset {scan.good_end}: {scan.problem}"
+    return summary
+
+
+def _verify(path: str) -> list[str]:
+    fs = default_fs()
+    if fs.isdir(path):
+        notes: list[str] = []
+        names = queue_names(fs, path)
+        if not names:
+            raise EngineError(f"{path}: no queue files")
+        for name in names:
+            notes.extend(verify_queue(fs, path, name))
+        return notes
+    kind = _file_kind(path)
+    if kind == "reader":
+        checkpoint.load_reader_file(fs, path)
+        return []
+    with open_segment_handle(fs, path) as handle:
+        scan = scan_file(handle, path, codec.DEFAULT_MAX_ITEM_SIZE)
+    if scan.problem:
+        # A lone file: we cannot know whether it is the newest; report the offset.
+        raise CorruptFileError(path, scan.good_end, "a valid record", scan.problem)
+    return []
+
+
+HANDLER = FormatHandler(
+    name="queue",
+    description="libkestrel queue journal (writer files, reader checkpoints)",
+    sniff=_sniff,
+    summarize=_summarize,
+    verify=_verify,
+)

@@ -1,0 +1,462 @@
+"""A queue reader: open reads, confirm / abort, checkpoints.
+
+Each reader has its own view of the queue (fanout): a :class:`ReaderState` (what is
+confirmed), a :class:`JournalCursor` (where it is in the writer files), the items it
+handed out and not yet confirmed ("open reads", never journaled: after a crash they
+are delivered again), and the aborted items waiting to be delivered again first.
+
+A reader lives in the writer's process (``Queue.reader``) or in another process
+(``Queue.open_reader``); either way it holds ``<queue>.rlock.<reader>`` so that one
+process at a time owns a reader name, and it writes its own checkpoint file.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+
+from engine.errors import ClosedError
+from engine.fs import FileHandle, FileSystem
+from engine.queue import checkpoint, codec, naming
+from engine.queue.config import QueueConfig
+from engine.queue.cursor import JournalCursor, JournalSource
+from engine.queue.state import ReaderState
+
+log = logging.getLogger("engine.queue")
+
+#: Called to move an item to another queue of the same directory (error / expired).
+Punt = Callable[[str, "Item"], None]
+
+
+@dataclass(slots=True)
+class Item:
+    """One queue item as delivered to a reader.  Times are ms since the epoch.
+
+    Treat it as read-only.  (Not ``frozen``: a frozen dataclass costs twice as
+    much to build, and one is built per item delivered.)
+    """
+
+    id: int
+    data: bytes
+    add_time: int
+    expire_time: int | None = None
+    error_count: int = 0
+
+    @classmethod
+    def from_put(cls, put: codec.Put) -> Item:
+        return cls(put.xid, put.data, put.add_time, put.expire_time, put.error_count)
+
+
+def _item_id(item: Item) -> int:
+    return item.id
+
+
+def _ids(ids: int | Iterable[int]) -> list[int]:
+    return [ids] if isinstance(ids, int) else list(ids)
+
+
+class Reader:
+    """One named reader of a queue.  Thread-safe."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        queue: str,
+        directory: str,
+        fs: FileSystem,
+        source: JournalSource,
+        state: ReaderState,
+        config: QueueConfig,
+        lock_handle: FileHandle,
+        clock: Callable[[], float],
+        punt: Punt | None,
+        tail: Callable[[], int],
+    ) -> None:
+        self.name = name
+        self.queue = queue
+        self.directory = directory
+        self.path = naming.join(directory, naming.reader_name(queue, name))
+        self._fs = fs
+        self._source = source
+        self._state = state
+        self._config = config
+        self._lock_handle = lock_handle
+        self._clock = clock
+        self._punt = punt
+        self._tail = tail
+        self._lock = threading.Lock()
+        self._checkpoint_lock = threading.Lock()
+        self._cursor = JournalCursor(source, state.head)
+        self._open: dict[int, Item] = {}  # open reads
+        self._deadlines: dict[int, float] = {}  # their open_read_timeout deadlines
+        self._open_timeout = config.open_read_timeout
+        # Aborted items, by id, delivered before the journal's (usually few: a list
+        # kept sorted with insort; its emptiness test is the one every get pays).
+        self._returned: list[Item] = []
+        self._dirty = False
+        self._closed = False
+        self.durable_head = state.head  # head as of the last checkpoint on disk
+        self.expired_count = 0
+        self.discarded_count = 0
+        self.error_punted_count = 0
+
+    # -- properties ----------------------------------------------------------------
+    @property
+    def head(self) -> int:
+        return self._state.head
+
+    @property
+    def done_ids(self) -> tuple[int, ...]:
+        with self._lock:
+            return tuple(self._state.done)
+
+    @property
+    def open_ids(self) -> list[int]:
+        with self._lock:
+            return sorted(self._open)
+
+    @property
+    def dirty(self) -> bool:
+        return self._dirty
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __len__(self) -> int:
+        """Items not yet confirmed (including open reads)."""
+        with self._lock:
+            return self._state.pending(max(self._tail(), self._state.head))
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"reader {self.name!r} of queue {self.queue!r} is closed")
+
+    # -- delivering ----------------------------------------------------------------
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def _is_expired(self, item: Item, now_ms: int) -> bool:
+        if item.expire_time is None and self._config.max_age is None:
+            return False
+        limit = item.expire_time
+        if self._config.max_age is not None:
+            aged = item.add_time + int(self._config.max_age * 1000)
+            limit = aged if limit is None else min(limit, aged)
+        return limit is not None and limit <= now_ms
+
+    def _expire(self, item: Item) -> None:
+        self.expired_count += 1
+        target = self._config.expired
+        if target != "drop" and self._punt is not None:
+            # Moved without its expiry, or it would expire again at once over there.
+            self._punt(target, replace(item, expire_time=None))
+        self._state.confirm(item.id)
+        self._dirty = True
+
+    def _next_from_journal(self, now_ms: int | None, *, consume: bool) -> Item | None:
+        # The hot path of every get: kept flat on purpose (attribute lookups hoisted).
+        cursor, state, open_reads = self._cursor, self._state, self._open
+        while True:
+            put = cursor._peeked if cursor._peeked is not None else cursor.peek()
+            if put is None:
+                return None
+            xid = put.xid
+            head = state.head
+            if xid <= head or xid in open_reads or xid in state.members:
+                cursor._peeked = None
+                continue
+            low = (cursor.prev_id if cursor.prev_id > head else head) + 1
+            if xid > low:
+                # A hole in the ids (repair dropped damaged records): nothing to wait for.
+                state.skip_missing(low, xid - 1)
+                self._dirty = True
+            item = Item(xid, put.data, put.add_time, put.expire_time, put.error_count)
+            if (put.expire_time is not None or self._config.max_age is not None) and self._is_expired(
+                item, self._now_ms() if now_ms is None else now_ms
+            ):
+                cursor._peeked = None
+                self._expire(item)
+                continue
+            if consume:
+                cursor._peeked = None
+            return item
+
+    def _take_from_journal(self) -> Item | None:
+        """:meth:`_next_from_journal` with consume=True, for the plain case (no
+        peeked record, no expiry rules): the per-item cost of every get."""
+        cursor = self._cursor
+        if cursor._peeked is not None or self._config.max_age is not None:
+            return self._next_from_journal(None, consume=True)
+        ready, state, open_reads = cursor._ready, self._state, self._open
+        while True:
+            if not ready and not cursor._fill():
+                return None
+            prev, put = ready.popleft()
+            cursor.ready_bytes -= 25 + len(put.data)
+            cursor.prev_id = prev
+            xid = put.xid
+            head = state.head
+            if xid <= head or xid in open_reads or xid in state.members:
+                continue
+            if xid > (prev if prev > head else head) + 1:
+                state.skip_missing((prev if prev > head else head) + 1, xid - 1)
+                self._dirty = True
+            item = Item(xid, put.data, put.add_time, put.expire_time, put.error_count)
+            if put.expire_time is not None and self._is_expired(item, self._now_ms()):
+                self._expire(item)
+                continue
+            return item
+
+    def _next_item(self, *, consume: bool) -> Item | None:
+        if self._open_timeout is not None:
+            self._expire_open_reads()
+        if not self._returned:
+            return self._next_from_journal(None, consume=consume)
+        now_ms = self._now_ms()
+        while self._returned:
+            item = self._returned[0]
+            if self._state.is_done(item.id):
+                self._returned.pop(0)
+                continue
+            if self._is_expired(item, now_ms):
+                self._returned.pop(0)
+                self._expire(item)
+                continue
+            if consume:
+                self._returned.pop(0)
+            return item
+        return self._next_from_journal(now_ms, consume=consume)
+
+    def _wait_step(self, deadline: float | None) -> float | None:
+        """How long one wait may last: until the caller's deadline, the next open
+        read's timeout, and at most 1 s."""
+        now = time.monotonic()
+        step = 1.0
+        if deadline is not None:
+            step = min(step, deadline - now)
+        if self._deadlines:
+            step = min(step, min(self._deadlines.values()) - now)
+        return max(0.0, step)
+
+    def get(self, timeout: float | None = None) -> Item | None:
+        """Open a read: the next item, or None if none arrives within ``timeout``.
+
+        ``timeout=None`` waits for ever, 0 does not wait.  The item stays "open"
+        until :meth:`confirm` (gone for this reader) or :meth:`abort` (comes back).
+        """
+        deadline = None
+        while True:
+            # Read before looking, so a put between the look and the wait wakes us.
+            version = self._source.version if timeout != 0 else 0
+            with self._lock:
+                if self._closed:
+                    self._check_open()
+                if self._open_timeout is None and not self._returned:
+                    item = self._take_from_journal()
+                    if item is not None:
+                        self._open[item.id] = item
+                        return item
+                    if timeout == 0:
+                        return None
+                else:
+                    item = self._next_item(consume=True)
+                    if item is not None:
+                        self._open[item.id] = item
+                        if self._open_timeout is not None:
+                            self._deadlines[item.id] = time.monotonic() + self._open_timeout
+                        return item
+            if timeout is not None:
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + timeout
+                if now >= deadline:
+                    return None
+            self._source.wait(version, self._wait_step(deadline))
+
+    def peek(self) -> Item | None:
+        """The item :meth:`get` would return now, without opening a read."""
+        with self._lock:
+            self._check_open()
+            return self._next_item(consume=False)
+
+    def confirm(self, ids: int | Iterable[int]) -> int:
+        """Confirm open reads (any order); returns how many were confirmed."""
+        if isinstance(ids, int):  # the common case, kept short
+            with self._lock:
+                if self._closed:
+                    self._check_open()
+                if self._open.pop(ids, None) is None:
+                    return 0
+                if self._deadlines:
+                    self._deadlines.pop(ids, None)
+                state = self._state
+                if ids == state.head + 1 and not state.members:
+                    state.head = ids
+                elif not state.confirm(ids):
+                    return 0
+                self._dirty = True
+                return 1
+        count = 0
+        with self._lock:
+            self._check_open()
+            state = self._state
+            for xid in (ids,) if isinstance(ids, int) else ids:
+                self._deadlines.pop(xid, None)
+                if self._open.pop(xid, None) is None:
+                    continue
+                if xid == state.head + 1 and not state.members:
+                    state.head = xid  # the common case: in-order confirm
+                    count += 1
+                elif state.confirm(xid):
+                    count += 1
+            if count:
+                self._dirty = True
+        return count
+
+    def abort(self, ids: int | Iterable[int]) -> int:
+        """Give open reads back: they are delivered again first, error_count + 1."""
+        count = 0
+        with self._lock:
+            self._check_open()
+            for xid in _ids(ids):
+                entry = self._open.pop(xid, None)
+                self._deadlines.pop(xid, None)
+                if entry is not None:
+                    self._give_back(entry)
+                    count += 1
+        if count:
+            self._source.notify()
+        return count
+
+    def _give_back(self, item: Item) -> None:
+        item = replace(item, error_count=item.error_count + 1)
+        limit = self._config.max_errors
+        if limit is not None and item.error_count >= limit:
+            self.error_punted_count += 1
+            if self._config.error_queue is not None and self._punt is not None:
+                self._punt(self._config.error_queue, item)
+            else:
+                log.warning(
+                    "queue %s reader %r: item %d dropped after %d errors",
+                    self.queue,
+                    self.name,
+                    item.id,
+                    item.error_count,
+                )
+            self._state.confirm(item.id)
+            self._dirty = True
+            return
+        bisect.insort(self._returned, item, key=_item_id)
+
+    def _expire_open_reads(self) -> None:
+        if self._open_timeout is None or not self._deadlines:
+            return
+        now = time.monotonic()
+        stale = [xid for xid, deadline in self._deadlines.items() if deadline <= now]
+        for xid in stale:
+            del self._deadlines[xid]
+            item = self._open.pop(xid, None)
+            if item is None:
+                continue
+            log.warning("queue %s reader %r: open read %d timed out; aborted", self.queue, self.name, xid)
+            self._give_back(item)
+
+    def discard_oldest(self) -> bool:
+        """Drop the oldest undelivered item (discard_old_when_full)."""
+        with self._lock:
+            item = self._next_item(consume=True)
+            if item is None:
+                return False
+            self._state.confirm(item.id)
+            self.discarded_count += 1
+            self._dirty = True
+            return True
+
+    @contextmanager
+    def read(self, timeout: float | None = None) -> Iterator[Item | None]:
+        """``with reader.read(t) as item:`` confirm on success, abort on an exception.
+
+        ``item`` is None if nothing arrived within ``timeout``.
+        """
+        item = self.get(timeout)
+        if item is None:
+            yield None
+            return
+        try:
+            yield item
+        except BaseException:
+            self.abort(item.id)
+            raise
+        self.confirm(item.id)
+
+    def __iter__(self) -> Iterator[Item]:
+        """Items available now, each confirmed when the next one is asked for;
+        leaving the loop early (break or exception) aborts the current one."""
+        while True:
+            item = self.get(timeout=0)
+            if item is None:
+                return
+            try:
+                yield item
+            except BaseException:
+                self.abort(item.id)
+                raise
+            self.confirm(item.id)
+
+    # -- checkpoints ---------------------------------------------------------------
+    def checkpoint(self, *, force: bool = False) -> bool:
+        """Write the reader file if anything changed; returns whether it wrote."""
+        with self._checkpoint_lock:
+            with self._lock:
+                if not (self._dirty or force):
+                    return False
+                head, done = self._state.snapshot()
+                self._dirty = False
+            try:
+                checkpoint.write_reader_file(self._fs, self.path, head, done, self._now_ms())
+            except BaseException:
+                self._dirty = True
+                raise
+            self.durable_head = head
+            return True
+
+    def stats(self) -> dict[str, object]:
+        """Items, open reads, oldest age for this reader."""
+        with self._lock:
+            oldest = self._next_item(consume=False) if not self._closed else None
+            if self._open:
+                first_open = min(self._open)
+                oldest_open = self._open[first_open]
+                if oldest is None or oldest_open.add_time < oldest.add_time:
+                    oldest = oldest_open
+            now = self._now_ms()
+            return {
+                "reader": self.name,
+                "head": self._state.head,
+                "items": self._state.pending(max(self._tail(), self._state.head)),
+                "open_reads": len(self._open),
+                "done_out_of_order": len(self._state.done),
+                "oldest_age_s": None if oldest is None else max(0.0, (now - oldest.add_time) / 1000),
+                "expired": self.expired_count,
+                "discarded": self.discarded_count,
+            }
+
+    def close(self, *, checkpoint_first: bool = True) -> None:
+        """Checkpoint (if possible) and release the reader's lock."""
+        if self._closed:
+            return
+        try:
+            if checkpoint_first:
+                self.checkpoint()
+        finally:
+            with self._lock:
+                self._closed = True
+                self._cursor.close()
+                self._lock_handle.close()

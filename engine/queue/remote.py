@@ -1,0 +1,124 @@
+"""Readers in a process that is not the queue's writer (``Queue.open_reader``).
+
+Such a reader finds new data by polling: when it has read everything, it waits
+``poll_interval`` seconds (default 5 ms), then re-reads the newest writer file's
+size and, if that file looks finished, re-lists the directory for a newer one.
+This needs no inotify and works on any file system the writer can use; the cost is
+up to one poll interval of latency and a stat per poll while idle.
+
+The reader checkpoints its own file every ``checkpoint_interval`` seconds and on
+close; the writer reads that file to decide which journal files it may delete.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from engine.errors import EngineError
+from engine.fs import FileSystem
+from engine.queue.config import QueueConfig
+from engine.queue.cursor import PollingSource
+from engine.queue.reader import Item, Reader
+from engine.queue.segments import Segment
+
+log = logging.getLogger("engine.queue")
+
+
+class RemoteReader(Reader):
+    """A :class:`Reader` that owns its checkpoint thread and its punt queues."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._stop = threading.Event()
+        self._punt_queues: dict[str, Any] = {}
+        self.checkpoint_failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, name=f"queue-reader-{self.name}", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._config.checkpoint_interval):
+            try:
+                self.checkpoint()
+            except (EngineError, OSError) as exc:
+                self.checkpoint_failure = exc
+                log.error("queue %s reader %r: checkpoint failed: %s", self.queue, self.name, exc)
+                return
+
+    def punt_to(self, target: str, item: Item) -> None:
+        """Move an item to another queue: this process opens that queue's writer."""
+        from engine.queue.queue import Queue
+
+        other = self._punt_queues.get(target)
+        if other is None:
+            other = Queue.open(self.directory, target, fs=self._fs, clock=self._clock, sync=self._config.sync)
+            self._punt_queues[target] = other
+        expire = None if item.expire_time is None else item.expire_time / 1000
+        other._put_batch([(item.data, expire)], error_count=item.error_count)
+
+    def close(self, *, checkpoint_first: bool = True) -> None:
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+        try:
+            super().close(checkpoint_first=checkpoint_first)
+        finally:
+            for other in self._punt_queues.values():
+                other.close()
+
+    def __enter__(self) -> RemoteReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_remote_reader(
+    directory: str,
+    queue: str,
+    name: str,
+    *,
+    fs: FileSystem,
+    clock: Callable[[], float],
+    config: QueueConfig,
+) -> RemoteReader:
+    """See :meth:`Queue.open_reader`."""
+    from engine.queue.queue import attach_reader, earliest_id, find_tail
+
+    source = PollingSource(fs, directory, queue, config.max_item_size, config.poll_interval)
+    segments: list[Segment] = source.segment_list(fresh=True)
+    if not segments:
+        raise EngineError(f"{directory}: queue {queue!r} has no writer files (open it with Queue.open first)")
+    tail = find_tail(fs, segments, config.max_item_size)
+    lock, state, notes = attach_reader(
+        fs, directory, queue, name, tail=tail, earliest=earliest_id(segments), stamp_ms=int(clock() * 1000)
+    )
+    for note in notes:
+        log.warning("queue %s reader %r: %s", queue, name, note)
+    holder: list[RemoteReader] = []
+
+    def current_tail() -> int:
+        return max(tail, holder[0]._cursor.last_id) if holder else tail
+
+    def punt(target: str, item: Item) -> None:
+        holder[0].punt_to(target, item)
+
+    reader = RemoteReader(
+        name=name,
+        queue=queue,
+        directory=directory,
+        fs=fs,
+        source=source,
+        state=state,
+        config=config,
+        lock_handle=lock,
+        clock=clock,
+        punt=punt,
+        tail=current_tail,
+    )
+    holder.append(reader)
+    if notes:
+        reader._dirty = True
+    return reader

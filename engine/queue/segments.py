@@ -1,0 +1,266 @@
+"""Reading writer files: the chunked record scanner, first ids, and the tail scan.
+
+A queue's writer files ("segments") hold PUT records with increasing ids.  Nothing
+here keeps items in memory: a :class:`RecordScanner` holds one read buffer (a chunk
+of the file) and a byte offset; a :class:`Segment` only knows its number, path and
+first id.  That is what makes opening a queue independent of its backlog.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from engine.errors import CorruptFileError, FormatError
+from engine.fs import FileHandle, FileSystem
+from engine.queue import codec, naming
+
+log = logging.getLogger("engine.queue")
+
+#: Bytes read per chunk by scanners (grows for records bigger than this).
+CHUNK = 256 * 1024
+
+
+@dataclass
+class Segment:
+    """One writer file: ``<queue>.<number>``, whose first PUT has ``first_id``."""
+
+    number: int
+    path: str
+    first_id: int | None  # None while the file holds no PUT yet
+
+
+class RecordScanner:
+    """Sequential, resumable record reader over one open file.
+
+    ``next(limit)`` returns the next whole record that ends at or before ``limit``,
+    or None, setting :attr:`stop` to ``"end"`` (exactly at ``limit``), ``"incomplete"``
+    (a record starts before ``limit`` but does not end by it: torn, or still being
+    written) or ``"marker"`` (the 0x00 end marker).  Malformed bytes raise
+    :class:`codec.BadRecord` carrying the absolute offset.  ``limit`` may grow
+    between calls (a tailing reader).
+    """
+
+    def __init__(self, handle: FileHandle, offset: int, max_item_size: int, chunk: int = CHUNK) -> None:
+        self.handle = handle
+        self.offset = offset
+        self.max_item_size = max_item_size
+        self.stop = ""
+        self._chunk = chunk
+        self._buf = b""
+        self._buf_off = offset
+
+    def span(self, start: int, end: int) -> bytes:
+        """The raw bytes ``[start, end)`` of the file (from the buffer if there)."""
+        if self._buf_off <= start and end <= self._buf_off + len(self._buf):
+            return self._buf[start - self._buf_off : end - self._buf_off]
+        return self.handle.read_at(start, end - start)
+
+    def next_batch(self, limit: int, max_records: int = 4096) -> list[codec.Record]:
+        """Up to ``max_records`` whole records ending by ``limit`` (fast path).
+
+        An empty list means nothing more now; :attr:`stop` says why, as for
+        :meth:`next`.  A malformed record is raised only once the good records
+        before it have been returned.
+        """
+        while True:
+            pos = self.offset - self._buf_off
+            if 0 <= pos < len(self._buf):
+                try:
+                    records, end, stop = codec.decode_batch(
+                        self._buf, pos, max_item_size=self.max_item_size, max_records=max_records
+                    )
+                except codec.BadRecord as exc:
+                    raise codec.BadRecord(self._buf_off + exc.offset, exc.expected, exc.found) from None
+                self.offset = self._buf_off + end
+                if stop == "marker" and not records:
+                    self.stop = "marker"
+                    return records
+                if records:
+                    return records
+                # nothing whole in the buffer from here: read more below
+            have_end = max(self._buf_off + len(self._buf), self.offset)
+            if have_end >= limit:
+                self.stop = "incomplete" if self.offset < limit else "end"
+                return []
+            pending = max(0, have_end - self.offset)
+            want = min(max(self._chunk, 2 * pending), limit - self.offset)
+            data = self.handle.read_at(self.offset, want)
+            self._buf, self._buf_off = data, self.offset
+            if len(data) <= pending:
+                self.stop = "incomplete" if data else "end"
+                return []
+
+    def next(self, limit: int) -> codec.Record | None:
+        while True:
+            pos = self.offset - self._buf_off
+            if 0 <= pos < len(self._buf):
+                try:
+                    record, end = codec.decode_record(self._buf, pos, max_item_size=self.max_item_size)
+                except codec.Incomplete:
+                    pass  # fall through and read more
+                except codec.BadRecord as exc:
+                    raise codec.BadRecord(self._buf_off + exc.offset, exc.expected, exc.found) from None
+                else:
+                    if record is None:
+                        self.stop = "marker"
+                        return None
+                    self.offset = self._buf_off + end
+                    return record
+            have_end = max(self._buf_off + len(self._buf), self.offset)
+            if have_end >= limit:
+                self.stop = "incomplete" if self.offset < limit else "end"
+                return None
+            pending = max(0, have_end - self.offset)
+            want = min(max(self._chunk, 2 * pending), limit - self.offset)
+            data = self.handle.read_at(self.offset, want)
+            if len(data) <= pending:  # the file is shorter than limit said
+                self.stop = "incomplete" if data else "end"
+                self._buf, self._buf_off = data, self.offset
+                return None
+            self._buf, self._buf_off = data, self.offset
+
+
+def is_half_created(head: bytes) -> bool:
+    """A writer file cut short before its magic was durable (a crash in create)."""
+    return len(head) < codec.MAGIC_SIZE and codec.WRITER_MAGIC.startswith(head)
+
+
+#: How a file written by this engine starts: the magic and an empty CHECK record,
+#: which says "every batch in this file is followed by a CHECK" (files written by
+#: libkestrel have none, and are trusted record by record as before).
+SEGMENT_HEADER = codec.WRITER_MAGIC + codec.encode_check(b"")
+
+
+def open_segment_handle(fs: FileSystem, path: str, *, allow_short: bool = False) -> FileHandle:
+    """Open a writer file for reading and check its magic (FormatError if foreign).
+
+    ``allow_short``: accept a file still shorter than its magic (being created, or
+    left so by a crash during creation; the writer rewrites it on open).
+    """
+    handle = fs.open(path)
+    try:
+        head = handle.read_at(0, codec.MAGIC_SIZE)
+        if head != codec.WRITER_MAGIC and not (allow_short and is_half_created(head)):
+            what = "truncated header" if len(head) < codec.MAGIC_SIZE else head.hex(" ")
+            raise FormatError(path, 0, "writer journal magic 27 64 26 03", what)
+    except BaseException:
+        handle.close()
+        raise
+    return handle
+
+
+def read_first_id(fs: FileSystem, path: str, max_item_size: int) -> int | None:
+    """The id of the first PUT in ``path`` (None if it has none yet).
+
+    Reads only the first record(s): this is what keeps open O(files), not O(items).
+    A damaged first record is ignored here (the cursor that reaches it reports it).
+    """
+    with open_segment_handle(fs, path, allow_short=True) as handle:
+        scanner = RecordScanner(handle, codec.MAGIC_SIZE, max_item_size, chunk=4096)
+        size = handle.size()
+        while True:
+            try:
+                record = scanner.next(size)
+            except codec.BadRecord:
+                return None
+            if record is None:
+                return None
+            if isinstance(record, codec.Put):
+                return record.xid
+
+
+def list_segments(fs: FileSystem, directory: str, queue: str, max_item_size: int) -> list[Segment]:
+    """The writer files of ``queue``, oldest first, with their first ids."""
+    found = []
+    for filename in fs.listdir(directory):
+        number = naming.parse_writer(queue, filename)
+        if number is not None:
+            path = naming.join(directory, filename)
+            found.append(Segment(number, path, read_first_id(fs, path, max_item_size)))
+    found.sort(key=lambda seg: seg.number)
+    return found
+
+
+@dataclass
+class TailScan:
+    """What a full scan of one writer file found."""
+
+    last_id: int | None  # id of the last whole, valid PUT
+    count: int  # PUTs found
+    good_end: int  # offset just past the last good record
+    size: int  # file size at the time of the scan
+    problem: str | None  # why the scan stopped before ``size`` (None: clean end)
+
+
+def scan_file(handle: FileHandle, path: str, max_item_size: int, *, after_id: int = 0) -> TailScan:
+    """Scan a whole writer file and say where its valid records end.
+
+    Used on the newest file at open (to find the tail id and a torn tail) and by
+    ``verify``.  Ids must strictly increase, starting above ``after_id``; within the
+    file each PUT must be the previous id + 1 (the writer assigns tail + 1).
+
+    In files this engine wrote (they start with a CHECK record), every batch of PUTs
+    is followed by a CHECK with its crc32: a batch whose CHECK is missing or does not
+    match was torn by a crash, and the valid part ends before it.  That is what
+    catches a record whose header survived but whose data is zeros or garbage.
+    """
+    size = handle.size()
+    scanner = RecordScanner(handle, codec.MAGIC_SIZE, max_item_size)
+    last: int | None = None
+    count = 0
+    problem: str | None = None
+    uses_checks = False
+    batch_start = codec.MAGIC_SIZE
+    verified: tuple[int | None, int] = (None, 0)
+    first = True
+    while True:
+        start = scanner.offset
+        try:
+            record = scanner.next(size)
+        except codec.BadRecord as exc:
+            problem = f"bad record at offset {exc.offset}: expected {exc.expected}" + (
+                f", found {exc.found}" if exc.found else ""
+            )
+            break
+        if record is None:
+            if scanner.stop == "incomplete":
+                problem = f"incomplete record at offset {scanner.offset}"
+            elif scanner.stop == "marker" and scanner.offset < size:
+                problem = f"end marker at offset {scanner.offset} followed by {size - scanner.offset - 1} bytes"
+            break
+        if isinstance(record, codec.Check):
+            if first:
+                uses_checks = True
+            elif not codec.check_matches(record, scanner.span(batch_start, start)):
+                problem = f"check record at offset {start} does not match the {start - batch_start} bytes before it"
+                scanner.offset = start
+                break
+            batch_start = scanner.offset
+            verified = (last, count)
+        elif isinstance(record, codec.Put):
+            if (last is not None and record.xid != last + 1) or record.xid <= after_id:
+                problem = f"out-of-sequence id {record.xid} at offset {start} (previous {last or after_id})"
+                scanner.offset = start
+                break
+            last = record.xid
+            count += 1
+        first = False
+    good_end = scanner.offset
+    if uses_checks and good_end > batch_start:
+        # Records after the last CHECK were never vouched for: a torn batch.
+        problem = problem or f"{good_end - batch_start} bytes after the last check record are unverified"
+        good_end = batch_start
+        last, count = verified
+    return TailScan(last, count, good_end, size, problem)
+
+
+def corrupt(path: str, exc: codec.BadRecord) -> CorruptFileError:
+    """A codec BadRecord as the typed error, with the file name."""
+    return CorruptFileError(path, exc.offset, exc.expected, exc.found)
+
+
+def scan_tail_or_raise(fs: FileSystem, path: str, max_item_size: int) -> TailScan:
+    """Scan ``path`` read-only (verify, inspect)."""
+    with open_segment_handle(fs, path) as handle:
+        return scan_file(handle, path, max_item_size)
