@@ -1,0 +1,48 @@
+"""A bounded LRU cache of committed page images (the writer's read path)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+
+class PageCache:
+    """Up to ``capacity`` pages, least recently used evicted first.
+
+    Holds committed bytes only; a transaction's uncommitted writes live in the
+    transaction.  ``hits``/``misses`` are kept for tests and ``engine pages stats``.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = max(0, capacity)
+        self._pages: OrderedDict[int, bytes | bytearray] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, page: int) -> bytes | bytearray | None:
+        data = self._pages.get(page)
+        if data is None:
+            self.misses += 1
+            return None
+        self._pages.move_to_end(page)
+        self.hits += 1
+        return data
+
+    def put(self, page: int, data: bytes | bytearray) -> None:
+        if self.capacity == 0:
+            return
+        self._pages[page] = data
+        self._pages.move_to_end(page)
+        while len(self._pages) > self.capacity:
+            self._pages.popitem(last=False)
+
+    def discard(self, page: int) -> None:
+        self._pages.pop(page, None)
+
+    def clear(self) -> None:
+        self._pages.clear()
+
+    def items(self) -> list[tuple[int, bytes | bytearray]]:
+        return list(self._pages.items())
+
+    def __len__(self) -> int:
+        return len(self._pages)

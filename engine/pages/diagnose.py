@@ -1,0 +1,209 @@
+"""Read-only looks at a page store and its journal (CLI, ``inspect``, ``verify``).
+
+Nothing here writes or recovers: a journal that recovery would repair is reported
+in notes, and damage raises the typed error the store would raise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.errors import CorruptFileError, FormatError
+from engine.fs import FileSystem, OpenMode, resolve
+from engine.pages import codec, store_codec
+from engine.pages import sums as sums_module
+from engine.pages.journal import JOURNAL_SUFFIX, JournalScan, journal_path, scan, scan_if_idle
+from engine.pages.recovery import StoreState, check_ops, walk_free_list
+from engine.pages.store_codec import StoreHeader
+from engine.pages.sums import SUMS_SUFFIX, sums_path
+
+
+@dataclass
+class StoreInfo:
+    """What a store file holds, read without locks beyond a shared one."""
+
+    path: str
+    header: StoreHeader
+    file_size: int
+    free: list[int]
+
+
+def store_path_of(path: str) -> str:
+    """The store file for ``path``, which may name the store, its journal or its sums."""
+    for suffix in (JOURNAL_SUFFIX, SUMS_SUFFIX):
+        if path.endswith(suffix):
+            return path[: -len(suffix)]
+    return path
+
+
+def read_store(path: str, fs: FileSystem | None = None) -> StoreInfo:
+    """Header, size and free list of the store file; typed errors on damage."""
+    fs = resolve(fs)
+    with fs.open(path, OpenMode.READ) as handle:
+        handle.lock(exclusive=False, blocking=True)
+        raw = handle.read_at(0, store_codec.HEADER_SIZE)
+        try:
+            header = store_codec.decode_header(raw)
+        except store_codec.ForeignMagic as exc:
+            expected, _, found = str(exc).partition(", ")
+            raise FormatError(path, 0, expected, found or None) from exc
+        except ValueError as exc:
+            expected, _, found = str(exc).partition(", ")
+            raise CorruptFileError(path, 0, expected, found or None) from exc
+        size = handle.size()
+        need = (header.page_count + 1) * header.page_size
+        if size < need:
+            raise CorruptFileError(path, size, f"{need} bytes for {header.page_count} pages", str(size))
+        free = walk_free_list(path, header, handle.read_at)
+    return StoreInfo(path, header, size, free)
+
+
+def _verify_sums(fs: FileSystem, info: StoreInfo) -> str:
+    """Check every page against ``<store>-sums``; a note saying what was checked."""
+    spath = sums_path(info.path)
+    if not fs.exists(spath):
+        return f"{spath}: missing (rebuilt from the store on the next writable open)"
+    with fs.open(spath, OpenMode.READ) as handle:
+        values = sums_module.load(handle.read_all(), info.header.page_size)
+    if values is None:
+        return f"{spath}: unusable header (rebuilt on the next writable open)"
+    ps = info.header.page_size
+    checked = 0
+    with fs.open(info.path, OpenMode.READ) as handle:
+        handle.lock(exclusive=False, blocking=True)
+        for page in range(1, min(len(values) - 1, info.header.page_count) + 1):
+            data = handle.read_at(page * ps, ps)
+            if store_codec.page_sum(data) != values[page]:
+                raise CorruptFileError(info.path, page * ps, f"page {page} matching its checksum", "damaged")
+            checked += 1
+    return f"{spath}: {checked} page checksum(s) match"
+
+
+def read_journal(jpath: str, fs: FileSystem | None = None) -> JournalScan:
+    """Scan the journal file (no repair)."""
+    fs = resolve(fs)
+    with fs.open(jpath, OpenMode.READ) as handle:
+        return scan(jpath, handle.read_all())
+
+
+def read_page(path: str, page: int, fs: FileSystem | None = None) -> bytes:
+    fs = resolve(fs)
+    info = read_store(path, fs)
+    ps = info.header.page_size
+    if not 1 <= page <= info.header.page_count:
+        raise CorruptFileError(path, page * ps, f"a page id in 1..{info.header.page_count}", str(page))
+    with fs.open(path, OpenMode.READ) as handle:
+        handle.lock(exclusive=False, blocking=True)
+        return handle.read_at(page * ps, ps)
+
+
+def verify_files(path: str, fs: FileSystem | None = None) -> list[str]:
+    """Check the store and its journal without changing them; returns notes.
+
+    A store whose journal holds transactions not yet applied (a crashed writer) is
+    only half checkable: the store file may hold a torn flush that recovery will
+    redo, so its free list and page checksums are checked after recovery, not now.
+    """
+    fs = resolve(fs)
+    spath = store_path_of(path)
+    jpath = journal_path(spath)
+    notes: list[str] = []
+    state: JournalScan | None = None
+    live_writer = False
+    if fs.exists(jpath):
+        state = scan_if_idle(fs, jpath)
+        live_writer = state is None
+    if not fs.exists(spath):
+        if path == spath:
+            raise FileNotFoundError(2, "No such page store", spath)
+        notes.append(f"{spath}: no store file next to this journal")
+        header = None
+    else:
+        header = _read_store_header(spath, fs)
+        pending = state is not None and bool(state.pending)
+        if pending or header.flags & store_codec.FLUSHING:
+            notes.append(
+                f"{spath}: committed transactions await recovery (the next writable open redoes them); "
+                "free list and page checksums not checked until then"
+            )
+        else:
+            info = read_store(spath, fs)
+            notes.append(
+                f"{spath}: {header.page_count} pages of {header.page_size} bytes, {len(info.free)} free; "
+                "free list in range, no cycle"
+            )
+            notes.append(_verify_sums(fs, info))
+    if live_writer:
+        notes.append(f"{jpath}: in use by a live writer, not checked")
+    elif state is not None:
+        notes.extend(f"{jpath}: {n} (the next writable open repairs this)" for n in state.notes)
+        if header is not None:
+            replay = StoreState(header.page_size, header.page_count, header.free_head)
+            for tx in state.txs:
+                check_ops(jpath, tx, replay)
+        notes.append(
+            f"{jpath}: chain of {len(state.txs)} transaction(s) consistent, {len(state.pending)} not flagged complete"
+        )
+    return notes
+
+
+def _read_store_header(path: str, fs: FileSystem) -> StoreHeader:
+    with fs.open(path, OpenMode.READ) as handle:
+        raw = handle.read_at(0, store_codec.HEADER_SIZE)
+    try:
+        return store_codec.decode_header(raw)
+    except store_codec.ForeignMagic as exc:
+        expected, _, found = str(exc).partition(", ")
+        raise FormatError(path, 0, expected, found or None) from exc
+    except ValueError as exc:
+        expected, _, found = str(exc).partition(", ")
+        raise CorruptFileError(path, 0, expected, found or None) from exc
+
+
+def summarize(path: str, fs: FileSystem | None = None) -> dict[str, object]:
+    """Name/value pairs for ``engine inspect`` and ``engine pages stats``."""
+    fs = resolve(fs)
+    spath = store_path_of(path)
+    jpath = journal_path(spath)
+    out: dict[str, object] = {}
+    if path.endswith(SUMS_SUFFIX):
+        out["kind"] = "page checksums"
+        out["bytes"] = fs.file_size(path)
+        out["entries"] = max(0, (fs.file_size(path) - store_codec.SUMS_HEADER_SIZE) // store_codec.SUM.size)
+        out["store"] = spath
+        return out
+    if path.endswith(JOURNAL_SUFFIX) or not fs.exists(spath):
+        out["kind"] = "JRNL journal"
+    else:
+        info = read_store(spath, fs)
+        out["kind"] = "page store"
+        out["format version"] = info.header.version
+        out["page size"] = info.header.page_size
+        out["pages"] = info.header.page_count
+        out["live pages"] = info.header.page_count - len(info.free)
+        out["free pages"] = len(info.free)
+        out["free-list head"] = (
+            f"page {info.header.free_head // info.header.page_size}" if info.header.free_head else "none"
+        )
+        out["store bytes"] = info.file_size
+        out["header flags"] = "FLUSHING (interrupted flush)" if info.header.flags & store_codec.FLUSHING else "0"
+    if fs.exists(jpath):
+        state = read_journal(jpath, fs)
+        out["journal"] = jpath
+        out["journal bytes"] = state.file_size
+        out["transactions"] = len(state.txs)
+        out["not flagged complete"] = len(state.pending)
+        if state.notes:
+            out["journal repairs pending"] = "; ".join(state.notes)
+    return out
+
+
+def sniff_kind(head: bytes) -> str | None:
+    """'store', 'journal' or None from a file's first bytes."""
+    if head[: len(store_codec.MAGIC)] == store_codec.MAGIC:
+        return "store"
+    if head[: len(codec.MAGIC)] == codec.MAGIC:
+        return "journal"
+    if head[: len(store_codec.SUMS_MAGIC)] == store_codec.SUMS_MAGIC:
+        return "sums"
+    return None

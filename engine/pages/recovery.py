@@ -1,0 +1,115 @@
+"""Redo and undo of journal transactions against the store file.
+
+Every operation sets absolute values (page bytes, the free-list head, a page
+count that only grows by ``max``), so replaying a transaction that already
+reached the store, wholly or in part, changes nothing: redo is idempotent.
+Transactions are replayed in journal order, so a rolled-back one is undone
+between its neighbours and later transactions are redone on top of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from engine.errors import CorruptFileError
+from engine.fs import FileHandle
+from engine.pages import codec, store_codec
+from engine.pages.codec import Alloc, Marker, Modify, ParsedTx, Remove
+
+ReadAt = Callable[[int, int], bytes]
+
+
+@dataclass
+class StoreState:
+    """The header fields a replay changes."""
+
+    page_size: int
+    page_count: int
+    free_head: int
+
+
+def check_ops(journal_path: str, tx: ParsedTx, state: StoreState) -> None:
+    """Raise CorruptFileError if an op of ``tx`` points outside the store.
+
+    ``state`` is advanced as the ops would (page count) so that later
+    transactions are checked against the pages earlier ones appended.
+    """
+    ps = state.page_size
+    for op, at in zip(tx.ops, tx.op_offsets, strict=True):
+        if isinstance(op, Marker):
+            continue
+        for off in codec.op_page_offsets(op):
+            if off % ps:
+                raise CorruptFileError(journal_path, at, f"a page offset that is a multiple of {ps}", str(off))
+            page = off // ps
+            limit = state.page_count + 1 if isinstance(op, Alloc) and off == op.page_offset else state.page_count
+            if not 1 <= page <= limit:
+                raise CorruptFileError(
+                    journal_path, at, f"a page offset inside the store (pages 1..{state.page_count})", str(off)
+                )
+        if isinstance(op, Alloc):
+            state.page_count = max(state.page_count, op.page_offset // ps)
+        elif isinstance(op, Modify) and op.offset + len(op.after) > ps:
+            raise CorruptFileError(
+                journal_path,
+                at,
+                f"a modification inside the {ps}-byte page",
+                f"[{op.offset}:{op.offset + len(op.after)}]",
+            )
+
+
+def redo(handle: FileHandle, journal_path: str, tx: ParsedTx, state: StoreState) -> None:
+    """Apply ``tx``'s after-images and free-list changes to the store file."""
+    check_ops(journal_path, tx, StoreState(state.page_size, state.page_count, state.free_head))
+    ps = state.page_size
+    for op in tx.ops:
+        if isinstance(op, Alloc):
+            if op.head_before == 0 and op.head_after == 0:
+                # Appended at the end: the page starts as zeros whatever the file held.
+                handle.write_at(op.page_offset, bytes(ps))
+            state.page_count = max(state.page_count, op.page_offset // ps)
+            state.free_head = op.head_after
+        elif isinstance(op, Modify):
+            handle.write_at(op.page_offset + op.offset, bytes(op.after))
+        elif isinstance(op, Remove):
+            handle.write_at(op.page_offset, store_codec.encode_link(op.head_before))
+            state.free_head = op.page_offset
+
+
+def undo(handle: FileHandle, journal_path: str, tx: ParsedTx, state: StoreState) -> None:
+    """Restore ``tx``'s before-images and free-list head, newest op first."""
+    check_ops(journal_path, tx, StoreState(state.page_size, state.page_count, state.free_head))
+    ps = state.page_size
+    for op in reversed(tx.ops):
+        if isinstance(op, Alloc):
+            state.free_head = op.head_before
+            if op.head_before == 0 and op.head_after == 0:
+                state.page_count = min(state.page_count, op.page_offset // ps - 1)
+        elif isinstance(op, Modify):
+            handle.write_at(op.page_offset + op.offset, bytes(op.before))
+        elif isinstance(op, Remove):
+            state.free_head = op.head_before
+
+
+def walk_free_list(path: str, header: store_codec.StoreHeader, read_at: ReadAt) -> list[int]:
+    """The free pages, head first; CorruptFileError on a link out of range or a cycle."""
+    ps = header.page_size
+    seen: set[int] = set()
+    order: list[int] = []
+    off = header.free_head
+    link_at = 24  # the header's free_head field
+    while off:
+        page = off // ps
+        if off % ps or not 1 <= page <= header.page_count:
+            raise CorruptFileError(path, link_at, f"a free page offset inside pages 1..{header.page_count}", str(off))
+        if page in seen:
+            raise CorruptFileError(path, link_at, "a free list without a cycle", f"page {page} twice")
+        seen.add(page)
+        order.append(page)
+        raw = read_at(off, store_codec.LINK.size)
+        if len(raw) < store_codec.LINK.size:
+            raise CorruptFileError(path, off, "a free page link", f"{len(raw)} bytes (file cut short)")
+        link_at = off
+        off = store_codec.decode_link(raw)
+    return order

@@ -1,0 +1,140 @@
+"""Bytes in, bytes out: the page store file (ours; ``docs/formats/pagestore.md``).
+
+Pure functions only (no I/O).  The store file is an array of equal pages::
+
+    file      := page_0 page_1 ... page_N              (each page_size bytes)
+    page_0    := header zero-padding                    (the header page, never allocated)
+    header    := "ENGPAGES" u16 version u16 reserved u32 page_size
+                 u64 page_count u64 free_head u32 flags u32 crc32   (40 bytes, little-endian)
+    free page := u64 next_free_offset  (rest of the page: whatever it held)
+
+Pages are addressed by byte offset (``page_id * page_size``), which is what the JRNL
+journal records; page ids run from 1 to ``page_count`` so that offset 0 can mean
+"none" in the free list, as it does in the journal.  The header is smaller than a
+512-byte sector and written with one write at offset 0, so a crash leaves the old
+or the new header; its CRC catches anything else.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+MAGIC = b"ENGPAGES"
+VERSION = 1
+MIN_PAGE_SIZE = 512
+MAX_PAGE_SIZE = 65536
+
+# Header (40 bytes): magic "ENGPAGES" | u16 version | u16 reserved (0) | u32 page size |
+#   u64 page count (data pages; ids 1..count) | u64 free-list head (byte offset, 0 = empty) |
+#   u32 flags (bit 0 FLUSHING) | u32 CRC-32 (zlib) of the 36 bytes before it.
+HEADER = struct.Struct("<8sHHIQQI")
+assert HEADER.size == 36
+CRC = struct.Struct("<I")
+assert CRC.size == 4
+HEADER_SIZE = HEADER.size + CRC.size
+assert HEADER_SIZE == 40
+
+#: Header flag: the writer is writing pages into the store (like the original's
+#: ``TBL?`` while an operation was in flight).  Set before the page writes and cleared
+#: after them, both under the writer's exclusive lock, so a reader that ever finds it
+#: set is looking at a flush a crash interrupted: the journal must be replayed first.
+FLUSHING = 0x1
+
+# Free page link: u64 byte offset of the next free page (0 = end of the list).
+LINK = struct.Struct("<Q")
+assert LINK.size == 8
+
+
+@dataclass(frozen=True)
+class StoreHeader:
+    page_size: int
+    page_count: int
+    free_head: int
+    version: int = VERSION
+    flags: int = 0
+
+
+def valid_page_size(page_size: int) -> bool:
+    """Powers of two from 512 to 65,536 (the journal's u16 offsets cap it there)."""
+    return MIN_PAGE_SIZE <= page_size <= MAX_PAGE_SIZE and page_size & (page_size - 1) == 0
+
+
+def encode_header(header: StoreHeader) -> bytes:
+    body = HEADER.pack(MAGIC, header.version, 0, header.page_size, header.page_count, header.free_head, header.flags)
+    return body + CRC.pack(zlib.crc32(body))
+
+
+def decode_header(data: bytes) -> StoreHeader:
+    """Decode and check the header; raises ValueError(reason) (callers add path/offset).
+
+    A foreign magic raises :class:`ForeignMagic` so the caller can raise FormatError.
+    """
+    if len(data) < HEADER_SIZE:
+        raise ValueError(f"{HEADER_SIZE}-byte header, {len(data)} bytes")
+    magic, version, _reserved, page_size, count, head, flags = HEADER.unpack_from(data, 0)
+    if magic != MAGIC:
+        raise ForeignMagic(f"magic {MAGIC!r}, {bytes(magic)!r}")
+    (stored,) = CRC.unpack_from(data, HEADER.size)
+    if zlib.crc32(bytes(data[: HEADER.size])) != stored:
+        raise ValueError("header CRC to match")
+    if version != VERSION:
+        raise ForeignMagic(f"version {VERSION}, {version}")
+    if not valid_page_size(page_size):
+        raise ValueError(f"a page size that is a power of two in 512..65536, {page_size}")
+    if head and (head % page_size or not 1 <= head // page_size <= count):
+        raise ValueError(f"a free-list head inside pages 1..{count}, offset {head}")
+    return StoreHeader(page_size, count, head, version, flags)
+
+
+class ForeignMagic(ValueError):
+    """Not a page store file (or a version this code does not read)."""
+
+
+def encode_link(next_offset: int) -> bytes:
+    return LINK.pack(next_offset)
+
+
+def decode_link(page: bytes | bytearray) -> int:
+    return int(LINK.unpack_from(page, 0)[0])
+
+
+# ---------------------------------------------------------------------------
+# The checksum file (ours): ``<store>-sums``, one CRC-32 per page.
+# ---------------------------------------------------------------------------
+
+SUMS_MAGIC = b"ENGSUMS1"
+# Sums header (16 bytes): magic "ENGSUMS1" | u32 page size | u32 CRC-32 of the 12 bytes before it.
+SUMS_HEADER = struct.Struct("<8sI")
+assert SUMS_HEADER.size == 12
+SUMS_HEADER_SIZE = SUMS_HEADER.size + CRC.size
+assert SUMS_HEADER_SIZE == 16
+# Entry for page k (k >= 1) at 16 + 4 * (k - 1): u32 CRC-32 (zlib) of the page's bytes.
+SUM = struct.Struct("<I")
+assert SUM.size == 4
+
+
+def encode_sums_header(page_size: int) -> bytes:
+    body = SUMS_HEADER.pack(SUMS_MAGIC, page_size)
+    return body + CRC.pack(zlib.crc32(body))
+
+
+def decode_sums_header(data: bytes) -> int:
+    """The page size the sums file was made for; ValueError(reason) if it is not one."""
+    if len(data) < SUMS_HEADER_SIZE:
+        raise ValueError(f"a {SUMS_HEADER_SIZE}-byte checksum header, {len(data)} bytes")
+    magic, page_size = SUMS_HEADER.unpack_from(data, 0)
+    (stored,) = CRC.unpack_from(data, SUMS_HEADER.size)
+    if magic != SUMS_MAGIC or zlib.crc32(bytes(data[: SUMS_HEADER.size])) != stored:
+        raise ValueError(f"checksum file magic {SUMS_MAGIC!r} and header CRC, {bytes(data[:8])!r}")
+    return int(page_size)
+
+
+def sum_offset(page: int) -> int:
+    """Where page ``page``'s checksum sits in the sums file."""
+    return SUMS_HEADER_SIZE + SUM.size * (page - 1)
+
+
+def page_sum(data: bytes | bytearray | memoryview) -> int:
+    return zlib.crc32(data)

@@ -1,0 +1,152 @@
+"""Per-page checksums in ``<store>-sums`` (ours): damage to page bytes is detected.
+
+The JRNL journal repairs torn writes of committed pages, but nothing in the store
+format would notice a flipped bit in a page at rest.  This file keeps a CRC-32 of
+every page (layout in :mod:`engine.pages.store_codec`); reads from the store file
+and ``verify()`` check it.
+
+Crash safety follows the store's: entries are written during a flush, only for
+pages being flushed (all of them still in the journal), each entry 4 bytes at a
+4-aligned offset, so a torn write can only damage entries that recovery
+recomputes from the redone pages.  The file is synced with the store at each
+checkpoint, before the journal is reset.  A missing or unreadable sums file (a
+store from before this file existed, a crash while creating it) is rebuilt from
+the store by the writer, with a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from array import array
+from collections.abc import Callable, Iterable
+
+from engine.errors import CorruptFileError
+from engine.fs import FileHandle, FileSystem, OpenMode, crashpoint, create_file, parent_dir
+from engine.pages import store_codec
+
+log = logging.getLogger("engine.pages")
+
+SUMS_SUFFIX = "-sums"
+
+ReadPage = Callable[[int], bytes]
+
+
+def sums_path(store_path: str) -> str:
+    return store_path + SUMS_SUFFIX
+
+
+def load(raw: bytes, page_size: int) -> array[int] | None:
+    """The checksums in ``raw`` (index = page id; index 0 unused), or None if the
+    header is bad or made for another page size.  There may be fewer entries than
+    pages (appends not yet checkpointed): the caller fills them in."""
+    try:
+        if store_codec.decode_sums_header(raw) != page_size:
+            return None
+    except ValueError:
+        return None
+    body = raw[store_codec.SUMS_HEADER_SIZE :]
+    values = array("I")
+    assert values.itemsize == store_codec.SUM.size
+    values.frombytes(bytes(body[: len(body) // 4 * 4]))
+    if sys.byteorder != "little":  # pragma: no cover - the file is little-endian
+        values.byteswap()
+    values.insert(0, 0)
+    return values
+
+
+class PageSums:
+    """The writer's checksums: in memory (``values``) and in the sums file."""
+
+    def __init__(self, store_path: str, handle: FileHandle, values: array[int]) -> None:
+        self.store_path = store_path
+        self.handle = handle
+        self.values = values
+
+    @classmethod
+    def open(cls, fs: FileSystem, store_path: str, page_size: int, page_count: int, read_page: ReadPage) -> PageSums:
+        """Open the sums file, rebuilding it from the store if it is missing or unusable."""
+        path = sums_path(store_path)
+        if not fs.exists(path):
+            create_file(fs, path, store_codec.encode_sums_header(page_size)).close()
+            log.warning("%s: no checksum file: building it from the store", store_path)
+        handle = fs.open(path, OpenMode.WRITE)
+        try:
+            values = load(handle.read_all(), page_size)
+            if values is None:
+                if handle.size() > store_codec.SUMS_HEADER_SIZE:
+                    log.warning("%s: checksum file unusable: rebuilding it from the store", path)
+                values = array("I", [0] * (page_count + 1))
+                for page in range(1, page_count + 1):
+                    values[page] = store_codec.page_sum(read_page(page))
+                handle.truncate(0)
+                handle.write_at(0, store_codec.encode_sums_header(page_size) + _pack(values, 1, page_count + 1))
+                handle.fsync()
+                fs.fsync_dir(parent_dir(path))
+        except BaseException:
+            handle.close()
+            raise
+        return cls(store_path, handle, values)
+
+    def check(self, page: int, data: bytes | bytearray, page_size: int) -> None:
+        """Raise CorruptFileError if ``data`` (page ``page`` as read from the store) is damaged."""
+        if page >= len(self.values):
+            raise CorruptFileError(self.store_path, page * page_size, f"a checksum for page {page}", "none")
+        if store_codec.page_sum(data) != self.values[page]:
+            raise CorruptFileError(
+                self.store_path,
+                page * page_size,
+                f"page {page} matching its checksum {self.values[page]:#010x}",
+                f"{store_codec.page_sum(data):#010x} (damaged)",
+            )
+
+    def update(self, images: dict[int, bytes | bytearray]) -> None:
+        """Record and write the checksums of these page images (part of a flush)."""
+        for page, image in images.items():
+            while len(self.values) <= page:
+                self.values.append(0)
+            self.values[page] = store_codec.page_sum(image)
+        self._write(images)
+
+    def recompute(self, pages: Iterable[int], read_page: ReadPage) -> None:
+        """Checksums of ``pages`` from the store as it is now (after a redo)."""
+        fresh: dict[int, bytes | bytearray] = {page: read_page(page) for page in pages}
+        self.update(fresh)
+
+    def truncate_to(self, page_count: int) -> None:
+        """Forget entries past ``page_count`` (an undone append)."""
+        del self.values[page_count + 1 :]
+
+    def fill_missing(self, page_count: int, read_page: ReadPage) -> None:
+        """Compute entries the file lacks (pages appended but never checkpointed
+        whose journal was lost); warns, since their damage could not be detected."""
+        if len(self.values) > page_count:
+            return
+        missing = range(len(self.values), page_count + 1)
+        log.warning("%s: %d page checksum(s) missing: computed from the store", self.store_path, len(missing))
+        self.recompute(missing, read_page)
+
+    def _write(self, pages: Iterable[int]) -> None:
+        # Runs of consecutive pages become one write; never an entry of a page
+        # that is not being written (see the module docstring).
+        ordered = sorted(pages)
+        i = 0
+        while i < len(ordered):
+            j = i
+            while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+                j += 1
+            first, last = ordered[i], ordered[j]
+            self.handle.write_at(store_codec.sum_offset(first), _pack(self.values, first, last + 1))
+            i = j + 1
+
+    def sync(self, what: str) -> None:
+        crashpoint(f"pages.{what}.before-sums-fsync")
+        self.handle.fdatasync()
+        crashpoint(f"pages.{what}.after-sums-fsync")
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def _pack(values: array[int], start: int, stop: int) -> bytes:
+    return b"".join(store_codec.SUM.pack(v) for v in values[start:stop])

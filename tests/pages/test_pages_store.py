@@ -1,0 +1,341 @@
+"""Unit tests of PageStore and its transactions (real files in tmp_path)."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.errors import ClosedError, ConfigError, LockedError
+from engine.fs import make_dirs
+from engine.pages import PageError, PageStore, codec, journal_path
+from engine.pages.journal import scan
+from stress.simfs import SimFS
+from tests.pages.pages_helpers import Model, assert_matches, random_transaction
+
+
+@pytest.fixture
+def path(tmp_path: os.PathLike[str]) -> str:
+    return os.path.join(str(tmp_path), "store.db")
+
+
+def test_create_write_reopen(path: str) -> None:
+    with PageStore.open(path, page_size=1024) as store:
+        assert store.page_count == 0 and store.free_pages == []
+        with store.transaction() as tx:
+            a, b = tx.allocate(), tx.allocate()
+            tx.write(a, 0, b"hello")
+            tx.write(b, 1000, b"x" * 24)
+            assert tx.read(a, 0, 5) == b"hello"
+        assert (a, b) == (1, 2)
+        assert store.read(a, 0, 5) == b"hello"
+        assert store.read(b)[1000:] == b"x" * 24
+    assert os.path.getsize(path) == 3 * 1024
+    with open(journal_path(path), "rb") as f:
+        assert f.read(20) == codec.encode_file_header(0, 0)  # reset on close
+    with PageStore.open(path) as store:
+        assert store.page_size == 1024 and store.page_count == 2
+        assert store.read(a, 0, 5) == b"hello"
+        assert store.verify()
+
+
+def test_uncommitted_writes_are_private_and_exception_rolls_back(path: str) -> None:
+    with PageStore.open(path, page_size=512) as store:
+        with store.transaction() as tx:
+            page = tx.allocate()
+            tx.write(page, 0, b"one")
+        with pytest.raises(RuntimeError), store.transaction() as tx:
+            tx.write(page, 0, b"two")
+            assert tx.read(page, 0, 3) == b"two"
+            assert store.read(page, 0, 3) == b"one"
+            tx.allocate()
+            raise RuntimeError("boom")
+        assert store.read(page, 0, 3) == b"one"
+        assert store.page_count == 1
+        assert tx.state == "rolled back"
+
+
+def test_free_list_is_lifo_and_reused_pages_are_zeroed(path: str) -> None:
+    with PageStore.open(path, page_size=512) as store:
+        with store.transaction() as tx:
+            pages = [tx.allocate() for _ in range(4)]
+            for p in pages:
+                tx.write(p, 0, bytes([p]) * 512)
+        with store.transaction() as tx:
+            tx.free(2)
+            tx.free(4)
+        assert store.free_pages == [4, 2]
+        assert store.live_pages == [1, 3]
+        with store.transaction() as tx:
+            assert tx.allocate() == 4
+            assert tx.read(4) == bytes(512)
+        assert store.free_pages == [2]
+        assert store.read(4) == bytes(512)
+        assert store.verify()
+    with PageStore.open(path) as store:
+        assert store.free_pages == [2] and store.page_count == 4
+
+
+def test_free_and_reallocate_in_one_transaction(path: str) -> None:
+    with PageStore.open(path, page_size=512) as store:
+        with store.transaction() as tx:
+            p = tx.allocate()
+            tx.write(p, 0, b"\xff" * 512)
+            tx.free(p)
+            assert tx.allocate() == p
+            assert tx.read(p) == bytes(512)
+            tx.write(p, 3, b"z")
+        assert store.free_pages == [] and store.read(p, 3, 1) == b"z"
+
+
+def test_page_errors_are_typed_with_path_and_offset(path: str) -> None:
+    with PageStore.open(path, page_size=512) as store:
+        with store.transaction() as tx:
+            p = tx.allocate()
+            q = tx.allocate()
+        with store.transaction() as tx:
+            tx.free(q)
+        with pytest.raises(PageError, match="never allocated") as info:
+            store.read(7)
+        assert info.value.path == path and info.value.offset == 7 * 512
+        with pytest.raises(PageError, match="is free"):
+            store.read(q)
+        with pytest.raises(PageError, match="never allocated"):
+            store.read(0)
+        with pytest.raises(PageError, match="outside"):
+            store.read(p, 500, 20)
+        with store.transaction() as tx:
+            with pytest.raises(PageError, match="past the 512-byte page") as info:
+                tx.write(p, 510, b"abc")
+            assert info.value.offset == p * 512 + 510
+            with pytest.raises(PageError, match="is free"):
+                tx.write(q, 0, b"a")
+            with pytest.raises(PageError, match="is free"):
+                tx.free(q)
+            with pytest.raises(PageError, match="never allocated"):
+                tx.write(99, 0, b"a")
+            with pytest.raises(PageError):
+                tx.write(p, -1, b"a")
+        assert store.verify()
+
+
+def test_config_errors(path: str) -> None:
+    for bad in (256, 1000, 131072):
+        with pytest.raises(ConfigError):
+            PageStore.open(path, page_size=bad)
+    with pytest.raises(ConfigError, match="apply"):
+        PageStore.open(path, apply="sometimes")
+    PageStore.open(path, page_size=2048).close()
+    with pytest.raises(ConfigError, match="page size is 2048"):
+        PageStore.open(path, page_size=4096)
+    with pytest.raises(FileNotFoundError):
+        PageStore.open(path + ".missing", create=False)
+
+
+def test_readers_see_the_last_checkpoint_by_default(path: str) -> None:
+    store = PageStore.open(path, page_size=512)
+    with store.transaction() as tx:
+        p = tx.allocate()
+        tx.write(p, 0, b"v1")
+    store.checkpoint()
+    reader = PageStore.open(path, readonly=True)
+    with store.transaction() as tx:
+        tx.write(p, 0, b"v2")
+    assert store.read(p, 0, 2) == b"v2"  # the writer sees its commits
+    assert reader.read(p, 0, 2) == b"v1"  # other readers: the last checkpoint, never half of one
+    store.checkpoint()
+    assert reader.read(p, 0, 2) == b"v2"
+    reader.verify()
+    store.verify()
+    reader.close()
+    store.close()
+
+
+def test_one_writer_many_readers(path: str) -> None:
+    store = PageStore.open(path, page_size=512, apply="commit")
+    with store.transaction() as tx:
+        p = tx.allocate()
+        tx.write(p, 0, b"v1")
+    with pytest.raises(LockedError):
+        PageStore.open(path)
+    reader = PageStore.open(path, readonly=True)
+    assert reader.read(p, 0, 2) == b"v1"
+    with store.transaction() as tx:
+        tx.write(p, 0, b"v2")
+        q = tx.allocate()
+    assert reader.read(p, 0, 2) == b"v2"  # a live writer applies before commit returns
+    assert reader.page_count == 2 and reader.read(q) == bytes(512)
+    with pytest.raises(ConfigError, match="read-only"), reader.transaction():
+        pass
+    assert reader.verify()
+    store.close()
+    reader.close()
+    with pytest.raises(ClosedError):
+        reader.read(p)
+    PageStore.open(path).close()  # the lock went with close()
+
+
+def test_big_pages_split_modifications(path: str) -> None:
+    with PageStore.open(path, page_size=65536, checkpoint_bytes=1 << 30) as store:
+        data = bytes(random.Random(1).getrandbits(8) for _ in range(65536))
+        with store.transaction() as tx:
+            p = tx.allocate()
+            tx.write(p, 0, data)
+        with open(journal_path(path), "rb") as f:
+            raw = f.read()
+        state = scan(journal_path(path), raw)
+        mods = [op for op in state.txs[0].ops if isinstance(op, codec.Modify)]
+        assert [(m.offset, len(m.after)) for m in mods] == [(0, 65535), (65535, 1)]
+        assert store.read(p) == data
+
+
+def test_journal_is_reset_at_checkpoints(path: str) -> None:
+    with PageStore.open(path, page_size=512, checkpoint_bytes=4000) as store:
+        with store.transaction() as tx:
+            p = tx.allocate()
+        sizes = []
+        for i in range(50):
+            with store.transaction() as tx:
+                tx.write(p, 0, bytes([i]) * 300)
+            sizes.append(store.journal_size)
+        assert max(sizes) < 4000 + 1000
+        assert store.checkpoints >= 5
+        store.checkpoint()
+        with open(journal_path(path), "rb") as f:
+            raw = f.read()
+        assert raw[:20] == codec.encode_file_header(0, 0)
+        assert len(raw) < 4000 + 1000  # the space is reused, not grown
+        assert scan(journal_path(path), raw).txs == []
+
+
+def test_journal_shrinks_after_a_giant_transaction(path: str) -> None:
+    with PageStore.open(path, page_size=4096, checkpoint_bytes=1000) as store:
+        with store.transaction() as tx:
+            for _ in range(300):  # 1.2 MB of zero pages: more than keep_bytes (1 MiB)
+                tx.write(tx.allocate(), 0, b"x" * 4096)
+        assert os.path.getsize(journal_path(path)) == 20
+
+
+def test_cache_is_bounded_lru(path: str) -> None:
+    with PageStore.open(path, page_size=512, cache_pages=3) as store:
+        with store.transaction() as tx:
+            pages = [tx.allocate() for _ in range(10)]
+        store.checkpoint()  # written to the file: from now on reads go through the cache
+        for p in pages:
+            store.read(p)
+        assert len(store.cache) == 3
+        hits = store.cache.hits
+        store.read(pages[-1])
+        assert store.cache.hits == hits + 1
+        store.read(pages[0])
+        assert store.cache.misses >= 11
+
+
+def test_store_survives_many_random_transactions_on_disk(path: str) -> None:
+    rng = random.Random(5)
+    model = Model()
+    with PageStore.open(path, page_size=512, checkpoint_bytes=20000, cache_pages=8) as store:
+        for _ in range(60):
+            model = random_transaction(store, model, rng, max_ops=8)
+        assert_matches(store, model)
+        store.verify()
+    with PageStore.open(path) as store:
+        assert_matches(store, model)
+
+
+_op = st.one_of(
+    st.tuples(st.just("alloc")),
+    st.tuples(st.just("write"), st.integers(0, 50), st.integers(0, 511), st.binary(min_size=1, max_size=64)),
+    st.tuples(st.just("free"), st.integers(0, 50)),
+    st.tuples(st.just("abort")),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(txs=st.lists(st.lists(_op, min_size=1, max_size=6), min_size=1, max_size=8))
+def test_property_matches_model_across_reopen(txs: list[list[tuple[object, ...]]]) -> None:
+    sim = SimFS()
+    make_dirs(sim, "/d")
+    model: dict[int, bytearray] = {}
+    free: list[int] = []
+    count = 0
+    store = PageStore.open("/d/s", page_size=512, checkpoint_bytes=3000, fs=sim)
+    for ops in txs:
+        m, f, c = {k: bytearray(v) for k, v in model.items()}, list(free), count
+        try:
+            with store.transaction() as tx:
+                for op in ops:
+                    if op[0] == "alloc":
+                        page = tx.allocate()
+                        if f:
+                            assert page == f.pop(0)
+                        else:
+                            c += 1
+                            assert page == c
+                        m[page] = bytearray(512)
+                    elif op[0] == "write" and m:
+                        page = sorted(m)[int(op[1]) % len(m)]  # type: ignore[call-overload]
+                        off, data = int(op[2]), bytes(op[3])  # type: ignore[call-overload]
+                        data = data[: 512 - off]
+                        tx.write(page, off, data)
+                        m[page][off : off + len(data)] = data
+                    elif op[0] == "free" and m:
+                        page = sorted(m)[int(op[1]) % len(m)]  # type: ignore[call-overload]
+                        tx.free(page)
+                        del m[page]
+                        f.insert(0, page)
+                    elif op[0] == "abort":
+                        raise KeyError("abort")
+        except KeyError:
+            continue
+        model, free, count = m, f, c
+    store.close()
+    store = PageStore.open("/d/s", fs=sim)
+    assert store.page_count == count and store.free_pages == free
+    for page, data in model.items():
+        assert store.read(page) == bytes(data)
+    store.verify()
+    store.close()
+
+
+def test_threads_take_turns(path: str) -> None:
+    """Transactions from several threads are serialized: counters never lose updates."""
+    import threading
+
+    with PageStore.open(path, page_size=512) as store:
+        with store.transaction() as tx:
+            page = tx.allocate()
+
+        def bump(times: int) -> None:
+            for _ in range(times):
+                with store.transaction() as tx:
+                    value = int.from_bytes(tx.read(page, 0, 8), "little")
+                    tx.write(page, 0, (value + 1).to_bytes(8, "little"))
+
+        threads = [threading.Thread(target=bump, args=(25,)) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert int.from_bytes(store.read(page, 0, 8), "little") == 100
+        with store.snapshot() as snap:
+            assert snap.read(page, 0, 8) == (100).to_bytes(8, "little")
+        store.verify()
+
+
+def test_transaction_object_rules(path: str) -> None:
+    with PageStore.open(path, page_size=512) as store:
+        tx = store.transaction()
+        with pytest.raises(ClosedError, match="with block"):
+            tx.allocate()
+        with tx:
+            page = tx.allocate()
+            tx.commit()
+            with pytest.raises(ClosedError, match="already committed"):
+                tx.write(page, 0, b"late")
+        with pytest.raises(ClosedError, match="entered once"), tx:
+            pass
+        assert store.page_count == 1
