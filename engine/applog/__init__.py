@@ -1,0 +1,20 @@
+"""TTL'd, segmented append logs on the LOG/IDX format (seed 004, wallaby).
+
+* :class:`AppendLog` — the writer (one per directory): ``append``, ``append_many``,
+  ``get``, ``scan``, ``between``, ``expire``, ``truncate_before``, ``follow``;
+* :class:`LogReader` — a read-only view that takes no lock, for other processes
+  (and the Spark data source): the same queries plus ``segments()``;
+* :class:`Record` — ``(index, time_ns, flags, data)``;
+* :class:`SegmentInfo` — one segment's index and time range and file paths.
+
+Formats and guarantees: ``docs/formats/applog.md``; usage: ``docs/guide/applog.md``.
+"""
+
+from __future__ import annotations
+
+from engine.applog.log import AppendLog, RecoveryReport
+from engine.applog.reader import LogReader
+from engine.applog.segment import Record
+from engine.applog.view import SegmentInfo
+
+__all__ = ["AppendLog", "LogReader", "Record", "RecoveryReport", "SegmentInfo"]

@@ -1,0 +1,176 @@
+"""Reconciling a segment's index with its log, in memory (no I/O, no clock).
+
+The log is the truth (the issue's rule), the index is derived data, and the format
+has no checksum, so the two files cross-check each other:
+
+* an index entry "agrees" with the log when the log holds a whole record at the
+  entry's offset with the entry's time, the entry names record ``base + position``,
+  the offsets chain (each record ends where the next entry begins) and times never
+  go down;
+* the agreeing prefix is kept;
+* past it, a disagreement is a *torn tail* (a crash cut the unsynced end of either
+  file) **unless a later entry still agrees with the log**: then the damage is in
+  the middle, which no crash under our write order can produce, and it is reported
+  as corruption instead of being "repaired" by cutting committed records;
+* records past the last good entry are re-indexed from the log, stopping at the
+  first record that is incomplete, has size zero (the original's zero-filled tail,
+  FORMATS.md) or goes back in time (torn garbage).
+
+Why a later agreeing entry proves mid-file damage: the writer appends the record,
+then its entry, and syncs the log before the index.  A crash therefore leaves every
+*durable* entry agreeing, and only the unsynced end of each file damaged (lost,
+zeroed or garbage).  Torn entries name index 0 (zeros) or a random index, so they
+never agree by accident.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.applog.codec import (
+    ENTRY_SIZE,
+    HEADER_SIZE,
+    RecordHeader,
+    decode_entry,
+    encode_entry,
+    entry_count,
+    entry_offset,
+    parse_record,
+)
+
+
+@dataclass
+class SegmentScan:
+    """What :func:`scan_segment` found: the valid extent and the repairs needed."""
+
+    count: int  # records in the segment after recovery
+    log_end: int  # byte length of the log holding exactly those records
+    idx_keep: int  # leading index entries that were already right
+    rebuilt: list[bytes] = field(default_factory=list)  # entries to write after them
+    first_time: int | None = None
+    last_time: int | None = None
+    log_cut: int = 0  # bytes of log past log_end (a torn or zero tail)
+    idx_dropped: int = 0  # whole entries of the index file that were wrong or dangling
+    idx_partial: int = 0  # bytes of a partial entry at the index's end
+
+    @property
+    def idx_end(self) -> int:
+        """Byte length of the repaired index file."""
+        return HEADER_SIZE + ENTRY_SIZE * self.count
+
+    @property
+    def clean(self) -> bool:
+        return not (self.rebuilt or self.log_cut or self.idx_dropped or self.idx_partial)
+
+
+class Mismatch(Exception):
+    """The index and the log disagree in the middle: ``where`` is "idx" or "log",
+    ``offset`` the byte offset in that file."""
+
+    def __init__(self, where: str, offset: int, expected: str, found: str) -> None:
+        super().__init__(f"{where} at {offset}: expected {expected}, found {found}")
+        self.where = where
+        self.offset = offset
+        self.expected = expected
+        self.found = found
+
+
+def _agrees(log: bytes, idx: bytes, base: int, position: int) -> bool:
+    """Whether entry ``position`` names a whole record of the log with its time.
+
+    An all-zero record header (size, flags and time 0) never counts: it cannot be
+    told apart from the zero fill a crash leaves.
+    """
+    time_ns, index, offset = decode_entry(idx, position)
+    if index != base + position or offset < HEADER_SIZE:
+        return False
+    rec = parse_record(log, offset)
+    if rec is None or (rec.size == 0 and rec.flags == 0 and rec.time_ns == 0):
+        return False
+    return rec.time_ns == time_ns
+
+
+def scan_segment(log: bytes, idx: bytes, base: int, min_time: int | None = None) -> SegmentScan:
+    """Check ``idx`` (the whole index file, header included) against ``log`` (the
+    whole log file) for a segment whose first record has index ``base``.
+
+    ``min_time`` is the last time of the previous segment (times never go down
+    across segments either).  Returns the plan; raises :class:`Mismatch` for damage
+    that is not a torn tail.  The caller has checked both headers.
+    """
+    n_idx = entry_count(len(idx))
+    idx_partial = (len(idx) - HEADER_SIZE) % ENTRY_SIZE if len(idx) > HEADER_SIZE else 0
+    pos = HEADER_SIZE
+    k = 0
+    last = min_time
+    first: int | None = None
+    keep: int | None = None  # set once the index stops agreeing
+    rebuilt: list[bytes] = []
+    prev: RecordHeader | None = None  # the last record that agreed with its entry
+    while True:
+        rec = parse_record(log, pos)
+        if keep is None and k < n_idx:
+            t, i, off = decode_entry(idx, k)
+            ok = (
+                rec is not None
+                and i == base + k
+                and off == pos
+                and t == rec.time_ns
+                and (last is None or t >= last)
+            )
+            if ok:
+                assert rec is not None
+                prev = rec
+                if first is None:
+                    first = t
+                last = t
+                pos = rec.end
+                k += 1
+                continue
+            # Disagreement: a torn tail, unless a later entry still matches the log.
+            later = [j for j in (k + 1, n_idx - 1) if k < j < n_idx]
+            if any(_agrees(log, idx, base, j) for j in later):
+                at_off = parse_record(log, off) if off != pos and prev is not None and off > prev.offset else None
+                if at_off is not None and prev is not None and at_off.time_ns == t:
+                    # The chain broke at the previous record: its size field is wrong.
+                    raise Mismatch(
+                        "log",
+                        prev.offset,
+                        f"record {base + k - 1} of {off - prev.offset - 16} bytes (the next is indexed at {off})",
+                        f"size {prev.size}",
+                    )
+                if rec is None:
+                    raise Mismatch(
+                        "log", pos, f"record {base + k} (indexed at offset {off})", "the log ends or is torn here"
+                    )
+                raise Mismatch(
+                    "idx",
+                    entry_offset(k),
+                    f"entry for record {base + k} agreeing with the log record at offset {pos} "
+                    f"(time {rec.time_ns}, {rec.size} bytes)",
+                    f"time {t}, index {i}, offset {off}",
+                )
+            keep = k
+            continue
+        # No (trusted) entry: rebuild it from the log, stopping at the end marker.
+        if rec is None or rec.size == 0 or (last is not None and rec.time_ns < last):
+            break
+        rebuilt.append(encode_entry(rec.time_ns, base + k, pos))
+        if first is None:
+            first = rec.time_ns
+        last = rec.time_ns
+        pos = rec.end
+        k += 1
+    if keep is None:
+        keep = min(k, n_idx)
+    return SegmentScan(
+        count=k,
+        log_end=pos,
+        idx_keep=keep,
+        rebuilt=rebuilt,
+        first_time=first,
+        last_time=last if k else None,
+        log_cut=len(log) - pos,
+        idx_dropped=n_idx - keep,
+        idx_partial=idx_partial,
+    )

@@ -1,0 +1,276 @@
+"""One segment at run time: its files, its extent, and reads by position.
+
+A :class:`Segment` is shared by the writer (:class:`~engine.applog.log.AppendLog`)
+and the lock-free reader (:class:`~engine.applog.reader.LogReader`).  It knows how
+many records of the segment are *visible* (``count``: records whose index entry is
+written and agrees with the log) and reads them by position inside the segment.
+
+The index is read through the file handle (one ``pread`` of 48 bytes per lookup,
+one per binary-search probe) unless ``mem_idx`` holds the whole index file in
+memory, which the writer does for its active segment.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+import sys
+from array import array
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from engine.applog.codec import (
+    ENTRY_SIZE,
+    HEADER_SIZE,
+    INDEX_ENTRY,
+    RECORD_HEADER,
+    RECORD_HEADER_SIZE,
+    entry_offset,
+    segment_name,
+)
+from engine.errors import CorruptFileError
+from engine.fs import FileHandle
+
+_TIME = struct.Struct("<q")
+_TWO_ENTRIES = struct.Struct("<qQqqQq")
+assert _TWO_ENTRIES.size == 2 * ENTRY_SIZE
+
+#: Every SPARSE-th index entry's time is kept in memory for binary search.
+SPARSE = 64
+_BIG_ENDIAN = sys.byteorder == "big"
+
+#: How many bytes of log a scan reads at once.
+SCAN_CHUNK = 1 << 20
+
+
+class Record(NamedTuple):
+    """One record of an append log."""
+
+    index: int  # type: ignore[assignment]  # shadows tuple.index on purpose: the record's position
+    time_ns: int
+    flags: int
+    data: bytes
+
+
+def log_path(directory: str, base: int) -> str:
+    return f"{directory.rstrip('/')}/{segment_name(base, '.log')}"
+
+
+def idx_path(directory: str, base: int) -> str:
+    return f"{directory.rstrip('/')}/{segment_name(base, '.idx')}"
+
+
+class Segment:
+    """A segment's files and visible extent (see the module docstring)."""
+
+    def __init__(
+        self,
+        directory: str,
+        base: int,
+        ttl_ns: int,
+        log: FileHandle,
+        idx: FileHandle | None,
+        count: int,
+        log_size: int,
+        first_time: int | None,
+        last_time: int | None,
+        mem_idx: bytearray | None = None,
+    ) -> None:
+        self.base = base
+        self.ttl_ns = ttl_ns
+        self.log_path = log_path(directory, base)
+        self.idx_path = idx_path(directory, base)
+        self.log = log
+        self.idx = idx
+        self.count = count
+        self.log_size = log_size  # end of the last visible record
+        self.first_time = first_time
+        self.last_time = last_time
+        self.mem_idx = mem_idx
+        self.cached: array[int] | None = None  # every record's offset (see load_cache)
+        self.cached_count = 0
+        self.misses = 0  # uncached lookups since the view last considered caching it
+        self._sparse: array[int] | None = None  # times of entries 0, SPARSE, 2*SPARSE...
+        self._sparse_count = 0
+
+    @property
+    def end(self) -> int:
+        """One past the index of the last visible record."""
+        return self.base + self.count
+
+    def close(self) -> None:
+        self.log.close()
+        if self.idx is not None:
+            self.idx.close()
+
+    # -- the index -------------------------------------------------------------------
+    def _idx_bytes(self, position: int, n: int) -> bytes | bytearray | memoryview:
+        start = entry_offset(position)
+        if self.mem_idx is not None:
+            return memoryview(self.mem_idx)[start : start + n]
+        if self.idx is None:
+            return b""
+        return self.idx.read_at(start, n)
+
+    def load_cache(self) -> None:
+        """Keep the segment's record offsets in memory (8 bytes per record) so that
+        a lookup here reads only the log; the view decides which segments."""
+        raw = self._idx_bytes(0, self.count * ENTRY_SIZE)
+        if len(raw) < self.count * ENTRY_SIZE:
+            raise CorruptFileError(self.idx_path, HEADER_SIZE, f"{self.count} index entries", f"{len(raw)} bytes")
+        entries = array("q")
+        entries.frombytes(bytes(raw))
+        if _BIG_ENDIAN:  # pragma: no cover
+            entries.byteswap()
+        self.cached = entries[2::3]
+        self.cached_count = self.count
+
+    def drop_cache(self) -> None:
+        self.cached = None
+        self.cached_count = 0
+
+    def entry(self, position: int) -> tuple[int, int, int, int]:
+        """``(time, index, offset, end)`` of the record at ``position`` (checked)."""
+        want = 2 * ENTRY_SIZE if position + 1 < self.count else ENTRY_SIZE
+        raw = self._idx_bytes(position, want)
+        if len(raw) < want:
+            raise CorruptFileError(self.idx_path, entry_offset(position), f"{want} index bytes", f"{len(raw)}")
+        if want == ENTRY_SIZE:
+            time_ns, index, offset = INDEX_ENTRY.unpack_from(raw, 0)
+            end = self.log_size
+        else:
+            time_ns, index, offset, _, _, end = _TWO_ENTRIES.unpack_from(raw, 0)
+        if not offset < end <= self.log_size:
+            end = self.log_size  # a damaged next entry: read() trusts the header instead
+        if index != self.base + position or not HEADER_SIZE <= offset < self.log_size:
+            raise CorruptFileError(
+                self.idx_path,
+                entry_offset(position),
+                f"entry for record {self.base + position} within the log's {self.log_size} bytes",
+                f"index {index}, offset {offset}, next offset {end}",
+            )
+        return time_ns, index, offset, end
+
+    def time_at(self, position: int) -> int:
+        raw = self._idx_bytes(position, 8)
+        if len(raw) < 8:
+            raise CorruptFileError(self.idx_path, entry_offset(position), "an index entry", "end of file")
+        value: int = _TIME.unpack_from(raw, 0)[0]
+        return value
+
+    def bisect_time(self, t0: int) -> int:
+        """Position of the first visible record with time >= ``t0`` (``count`` if
+        none): binary search over the index, valid because times never go down."""
+        lo, hi = 0, self.count
+        if self.mem_idx is not None:
+            buf = self.mem_idx
+            unpack = _TIME.unpack_from
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if unpack(buf, HEADER_SIZE + ENTRY_SIZE * mid)[0] < t0:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            return lo
+        if hi == 0:
+            return 0
+        # Through the file: a binary search over every SPARSE-th entry's time, kept
+        # in memory, narrows the answer to one block; one read of that block's
+        # entries finishes the search.  O(log n) work, two reads at most.
+        sparse = self._sparse
+        if sparse is None or self._sparse_count != self.count:
+            sparse = self._load_sparse()
+        j = bisect.bisect_left(sparse, t0)
+        if j == 0:
+            return 0
+        lo = (j - 1) * SPARSE
+        hi = min(j * SPARSE, self.count)
+        raw = self._idx_bytes(lo, (hi - lo) * ENTRY_SIZE)
+        if len(raw) < (hi - lo) * ENTRY_SIZE:
+            raise CorruptFileError(self.idx_path, entry_offset(lo), f"{hi - lo} index entries", "end of file")
+        block = array("q")
+        block.frombytes(bytes(raw))
+        if _BIG_ENDIAN:  # pragma: no cover - the format is little-endian
+            block.byteswap()
+        return lo + bisect.bisect_left(block[0::3], t0)
+
+    def _load_sparse(self) -> array[int]:
+        """Every SPARSE-th entry's time, read from the index in one go."""
+        raw = self._idx_bytes(0, self.count * ENTRY_SIZE)
+        if len(raw) < self.count * ENTRY_SIZE:
+            raise CorruptFileError(self.idx_path, HEADER_SIZE, f"{self.count} index entries", f"{len(raw)} bytes")
+        entries = array("q")
+        entries.frombytes(bytes(raw))
+        if _BIG_ENDIAN:  # pragma: no cover
+            entries.byteswap()
+        self._sparse = entries[0 :: 3 * SPARSE]
+        self._sparse_count = self.count
+        return self._sparse
+
+    # -- the log ---------------------------------------------------------------------
+    def read(self, position: int) -> Record:
+        """The record at ``position`` (0 <= position < count)."""
+        cached = self.cached
+        if cached is not None and position + 1 < self.cached_count:
+            # Offsets from memory: one read.  The record must fill exactly the
+            # gap to the next one, else the checked path below says why not.
+            offset = cached[position]
+            end = cached[position + 1]
+            if HEADER_SIZE <= offset < end <= self.log_size:
+                raw = self.log.read_at(offset, end - offset)
+                if len(raw) >= RECORD_HEADER_SIZE:
+                    size, flags, rec_time = RECORD_HEADER.unpack_from(raw, 0)
+                    if RECORD_HEADER_SIZE + size == len(raw) == end - offset:
+                        return Record(self.base + position, rec_time, flags, raw[RECORD_HEADER_SIZE:])
+        time_ns, index, offset, end = self.entry(position)
+        raw = self.log.read_at(offset, end - offset)
+        if len(raw) < RECORD_HEADER_SIZE:
+            raise CorruptFileError(self.log_path, offset, f"record {index}", "end of file")
+        size, flags, rec_time = RECORD_HEADER.unpack_from(raw, 0)
+        if RECORD_HEADER_SIZE + size != len(raw) and offset + RECORD_HEADER_SIZE + size <= self.log_size:
+            # The next entry disagrees with this record's size (verify() reports
+            # that); this record's own entry and header decide what it is.
+            end = offset + RECORD_HEADER_SIZE + size
+            raw = self.log.read_at(offset, end - offset)
+        if rec_time != time_ns or RECORD_HEADER_SIZE + size != end - offset or len(raw) != end - offset:
+            raise CorruptFileError(
+                self.log_path,
+                offset,
+                f"record {index} of {end - offset - RECORD_HEADER_SIZE} bytes at time {time_ns} (from the index)",
+                f"size {size}, time {rec_time}, {len(raw)} bytes readable",
+            )
+        return Record(index, time_ns, flags, raw[RECORD_HEADER_SIZE:])
+
+    def iter_range(self, start: int, stop: int) -> Iterator[Record]:
+        """Records at positions ``start <= p < stop``, read in large chunks, each
+        header checked against its index entry."""
+        position = start
+        while position < stop:
+            # Entries for this chunk: find how many records fit in SCAN_CHUNK bytes.
+            n = min(stop - position, max(1, SCAN_CHUNK // 128))
+            raw_idx = self._idx_bytes(position, n * ENTRY_SIZE)
+            if len(raw_idx) < n * ENTRY_SIZE:
+                raise CorruptFileError(self.idx_path, entry_offset(position), f"{n} index entries", "end of file")
+            entries = list(INDEX_ENTRY.iter_unpack(raw_idx))
+            first_off = entries[0][2]
+            last_end = self.entry(position + n - 1)[3]
+            if not first_off < last_end:
+                raise CorruptFileError(self.idx_path, entry_offset(position), "increasing offsets", "disorder")
+            chunk = self.log.read_at(first_off, last_end - first_off)
+            for k, (time_ns, index, offset) in enumerate(entries):
+                rel = offset - first_off
+                if index != self.base + position + k or rel < 0 or rel + RECORD_HEADER_SIZE > len(chunk):
+                    raise CorruptFileError(
+                        self.idx_path, entry_offset(position + k), f"entry for record {self.base + position + k}",
+                        f"index {index}, offset {offset}",
+                    )
+                size, flags, rec_time = RECORD_HEADER.unpack_from(chunk, rel)
+                data_end = rel + RECORD_HEADER_SIZE + size
+                next_rel = entries[k + 1][2] - first_off if k + 1 < len(entries) else len(chunk)
+                if rec_time != time_ns or data_end != next_rel:
+                    raise CorruptFileError(
+                        self.log_path, offset, f"record {index} at time {time_ns} ending at {first_off + next_rel}",
+                        f"size {size}, time {rec_time}",
+                    )
+                yield Record(index, time_ns, flags, chunk[rel + RECORD_HEADER_SIZE : data_end])
+            position += n

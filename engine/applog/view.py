@@ -1,0 +1,305 @@
+"""The read side shared by the writer and the lock-free reader.
+
+:class:`LogView` holds the ordered list of :class:`~engine.applog.segment.Segment`
+objects and answers every query by index or time.  Subclasses decide how the list
+is kept current (:meth:`LogView._prepare_read`): the writer flushes its buffer, the
+reader re-reads the directory and the index sizes.
+
+Generators (``scan``, ``between``, ``follow``) read in chunks under the lock and
+yield outside it, so a slow consumer never blocks the writer.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from engine.applog.codec import HEADER_SIZE, IDX_MAGIC, LOG_MAGIC, HeaderError, decode_header
+from engine.applog.recovery import Mismatch, scan_segment
+from engine.applog.segment import Record, Segment
+from engine.errors import ClosedError, ConfigError, CorruptFileError, FormatError
+
+#: Records materialised per chunk by the generators.
+CHUNK_RECORDS = 4096
+#: The first chunk of a scan is smaller, then chunks grow to CHUNK_RECORDS.
+FIRST_CHUNK = 1
+
+#: How many segments' record offsets ``get`` keeps in memory (8 bytes per record:
+#: about 4.4 MiB for a full 64 MiB segment of 100-byte records).
+INDEX_CACHE_SEGMENTS = 32
+#: A segment displaces a cached one after count / ADMIT_DIVISOR uncached lookups.
+ADMIT_DIVISOR = 16
+
+#: Name of the log-start checkpoint written by ``truncate_before`` (ours).
+START_FILE = "log-start-index"
+
+
+@dataclass(frozen=True)
+class SegmentInfo:
+    """A public, immutable description of one segment (for listing and Spark)."""
+
+    first_index: int  # index of the segment's first record (its file name)
+    next_index: int  # one past its last visible record
+    first_time_ns: int | None
+    last_time_ns: int | None
+    ttl_ns: int
+    log_path: str
+    idx_path: str
+    log_bytes: int
+
+    @property
+    def count(self) -> int:
+        return self.next_index - self.first_index
+
+
+def parse_start(raw: bytes, path: str) -> int:
+    """The index stored in the ``log-start-index`` checkpoint."""
+    text = raw.decode("ascii", "replace").strip()
+    if not text.isdigit():
+        raise CorruptFileError(path, 0, "a decimal record index", repr(raw[:32]))
+    return int(text)
+
+
+class LogView:
+    """Queries over a list of segments; see the module docstring."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory.rstrip("/") or "/"
+        self._lock = threading.RLock()
+        self._segments: list[Segment] = []
+        self._bases: list[int] = []
+        self._start = 0
+        self._closed = False
+        self._index_cache: OrderedDict[int, Segment] = OrderedDict()
+
+    # -- subclass hooks ----------------------------------------------------------------
+    def _prepare_read(self, index: int | None) -> None:
+        """Make records up to ``index`` (all if None) readable, if they exist."""
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"{self.directory}: append log is closed")
+
+    # -- extent ------------------------------------------------------------------------
+    @property
+    def first_index(self) -> int:
+        """Index of the oldest record still kept (== next_index when empty)."""
+        with self._lock:
+            self._check_open()
+            if not self._segments:
+                return self._start
+            return min(max(self._start, self._segments[0].base), self._segments[-1].end)
+
+    @property
+    def next_index(self) -> int:
+        """Index the next appended record will get."""
+        with self._lock:
+            self._check_open()
+            self._prepare_read(None)
+            return self._segments[-1].end if self._segments else self._start
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self.next_index - self.first_index
+
+    def segments(self) -> list[SegmentInfo]:
+        """The segments, oldest first, with their index and time ranges."""
+        with self._lock:
+            self._check_open()
+            self._prepare_read(None)
+            return [
+                SegmentInfo(s.base, s.end, s.first_time, s.last_time, s.ttl_ns, s.log_path, s.idx_path, s.log_size)
+                for s in self._segments
+            ]
+
+    def _locate(self, index: int) -> Segment:
+        k = bisect.bisect_right(self._bases, index) - 1
+        if k < 0:
+            raise IndexError(f"record {index} is before the log's first segment")
+        return self._segments[k]
+
+    # -- lookups -----------------------------------------------------------------------
+    def get(self, index: int) -> Record:
+        """The record with this index; IndexError if it is not (or no longer) kept."""
+        with self._lock:
+            if self._closed:
+                self._check_open()
+            self._prepare_read(index)
+            segs = self._segments
+            if segs:
+                last = segs[-1]
+                nxt = last.base + last.count
+                first = max(self._start, segs[0].base)
+            else:
+                nxt = first = self._start
+            if not first <= index < nxt:
+                raise IndexError(f"record {index} is outside the log's range [{min(first, nxt)}, {nxt})")
+            seg = segs[bisect.bisect_right(self._bases, index) - 1]
+            if seg.mem_idx is None:
+                self._touch_cache(seg)
+            return seg.read(index - seg.base)
+
+    def _touch_cache(self, seg: Segment) -> None:
+        """Keep some segments' indexes in memory so that a lookup there is one read
+        of the log (see INDEX_CACHE_SEGMENTS).
+
+        Admission is cost-aware, so random lookups over more segments than fit
+        never thrash: while there is room a segment is cached on first use;
+        when full, a segment gets in (evicting the least recently used) only
+        after ``count / ADMIT_DIVISOR`` lookups missed it, so loading its index
+        costs at most ADMIT_DIVISOR * 24 bytes of reading per lookup it serves.
+        """
+        cache = self._index_cache
+        if seg.cached is not None and cache.get(seg.base) is seg:
+            cache.move_to_end(seg.base)
+            return
+        if len(cache) >= INDEX_CACHE_SEGMENTS:
+            seg.misses += 1
+            if seg.misses * ADMIT_DIVISOR < seg.count:
+                return
+            _, old = cache.popitem(last=False)
+            old.drop_cache()
+        seg.misses = 0
+        seg.load_cache()
+        cache[seg.base] = seg
+
+    def _chunk(self, index: int, stop: int | None, limit: int = CHUNK_RECORDS) -> list[Record]:
+        """Up to ``limit`` records from ``index`` (clamped to the first kept one)."""
+        with self._lock:
+            self._check_open()
+            self._prepare_read(None if stop is None else stop - 1)
+            if not self._segments:
+                return []
+            index = max(index, self.first_index)
+            end = self._segments[-1].end if stop is None else min(stop, self._segments[-1].end)
+            if index >= end:
+                return []
+            seg = self._locate(index)
+            position = index - seg.base
+            upto = min(seg.count, position + limit, end - seg.base)
+            return list(seg.iter_range(position, upto))
+
+    def scan(self, start: int = 0, stop: int | None = None) -> Iterator[Record]:
+        """Records with ``start <= index < stop`` in order (``stop`` None: up to the
+        end as of each chunk).  Records expired meanwhile are skipped."""
+        index = start
+        limit = FIRST_CHUNK  # small first: between() often wants only a few records
+        while stop is None or index < stop:
+            chunk = self._chunk(index, stop, limit)
+            if not chunk:
+                return
+            yield from chunk
+            index = chunk[-1].index + 1
+            limit = min(limit * 4, CHUNK_RECORDS)
+
+    def index_at_time(self, t0: int) -> int:
+        """Index of the first kept record with ``time_ns >= t0`` (``next_index`` if
+        none): a binary search over segments, then over one segment's index."""
+        with self._lock:
+            self._check_open()
+            self._prepare_read(None)
+            segs = self._segments
+            lo, hi = 0, len(segs)
+            while lo < hi:  # first segment whose newest record is >= t0
+                mid = (lo + hi) >> 1
+                last = segs[mid].last_time
+                if last is None or last < t0:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo == len(segs):
+                return segs[-1].end if segs else self._start
+            seg = segs[lo]
+            return max(seg.base + seg.bisect_time(t0), self.first_index)
+
+    def between(self, t0: int, t1: int) -> Iterator[Record]:
+        """Records with ``t0 <= time_ns < t1``, oldest first."""
+        if t1 <= t0:
+            return
+        for rec in self.scan(self.index_at_time(t0)):
+            if rec.time_ns >= t1:
+                return
+            yield rec
+
+    def follow(self, start: int | None = None, *, poll: float = 0.05, timeout: float | None = None) -> Iterator[Record]:
+        """Yield records from ``start`` (default: the current end) on, waiting for
+        new ones; ends after ``timeout`` seconds without a new record (None: never).
+        Records that expire before they are read are skipped."""
+        if poll <= 0:
+            raise ConfigError("poll must be > 0 seconds")
+        index = self.next_index if start is None else start
+        idle_since = time.monotonic()
+        while True:
+            chunk = self._chunk(index, None)
+            if chunk:
+                yield from chunk
+                index = chunk[-1].index + 1
+                idle_since = time.monotonic()
+                continue
+            if timeout is not None and time.monotonic() - idle_since >= timeout:
+                return
+            time.sleep(poll if timeout is None else min(poll, max(0.0, timeout - (time.monotonic() - idle_since))))
+
+    # -- self-check --------------------------------------------------------------------
+    def _verify_segments(self, fs_read: dict[int, tuple[bytes, bytes]], *, tail_ok: bool) -> list[str]:
+        """Check every invariant on the given file contents (base -> (log, idx)).
+
+        ``tail_ok``: a torn or unindexed tail of the newest segment is a note (a
+        closed log that the next open would repair) rather than an error.
+        """
+        notes: list[str] = []
+        prev_end: int | None = None
+        prev_time: int | None = None
+        bases = sorted(fs_read)
+        for n, base in enumerate(bases):
+            log, idx = fs_read[base]
+            seg_log = f"{self.directory}/{base:020d}.log"
+            seg_idx = f"{self.directory}/{base:020d}.idx"
+            try:
+                log_head = decode_header(log, LOG_MAGIC)
+            except HeaderError as exc:
+                raise FormatError(seg_log, 0, exc.expected, exc.found) from None
+            try:
+                idx_head = decode_header(idx, IDX_MAGIC)
+            except HeaderError as exc:
+                raise FormatError(seg_idx, 0, exc.expected, exc.found) from None
+            if idx_head.ttl_ns != log_head.ttl_ns:
+                notes.append(f"{seg_idx}: TTL {idx_head.ttl_ns} differs from the log's {log_head.ttl_ns}")
+            if prev_end is not None and base != prev_end:
+                raise CorruptFileError(seg_log, 0, f"a segment starting at index {prev_end}", f"{base}")
+            try:
+                scan = scan_segment(log, idx, base, prev_time)
+            except Mismatch as exc:
+                path = seg_idx if exc.where == "idx" else seg_log
+                raise CorruptFileError(path, exc.offset, exc.expected, exc.found) from None
+            if not scan.clean:
+                what = (
+                    f"{scan.log_cut} log bytes past the last record, {len(scan.rebuilt)} unindexed records, "
+                    f"{scan.idx_dropped} dangling index entries, {scan.idx_partial} bytes of a partial entry"
+                )
+                if n == len(bases) - 1 and tail_ok:
+                    notes.append(f"{seg_log}: torn tail that the next open repairs: {what}")
+                else:
+                    raise CorruptFileError(seg_log, scan.log_end, "log and index ending together", what)
+            prev_end = base + scan.count
+            if scan.last_time is not None:
+                prev_time = scan.last_time
+        if bases and self._start > (prev_end or 0):
+            raise CorruptFileError(
+                f"{self.directory}/{START_FILE}", 0, f"a start index <= {prev_end}", str(self._start)
+            )
+        if not bases:
+            notes.append("no segments")
+        return notes
+
+
+def read_headers(log_head: bytes, log_path: str) -> int:
+    """The TTL in a log file's header (FormatError if it is not a LOG file)."""
+    try:
+        return decode_header(log_head[:HEADER_SIZE], LOG_MAGIC).ttl_ns
+    except HeaderError as exc:
+        raise FormatError(log_path, 0, exc.expected, exc.found) from None
