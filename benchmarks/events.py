@@ -1,0 +1,181 @@
+"""Event journal vs sqlite3, side by side: ``python3 -m benchmarks.events [--quick]``.
+
+Measures, in one run on the same disk:
+
+* durable writes/s with batches of 1 and of 100 events (200-byte payloads) spread
+  over 1,000 persistence ids: ours (sync="always": one fdatasync for a batch
+  inside a 512-byte sector, else two ordered ones) against sqlite3 (table
+  of id, seq, payload; WAL; synchronous=FULL; one transaction per batch);
+* replay events/s of one id among 1,000 (all its events, ids chosen at random).
+
+Targets (issue 7): batches of 100 >= 1.0x sqlite3, batches of 1 >= 0.5x, replay >= 2x.
+Results go to ``benchmarks/results/events.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sqlite3
+import time
+
+from benchmarks.common import Row, bench_dir, raw_append_fsync_rate, report
+from engine.events import EventJournal
+
+IDS = 1000
+PAYLOAD = 200
+
+
+def _pid(i: int) -> str:
+    return f"persistence-id-{i:04d}"
+
+
+class Sqlite:
+    """The baseline: one row per event, clustered by (id, seq)."""
+
+    def __init__(self, path: str) -> None:
+        self.db = sqlite3.connect(path, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute("CREATE TABLE IF NOT EXISTS events (pid TEXT NOT NULL, seq INTEGER NOT NULL, "
+                        "payload BLOB NOT NULL, PRIMARY KEY (pid, seq)) WITHOUT ROWID")
+
+    def write(self, pid: str, events: list[tuple[int, bytes]]) -> None:
+        cur = self.db.cursor()
+        cur.execute("BEGIN")
+        cur.executemany("INSERT INTO events VALUES (?, ?, ?)", [(pid, s, p) for s, p in events])
+        cur.execute("COMMIT")
+
+    def replay(self, pid: str) -> int:
+        n = 0
+        for _seq, _payload in self.db.execute("SELECT seq, payload FROM events WHERE pid = ? ORDER BY seq", (pid,)):
+            n += 1
+        return n
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def _writes(store: object, batch: int, order: list[str], highest: dict[str, int], payload: bytes) -> float:
+    """Seconds to write one batch for each id in ``order``."""
+    write = store.write  # type: ignore[attr-defined]
+    start = time.perf_counter()
+    for pid in order:
+        h = highest[pid]
+        write(pid, [(h + k + 1, payload) for k in range(batch)])
+        highest[pid] = h + batch
+    return time.perf_counter() - start
+
+
+def bench_writes(quick: bool) -> list[Row]:
+    payload = os.urandom(PAYLOAD)
+    rows: list[Row] = []
+    plan = [(1, 300 if quick else 2000), (100, 50 if quick else 300)]
+    for batch, batches in plan:
+        with bench_dir("events-") as tmp:
+            journal = EventJournal.open(os.path.join(tmp, "journal"))
+            db = Sqlite(os.path.join(tmp, "baseline.sqlite"))
+            ours_h = {_pid(i): 0 for i in range(IDS)}
+            base_h = dict(ours_h)
+            # Every id exists before timing (a new id costs the journal extra syncs once).
+            for i in range(IDS):
+                pid = _pid(i)
+                journal.write(pid, [(1, payload)])
+                db.write(pid, [(1, payload)])
+                ours_h[pid] = base_h[pid] = 1
+            # Alternate rounds of ours and sqlite3 so that both see the same disk
+            # and the same neighbours (the machine is shared); sum the times.
+            rounds = 5
+            ours_t = base_t = 0.0
+            for r in range(rounds):
+                order = [_pid((r * batches // rounds + i) % IDS) for i in range(batches // rounds)]
+                ours_t += _writes(journal, batch, order, ours_h, payload)
+                base_t += _writes(db, batch, order, base_h, payload)
+            ours = batches // rounds * rounds * batch / ours_t
+            base = batches // rounds * rounds * batch / base_t
+            journal.verify()
+            journal.close()
+            db.close()
+        rows.append(Row(f"sqlite3 writes, batch {batch}", base, "events/s",
+                        note=f"{base / batch:,.0f} batches/s; WAL, synchronous=FULL"))
+        rows.append(Row(f"events writes, batch {batch}", ours, "events/s",
+                        note=f"{ours / batch:,.0f} batches/s; vs sqlite3 {ours / base:.2f}x"))
+    return rows
+
+
+def bench_replay(quick: bool) -> list[Row]:
+    payload = os.urandom(PAYLOAD)
+    per_id = 50 if quick else 200
+    batch = 10
+    rng = random.Random(1)
+    with bench_dir("events-replay-") as tmp:
+        # The layout replay meets in practice: ids interleaved, batches of 10.
+        journal = EventJournal.open(os.path.join(tmp, "journal"), sync="never")
+        db = Sqlite(os.path.join(tmp, "baseline.sqlite"))
+        db.db.execute("PRAGMA synchronous=OFF")
+        db.db.execute("BEGIN")
+        for round_ in range(per_id // batch):
+            for i in range(IDS):
+                events = [(round_ * batch + k + 1, payload) for k in range(batch)]
+                journal.write(_pid(i), events)
+                db.db.executemany("INSERT INTO events VALUES (?, ?, ?)", [(_pid(i), s, p) for s, p in events])
+        db.db.execute("COMMIT")
+        journal.close()
+        reader = EventJournal.open_read_only(os.path.join(tmp, "journal"))
+        picks = [_pid(rng.randrange(IDS)) for _ in range(40 if quick else 200)]
+
+        def ours() -> int:
+            n = 0
+            for pid in picks:
+                for _event in reader.replay(pid):
+                    n += 1
+            return n
+
+        def base() -> int:
+            return sum(db.replay(pid) for pid in picks)
+
+        ours(), base()  # warm the page cache for both
+        totals = {"ours": [0, 0.0], "base": [0, 0.0]}
+        for _round in range(3):  # alternate, as for writes
+            for name, fn in (("ours", ours), ("base", base)):
+                start = time.perf_counter()
+                n = fn()
+                totals[name][1] += time.perf_counter() - start
+                totals[name][0] += n
+                assert n == per_id * len(picks)
+        results = {name: n / t for name, (n, t) in totals.items()}
+        reader.close()
+        db.close()
+    return [
+        Row("sqlite3 replay of one id among 1,000", results["base"], "events/s",
+            note=f"{per_id} events per id, SELECT ... ORDER BY seq on the (id, seq) key"),
+        Row("events replay of one id among 1,000", results["ours"], "events/s",
+            note=f"{per_id} events per id in runs of {batch}; vs sqlite3 {results['ours'] / results['base']:.2f}x"),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="small run (seconds)")
+    args = parser.parse_args()
+    with bench_dir("events-raw-") as tmp:
+        raw = raw_append_fsync_rate(tmp, PAYLOAD, seconds=0.5 if args.quick else 1.5)
+    rows = [Row("raw write+fdatasync loop", raw, "ops/s", note="the disk's limit for one sync per op")]
+    rows += bench_writes(args.quick)
+    rows += bench_replay(args.quick)
+    os.makedirs("benchmarks/results", exist_ok=True)
+    report(
+        "event journal vs sqlite3" + (" (quick)" if args.quick else ""),
+        rows,
+        targets=[
+            ("events writes, batch 100", "sqlite3 writes, batch 100", 1.0),
+            ("events writes, batch 1", "sqlite3 writes, batch 1", 0.5),
+            ("events replay of one id among 1,000", "sqlite3 replay of one id among 1,000", 2.0),
+        ],
+        json_path="benchmarks/results/events.json",
+    )
+
+
+if __name__ == "__main__":
+    main()

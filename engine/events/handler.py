@@ -1,0 +1,77 @@
+"""``engine inspect`` / ``engine verify`` support for event journals.
+
+A journal is a directory holding ``meta`` and ``data``; either file alone is also
+recognised by its magic (``APFM``/``AKFM`` or ``AKFD``) and summarised from its
+header, or as the journal of its directory when its partner is there.
+"""
+
+from __future__ import annotations
+
+import os.path
+from collections.abc import Mapping
+
+from engine.errors import FormatError
+from engine.events.codec import (
+    DATA_HEADER_SIZE,
+    DATA_MAGIC,
+    META_HEADER_SIZE,
+    META_MAGICS,
+    decode_data_header,
+    decode_meta_blocks,
+    decode_meta_header,
+)
+from engine.events.journal import DATA_NAME, META_NAME, EventJournal
+from engine.formats import FormatHandler
+from engine.fs import default_fs
+
+
+def _journal_dir(path: str, is_dir: bool) -> str | None:
+    fs = default_fs()
+    directory = path if is_dir else (os.path.dirname(path) or ".")
+    both = fs.exists(os.path.join(directory, META_NAME)) and fs.exists(os.path.join(directory, DATA_NAME))
+    if both and (is_dir or os.path.basename(path) in (META_NAME, DATA_NAME)):
+        return directory
+    return None
+
+
+def sniff(path: str, head: bytes, is_dir: bool) -> bool:
+    if is_dir:
+        return _journal_dir(path, True) is not None
+    return head[:4] in META_MAGICS or head[:4] == DATA_MAGIC
+
+
+def summarize(path: str) -> Mapping[str, object]:
+    fs = default_fs()
+    is_dir = fs.isdir(path)
+    directory = _journal_dir(path, is_dir)
+    if directory is not None:
+        with EventJournal.open_read_only(directory) as journal:
+            return journal.stats()
+    # A lone file: what its header and (for meta) its blocks say.
+    with fs.open(path) as handle:
+        content = handle.read_all()
+    if content[:4] == DATA_MAGIC:
+        length = decode_data_header(content[:DATA_HEADER_SIZE], path)
+        return {"file": "data", "blocks length": length, "file size": len(content)}
+    magic, size = decode_meta_header(content[:META_HEADER_SIZE], path)
+    blocks = decode_meta_blocks(content[META_HEADER_SIZE : META_HEADER_SIZE + size], path)
+    return {"file": "meta", "magic": magic.decode("ascii"), "blocks size": size, "persistence ids": len(blocks),
+            "events ever written": sum(b.highest for b in blocks)}
+
+
+def verify(path: str) -> list[str]:
+    fs = default_fs()
+    directory = _journal_dir(path, fs.isdir(path))
+    if directory is None:
+        raise FormatError(path, 0, "an event journal directory (meta and data files)", "a lone file")
+    with EventJournal.open_read_only(directory) as journal:
+        return journal.verify()
+
+
+HANDLER = FormatHandler(
+    name="events",
+    description="event journal (akka file-journal: meta + data)",
+    sniff=sniff,
+    summarize=summarize,
+    verify=verify,
+)
