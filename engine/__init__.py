@@ -56,17 +56,17 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "Queue",
-    "PageStore",
-    "StreamJournal",
     "AppendLog",
-    "EventJournal",
-    "EngineError",
-    "CorruptFileError",
-    "FormatError",
-    "LockedError",
     "ClosedError",
     "ConfigError",
+    "CorruptFileError",
+    "EngineError",
+    "EventJournal",
+    "FormatError",
     "FullError",
+    "LockedError",
+    "PageStore",
     "PoisonedError",
+    "Queue",
+    "StreamJournal",
 ]

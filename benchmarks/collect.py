@@ -1,0 +1,63 @@
+"""Regenerate ``docs/benchmarks.md`` from ``benchmarks/results/``.
+
+``python -m benchmarks.collect`` reads each runner's JSON (the figures and the
+targets it checked) and its notes (``<name>.md``: method, several runs, profiles),
+and writes one page: a summary of every target, then each store's section.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+RESULTS = os.path.join(os.path.dirname(__file__), "results")
+OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "benchmarks.md")
+ORDER = ("queue", "pagestore", "streams", "applog", "events", "spark")
+
+INTRO = """# Benchmarks
+
+Each store has a runner, `python3 -m benchmarks.NAME` (`--quick` for a short run), that
+measures engine and its peers **side by side in one run** on the same disk, prints a
+table with ratios and writes `benchmarks/results/NAME.json`. Only the ratios carry
+from machine to machine. The figures below were taken on the project's 2-core, 24 GiB
+virtual machine while other jobs shared both cores and the disk, so single runs swing;
+each store's section says how many runs it took and how far they spread.
+This page is generated: `python3 -m benchmarks.collect`.
+
+## Targets at a glance (latest recorded run)
+
+| store | measure | against | ratio | target | met |
+|---|---|---|---:|---:|:-:|
+"""
+
+
+def main() -> None:
+    lines = [INTRO]
+    sections = []
+    for name in ORDER:
+        json_path = os.path.join(RESULTS, f"{name}.json")
+        md_path = os.path.join(RESULTS, f"{name}.md")
+        if os.path.exists(json_path):
+            with open(json_path, encoding="utf-8") as f:
+                data = json.load(f)
+            for t in data.get("targets", []):
+                met = "yes" if t["met"] else "**no**"
+                lines.append(
+                    f"| {name} | {t['measure']} | {t['against']} | {t['ratio']:.2f}x | {t['target']:.2g}x | {met} |\n"
+                )
+        if os.path.exists(md_path):
+            with open(md_path, encoding="utf-8") as f:
+                body = f.read().strip()
+            # Demote the notes' headings by one level so they nest under ours.
+            body = "\n".join("#" + line if line.startswith("#") else line for line in body.splitlines())
+            sections.append(body)
+    lines.append("\n")
+    lines.append("\n\n".join(sections))
+    lines.append("\n")
+    with open(OUT, "w", encoding="utf-8") as f:
+        f.write("".join(lines))
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
