@@ -1,0 +1,249 @@
+"""``python -m stress``: run the four attacks against the stores.
+
+    python -m stress [--store NAME ...] [--seconds N] [--seed S] [--bounded]
+                     [--attacks sim,kill,io,damage] [--json PATH]
+
+Every run prints its seed and, per store, the counts: workloads, crash states
+checked, processes killed (at random moments and at named crash points), reader
+processes, I/O faults injected, damaged files tried and how each turned out, and
+violations.  A violation prints the seed and the smallest workload found that
+reproduces it; the exit status is 1 if there was any.
+
+``--bounded`` is the fixed, small budget the normal test suite runs; ``--seconds``
+is a time budget per store spread over the attacks (a long run repeats each attack
+with fresh seeds until its share of the time is used up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.table import Table
+
+from stress import attack_damage, attack_io, attack_kill, attack_sim
+from stress.core import StoreAdapter
+from stress.results import Failure, Tally
+from stress.stores import ADAPTER_MODULES, available, get_adapter
+
+console = Console(highlight=False, width=160)
+
+ATTACKS = ("sim", "kill", "io", "damage")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much of each attack one pass does."""
+
+    sim_workloads: int
+    sim_max_ops: int
+    sim_sample: int
+    chains: int
+    chain_links: int
+    chain_ops: int
+    chain_sample: int
+    kill_rounds: int
+    kill_ops: int
+    kill_readers: int
+    crashpoint_hits: int
+    io_workloads: int
+    io_ops: int
+    damage_stores: int
+    damage_per_store: int
+    damage_ops: int
+
+
+BOUNDED = Budget(
+    sim_workloads=6,
+    sim_max_ops=12,
+    sim_sample=150,
+    chains=1,
+    chain_links=3,
+    chain_ops=6,
+    chain_sample=40,
+    kill_rounds=4,
+    kill_ops=12,
+    kill_readers=1,
+    crashpoint_hits=1,
+    io_workloads=1,
+    io_ops=6,
+    damage_stores=1,
+    damage_per_store=60,
+    damage_ops=10,
+)
+
+LONG_PASS = Budget(
+    sim_workloads=12,
+    sim_max_ops=30,
+    sim_sample=400,
+    chains=3,
+    chain_links=5,
+    chain_ops=10,
+    chain_sample=80,
+    kill_rounds=15,
+    kill_ops=25,
+    kill_readers=2,
+    crashpoint_hits=3,
+    io_workloads=2,
+    io_ops=12,
+    damage_stores=2,
+    damage_per_store=200,
+    damage_ops=25,
+)
+
+
+def run_store(
+    name: str, seed: int, budget: Budget, attacks: Sequence[str], seconds: float | None, keep_going: bool = False
+) -> Tally:
+    """Attack one store; with ``seconds``, repeat passes until the time is used.
+
+    A long run stops repeating after a pass that found a violation, unless
+    ``keep_going`` (then the count says how often it was found again).
+    """
+    adapter = get_adapter(name)
+    tally = Tally(name)
+    rng = random.Random(seed)
+    started = time.monotonic()
+    deadline = None if seconds is None else started + seconds
+    first = True
+    real_enospc_done = False
+    while first or (deadline is not None and time.monotonic() < deadline):
+        first = False
+        pass_seed = rng.randrange(2**32)
+        share = None if deadline is None else (deadline - time.monotonic()) / max(1, len(attacks))
+        for attack in attacks:
+            # Every attack runs even after another found a violation (each stops at
+            # its own first one); a long run stops repeating once anything failed.
+            attack_seed = random.Random(f"{pass_seed}/{attack}").randrange(2**32)
+            t0 = time.monotonic()
+            local_deadline = None if share is None else t0 + share
+            try:
+                _run_attack(adapter, tally, attack, attack_seed, budget, local_deadline, not real_enospc_done)
+            except Exception as exc:
+                # A store that raises something the attack did not expect is a
+                # finding, not a reason to lose the rest of the run.
+                detail = "".join(traceback.format_exception(exc))[-3000:]
+                tally.fail(Failure(name, f"{attack} (attack aborted)", attack_seed, [], detail))
+            if attack == "io":
+                real_enospc_done = True
+        if tally.violations and not keep_going:
+            break
+    tally.notes.append(f"time: {time.monotonic() - started:.1f} s")
+    return tally
+
+
+def _run_attack(
+    adapter: StoreAdapter,
+    tally: Tally,
+    attack: str,
+    attack_seed: int,
+    budget: Budget,
+    local_deadline: float | None,
+    real_enospc: bool,
+) -> None:
+    """Run one attack with its share of the budget."""
+    if attack == "sim":
+        attack_sim.attack(adapter, tally, attack_seed, budget.sim_workloads, budget.sim_max_ops, budget.sim_sample)
+        attack_sim.chained(
+            adapter, tally, attack_seed + 1, budget.chains, budget.chain_links, budget.chain_ops, budget.chain_sample
+        )
+    elif attack == "kill":
+        attack_kill.attack(
+            adapter,
+            tally,
+            attack_seed,
+            budget.kill_rounds,
+            budget.kill_ops,
+            budget.kill_readers,
+            budget.crashpoint_hits,
+            deadline=local_deadline,
+        )
+    elif attack == "io":
+        attack_io.attack(adapter, tally, attack_seed, budget.io_workloads, budget.io_ops)
+        if real_enospc:
+            attack_io.attack_real_enospc(adapter, tally, attack_seed)
+    elif attack == "damage":
+        attack_damage.attack(
+            adapter, tally, attack_seed, budget.damage_stores, budget.damage_per_store, budget.damage_ops
+        )
+
+
+def print_tallies(tallies: list[Tally], seed: int) -> None:
+    table = Table(title=f"stress run, seed {seed}")
+    columns = ("store", "workloads", "crash states (exh./sampled wl.)", "kills (crash pts)", "readers (passes)",
+               "fault runs / faults", "real ENOSPC", "damaged", "undetected", "violations")
+    for col in columns:
+        table.add_column(col, justify="right" if col != "store" else "left")
+    for t in tallies:
+        table.add_row(
+            t.store,
+            str(t.workloads),
+            f"{t.crash_states} ({t.sim_exhaustive}/{t.sim_sampled})",
+            f"{t.kills} ({t.crashpoints})",
+            f"{t.reader_procs} ({t.reader_passes})",
+            f"{t.fault_runs} / {t.faults}",
+            str(t.real_enospc),
+            str(t.damaged),
+            str(sum(t.undetected.values())),
+            str(t.violations),
+        )
+    console.print(table)
+    for t in tallies:
+        if t.damage_outcomes:
+            outcomes = ", ".join(f"{k} {v}" for k, v in sorted(t.damage_outcomes.items()))
+            console.print(f"[bold]{t.store}[/] damage outcomes: {outcomes}")
+        if t.undetected:
+            console.print(f"  undetected by kind: {', '.join(f'{k} {v}' for k, v in sorted(t.undetected.items()))}")
+        for note in t.notes:
+            console.print(f"  {t.store}: {note}")
+        for failure in t.failures:
+            console.print(failure.render(), markup=False)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m stress", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--store", action="append", choices=sorted(ADAPTER_MODULES), help="repeatable; default all")
+    parser.add_argument("--seconds", type=float, default=None, help="time budget per store (long run)")
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--bounded", action="store_true", help="the small fixed budget of the test suite")
+    parser.add_argument("--attacks", default=",".join(ATTACKS), help="comma-separated subset of " + ",".join(ATTACKS))
+    parser.add_argument("--json", default=None, help="write the counts to this file")
+    parser.add_argument("--keep-going", action="store_true", help="long run: go on after a violation")
+    args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    attacks = [a.strip() for a in args.attacks.split(",") if a.strip()]
+    unknown = set(attacks) - set(ATTACKS)
+    if unknown:
+        parser.error(f"unknown attacks: {', '.join(sorted(unknown))}")
+    budget = BOUNDED if args.bounded or args.seconds is None else LONG_PASS
+    console.print(f"stress: seed {seed}; attacks {', '.join(attacks)}; "
+                  f"{'bounded' if budget is BOUNDED else f'{args.seconds} s per store'}")
+    status = available()
+    names = args.store or list(ADAPTER_MODULES)
+    tallies = []
+    for name in names:
+        if status[name] is not None:
+            console.print(f"{name}: skipped, {status[name]}")
+            continue
+        store_seed = random.Random(f"{seed}/{name}").randrange(2**32)
+        console.print(f"{name}: store seed {store_seed} ...")
+        seconds = None if budget is BOUNDED else args.seconds
+        tallies.append(run_store(name, store_seed, budget, attacks, seconds, args.keep_going))
+    print_tallies(tallies, seed)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"seed": seed, "attacks": attacks, "stores": [t.as_dict() for t in tallies]}, f, indent=2)
+    violations = sum(t.violations for t in tallies)
+    console.print(f"seed {seed}: {violations} violation(s)")
+    return 1 if violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,334 @@
+"""Attack 3: I/O errors (SQLite's method), injected and real.
+
+Injected: the workload runs on :class:`stress.faults.FaultyFS` over the crash
+simulator, with the Nth mutating operation failing with EIO or ENOSPC, once or
+from then on; N is swept from 1 until the workload completes without reaching the
+fault.  The workload stops at the first operation that fails (its effect is
+uncertain: the oracle treats it as in flight).  Then:
+
+* the failing operation must fail with ``OSError`` or an ``EngineError``, nothing
+  else, and an operation must never be acknowledged although an fsync failed under
+  it;
+* after a failed fsync, the next writing operation on the same open store must be
+  refused with :class:`~engine.errors.PoisonedError` (the fsyncgate rule: retrying
+  an fsync can lie);
+* the store is reopened twice without the fault: on the file system as the process
+  left it, and on the image a power loss right then would leave (nothing unsynced
+  survives); both must satisfy the oracle with ``verify()`` passing.
+
+Real: :func:`attack_real_enospc` mounts a small tmpfs, fills it with the store
+until the kernel itself says ENOSPC, and checks the same things on a real disk.
+"""
+
+from __future__ import annotations
+
+import errno as errno_mod
+import os
+import random
+import shutil
+import subprocess
+import tempfile
+from typing import Any
+
+from engine.errors import EngineError, PoisonedError
+from engine.fs import OsFileSystem
+from stress.attack_sim import ROOT, current_image
+from stress.core import Op, Step, StoreAdapter, Violation, capture_warnings
+from stress.faults import FaultyFS
+from stress.results import Failure, Tally
+from stress.simfs import SimFS
+
+#: Upper bound of the sweep, in case a workload makes very many file operations.
+MAX_SWEEP = 600
+
+
+def _failed_kinds(ffs: FaultyFS, since: int) -> list[str]:
+    kinds = []
+    for line in ffs.log[since:]:
+        if line.endswith(" FAILED"):
+            kinds.append(line.split()[1])
+    return kinds
+
+
+def _failed_paths(ffs: FaultyFS, since: int, kind: str) -> list[str]:
+    paths = []
+    for line in ffs.log[since:]:
+        parts = line.split(" ", 2)
+        if line.endswith(" FAILED") and parts[1] == kind:
+            paths.append(parts[2][: -len(" FAILED")])
+    return paths
+
+
+def _still_used(sim: SimFS, path: str) -> bool:
+    """Whether a file whose fsync failed is still one of the store's files.
+
+    A temporary file that an atomic replace abandoned after its fsync failed
+    (``*.tmp``, ``*~~*``) holds nothing the store relies on; the store may go on
+    (the rename never happened).  Any other file must poison the store.
+    """
+    name = path.rsplit("/", 1)[-1]
+    if name.endswith(".tmp") or "~" in name:
+        return False
+    return sim.exists(path)
+
+
+def fault_run(
+    adapter: StoreAdapter, ops: list[Op], fail_at: int, err: int, persistent: bool
+) -> tuple[bool, str | None, int]:
+    """One workload with the ``fail_at``-th mutating operation failing.
+
+    Returns ``(reached, violation or None, faults injected)``; ``reached`` is False
+    when the workload completed before operation ``fail_at`` (the sweep is over).
+    """
+    sim = SimFS()
+    adapter.prepare(sim, ROOT)
+    ffs = FaultyFS(sim, fail_at=fail_at, errno=err, persistent=persistent)
+    acked: list[Step] = []
+    inflight: Op | None = None
+    problem: str | None = None
+    session = None
+    try:
+        session = adapter.session(ffs, ROOT)
+    except (OSError, EngineError):
+        session = None  # opening failed under the fault: recovery below must still work
+    except Exception as exc:
+        return True, f"open raised untyped {type(exc).__name__}: {exc!r}", ffs.faults
+    if session is not None:
+        for index, op in enumerate(ops):
+            log_mark = len(ffs.log)
+            faults_before = ffs.faults
+            try:
+                result = session.run(op)
+            except (OSError, EngineError) as exc:
+                if ffs.faults == faults_before:
+                    problem = f"op {index} {op!r} raised {type(exc).__name__} without an injected fault: {exc}"
+                    break
+                inflight = op
+                failed_syncs = _failed_paths(ffs, log_mark, "fsync")
+                if not persistent and any(_still_used(sim, path) for path in failed_syncs):
+                    problem = _probe_poisoned(adapter, session, ffs, ops[index + 1 :])
+                break
+            except Exception as exc:
+                problem = f"op {index} {op!r} raised untyped {type(exc).__name__}: {exc!r}"
+                break
+            failed = _failed_kinds(ffs, log_mark)
+            if "fsync" in failed and adapter.is_write(op):
+                problem = f"op {index} {op!r} was acknowledged although an fsync failed under it ({ffs.log[-3:]})"
+                break
+            acked.append(Step(op, result))
+        session.abandon()
+    if problem is None or problem.startswith("after a failed fsync"):
+        # The reopen is checked even when the probe complained: both are findings.
+        again = _recheck(adapter, sim, acked, inflight, created=session is not None)
+        if again is not None:
+            problem = again if problem is None else f"{problem}; and {again}"
+    reached = ffs.ops >= fail_at
+    return reached, problem, ffs.faults
+
+
+def _probe_poisoned(adapter: StoreAdapter, session: Any, ffs: FaultyFS, rest: list[Op]) -> str | None:
+    """After a failed fsync, no later operation may write anything until reopened.
+
+    Each remaining writing operation must raise PoisonedError or succeed without a
+    single mutating file operation (a checkpoint with nothing to write, an op that
+    is a no-op in the session): only writing is refused.  A probe that is refused
+    changes nothing, so the oracle's view (the failed op in flight) stays right.
+    """
+    for op in rest:
+        if not adapter.is_write(op):
+            # Not run: a read-side op (a queue confirm, say) would change what the
+            # oracle must expect without being an attempt to write.
+            continue
+        before = ffs.ops
+        try:
+            session.run(op)
+        except PoisonedError:
+            continue
+        except (OSError, EngineError) as exc:
+            return f"after a failed fsync, {op!r} raised {type(exc).__name__} ({exc}), not PoisonedError"
+        except Exception as exc:
+            return f"after a failed fsync, {op!r} raised untyped {type(exc).__name__}: {exc!r}"
+        if ffs.ops > before:
+            wrote = "; ".join(ffs.log[before:])[:300]
+            return f"after a failed fsync, {op!r} was accepted and wrote ({wrote}); it must raise PoisonedError"
+    return None
+
+
+def _recheck(adapter: StoreAdapter, sim: SimFS, acked: list[Step], inflight: Op | None, created: bool) -> str | None:
+    """Reopen without faults: as the process left the disk, and after a power loss.
+
+    If creating the store failed (``created`` false), a typed error on reopen is
+    accepted: nothing was ever acknowledged, and the debris is reported, not hidden.
+    """
+    images = [("as left by the process", SimFS.from_image(*current_image(sim)))]
+    state = sim.durable_image()
+    images.append(("after a power loss right then", state.fs()))
+    for label, fs in images:
+        try:
+            with capture_warnings():
+                adapter.check(fs, ROOT, adapter.empty_model(), acked, inflight)
+        except Violation as exc:
+            return f"reopen {label}: {exc.detail}"
+        except EngineError as exc:
+            if created:
+                return f"reopen {label} raised {type(exc).__name__}: {exc}"
+        except Exception as exc:
+            return f"reopen {label} raised {type(exc).__name__}: {exc!r}"
+    return None
+
+
+def attack(adapter: StoreAdapter, tally: Tally, seed: int, workloads: int, n_ops: int) -> None:
+    """Sweep N for EIO and ENOSPC, once and persistent, over ``workloads`` workloads."""
+    from stress.shrink import shrink
+
+    rng = random.Random(seed)
+    for _ in range(workloads):
+        wseed = rng.randrange(2**32)
+        ops = adapter.workload(random.Random(wseed), n_ops)
+        tally.workloads += 1
+        for err in (errno_mod.EIO, errno_mod.ENOSPC):
+            for persistent in (False, True):
+                for n in range(1, MAX_SWEEP + 1):
+                    reached, problem, faults = fault_run(adapter, ops, n, err, persistent)
+                    tally.fault_runs += 1
+                    tally.faults += faults
+                    if problem is not None:
+                        mode = f"{errno_mod.errorcode[err]} at op {n}, {'persistent' if persistent else 'once'}"
+
+                        def fails(cand: list[Op], n: int = n, err: int = err, persistent: bool = persistent) -> bool:
+                            return fault_run(adapter, cand, n, err, persistent)[1] is not None
+
+                        small = shrink(ops, fails, max_tries=40)
+                        detail = fault_run(adapter, small, n, err, persistent)[1] or problem
+                        tally.fail(Failure(adapter.name, "I/O error", wseed, small, detail, {"fault": mode}))
+                        return
+                    if not reached:
+                        break
+
+
+# -- real ENOSPC ------------------------------------------------------------------------
+
+
+def _mount_tmpfs(size_kib: int) -> str | None:
+    """A fresh small tmpfs, or None where mounting is not allowed (not root, container)."""
+    point = tempfile.mkdtemp(prefix="stress-enospc-")
+    try:
+        proc = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "tmpfs", point],
+            capture_output=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        os.rmdir(point)
+        return None
+    if proc.returncode != 0:
+        os.rmdir(point)
+        return None
+    return point
+
+
+def _umount(point: str) -> None:
+    subprocess.run(["umount", point], capture_output=True, timeout=10)
+    shutil.rmtree(point, ignore_errors=True)
+
+
+def _fill(point: str, leave: int) -> None:
+    """Take all but about ``leave`` bytes of the file system at ``point``."""
+    st = os.statvfs(point)
+    take = st.f_bavail * st.f_frsize - leave
+    if take > 0:
+        with open(os.path.join(point, "filler"), "wb") as f:
+            f.write(bytes(take))
+
+
+def attack_real_enospc(adapter: StoreAdapter, tally: Tally, seed: int, size_kib: int = 1024) -> None:
+    """Fill a small real file system with the store until the kernel says ENOSPC.
+
+    A tmpfs of ``size_kib`` is mounted and a filler file leaves the store only
+    ``adapter.enospc_room`` bytes, so that the workload (or, for a preallocated
+    file, its creation) runs into the real error.
+    """
+    point = _mount_tmpfs(size_kib)
+    if point is None:
+        tally.notes.append("real ENOSPC: could not mount a tmpfs here; skipped")
+        return
+    try:
+        fs = OsFileSystem()
+        root = os.path.join(point, "db")
+        adapter.prepare(fs, root)
+        _fill(point, adapter.enospc_room)
+        rng = random.Random(seed)
+        acked: list[Step] = []
+        inflight: Op | None = None
+        problem: str | None = None
+        ops: list[Op] = []
+        hit = False
+        try:
+            session = adapter.session(fs, root)
+        except (OSError, EngineError) as exc:
+            # Creation ran out of space: reopening must give the empty store or a
+            # typed error, never anything else.
+            tally.real_enospc += 1
+            tally.note_once(f"real ENOSPC hit while creating the store: {type(exc).__name__}: {exc}")
+            try:
+                adapter.check(fs, root, adapter.empty_model(), [], None)
+            except EngineError:
+                pass
+            except Exception as exc2:
+                tally.fail(Failure(adapter.name, "real ENOSPC", seed, [], f"reopen after ENOSPC at creation: {exc2!r}"))
+            return
+        for _ in range(200):
+            batch = adapter.workload(rng, 50)
+            for op in batch:
+                ops.append(op)
+                try:
+                    result = session.run(op)
+                except (OSError, EngineError) as exc:
+                    cause: BaseException | None = exc
+                    while cause is not None and not isinstance(cause, OSError):
+                        cause = cause.__cause__ or getattr(cause, "cause", None)
+                    if isinstance(cause, OSError) and cause.errno == errno_mod.ENOSPC:
+                        hit = True
+                    else:
+                        problem = f"op {op!r} failed with {type(exc).__name__}: {exc} (expected ENOSPC)"
+                    inflight = op
+                    break
+                except Exception as exc:
+                    problem = f"op {op!r} raised untyped {type(exc).__name__}: {exc!r}"
+                    inflight = op
+                    break
+                acked.append(Step(op, result))
+            if hit or problem:
+                break
+        session.abandon()
+        if not hit and problem is None:
+            tally.notes.append(f"real ENOSPC: {adapter.enospc_room} free bytes never filled; nothing tested")
+            return
+        tally.real_enospc += 1
+        if problem is None:
+            try:
+                with capture_warnings():
+                    adapter.check(fs, root, adapter.empty_model(), acked, inflight)
+            except Violation as exc:
+                problem = f"reopen on the full file system: {exc.detail}"
+            except OSError as exc:
+                if exc.errno != errno_mod.ENOSPC:
+                    problem = f"reopen on the full file system raised {exc!r}"
+                else:
+                    tally.note_once("real ENOSPC: reopen on the still-full disk fails with ENOSPC (it writes on open); "
+                                    "checked again after freeing space")
+                    os.unlink(os.path.join(point, "filler"))
+                    try:
+                        with capture_warnings():
+                            adapter.check(fs, root, adapter.empty_model(), acked, inflight)
+                    except Violation as exc2:
+                        problem = f"reopen after freeing space: {exc2.detail}"
+                    except Exception as exc2:
+                        problem = f"reopen after freeing space raised {type(exc2).__name__}: {exc2!r}"
+            except Exception as exc:
+                problem = f"reopen on the full file system raised {type(exc).__name__}: {exc!r}"
+        if problem is not None:
+            room = {"room": f"{adapter.enospc_room} bytes"}
+            tally.fail(Failure(adapter.name, "real ENOSPC", seed, ops[-60:], problem, room))
+    finally:
+        _umount(point)
