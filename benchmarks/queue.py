@@ -408,7 +408,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer items, 1M-item scale test")
     parser.add_argument("--scale-items", type=int, default=None, help="backlog size of the scale test (0 = skip)")
     parser.add_argument("--scale-only", type=int, default=None, metavar="ITEMS")
+    parser.add_argument(
+        "--buffered-only",
+        type=int,
+        default=None,
+        metavar="ROUNDS",
+        help="only sync=periodic put and get+confirm vs queuelib push and pop, ROUNDS alternating rounds",
+    )
     args = parser.parse_args(argv)
+    if args.buffered_only is not None:
+        with bench_dir("queue-") as base:
+            res = buffered_pair(base, args.buffered_only, 20_000)
+        note = f"median of {args.buffered_only} alternating rounds of 20,000"
+        report(
+            "engine.Queue sync=periodic vs queuelib FifoDiskQueue (100-byte items)",
+            [
+                Row("queuelib FifoDiskQueue push", res["push"], note=note),
+                Row("engine sync=periodic 50ms put", res["put"], note=note),
+                Row("queuelib FifoDiskQueue pop", res["pop"], note=note),
+                Row("engine sync=periodic 50ms get+confirm", res["get"], note=note),
+            ],
+            targets=[
+                ("engine sync=periodic 50ms put", "queuelib FifoDiskQueue push", 1.0),
+                ("engine sync=periodic 50ms get+confirm", "queuelib FifoDiskQueue pop", 1.0),
+            ],
+            json_path=os.path.join(os.path.dirname(__file__), "results", "queue-buffered.json"),
+        )
+        return 0
     durable_n = 1000 if args.quick else 3000
     fast_n = 20_000 if args.quick else 60_000
     scale_items = args.scale_items if args.scale_items is not None else (1_000_000 if args.quick else 10_000_000)

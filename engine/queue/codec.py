@@ -89,14 +89,16 @@ class Put(NamedTuple):
     """An item added to the queue (the only record in writer files).
 
     A NamedTuple rather than a dataclass: readers decode one per item delivered,
-    and this is the cheapest immutable record Python has.
+    and this is the cheapest immutable record Python has.  The fields are in the
+    order of ``engine.queue.Item``'s, so a reader builds one with ``Item(*put)``
+    (not the on-disk order).
     """
 
     xid: int
+    data: bytes
     add_time: int  # ms since the epoch
     expire_time: int | None  # ms since the epoch, None = never
     error_count: int
-    data: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +175,26 @@ def check_matches(check: Check, covered: bytes) -> bool:
     return check.length == len(covered) and zlib.crc32(covered) == check.crc
 
 
+def find_valid_check(buf: bytes, start: int, floor: int) -> int | None:
+    """Offset of the first CHECK at or after ``start`` that vouches for real data.
+
+    A hit is a 0x22 byte followed by ``crc32, length`` with ``length > 0``, whose
+    covered bytes ``buf[pos - length:pos]`` lie at or after ``floor`` and have that
+    crc32.  Used after damage in a writer file to tell mid-file corruption (a whole,
+    checksummed batch follows the damage) from a torn tail (nothing valid after it).
+    A false hit in garbage needs a 0x22 byte, a length that fits and a matching
+    crc32: about 2**-32 per candidate.
+    """
+    view = memoryview(buf)
+    pos = buf.find(CHECK_BYTE.to_bytes(1, "little"), start)
+    while pos != -1 and pos + 1 + CHECK.size <= len(buf):
+        crc, length = CHECK.unpack_from(buf, pos + 1)
+        if 0 < length <= pos - floor and zlib.crc32(view[pos - length : pos]) == crc:
+            return pos
+        pos = buf.find(b"\x22", pos + 1)
+    return None
+
+
 def put_size(data_len: int, has_expiry: bool) -> int:
     """Bytes a PUT record of ``data_len`` data bytes takes on disk."""
     return 1 + (PUT_HEADER_EXPIRY.size if has_expiry else PUT_HEADER.size) + data_len
@@ -234,7 +256,7 @@ def decode_record(
         end = header_end + length
         if end > size:
             raise Incomplete(pos)
-        return Put(xid, add_time, expire, errors, bytes(buf[header_end:end])), end
+        return Put(xid, bytes(buf[header_end:end]), add_time, expire, errors), end
     if command == CMD_READ_HEAD and words == 2:
         (xid,) = READ_HEAD.unpack_from(buf, pos + 1)
         if xid < 0:
@@ -302,7 +324,7 @@ def decode_batch(
                 if end > size:
                     return out, pos, "incomplete"
                 # tuple.__new__ skips NamedTuple's Python-level __new__ (same object).
-                append(new(put_cls, (xid, add_time, None, errors, buf[start:end])))
+                append(new(put_cls, (xid, buf[start:end], add_time, None, errors)))
                 pos = end
                 continue
         elif cmd == 0x88:
@@ -314,7 +336,7 @@ def decode_batch(
             if 0 <= length <= max_item_size and xid > 0 and 0 <= errors <= max_errors:
                 if end > size:
                     return out, pos, "incomplete"
-                append(new(put_cls, (xid, add_time, expire, errors, buf[start:end])))
+                append(new(put_cls, (xid, buf[start:end], add_time, expire, errors)))
                 pos = end
                 continue
         elif cmd == 0x22:

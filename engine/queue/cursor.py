@@ -127,14 +127,25 @@ class JournalCursor:
         self.source = source
         self.after_id = after_id
         self.last_id = 0  # highest id read so far (ids must increase)
-        self.prev_id = 0  # the id read just before the latest one (gap detection)
+        self.prev_id = 0  # the id read just before the one peeked (gap detection)
         self.segment: Segment | None = None
         self._handle: FileHandle | None = None
         self._scanner: RecordScanner | None = None
         self._peeked: codec.Put | None = None
-        # Decoded records not handed out yet, each with the id read just before it.
-        self._ready: deque[tuple[int, codec.Put]] = deque()
-        self.ready_bytes = 0  # about how many journal bytes ``_ready`` holds
+        # Decoded records not handed out yet (one batch: refilled only when empty).
+        self._ready: deque[codec.Put] = deque()
+        # id -> the id read just before it in the journal, for the records in
+        # ``_ready`` that do not follow the previous one (a hole: rare).  Every other
+        # record's predecessor is its id - 1: no per-record bookkeeping.
+        self.gaps: dict[int, int] = {}
+        self._batch_bytes = 0  # journal bytes of the batch in ``_ready``
+        self._batch_count = 1  # its records
+
+    @property
+    def ready_bytes(self) -> int:
+        """About how many journal bytes ``_ready`` holds (the batch's bytes, pro rata)."""
+        left = len(self._ready)
+        return self._batch_bytes * left // self._batch_count if left else 0
 
     # -- positioning ---------------------------------------------------------------
     def _open(self, segment: Segment) -> None:
@@ -190,17 +201,20 @@ class JournalCursor:
         return item
 
     def _read(self) -> tuple[int, codec.Put] | None:
+        """The next PUT and the id read just before it."""
         ready = self._ready
         while True:
             if ready:
-                entry = ready.popleft()
-                self.ready_bytes -= 25 + len(entry[1].data)
-                return entry
+                put = ready.popleft()
+                return self.gaps.get(put[0], put[0] - 1), put
             if not self._fill():
                 return None
 
     def _fill(self) -> bool:
-        """Decode the next run of readable records into ``_ready``; False = none now."""
+        """Decode the next run of readable records into ``_ready``; False = none now.
+
+        Called only when ``_ready`` is empty."""
+        self.gaps.clear()
         if self.segment is None and not self._start():
             return False
         while True:
@@ -221,24 +235,26 @@ class JournalCursor:
                 if not self._advance():
                     return False
                 continue
-            last, after = self.last_id, self.after_id
-            append, put_cls, added = self._ready.append, codec.Put, 0  # hot loop: locals
+            last, after, gaps = self.last_id, self.after_id, self.gaps
+            append, put_cls = self._ready.append, codec.Put  # hot loop: locals
             for record in records:
                 if type(record) is not put_cls:
                     continue  # CHECK and unknown commands are skipped
                 xid = record[0]
-                if xid <= last:
-                    raise CorruptFileError(
-                        self.segment.path, start, f"item ids above {last} in the records from here", str(xid)
-                    )
+                if xid != last + 1:
+                    if xid <= last:
+                        raise CorruptFileError(
+                            self.segment.path, start, f"item ids above {last} in the records from here", str(xid)
+                        )
+                    gaps[xid] = last
                 if xid > after:
-                    append((last, record))
-                    added += 25 + len(record[4])
+                    append(record)
                 last = xid
             self.last_id = last
-            self.ready_bytes += added
             ready = self._ready
             if ready:
+                self._batch_bytes = self._scanner.offset - start
+                self._batch_count = len(ready)
                 return True
 
     def position(self) -> tuple[str | None, int]:

@@ -14,7 +14,7 @@ from engine.errors import CorruptFileError, EngineError, FormatError
 from engine.fs import FileSystem, OpenMode, crashpoint
 from engine.queue import checkpoint, codec, naming
 from engine.queue.cursor import JournalCursor, PollingSource
-from engine.queue.segments import Segment, list_segments, open_segment_handle, scan_file
+from engine.queue.segments import Segment, ids_in_valid_batches, list_segments, open_segment_handle, scan_file
 from engine.queue.state import ReaderState
 
 
@@ -38,6 +38,7 @@ def verify_queue(
     *,
     live_tail: int | None = None,
     live_end: int | None = None,
+    burnt_to: int = 0,
 ) -> list[str]:
     """Check every writer and reader file of ``queue``; raise on damage, return notes.
 
@@ -45,6 +46,7 @@ def verify_queue(
     (contiguous within one file).  Only the newest file may end in a torn record;
     that is a note (open cuts it), anywhere else it is CorruptFileError.
     Reader files: decodable, head <= tail, done ids inside (head, tail].
+    ``burnt_to``: the writer skipped ids up to it at open (see ``Queue.skipped_ids``).
     """
     notes: list[str] = []
     segments = list_segments(fs, directory, queue, max_item_size)
@@ -57,6 +59,8 @@ def verify_queue(
         with open_segment_handle(fs, seg.path) as handle:
             scan = scan_file(handle, seg.path, max_item_size, after_id=previous)
         end = live_end if (newest and live_end is not None) else scan.size
+        if scan.valid_after is not None and scan.good_end < end:
+            raise scan.mid_file_error(seg.path)
         if scan.good_end < end:
             if newest and live_end is None:
                 notes.append(
@@ -69,7 +73,9 @@ def verify_queue(
             if previous and seg.first_id is not None and seg.first_id != previous + 1:
                 notes.append(f"{seg.path}: ids jump from {previous} to {seg.first_id}")
             previous = tail = scan.last_id
-    if live_tail is not None and live_tail != tail and tail:
+    # ``burnt_to``: ids up to it were burnt at open (lost in a crash); until the next
+    # put the writer's tail is there while the files' tail is below it.
+    if live_tail is not None and live_tail != tail and tail and not (tail < live_tail == burnt_to):
         raise EngineError(f"queue {queue!r}: tail in memory {live_tail} differs from the files' {tail}")
     tail = live_tail if live_tail is not None else tail
     earliest = next((s.first_id for s in segments if s.first_id is not None), None)
@@ -243,6 +249,12 @@ def repair(
                         else "ids after " + str(scan.last_id or previous)
                     )
                     cut = scan.size - scan.good_end
+                    if scan.valid_after is not None:
+                        # Mid-file damage: the checksummed batches after it go too.
+                        dropped = ids_in_valid_batches(handle.read_at(0, scan.size), scan.good_end)
+                        lost += f", including {len(dropped)} checksummed item(s) after the damage" + (
+                            f" (ids {dropped[0]}..{dropped[-1]})" if dropped else ""
+                        )
                     report.truncated.append(
                         f"{seg.path}: cut {cut} bytes at offset {scan.good_end} ({scan.problem}); lost {lost}"
                     )

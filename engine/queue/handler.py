@@ -65,7 +65,12 @@ def _summarize(path: str) -> Mapping[str, object]:
         "items": scan.count,
         "last id": scan.last_id,
     }
-    if scan.problem:
+    if scan.valid_after is not None:
+        summary["damage"] = (
+            f"at offset {scan.damage_offset}: {scan.problem}; checksummed data follows at offset "
+            f"{scan.valid_after} (not a torn tail: `engine queue repair` cuts it, reporting what it drops)"
+        )
+    elif scan.problem:
         summary["torn tail"] = f"{scan.size - scan.good_end} bytes at offset {scan.good_end}: {scan.problem}"
     return summary
 
@@ -86,6 +91,8 @@ def _verify(path: str) -> list[str]:
         return []
     with open_segment_handle(fs, path) as handle:
         scan = scan_file(handle, path, codec.DEFAULT_MAX_ITEM_SIZE)
+    if scan.valid_after is not None:
+        raise scan.mid_file_error(path)
     if scan.problem:
         # A lone file: we cannot know whether it is the newest; report the offset.
         raise CorruptFileError(path, scan.good_end, "a valid record", scan.problem)

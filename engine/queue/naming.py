@@ -52,6 +52,14 @@ def parse_reader(queue: str, filename: str) -> str | None:
     return filename[len(prefix) :]
 
 
+def parse_reader_lock(queue: str, filename: str) -> str | None:
+    """The reader name of reader lock file ``filename``, or None if it is not one."""
+    prefix = queue + ".rlock."
+    if not filename.startswith(prefix):
+        return None
+    return filename[len(prefix) :]
+
+
 def is_temp(queue: str, filename: str) -> bool:
     """A stray checkpoint temporary of ``queue`` (deleted on open)."""
     return filename.startswith(queue + "." + READ_INFIX) and TEMP_MARK in filename

@@ -55,10 +55,24 @@ assert struct.calcsize("<Biiqq") == 1 + codec.PUT_HEADER.size
 assert struct.calcsize("<Biiqqq") == 1 + codec.PUT_HEADER_EXPIRY.size
 
 
-def _lock_file(fs: FileSystem, path: str, what: str) -> FileHandle:
+#: How long a reader opening waits for its lock before LockedError: the writer
+#: probes the lock of a reader that has no file yet for a few microseconds (see
+#: ``Queue._durable_heads``), and a reader must not fail because of that.
+_READER_LOCK_PATIENCE = 0.05
+
+
+def _lock_file(fs: FileSystem, path: str, what: str, *, patience: float = 0.0) -> FileHandle:
     handle = fs.open(path, OpenMode.CREATE)
     try:
-        handle.lock(exclusive=True, blocking=False)
+        deadline = time.monotonic() + patience
+        while True:
+            try:
+                handle.lock(exclusive=True, blocking=False)
+                break
+            except LockedError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.002)
     except LockedError:
         handle.close()
         raise LockedError(f"{path}: {what} is held by another process or handle") from None
@@ -66,6 +80,30 @@ def _lock_file(fs: FileSystem, path: str, what: str) -> FileHandle:
         handle.close()
         raise
     return handle
+
+
+def reader_being_created(fs: FileSystem, directory: str, queue: str, listing: list[str]) -> str | None:
+    """The name of a reader that holds its lock but has no file in ``listing``: a
+    reader being created (or taking over the default one) right now, or None.
+
+    ``attach_reader`` takes the reader's lock before it decides where the reader
+    starts and writes its file, so until that file exists the writer must not
+    retire anything on the strength of the reader files alone.  A lock file
+    nobody holds (a removed reader, a crash) is ignored.
+    """
+    have = {naming.parse_reader(queue, f) for f in listing}
+    for filename in listing:
+        reader = naming.parse_reader_lock(queue, filename)
+        if reader is None or reader in have:
+            continue
+        try:
+            probe = _lock_file(fs, naming.join(directory, filename), "reader")
+        except LockedError:
+            return reader
+        except FileNotFoundError:
+            continue
+        probe.close()
+    return None
 
 
 def find_tail(fs: FileSystem, segments: list[Segment], max_item_size: int) -> int:
@@ -116,7 +154,12 @@ def attach_reader(
     handle, the state (clamped into the journal) and notes about the clamping.
     """
     naming.check_queue_name(name)
-    lock = _lock_file(fs, naming.join(directory, naming.reader_lock_name(queue, name)), f"reader {name!r}")
+    lock = _lock_file(
+        fs,
+        naming.join(directory, naming.reader_lock_name(queue, name)),
+        f"reader {name!r}",
+        patience=_READER_LOCK_PATIENCE,
+    )
     try:
         path = naming.join(directory, naming.reader_name(queue, name))
         notes: list[str] = []
@@ -129,7 +172,12 @@ def attach_reader(
         if name != "" and set(files) == {""}:
             default_lock = None
             try:
-                default_lock = _lock_file(fs, naming.join(directory, naming.reader_lock_name(queue, "")), "reader ''")
+                default_lock = _lock_file(
+                    fs,
+                    naming.join(directory, naming.reader_lock_name(queue, "")),
+                    "reader ''",
+                    patience=_READER_LOCK_PATIENCE,
+                )
             except LockedError:
                 default_lock = None  # the default reader is in use: start at the tail
             if default_lock is not None:
@@ -204,6 +252,9 @@ class Queue:
         self.recovery_notes: list[str] = []
         self.deleted_files: list[str] = []
         self.checkpoint_failure: BaseException | None = None
+        #: Ids burnt at open because reader checkpoints mentioned them but the
+        #: journal no longer holds them (see ``_recover``); None if none.
+        self.skipped_ids: tuple[int, int] | None = None
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -273,6 +324,10 @@ class Queue:
             raise FormatError(newest.path, 0, "writer journal magic 27 64 26 03", head.hex(" ") or "an empty file")
         previous_first = max((s.first_id for s in self._segments[:-1] if s.first_id is not None), default=0)
         scan = scan_file(handle, newest.path, self.max_item_size, after_id=previous_first)
+        if scan.valid_after is not None:
+            # Checksummed data after the damage: not a torn tail.  Cutting would drop
+            # acknowledged items; `engine queue repair` is the explicit way out.
+            raise scan.mid_file_error(newest.path)
         if scan.good_end < scan.size:
             cut = scan.size - scan.good_end
             note = f"{newest.path}: torn tail cut off at offset {scan.good_end} ({cut} bytes): {scan.problem}"
@@ -288,10 +343,30 @@ class Queue:
         else:
             self._tail = find_tail(fs, self._segments[:-1], self.max_item_size)
         files = reader_files(fs, directory, name)
-        if self._tail == 0 and files:
-            # No item anywhere (everything deleted): keep ids increasing past the heads.
-            self._tail = max(checkpoint.load_reader_file(fs, p)[0] for p in files.values())
+        # Every id any reader checkpoint mentions (head and done ids) is burnt: the
+        # next id must be above all of them.  Otherwise a reader that saw and
+        # confirmed an item whose bytes a power loss then took back (a reader in
+        # another process reads what is in the file, synced or not) would treat the
+        # NEW item that reuses the id as already done: an acknowledged put lost.
+        # (This also keeps ids increasing when every item was deleted.)
+        mentioned = 0
+        for path in files.values():  # also: fail now, not later, on a corrupt reader file
+            reader_head, done = checkpoint.load_reader_file(fs, path)
+            mentioned = max(mentioned, reader_head, *done)
         self._written_end = self._durable_end = self._visible_end = scan.good_end
+        if mentioned > self._tail:
+            if earliest_id(self._segments) is not None:
+                note = (
+                    f"reader checkpoints mention ids up to {mentioned}, past the journal tail {self._tail} "
+                    f"(items lost before they were durable): the next id is {mentioned + 1}"
+                )
+                log.warning("queue %s: %s", name, note)
+                self.recovery_notes.append(note)
+                self.skipped_ids = (self._tail + 1, mentioned)
+            self._tail = mentioned
+            if newest.first_id is not None:
+                # Ids are contiguous within a file: the jump goes between two files.
+                self._rotate()
         if not files:
             # A queue always has at least the default reader, so items are kept.
             start = earliest_id(self._segments)
@@ -299,9 +374,6 @@ class Queue:
             checkpoint.write_reader_file(
                 fs, naming.join(directory, naming.reader_name(name, "")), first_head, (), self._now_ms()
             )
-        else:
-            for path in files.values():  # fail now, not later, on a corrupt reader file
-                checkpoint.load_reader_file(fs, path)
 
     def _create_segment(self) -> Segment:
         number = self._now_ms()
@@ -580,6 +652,13 @@ class Queue:
         lock, state, notes = attach_reader(
             self.fs, self.directory, self.name, name, tail=tail, earliest=earliest, stamp_ms=self._now_ms()
         )
+        if self.skipped_ids is not None and state.head < self.skipped_ids[1]:
+            # Those ids will never be delivered: count them done, so that len() and
+            # max_items do not wait for them.
+            before = state.snapshot()
+            state.skip_missing(max(self.skipped_ids[0], state.head + 1), self.skipped_ids[1])
+            if state.snapshot() != before:
+                notes = [*notes, f"ids {self.skipped_ids[0]}..{self.skipped_ids[1]} were lost in a crash: skipped"]
         for note in notes:
             log.warning("queue %s reader %r: %s", self.name, name, note)
             self.recovery_notes.append(f"reader {name!r}: {note}")
@@ -668,18 +747,41 @@ class Queue:
                 log.error("queue %s: background checkpoint failed: %s", self.name, exc)
                 return
 
-    def _durable_heads(self) -> list[int]:
-        """Each reader's head as on disk (in-process readers: as last checkpointed)."""
+    def _durable_heads(self) -> list[int] | None:
+        """Each reader's head as on disk (in-process readers: as last checkpointed).
+
+        None when the reader files cannot be trusted this round, and nothing may be
+        retired: a reader is being created (it holds its lock, its file is not
+        written yet), or a reader file vanished or appeared while we read them (a
+        named reader taking over the default one writes its file, then deletes the
+        default's: reading the old name after the delete must not make its backlog
+        look unheld).  The next checkpoint round tries again.
+        """
+        fs, directory, queue = self.fs, self.directory, self.name
+        listing = fs.listdir(directory)
+        files = {}
+        for filename in listing:
+            reader = naming.parse_reader(queue, filename)
+            if reader is not None:
+                files[reader] = naming.join(directory, filename)
         heads = []
-        for reader, path in reader_files(self.fs, self.directory, self.name).items():
+        for reader, path in files.items():
             live = self._readers.get(reader)
             if live is not None and not live.closed:
                 heads.append(live.durable_head)
                 continue
             try:
-                heads.append(checkpoint.load_reader_file(self.fs, path)[0])
+                heads.append(checkpoint.load_reader_file(fs, path)[0])
             except FileNotFoundError:
-                continue  # removed meanwhile
+                return None  # removed or renamed meanwhile
+        # After the loads: a reader that took its lock before this point and has not
+        # written its file yet could start below the heads just read.
+        creating = reader_being_created(fs, directory, queue, listing)
+        if creating is not None:
+            log.info("queue %s: reader %r is being created: no file retired this round", queue, creating)
+            return None
+        if set(reader_files(fs, directory, queue)) != set(files):
+            return None  # a reader file appeared or went while we read them
         return heads
 
     def retire_files(self) -> list[str]:
@@ -689,6 +791,8 @@ class Queue:
 
     def _retire_files(self) -> list[str]:
         heads = self._durable_heads()
+        if heads is None:
+            return []
         with self._lock:
             if self._closed and self._handle is None:
                 return []
@@ -777,7 +881,13 @@ class Queue:
             self._flush_locked()  # staged puts count in the tail: put them in the file
             tail = self._tail
         notes = verify_queue(
-            self.fs, self.directory, self.name, self.max_item_size, live_tail=tail, live_end=self._written_end
+            self.fs,
+            self.directory,
+            self.name,
+            self.max_item_size,
+            live_tail=tail,
+            live_end=self._written_end,
+            burnt_to=0 if self.skipped_ids is None else self.skipped_ids[1],
         )
         for reader in self._readers.values():
             if reader.closed:

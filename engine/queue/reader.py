@@ -49,7 +49,7 @@ class Item:
 
     @classmethod
     def from_put(cls, put: codec.Put) -> Item:
-        return cls(put.xid, put.data, put.add_time, put.expire_time, put.error_count)
+        return cls(*put)
 
 
 def _item_id(item: Item) -> int:
@@ -93,6 +93,9 @@ class Reader:
         self._lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()
         self._cursor = JournalCursor(source, state.head)
+        self._ready = self._cursor._ready  # the cursor's decoded batch (same deque for life)
+        # No open-read timeout and no max_age: get() may take its flat fast path.
+        self._plain = config.open_read_timeout is None and config.max_age is None
         self._open: dict[int, Item] = {}  # open reads
         self._deadlines: dict[int, float] = {}  # their open_read_timeout deadlines
         self._open_timeout = config.open_read_timeout
@@ -177,7 +180,7 @@ class Reader:
                 # A hole in the ids (repair dropped damaged records): nothing to wait for.
                 state.skip_missing(low, xid - 1)
                 self._dirty = True
-            item = Item(xid, put.data, put.add_time, put.expire_time, put.error_count)
+            item = Item(*put)
             if (put.expire_time is not None or self._config.max_age is not None) and self._is_expired(
                 item, self._now_ms() if now_ms is None else now_ms
             ):
@@ -198,18 +201,19 @@ class Reader:
         while True:
             if not ready and not cursor._fill():
                 return None
-            prev, put = ready.popleft()
-            cursor.ready_bytes -= 25 + len(put.data)
-            cursor.prev_id = prev
-            xid = put.xid
+            put = ready.popleft()
+            xid = put[0]
             head = state.head
             if xid <= head or xid in open_reads or xid in state.members:
                 continue
-            if xid > (prev if prev > head else head) + 1:
-                state.skip_missing((prev if prev > head else head) + 1, xid - 1)
-                self._dirty = True
-            item = Item(xid, put.data, put.add_time, put.expire_time, put.error_count)
-            if put.expire_time is not None and self._is_expired(item, self._now_ms()):
+            if xid > head + 1:  # maybe a hole in the ids (never when reading in order)
+                prev = cursor.gaps.get(xid, xid - 1)
+                low = (prev if prev > head else head) + 1
+                if xid > low:
+                    state.skip_missing(low, xid - 1)
+                    self._dirty = True
+            item = Item(*put)  # Put's fields are Item's, in the same order
+            if put[3] is not None and self._is_expired(item, self._now_ms()):
                 self._expire(item)
                 continue
             return item
@@ -251,6 +255,20 @@ class Reader:
         ``timeout=None`` waits for ever, 0 does not wait.  The item stays "open"
         until :meth:`confirm` (gone for this reader) or :meth:`abort` (comes back).
         """
+        if self._plain:
+            # The common case first, flat: the next decoded record is the next item
+            # in order (head + 1), nothing was aborted or peeked, no expiry rules.
+            with self._lock:
+                ready = self._ready
+                if ready and not self._returned and self._cursor._peeked is None and not self._closed:
+                    put = ready[0]
+                    xid = put[0]
+                    # (head + 1 is never in the done set: confirming swallows it.)
+                    if xid == self._state.head + 1 and put[3] is None and xid not in self._open:
+                        ready.popleft()
+                        fast = Item(*put)  # Put's fields are Item's, in the same order
+                        self._open[xid] = fast
+                        return fast
         deadline = None
         while True:
             # Read before looking, so a put between the look and the wait wakes us.

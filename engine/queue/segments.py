@@ -191,6 +191,23 @@ class TailScan:
     good_end: int  # offset just past the last good record
     size: int  # file size at the time of the scan
     problem: str | None  # why the scan stopped before ``size`` (None: clean end)
+    #: Where the damage that stopped the scan starts (None: clean, or only an
+    #: unverified batch at the very end).
+    damage_offset: int | None = None
+    #: Offset of a whole, matching CHECK record *after* the damage (files with
+    #: CHECKs only).  Not None means the damage is in the middle of the file, not a
+    #: torn tail: cutting there would drop checksummed data.
+    valid_after: int | None = None
+
+    def mid_file_error(self, path: str) -> CorruptFileError:
+        """The error for damage with valid data after it (see :attr:`valid_after`)."""
+        assert self.damage_offset is not None and self.valid_after is not None
+        return CorruptFileError(
+            path,
+            self.damage_offset,
+            "a valid record (damage in the middle of the file: run `engine queue repair`)",
+            f"{self.problem}; a valid check record follows at offset {self.valid_after}",
+        )
 
 
 def scan_file(handle: FileHandle, path: str, max_item_size: int, *, after_id: int = 0) -> TailScan:
@@ -214,6 +231,8 @@ def scan_file(handle: FileHandle, path: str, max_item_size: int, *, after_id: in
     batch_start = codec.MAGIC_SIZE
     verified: tuple[int | None, int] = (None, 0)
     first = True
+    damage: int | None = None  # where the damage starts
+    search_from = 0  # where a valid CHECK after the damage may start
     while True:
         start = scanner.offset
         try:
@@ -222,18 +241,23 @@ def scan_file(handle: FileHandle, path: str, max_item_size: int, *, after_id: in
             problem = f"bad record at offset {exc.offset}: expected {exc.expected}" + (
                 f", found {exc.found}" if exc.found else ""
             )
+            damage, search_from = exc.offset, exc.offset + 1
             break
         if record is None:
             if scanner.stop == "incomplete":
                 problem = f"incomplete record at offset {scanner.offset}"
+                damage, search_from = scanner.offset, scanner.offset + 1
             elif scanner.stop == "marker" and scanner.offset < size:
                 problem = f"end marker at offset {scanner.offset} followed by {size - scanner.offset - 1} bytes"
+                damage, search_from = scanner.offset, scanner.offset + 1
             break
         if isinstance(record, codec.Check):
             if first:
                 uses_checks = True
             elif not codec.check_matches(record, scanner.span(batch_start, start)):
                 problem = f"check record at offset {start} does not match the {start - batch_start} bytes before it"
+                # The damage is somewhere in the batch this CHECK covers.
+                damage, search_from = batch_start, start + 1
                 scanner.offset = start
                 break
             batch_start = scanner.offset
@@ -241,6 +265,7 @@ def scan_file(handle: FileHandle, path: str, max_item_size: int, *, after_id: in
         elif isinstance(record, codec.Put):
             if (last is not None and record.xid != last + 1) or record.xid <= after_id:
                 problem = f"out-of-sequence id {record.xid} at offset {start} (previous {last or after_id})"
+                damage, search_from = start, start + 1
                 scanner.offset = start
                 break
             last = record.xid
@@ -252,7 +277,41 @@ def scan_file(handle: FileHandle, path: str, max_item_size: int, *, after_id: in
         problem = problem or f"{good_end - batch_start} bytes after the last check record are unverified"
         good_end = batch_start
         last, count = verified
-    return TailScan(last, count, good_end, size, problem)
+    valid_after = None
+    if uses_checks and damage is not None and search_from < size:
+        # Our writer ends every write with a CHECK, so a torn tail has nothing valid
+        # after it.  A matching CHECK after the damage means the damage is in the
+        # middle: the caller must not cut it off as if it were a torn tail.
+        rest = handle.read_at(batch_start, size - batch_start)
+        hit = codec.find_valid_check(rest, search_from - batch_start, 0)
+        valid_after = None if hit is None else batch_start + hit
+    return TailScan(last, count, good_end, size, problem, damage, valid_after)
+
+
+def ids_in_valid_batches(data: bytes, start: int) -> list[int]:
+    """Ids of the PUTs in the checksummed batches found at or after ``start`` in
+    ``data`` (a whole writer file): what a repair cutting at ``start`` drops."""
+    ids: list[int] = []
+    floor = start
+    view = memoryview(data)
+    while True:
+        hit = codec.find_valid_check(data, floor, floor)
+        if hit is None:
+            return ids
+        _, length = codec.CHECK.unpack_from(data, hit + 1)
+        pos = hit - length
+        batch = view[:hit]  # zero-copy: the batch's records end at its CHECK
+        while pos < hit:
+            try:
+                record, end = codec.decode_record(batch, pos)
+            except (codec.Incomplete, codec.BadRecord):
+                break
+            if record is None:
+                break
+            if isinstance(record, codec.Put):
+                ids.append(record.xid)
+            pos = end
+        floor = hit + 1 + codec.CHECK.size
 
 
 def corrupt(path: str, exc: codec.BadRecord) -> CorruptFileError:

@@ -23,7 +23,7 @@ def test_put_without_expiry_bytes() -> None:
     expected = h("86 02000000 00000000 0100000000000000 e803000000000000 6869")
     assert codec.encode_put(1, 1000, b"hi") == expected
     record, end = codec.decode_record(expected, 0)
-    assert record == codec.Put(1, 1000, None, 0, b"hi")
+    assert record == codec.Put(1, b"hi", 1000, None, 0)
     assert end == len(expected) == 27
 
 
@@ -31,7 +31,7 @@ def test_put_with_expiry_and_errors_bytes() -> None:
     # 0x88 = PUT, 8 words; size 3, errors 2, xid 0x0102, add 1000, expire 2000, "abc"
     expected = h("88 03000000 02000000 0201000000000000 e803000000000000 d007000000000000 616263")
     assert codec.encode_put(0x0102, 1000, b"abc", expire_time=2000, error_count=2) == expected
-    assert codec.decode_record(expected, 0) == (codec.Put(0x0102, 1000, 2000, 2, b"abc"), 36)
+    assert codec.decode_record(expected, 0) == (codec.Put(0x0102, b"abc", 1000, 2000, 2), 36)
 
 
 def test_read_head_bytes() -> None:
@@ -68,7 +68,7 @@ def test_unknown_commands_are_skipped() -> None:
     assert rec1 == codec.Unknown(3, h("deadbeef"), b"") and end1 == 5
     rec2, end2 = codec.decode_record(buf, end1)
     assert rec2 == codec.Unknown(10, h("03000000 00000000"), b"ABC") and end2 == 17
-    assert codec.decode_record(buf, end2) == (codec.Put(9, 1, None, 0, b"z"), len(buf))
+    assert codec.decode_record(buf, end2) == (codec.Put(9, b"z", 1, None, 0), len(buf))
 
 
 def test_zero_byte_is_the_end_marker() -> None:
@@ -117,7 +117,7 @@ def test_item_bigger_than_max_is_bad() -> None:
 
 
 puts = st.builds(
-    lambda xid, add, exp, err, data: codec.Put(xid, add, exp, err, data),
+    lambda xid, add, exp, err, data: codec.Put(xid, data, add, exp, err),
     st.integers(1, 2**63 - 1),
     st.integers(-(2**63), 2**63 - 1),
     st.none() | st.integers(-(2**63), 2**63 - 1),
