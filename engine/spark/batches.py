@@ -1,0 +1,71 @@
+"""Building Arrow record batches that match a source's declared Spark schema exactly.
+
+Spark checks that a Python data source's batches have *exactly* the Arrow schema
+it derives from the declared schema (``to_arrow_schema(schema, timezone="UTC")``:
+timestamps as ``timestamp[us, tz=UTC]``, nullability included), so every source
+builds its batches through :func:`record_batch`.  The helpers build columns from
+numpy arrays and constants without a Python loop per row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.types import StructType
+
+from engine.errors import ConfigError
+
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema Spark expects for ``schema``."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def repeat_string(value: str, n: int) -> pa.Array:
+    """A string column holding ``value`` ``n`` times, built from two buffers."""
+    raw = value.encode("utf-8")
+    offsets = (np.arange(n + 1, dtype=np.int64) * len(raw)).astype(np.int32)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
+
+
+def ns_to_timestamp(ns: np.ndarray) -> pa.Array:
+    """Nanoseconds since the epoch -> Spark timestamps (microseconds, floor)."""
+    us = np.floor_divide(np.asarray(ns, dtype=np.int64), 1000)
+    return pa.Array.from_buffers(TIMESTAMP, len(us), [None, pa.py_buffer(np.ascontiguousarray(us))])
+
+
+def record_batch(schema: StructType, columns: Mapping[str, Any], n: int) -> pa.RecordBatch:
+    """A batch of ``n`` rows with exactly the columns of ``schema``, in its order.
+
+    ``columns`` maps names to Arrow arrays, numpy arrays or Python lists; each is
+    cast to the declared Arrow type.  A column the schema names but ``columns``
+    lacks is a :class:`ConfigError` (a user-given schema asked for something the
+    source does not have).
+    """
+    target = arrow_schema(schema)
+    arrays = []
+    for field in target:
+        if field.name not in columns:
+            raise ConfigError(f"the source has no column {field.name!r}; available: {sorted(columns)}")
+        value = columns[field.name]
+        if isinstance(value, np.ndarray):
+            arr = pa.array(value)
+        elif isinstance(value, (pa.Array, pa.ChunkedArray)):
+            arr = value
+        else:
+            arr = pa.array(value, type=field.type)
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks()
+        if arr.type != field.type:
+            arr = arr.cast(field.type)
+        if len(arr) != n:
+            raise ConfigError(f"column {field.name!r} has {len(arr)} values, expected {n}")
+        arrays.append(arr)
+    return pa.RecordBatch.from_arrays(arrays, schema=target)

@@ -1,0 +1,317 @@
+"""Read-only access to append-log directories for Spark: discovery, planning, reading.
+
+A log directory holds segments named by their first index, Kafka style
+(``<20 digits>.log`` + ``.idx``).  A *dataset* is either one log directory or a
+directory written by the Spark sink, whose manifest (``_SHARDS.json``) lists the
+log directories (shards) that make it up.
+
+This module never writes: it works on whatever the writer has made visible.  The
+index is the visibility bound (a record is visible once its index entry is
+written, as the append-log store promises), and index entries whose record does
+not fit in the log yet (a writer mid-append, or a torn tail the writer will cut
+on its next open) are left out, never reported as corruption.  A disagreement in
+the middle of a segment is a :class:`CorruptFileError`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import importlib
+import json
+import re
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from engine.errors import ConfigError, CorruptFileError
+from engine.fs import FileHandle, FileSystem, resolve
+from engine.spark import logcodec as lc
+
+SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
+MANIFEST = "_SHARDS.json"
+#: The append-log store's ``truncate_before`` checkpoint: records below it are gone.
+START_FILE = "log-start-index"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One visible segment: its files, the records it holds and where they end."""
+
+    log_path: str
+    idx_path: str
+    first_index: int
+    count: int  # visible records
+    end_offset: int  # byte offset just past the last visible record
+    ttl_ns: int
+    first_time_ns: int | None
+    last_time_ns: int | None
+    min_pos: int = 0  # first visible position (records below were truncated away)
+
+    @property
+    def stop_index(self) -> int:
+        return self.first_index + self.count
+
+    @property
+    def visible(self) -> int:
+        return self.count - self.min_pos
+
+
+@dataclass(frozen=True)
+class LogDir:
+    """One append log taking part in a dataset: its display name and directory."""
+
+    name: str
+    path: str
+
+
+def join(*parts: str) -> str:
+    """Join path parts with '/' (the FileSystem seam takes POSIX paths)."""
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.rstrip("/") + "/" + p
+    return out
+
+
+def is_log_dir(fs: FileSystem, path: str) -> bool:
+    """Whether ``path`` is a directory holding at least one log segment."""
+    return fs.isdir(path) and any(SEGMENT_RE.match(n) for n in fs.listdir(path))
+
+
+def read_manifest(fs: FileSystem, path: str) -> list[str] | None:
+    """The shard names a sink manifest lists, or None if ``path`` has no manifest."""
+    mpath = join(path, MANIFEST)
+    if not fs.exists(mpath):
+        return None
+    with fs.open(mpath) as h:
+        raw = h.read_all()
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+        shards = doc["shards"]
+        if not isinstance(shards, list) or not all(isinstance(s, str) for s in shards):
+            raise ValueError("shards is not a list of names")
+    except (ValueError, KeyError, UnicodeDecodeError) as exc:
+        raise CorruptFileError(mpath, 0, "a JSON manifest with a list of shards", str(exc)) from exc
+    return list(shards)
+
+
+def dataset_logs(path: str, fs: FileSystem | None = None) -> list[LogDir]:
+    """The logs making up the dataset at ``path`` (one log dir, or a sink's output)."""
+    fs = resolve(fs)
+    shards = read_manifest(fs, path)
+    if shards is not None:
+        return [LogDir(name, join(path, name)) for name in shards]
+    if is_log_dir(fs, path):
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        return [LogDir(name, path)]
+    if fs.isdir(path):
+        # A fresh, empty directory is an empty dataset (for example a sink target).
+        return []
+    raise ConfigError(f"{path}: no append log here (no <index>.log segment and no {MANIFEST})")
+
+
+def _entry_at(h: FileHandle, pos: int) -> tuple[int, int, int]:
+    raw = h.read_at(lc.HEADER_SIZE + lc.INDEX_ENTRY * pos, lc.INDEX_ENTRY)
+    if len(raw) < lc.INDEX_ENTRY:
+        raise CorruptFileError(h.path, lc.HEADER_SIZE + lc.INDEX_ENTRY * pos, "a whole index entry",
+                               f"{len(raw)} bytes")
+    t, i, o = struct.unpack(lc.INDEX_FMT, raw)
+    return t, i, o
+
+
+def _record_end(log: FileHandle, offset: int, log_size: int) -> int | None:
+    """Where the record at ``offset`` ends, or None if it does not fit (yet)."""
+    if offset < lc.HEADER_SIZE or offset + lc.RECORD_HEADER > log_size:
+        return None
+    size, _flags, _t = struct.unpack(lc.RECORD_FMT, log.read_at(offset, lc.RECORD_HEADER))
+    end = offset + lc.RECORD_HEADER + size
+    return end if end <= log_size else None
+
+
+def open_segment(fs: FileSystem, log_path: str, first_index: int) -> Segment:
+    """Check a segment's headers and find how many of its records are visible."""
+    idx_path = log_path[:-4] + ".idx"
+    with fs.open(log_path) as log:
+        log_size = log.size()
+        header = lc.decode_header(log.read_at(0, lc.HEADER_SIZE), log_path, lc.LOG_MAGIC)
+        if not fs.exists(idx_path):
+            return Segment(log_path, idx_path, first_index, 0, lc.HEADER_SIZE, header.ttl_ns, None, None)
+        with fs.open(idx_path) as idx:
+            lc.decode_header(idx.read_at(0, lc.HEADER_SIZE), idx_path, lc.IDX_MAGIC)
+            n = max(0, (idx.size() - lc.HEADER_SIZE) // lc.INDEX_ENTRY)
+
+            def fits(pos: int) -> int | None:
+                return _record_end(log, _entry_at(idx, pos)[2], log_size)
+
+            # Entries past the log's end (the writer appends the log first, then the
+            # index, but a crash may leave either torn): the visible prefix is the
+            # longest one whose last record fits.  Offsets increase, so "fits" is
+            # monotone and a binary search finds the boundary.
+            end = fits(n - 1) if n else None
+            if n and end is None:
+                lo, hi = 0, n - 1  # entry hi does not fit; find the first that does not
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if fits(mid) is None:
+                        hi = mid
+                    else:
+                        lo = mid + 1
+                n = lo
+                end = fits(n - 1) if n else None
+            first_t = _entry_at(idx, 0)[0] if n else None
+            last_t = _entry_at(idx, n - 1)[0] if n else None
+    return Segment(log_path, idx_path, first_index, n, end if end is not None else lc.HEADER_SIZE,
+                   header.ttl_ns, first_t, last_t)
+
+
+def start_index(fs: FileSystem, path: str) -> int:
+    """The log's first live index from its ``log-start-index`` file (0 if none)."""
+    spath = join(path, START_FILE)
+    if not fs.exists(spath):
+        return 0
+    with fs.open(spath) as h:
+        raw = h.read_all()
+    text = raw.decode("ascii", "replace").strip()
+    if not text.isdigit():
+        raise CorruptFileError(spath, 0, "a decimal record index", repr(raw[:32]))
+    return int(text)
+
+
+def list_segments(path: str, fs: FileSystem | None = None, *, use_store: bool = True) -> list[Segment]:
+    """The segments of the log directory ``path``, oldest first, past its start index.
+
+    With ``use_store`` (and the append-log store installed) the store's own
+    lock-free reader (:class:`engine.applog.LogReader`) decides what is visible,
+    so Spark sees exactly what ``AppendLog``/``LogReader`` readers see: index
+    entries that agree with the log, a torn tail left out.  Otherwise this
+    module's own check is used (entries whose records fit in the log; the decode
+    then checks that they agree).
+    """
+    fs = resolve(fs)
+    if use_store:
+        try:
+            applog = importlib.import_module("engine.applog")
+        except ModuleNotFoundError:
+            applog = None  # the store is optional in a build
+        if applog is not None:
+            return _store_segments(applog.LogReader, path, fs)
+    found = sorted((int(m.group(1)), n) for n in fs.listdir(path) if (m := SEGMENT_RE.match(n)))
+    start = start_index(fs, path)
+    out = []
+    for first, name in found:
+        seg = open_segment(fs, join(path, name), first)
+        if seg.count and start > seg.first_index:
+            if start >= seg.stop_index:
+                continue
+            pos = start - seg.first_index
+            with fs.open(seg.idx_path) as idx:
+                t0 = _entry_at(idx, pos)[0]
+            seg = dataclasses.replace(seg, min_pos=pos, first_time_ns=t0)
+        out.append(seg)
+    return out
+
+
+def _store_segments(reader_cls: Any, path: str, fs: FileSystem) -> list[Segment]:
+    """Segments as the append-log store's read-only reader sees them."""
+    reader = reader_cls.open(path, fs=fs)
+    try:
+        infos = reader.segments()
+        start = reader.first_index if infos else 0
+    finally:
+        reader.close()
+    out = []
+    for info in infos:
+        seg = Segment(info.log_path, info.idx_path, info.first_index, info.next_index - info.first_index,
+                      info.log_bytes, info.ttl_ns, info.first_time_ns, info.last_time_ns)
+        if start > seg.first_index and seg.count:
+            if start >= seg.stop_index:
+                continue
+            pos = start - seg.first_index
+            with fs.open(seg.idx_path) as idx:
+                t0 = _entry_at(idx, pos)[0]
+            seg = dataclasses.replace(seg, min_pos=pos, first_time_ns=t0)
+        out.append(seg)
+    return out
+
+
+def position_at_time(fs: FileSystem, seg: Segment, t_ns: int) -> int:
+    """First position in ``seg`` whose time is >= ``t_ns``: a binary search over the IDX.
+
+    Times never go backwards within a log, so the entries are sorted by time; this
+    reads about log2(count) entries.
+    """
+    with fs.open(seg.idx_path) as idx:
+
+        class _Times:
+            def __len__(self) -> int:
+                return seg.count
+
+            def __getitem__(self, pos: int) -> int:
+                return _entry_at(idx, pos)[0]
+
+        return bisect.bisect_left(_Times(), t_ns)  # type: ignore[arg-type]
+
+
+def positions_for(
+    fs: FileSystem, seg: Segment, index_lo: int | None, index_hi: int | None,
+    time_lo: int | None, time_hi: int | None,
+) -> tuple[int, int]:
+    """The position range ``[a, b)`` of ``seg`` inside the index and time ranges."""
+    a, b = seg.min_pos, seg.count
+    if index_lo is not None:
+        a = max(a, index_lo - seg.first_index)
+    if index_hi is not None:
+        b = min(b, index_hi - seg.first_index)
+    if a >= b:
+        return a, a
+    if time_lo is not None or time_hi is not None:
+        if seg.first_time_ns is None or seg.last_time_ns is None:
+            return a, a
+        if time_lo is not None and time_lo > seg.last_time_ns:
+            return b, b
+        if time_hi is not None and time_hi <= seg.first_time_ns:
+            return a, a
+        if time_lo is not None and time_lo > seg.first_time_ns:
+            a = max(a, position_at_time(fs, seg, time_lo))
+        if time_hi is not None and time_hi <= seg.last_time_ns:
+            b = min(b, position_at_time(fs, seg, time_hi))
+    return a, max(a, b)
+
+
+def read_range(
+    fs: FileSystem, seg: Segment, start: int, stop: int, batch_records: int = 65536,
+) -> Iterator[lc.DecodedRun]:
+    """Decode positions ``[start, stop)`` of ``seg`` in runs of ``batch_records``.
+
+    Each run is two reads (index entries, then the log bytes they cover) and a
+    vectorised decode; memory stays bounded by the batch size.
+    """
+    if start >= stop:
+        return
+    with fs.open(seg.idx_path) as idx, fs.open(seg.log_path) as log:
+        pos = start
+        while pos < stop:
+            n = min(batch_records, stop - pos)
+            idx_off = lc.HEADER_SIZE + lc.INDEX_ENTRY * pos
+            # One entry more than needed, when there is one, says where the last record ends.
+            extra = 1 if pos + n < seg.count else 0
+            raw = idx.read_at(idx_off, lc.INDEX_ENTRY * (n + extra))
+            entries = lc.decode_index(raw)
+            if len(entries) < n + extra:
+                raise CorruptFileError(seg.idx_path, idx_off + lc.INDEX_ENTRY * len(entries),
+                                       "an index entry (the file shrank while being read)")
+            base = int(entries["offset"][0])
+            end = int(entries["offset"][n]) if extra else seg.end_offset
+            if end <= base:
+                raise CorruptFileError(seg.idx_path, idx_off + lc.INDEX_ENTRY * n + 16,
+                                       f"a log offset past {base}", str(end))
+            log_bytes = log.read_at(base, end - base)
+            yield lc.decode_run(log_bytes, base, entries[:n], seg.log_path, seg.first_index + pos, idx_off)
+            pos += n
+
+
+def visible_count(segments: list[Segment]) -> int:
+    """How many records the segments make visible in total."""
+    return sum(s.visible for s in segments)
+

@@ -1,0 +1,398 @@
+"""The shard/commit/abort protocol of the append-log sink (no Spark needed).
+
+Layout of a dataset written by the sink (all of it ours, documented in
+``docs/pipeline.md``)::
+
+    DATASET/
+      _SHARDS.json                 manifest: {"version": 1, "shards": ["job-<id>/shard-...", ...]}
+      _LOCK                        taken while a job commits or cleans up
+      job-<id>/shard-<part>-<attempt>/   one append log (LOG/IDX segments) per task
+
+* Every task writes its own shard under its job's directory, fsyncs its files
+  and directories, and returns a :class:`ShardCommit` message.  A shard no
+  manifest lists is invisible to readers.
+* The driver's :func:`commit_job` replaces the manifest atomically (temp file,
+  fsync, rename, fsync directory) with one that also lists the job's shards
+  (append) or only them (overwrite).  That rename is the single publication
+  point: a reader sees the old list of shards or the new one, never part of a
+  job.  Afterwards it deletes what the new manifest no longer lists: the
+  replaced jobs (overwrite) and the shards of this job's failed task attempts.
+* :func:`abort_job` deletes the job's directory.  A driver that dies between the
+  tasks and the commit leaves an unlisted ``job-<id>`` directory; readers ignore
+  it and :func:`cleanup` removes it (run it when no job is writing).
+
+No directory is ever renamed: every step is a file create, a file rename or a
+delete, which keeps the protocol within what the crash simulator models.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from engine.errors import ConfigError
+from engine.fs import FileHandle, FileSystem, atomic_write, crashpoint, create_file, make_dirs, resolve
+from engine.fs.base import OpenMode
+from engine.spark import logcodec as lc
+from engine.spark.logfiles import MANIFEST, SEGMENT_RE, join, read_manifest
+
+log = logging.getLogger("engine.spark")
+
+JOB_PREFIX = "job-"
+LOCK = "_LOCK"
+#: Columns the sink reads; ``log``/``segment``/``index`` (what the source adds) are ignored.
+WRITE_COLUMNS = {"data", "time", "time_ns", "flags"}
+IGNORED_COLUMNS = {"log", "segment", "index"}
+DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
+
+
+def new_job_id() -> str:
+    """A job id unique enough to name staging directories (time-ordered for humans)."""
+    return time.strftime("%Y%m%d%H%M%S") + "-" + uuid.uuid4().hex[:8]
+
+
+def shard_name(job_id: str, partition: int, attempt: int) -> str:
+    return f"shard-{job_id}-{partition:05d}-{attempt}"
+
+
+@dataclass(frozen=True)
+class ShardCommit:
+    """What a task reports to the driver: the shard it wrote and its size."""
+
+    job_id: str
+    shard: str
+    records: int
+    bytes: int
+
+
+def remove_tree(fs: FileSystem, path: str) -> None:
+    """Delete a directory and everything under it (then fsync its parent)."""
+    if not fs.exists(path):
+        return
+    if fs.isdir(path):
+        for name in fs.listdir(path):
+            remove_tree(fs, join(path, name))
+        fs.rmdir(path)
+    else:
+        fs.unlink(path)
+
+
+class ShardWriter:
+    """Writes one task's rows as an append log under its job's directory.
+
+    Records get indexes 0, 1, ... and rotate to a new segment once a segment
+    reaches ``segment_bytes`` (checked between batches, so a segment may exceed it
+    by one batch).  Times must not go backwards, as in any append log.
+    """
+
+    def __init__(self, dataset: str, job_id: str, shard: str, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+                 ttl_ns: int = 0, fs: FileSystem | None = None) -> None:
+        self.fs = resolve(fs)
+        self.dataset = dataset
+        self.job_id = job_id
+        self.shard = shard
+        self.dir = join(dataset, JOB_PREFIX + job_id, shard)
+        self.segment_bytes = segment_bytes
+        self.ttl_ns = ttl_ns
+        self.next_index = 0
+        self.last_time = -(1 << 63)
+        self.bytes = 0
+        self._log: FileHandle | None = None
+        self._idx: FileHandle | None = None
+        self._segments = 0
+        self._result: ShardCommit | None = None
+        make_dirs(self.fs, self.dir)
+
+    def _roll(self) -> None:
+        self._close_segment()
+        name = f"{self.next_index:020d}"
+        self._segments += 1
+        self._log = create_file(self.fs, join(self.dir, name + ".log"), lc.encode_header(lc.LOG_MAGIC, self.ttl_ns))
+        self._idx = create_file(self.fs, join(self.dir, name + ".idx"), lc.encode_header(lc.IDX_MAGIC, self.ttl_ns))
+
+    def _close_segment(self) -> None:
+        for h in (self._log, self._idx):
+            if h is not None:
+                # The segment is final: its data must be durable before the driver
+                # can publish the shard (the log before the index, as the store does).
+                crashpoint("spark.sink.before-segment-fsync")
+                h.fsync()
+                h.close()
+        self._log = self._idx = None
+
+    def write(self, data: pa.Array, times_ns: np.ndarray | None = None, flags: np.ndarray | None = None) -> None:
+        """Append a column of payloads (with optional times in ns and flags)."""
+        n = len(data)
+        if self._result is not None:
+            raise ConfigError(f"{self.shard}: the shard is finished")
+        if n == 0:
+            return
+        if times_ns is None:
+            now = max(time.time_ns(), self.last_time)
+            times_ns = np.full(n, now, dtype=np.int64)
+        times_ns = np.asarray(times_ns, dtype=np.int64)
+        if times_ns[0] < self.last_time or (n > 1 and np.any(times_ns[1:] < times_ns[:-1])):
+            raise ConfigError(
+                f"{self.shard}: record times go backwards; an append log needs them in order "
+                "(sort each partition first: df.sortWithinPartitions('time'))")
+        flags_arr = np.zeros(n, dtype=np.int64) if flags is None else np.asarray(flags, dtype=np.int64)
+        if np.any((flags_arr < 0) | (flags_arr > 0xFFFFFFFF)):
+            raise ConfigError(f"{self.shard}: flags must fit in an unsigned 32-bit integer")
+        if self._log is None or (self._log.size() >= self.segment_bytes and self.next_index > 0):
+            self._roll()
+        assert self._log is not None and self._idx is not None
+        run = lc.encode_run(data, times_ns, flags_arr, self.next_index, self._log.size())
+        self._log.append(run.log)
+        self._idx.append(run.index)
+        self.next_index += n
+        self.last_time = int(times_ns[-1])
+        self.bytes += len(run.log)
+
+    def finish(self) -> ShardCommit:
+        """Make the shard durable and describe it for the driver's commit (idempotent)."""
+        if self._result is not None:
+            return self._result
+        if self._segments == 0:
+            self._roll()  # an empty task still leaves a valid (empty) log
+        self._close_segment()
+        crashpoint("spark.sink.before-shard-dir-fsync")
+        self.fs.fsync_dir(self.dir)
+        self._result = ShardCommit(self.job_id, self.shard, self.next_index, self.bytes)
+        return self._result
+
+    def abort(self) -> None:
+        """Remove this task's shard (a failed task leaves nothing)."""
+        for h in (self._log, self._idx):
+            if h is not None and not h.closed:
+                h.close()
+        self._log = self._idx = None
+        remove_tree(self.fs, self.dir)
+
+
+def write_batch(writer: ShardWriter, batch: pa.RecordBatch) -> None:
+    """Write one Arrow batch of the sink's input (columns data, time/time_ns, flags)."""
+    names = set(batch.schema.names)
+    unknown = names - WRITE_COLUMNS - IGNORED_COLUMNS
+    if unknown or "data" not in names:
+        raise ConfigError(
+            f"engine-log sink: the DataFrame needs a 'data' column (binary or string) and may have "
+            f"'time' (timestamp), 'time_ns' (long) and 'flags'; unexpected: {sorted(unknown)}")
+    data = batch.column("data")
+    if pa.types.is_string(data.type) or pa.types.is_large_string(data.type):
+        data = data.cast(pa.binary())
+    times: np.ndarray | None = None
+    if "time_ns" in names:
+        col = batch.column("time_ns")
+        if col.null_count:
+            raise ConfigError("engine-log sink: time_ns must not be null")
+        times = col.cast(pa.int64()).to_numpy()
+    elif "time" in names:
+        col = batch.column("time")
+        if col.null_count:
+            raise ConfigError("engine-log sink: time must not be null")
+        us = col.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_numpy()
+        times = us * 1000
+    flags = None
+    if "flags" in names:
+        fcol = batch.column("flags")
+        flags = fcol.fill_null(0).cast(pa.int64()).to_numpy()
+    writer.write(data, times, flags)
+
+
+def _streams(fs: FileSystem, dataset: str) -> dict[str, int]:
+    """The per-stream last published batch ids kept in the manifest."""
+    mpath = join(dataset, MANIFEST)
+    if not fs.exists(mpath):
+        return {}
+    with fs.open(mpath) as h:
+        doc = json.loads(h.read_all().decode("utf-8"))
+    streams = doc.get("streams", {}) if isinstance(doc, dict) else {}
+    return {str(k): int(v) for k, v in streams.items()} if isinstance(streams, dict) else {}
+
+
+def _lock(fs: FileSystem, dataset: str) -> FileHandle:
+    h = fs.open(join(dataset, LOCK), OpenMode.CREATE)
+    try:
+        h.lock(exclusive=True, blocking=True)
+    except BaseException:
+        h.close()
+        raise
+    return h
+
+
+def listed_name(c: ShardCommit) -> str:
+    """How the manifest names a shard: relative to the dataset."""
+    return f"{JOB_PREFIX}{c.job_id}/{c.shard}"
+
+
+def commit_job(dataset: str, commits: list[ShardCommit], *, overwrite: bool,
+               fs: FileSystem | None = None) -> list[str]:
+    """Publish the shards of a job atomically; returns the new list of shards.
+
+    The shards are already durable (each task fsynced its files and directories
+    before reporting).  The manifest replacement is the commit point; deleting
+    what it no longer lists comes after it, so a crash at any point leaves the
+    old or the new dataset, plus at most some unlisted files.
+    """
+    fs = resolve(fs)
+    make_dirs(fs, dataset)
+    lock = _lock(fs, dataset)
+    try:
+        old = read_manifest(fs, dataset) or []
+        new = sorted(listed_name(c) for c in commits)
+        shards = new if overwrite else old + [s for s in new if s not in old]
+        doc: dict[str, object] = {"version": 1, "shards": shards, "committed_ns": time.time_ns()}
+        if not overwrite:
+            doc["streams"] = _streams(fs, dataset)
+        crashpoint("spark.sink.commit.before-manifest")
+        atomic_write(fs, join(dataset, MANIFEST), json.dumps(doc, indent=1).encode() + b"\n")
+        crashpoint("spark.sink.commit.after-manifest")
+        # Published.  The rest is cleanup of what no manifest lists any more.
+        jobs = {c.job_id for c in commits}
+        if overwrite:
+            jobs |= {s.split("/", 1)[0][len(JOB_PREFIX):] for s in old}
+        _remove_unlisted(fs, dataset, set(shards), jobs)
+        return shards
+    finally:
+        lock.close()
+
+
+def commit_stream_batch(dataset: str, commits: list[ShardCommit], *, stream: str, batch_id: int,
+                        fs: FileSystem | None = None) -> bool:
+    """Publish one micro-batch of a streaming write, exactly once per ``batch_id``.
+
+    The manifest records, per stream name, the last batch id it published, in
+    the same atomic replacement that lists the batch's shards.  Spark re-runs a
+    batch after a failure with the same id; if the manifest already has it, the
+    re-run's shards are deleted instead of published.  Returns whether it published.
+    """
+    fs = resolve(fs)
+    make_dirs(fs, dataset)
+    lock = _lock(fs, dataset)
+    try:
+        mpath = join(dataset, MANIFEST)
+        old = read_manifest(fs, dataset) or []
+        streams = _streams(fs, dataset)
+        if int(streams.get(stream, -1)) >= batch_id:
+            log.info("%s: batch %d of stream %r was already published; dropping the re-run",
+                     dataset, batch_id, stream)
+            for c in commits:
+                remove_tree(fs, join(dataset, listed_name(c)))
+            fs.fsync_dir(dataset)
+            return False
+        streams[stream] = batch_id
+        new = sorted(listed_name(c) for c in commits)
+        shards = old + [s for s in new if s not in old]
+        out = {"version": 1, "shards": shards, "streams": streams, "committed_ns": time.time_ns()}
+        crashpoint("spark.sink.stream-commit.before-manifest")
+        atomic_write(fs, mpath, json.dumps(out, indent=1).encode() + b"\n")
+        return True
+    finally:
+        lock.close()
+
+
+def abort_shards(dataset: str, commits: list[ShardCommit], fs: FileSystem | None = None) -> None:
+    """Remove the given (unpublished) shards: a failed micro-batch's output."""
+    fs = resolve(fs)
+    listed = set(read_manifest(fs, dataset) or [])
+    for c in commits:
+        if listed_name(c) not in listed:
+            remove_tree(fs, join(dataset, listed_name(c)))
+
+
+def _remove_unlisted(fs: FileSystem, dataset: str, listed: set[str], jobs: set[str] | None) -> None:
+    """Delete shards (and then empty job directories) the manifest does not list.
+
+    ``jobs`` limits this to those job ids (None: every job directory).
+    """
+    changed = False
+    for name in fs.listdir(dataset):
+        if not name.startswith(JOB_PREFIX) or not fs.isdir(join(dataset, name)):
+            continue
+        if jobs is not None and name[len(JOB_PREFIX):] not in jobs:
+            continue
+        job_dir = join(dataset, name)
+        for shard in fs.listdir(job_dir):
+            if f"{name}/{shard}" not in listed:
+                log.info("removing unlisted shard %s", join(job_dir, shard))
+                remove_tree(fs, join(job_dir, shard))
+                changed = True
+        if not fs.listdir(job_dir):
+            fs.rmdir(job_dir)
+            changed = True
+    if changed:
+        fs.fsync_dir(dataset)
+
+
+def abort_job(dataset: str, job_id: str, fs: FileSystem | None = None) -> None:
+    """Remove everything a failed job wrote (its tasks' shards)."""
+    fs = resolve(fs)
+    path = join(dataset, JOB_PREFIX + job_id)
+    if fs.exists(path):
+        listed = set(read_manifest(fs, dataset) or [])
+        if any(s.startswith(JOB_PREFIX + job_id + "/") for s in listed):
+            raise ConfigError(f"{dataset}: job {job_id} is already committed; not removing it")
+        remove_tree(fs, path)
+        fs.fsync_dir(dataset)
+
+
+def cleanup(dataset: str, fs: FileSystem | None = None) -> None:
+    """Remove job directories no manifest lists (what a crashed driver left).
+
+    Only safe when no job is writing to the dataset: a running job's shards are
+    unlisted until its commit.
+    """
+    fs = resolve(fs)
+    lock = _lock(fs, dataset)
+    try:
+        _remove_unlisted(fs, dataset, set(read_manifest(fs, dataset) or []), None)
+    finally:
+        lock.close()
+
+
+def shard_stats(path: str, fs: FileSystem | None = None) -> int:
+    """How many segments a shard directory holds (for tests and the CLI)."""
+    fs = resolve(fs)
+    return sum(1 for n in fs.listdir(path) if SEGMENT_RE.match(n))
+
+
+def verify_dataset(dataset: str, fs: FileSystem | None = None) -> list[str]:
+    """Check a sink dataset: the manifest parses, every listed shard exists and every
+    one of its records decodes with index and log in agreement.  Raises an
+    :class:`~engine.errors.EngineError` on a problem; returns notes (unlisted job
+    directories that :func:`cleanup` would remove, records per shard)."""
+    from engine.errors import CorruptFileError
+    from engine.spark.logfiles import list_segments, read_range
+
+    fs = resolve(fs)
+    listed = read_manifest(fs, dataset)
+    if listed is None:
+        raise CorruptFileError(join(dataset, MANIFEST), 0, "a sink manifest", "no such file")
+    notes = []
+    for name in listed:
+        path = join(dataset, name)
+        if not fs.isdir(path):
+            raise CorruptFileError(join(dataset, MANIFEST), 0, f"shard {name!r} to exist", "it is missing")
+        records = 0
+        expected = 0
+        for seg in list_segments(path, fs):
+            if seg.first_index != expected:
+                raise CorruptFileError(seg.log_path, 0, f"a segment starting at index {expected}",
+                                       str(seg.first_index))
+            for run in read_range(fs, seg, 0, seg.count):
+                records += len(run.index)
+            if seg.end_offset != fs.file_size(seg.log_path):
+                notes.append(f"{seg.log_path}: {fs.file_size(seg.log_path) - seg.end_offset} bytes past the "
+                             "last indexed record")
+            expected = seg.stop_index
+        notes.append(f"{name}: {records} records")
+    for entry in fs.listdir(dataset):
+        if entry.startswith(JOB_PREFIX) and not any(s.startswith(entry + "/") for s in listed):
+            notes.append(f"{join(dataset, entry)}: not published (cleanup() removes it)")
+    return notes

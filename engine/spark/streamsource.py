@@ -1,0 +1,128 @@
+"""``engine-streams``: journald stream journals as a Spark batch source.
+
+::
+
+    spark.read.format("engine-streams").load("/data/streams/uploads.journal")
+    spark.read.format("engine-streams").load("/data/streams")   # every journal file in it
+
+One row per stream (ident, start offset, status complete / aborted / open, the
+data).  A journal file is one transaction log that can only be read from its
+start (record numbers and wrapping), so each file is one partition.  Reading goes
+through :func:`engine.streams.read_streams`, which checks every check code and
+stops cleanly at a torn transaction.  A ``status`` filter is pushed down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
+from pyspark.sql.types import StructType
+
+from engine.errors import ConfigError
+from engine.fs import resolve
+from engine.spark.batches import record_batch, repeat_string
+from engine.spark.filters import Pushdown, push
+from engine.spark.schemas import STREAMS_SCHEMA
+from engine.streams import read_streams
+
+JOURNAL_MAGIC = b"journald"
+BATCH_STREAMS = 1024
+
+
+def is_stream_journal(path: str) -> bool:
+    """Whether ``path`` is a file starting with the journald magic."""
+    fs = resolve(None)
+    if not fs.exists(path) or fs.isdir(path):
+        return False
+    with fs.open(path) as h:
+        return h.read_at(0, len(JOURNAL_MAGIC)) == JOURNAL_MAGIC
+
+
+def journal_files(path: str) -> list[str]:
+    """The journal at ``path``, or every journal file directly inside a directory."""
+    fs = resolve(None)
+    if fs.isdir(path):
+        return sorted(p for n in fs.listdir(path) if is_stream_journal(p := path.rstrip("/") + "/" + n))
+    if is_stream_journal(path):
+        return [path]
+    raise ConfigError(f"{path}: not a stream journal (no 'journald' magic) or a directory of them")
+
+
+class StreamsPartition(InputPartition):
+    """One journal file."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.path = path
+
+
+def read_journal(schema: StructType, path: str, statuses: set[str] | None) -> Iterator[pa.RecordBatch]:
+    """Whole streams of one journal file as Arrow batches (optionally only some statuses)."""
+    name = path.rsplit("/", 1)[-1]
+    rows: list[tuple[int, str, int, str, bytes]] = []
+
+    def flush() -> pa.RecordBatch:
+        n = len(rows)
+        cols = {
+            "journal": repeat_string(name, n),
+            "stream": np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
+            "ident": pa.array([r[1] for r in rows], type=pa.string()),
+            "start_offset": np.fromiter((r[2] for r in rows), dtype=np.int64, count=n),
+            "status": pa.array([r[3] for r in rows], type=pa.string()),
+            "bytes": np.fromiter((len(r[4]) for r in rows), dtype=np.int64, count=n),
+            "data": pa.array([r[4] for r in rows], type=pa.binary()),
+        }
+        return record_batch(schema, cols, n)
+
+    for s in read_streams(path):
+        if statuses is not None and s.status not in statuses:
+            continue
+        rows.append((s.number, s.ident.decode("utf-8", "replace"), s.start_offset, s.status, s.data))
+        if len(rows) >= BATCH_STREAMS:
+            yield flush()
+            rows = []
+    if rows:
+        yield flush()
+
+
+class StreamsReader(DataSourceReader):
+    """Batch reader: one partition per journal file."""
+
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        path = options.get("path")
+        if not path:
+            raise ConfigError("engine-streams needs a journal file or directory: .load(PATH)")
+        self.path = path
+        self.schema = schema
+        self.pushdown = Pushdown()
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        return push(filters, self.pushdown, {}, {}, {"status": "status", "journal": "journal"})
+
+    def partitions(self) -> Sequence[InputPartition]:
+        journals = self.pushdown.names.get("journal")
+        return [StreamsPartition(p) for p in journal_files(self.path)
+                if journals is None or journals.allows(p.rsplit("/", 1)[-1])]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        if not isinstance(partition, StreamsPartition):
+            return  # an empty plan is read as one InputPartition(None)
+        st = self.pushdown.names.get("status")
+        yield from read_journal(self.schema, partition.path, None if st is None else st.names)
+
+
+class EngineStreamsDataSource(DataSource):
+    """``engine-streams``: see the module docstring."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "engine-streams"
+
+    def schema(self) -> StructType:
+        return STREAMS_SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return StreamsReader(dict(self.options), schema)

@@ -1,0 +1,317 @@
+"""Planning and reading append logs for Spark, without a SparkSession."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from pyspark.sql.datasource import EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual
+
+from engine.errors import ConfigError, CorruptFileError
+from engine.fs import OpenMode, make_dirs
+from engine.spark import logfiles
+from engine.spark.logsource import LogPartition, LogReader, LogStreamReader, plan
+from engine.spark.schemas import LOG_SCHEMA
+from engine.spark.sink import ShardWriter, commit_job
+from stress.simfs import SimFS
+
+
+def write_log(path: str, n: int, *, segment_bytes: int = 1 << 20, t0: int = 1_000_000_000, step: int = 1000,
+              fs: object = None) -> None:
+    """A log directory of n records (data b"rec<i>", time t0 + i*step), via the sink's writer."""
+    parent, name = path.rsplit("/", 1)
+    w = ShardWriter(parent, "j", name, segment_bytes=segment_bytes, fs=fs)  # type: ignore[arg-type]
+    for a in range(0, n, 50):
+        b = min(n, a + 50)
+        w.write(pa.array([b"rec%d" % i for i in range(a, b)]), t0 + np.arange(a, b) * step)
+    w.finish()
+    # move it out of the staging area into place
+    commit_job(parent, [w.finish()], overwrite=False, fs=fs)  # type: ignore[arg-type]
+
+
+@pytest.fixture()
+def logdir(tmp_path: object) -> str:
+    d = str(tmp_path) + "/ds"
+    write_log(d + "/unused", 1)  # creates the dataset dir; the shard lives under ds/
+    path = str(tmp_path) + "/ds/" + logfiles.read_manifest(logfiles.resolve(None), d)[0]  # type: ignore[index]
+    return path
+
+
+def make(tmp_path: object, n: int, segment_bytes: int = 1 << 20) -> tuple[str, str]:
+    ds = str(tmp_path) + "/ds"
+    write_log(ds + "/x", n, segment_bytes=segment_bytes)
+    shard = logfiles.read_manifest(logfiles.resolve(None), ds)[-1]  # type: ignore[index]
+    return ds, ds + "/" + shard
+
+
+def rows(reader: LogReader) -> list[int]:
+    out = []
+    for p in reader.partitions():
+        for batch in reader.read(p):
+            assert batch.schema.equals(pa.schema(batch.schema))
+            out.extend(batch.column("index").to_pylist())
+    return out
+
+
+def test_segments_and_partitions_follow_the_data(tmp_path: object) -> None:
+    ds, shard = make(tmp_path, 1000, segment_bytes=4000)
+    segs = logfiles.list_segments(shard)
+    assert len(segs) > 3
+    assert [s.first_index for s in segs] == sorted(s.first_index for s in segs)
+    assert logfiles.visible_count(segs) == 1000
+    parts = plan(logfiles.dataset_logs(ds), 100)
+    # one partition per segment, large segments split by index ranges of <= 100
+    assert all(p.stop - p.start <= 100 for p in parts)
+    assert sum(p.stop - p.start for p in parts) == 1000
+    assert {p.segment.first_index for p in parts} == {s.first_index for s in segs}
+
+
+def test_reader_batches_match_declared_schema(tmp_path: object) -> None:
+    from engine.spark.batches import arrow_schema
+
+    ds, _ = make(tmp_path, 300)
+    reader = LogReader({"path": ds, "batchRecords": "64"}, LOG_SCHEMA)
+    batches = [b for p in reader.partitions() for b in reader.read(p)]
+    assert all(b.schema.equals(arrow_schema(LOG_SCHEMA)) for b in batches)
+    assert max(b.num_rows for b in batches) <= 64
+    table = pa.Table.from_batches(batches)
+    assert table.column("index").to_pylist() == list(range(300))
+    assert table.column("data").to_pylist() == [b"rec%d" % i for i in range(300)]
+    assert table.column("time_ns").to_pylist() == [1_000_000_000 + 1000 * i for i in range(300)]
+    # timestamps are microseconds, floor of the nanoseconds
+    assert table.column("time").cast(pa.int64()).to_pylist() == [(1_000_000_000 + 1000 * i) // 1000 for i in range(300)]
+
+
+def test_pushdown_index_and_time_ranges_are_exact(tmp_path: object) -> None:
+    import datetime as dt
+
+    ds, _ = make(tmp_path, 1000, segment_bytes=3000)
+    r = LogReader({"path": ds, "recordsPerPartition": "50"}, LOG_SCHEMA)
+    left = list(r.pushFilters([GreaterThanOrEqual(("index",), 120), LessThan(("index",), 480)]))
+    assert left == []
+    assert rows(r) == list(range(120, 480))
+    # time: records at 1 s + i us; [t(200), t(300)] inclusive by timestamp
+    t = lambda i: dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=i)  # noqa: E731
+    r2 = LogReader({"path": ds}, LOG_SCHEMA)
+    assert list(r2.pushFilters([GreaterThan(("time",), t(200)), LessThanOrEqual(("time",), t(300))])) == []
+    assert rows(r2) == list(range(201, 301))
+    # Contradictory filters plan nothing at all.
+    r3 = LogReader({"path": ds}, LOG_SCHEMA)
+    list(r3.pushFilters([EqualTo(("index",), 5), EqualTo(("index",), 6)]))
+    assert r3.partitions() == []
+    # Not understood (In on index) -> handed back to Spark.
+    r4 = LogReader({"path": ds}, LOG_SCHEMA)
+    f = In(("index",), (1, 2))
+    assert list(r4.pushFilters([f])) == [f]
+
+
+def test_time_pushdown_reads_log_n_index_entries(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, shard = make(tmp_path, 5000)
+    seg = logfiles.list_segments(shard)[0]
+    calls = []
+    real = logfiles._entry_at
+    monkeypatch.setattr(logfiles, "_entry_at", lambda h, pos: calls.append(pos) or real(h, pos))
+    a, b = logfiles.positions_for(logfiles.resolve(None), seg, None, None, 1_000_000_000 + 1000 * 1234, None)
+    assert (a, b) == (1234, 5000)
+    assert len(calls) <= 14  # ~log2(5000)
+
+
+def test_torn_index_tail_is_invisible_not_an_error(tmp_path: object) -> None:
+    _, shard = make(tmp_path, 20)
+    seg = logfiles.list_segments(shard)[0]
+    fs = logfiles.resolve(None)
+    # A crash after the index entry but before the record's bytes: cut the log mid-record 19.
+    with fs.open(seg.log_path, OpenMode.WRITE) as h:
+        h.truncate(seg.end_offset - 2)
+    seg2 = logfiles.list_segments(shard)[0]
+    assert seg2.count == 19
+    # Entries for records that are not in the log at all (log cut further).
+    with fs.open(seg.log_path, OpenMode.WRITE) as h:
+        h.truncate(16 + 3 * 20)
+    assert logfiles.list_segments(shard)[0].count < 5
+
+
+def test_disagreement_in_the_middle_is_corruption(tmp_path: object) -> None:
+    _, shard = make(tmp_path, 20)
+    seg = logfiles.list_segments(shard)[0]
+    fs = logfiles.resolve(None)
+    with fs.open(seg.idx_path, OpenMode.WRITE) as h:
+        h.write_at(16 + 24 * 7 + 8, (99).to_bytes(8, "little"))  # entry 7 names record 99
+    with pytest.raises(CorruptFileError) as e:
+        list(logfiles.read_range(fs, seg, 0, seg.count))
+    assert e.value.path == seg.idx_path and e.value.offset == 16 + 24 * 7 + 8
+
+
+def test_foreign_file_and_missing_log(tmp_path: object) -> None:
+    fs = logfiles.resolve(None)
+    d = str(tmp_path) + "/bad"
+    make_dirs(fs, d)
+    with fs.open(d + "/00000000000000000000.log", OpenMode.CREATE) as h:
+        h.write_at(0, b"NOTALOG!" * 4)
+    with pytest.raises(CorruptFileError):
+        logfiles.list_segments(d)
+    with pytest.raises(ConfigError):
+        logfiles.dataset_logs(str(tmp_path) + "/missing")
+
+
+def test_start_index_file_hides_truncated_records(tmp_path: object) -> None:
+    _, shard = make(tmp_path, 100, segment_bytes=500)
+    fs = logfiles.resolve(None)
+    with fs.open(shard + "/" + logfiles.START_FILE, OpenMode.CREATE) as h:
+        h.write_at(0, b"42\n")
+    r = LogReader({"path": shard}, LOG_SCHEMA)
+    assert rows(r) == list(range(42, 100))
+
+
+def test_stream_offsets_limits_and_available_now(tmp_path: object) -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+    ds, _ = make(tmp_path, 100, segment_bytes=600)
+    name = "job-j/x"
+    s = LogStreamReader({"path": ds, "maxRecordsPerTrigger": "30"}, LOG_SCHEMA)
+    start = s.initialOffset()
+    assert start == {name: {"index": 0}}
+    assert s.getDefaultReadLimit() == ReadMaxRows(30)
+    end = s.latestOffset(start, ReadMaxRows(30))
+    assert end == {name: {"index": 30}}
+    parts = s.partitions(start, end)
+    got = [i for p in parts for b in s.read(p) for i in b.column("index").to_pylist()]
+    assert got == list(range(30))
+    assert s.latestOffset(end, ReadAllAvailable()) == {name: {"index": 100}}
+    s.prepareForTriggerAvailableNow()
+    write_more = ShardWriter(ds, "j2", "extra")  # more data appears in another log: not in the target
+    write_more.write(pa.array([b"x"]))
+    commit_job(ds, [write_more.finish()], overwrite=False)
+    after = s.latestOffset({name: {"index": 100}}, ReadAllAvailable())
+    assert after == {name: {"index": 100}, "job-j2/extra": {"index": 0}}
+    assert s.partitions(end, end) == []
+
+
+def test_partition_objects_pickle(tmp_path: object) -> None:
+    import pickle
+
+    ds, _ = make(tmp_path, 10)
+    p = plan(logfiles.dataset_logs(ds), 100)[0]
+    q = pickle.loads(pickle.dumps(p))
+    assert isinstance(q, LogPartition) and (q.start, q.stop, q.segment) == (p.start, p.stop, p.segment)
+
+
+def test_works_on_the_simulated_fs() -> None:
+    sim = SimFS()
+    make_dirs(sim, "/db")
+    write_log("/db/a", 10, fs=sim)
+    logs = logfiles.dataset_logs("/db", sim)
+    segs = logfiles.list_segments(logs[0].path, sim)
+    runs = list(logfiles.read_range(sim, segs[0], 0, segs[0].count))
+    assert runs[0].data.to_pylist() == [b"rec%d" % i for i in range(10)]
+
+
+_OPS = {
+    "=": EqualTo, ">": GreaterThan, ">=": GreaterThanOrEqual, "<": LessThan, "<=": LessThanOrEqual,
+}
+
+
+def test_pushdown_agrees_with_brute_force(tmp_path: object) -> None:
+    """Random index/time filters: pushed-down partitions return exactly the matching rows."""
+    import datetime as dt
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    ds, _ = make(tmp_path, 400, segment_bytes=1500)
+    t0 = 1_000_000_000
+    # times t0 + i*1000 ns: several records share each microsecond? no: 1 us apart
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+    def ts(us: int) -> dt.datetime:
+        return epoch + dt.timedelta(microseconds=us)
+
+    column = st.sampled_from(["index", "time", "time_ns"])
+    op = st.sampled_from(sorted(_OPS))
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(st.tuples(column, op, st.integers(-5, 420)), max_size=3))
+    def check(filters: list[tuple[str, str, int]]) -> None:
+        objs = []
+        preds = []
+        for col, o, v in filters:
+            if col == "index":
+                objs.append(_OPS[o](("index",), v))
+                preds.append((lambda i, o=o, v=v: _cmp(i, o, v)))
+            elif col == "time_ns":
+                objs.append(_OPS[o](("time_ns",), t0 + v * 1000))
+                preds.append((lambda i, o=o, v=v: _cmp(t0 + i * 1000, o, t0 + v * 1000)))
+            else:
+                us = (t0 + v * 1000) // 1000
+                objs.append(_OPS[o](("time",), ts(us)))
+                preds.append((lambda i, o=o, us=us: _cmp((t0 + i * 1000) // 1000, o, us)))
+        r = LogReader({"path": ds, "recordsPerPartition": "37"}, LOG_SCHEMA)
+        assert list(r.pushFilters(objs)) == []
+        assert rows(r) == [i for i in range(400) if all(p(i) for p in preds)]
+
+    check()
+
+
+def _cmp(a: int, op: str, b: int) -> bool:
+    return {"=": a == b, ">": a > b, ">=": a >= b, "<": a < b, "<=": a <= b}[op]
+
+
+def test_cli_registers_pipeline_and_demo() -> None:
+    from engine.cli import build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(["pipeline", "/data", "--out", "/out", "--master", "spark://h:7077"])
+    assert (args.data_dir, args.out, args.master) == ("/data", "/out", "spark://h:7077")
+    args = parser.parse_args(["demo"])
+    assert args.dir == "engine-demo" and args.scale == 10_000
+    with pytest.raises(SystemExit):
+        parser.parse_args(["pipeline", "/data"])  # --out is required
+
+
+def test_demo_data_in_every_store(tmp_path: object) -> None:
+    from rich.console import Console
+
+    from engine.spark.demo import make_demo_data
+    from engine.spark.discover import discover
+
+    root = str(tmp_path) + "/demo"
+    made = make_demo_data(root, scale=200, console=Console(quiet=True))
+    assert made == ["queue", "pages", "streams", "logs", "events"]
+    found = discover(root)
+    assert (len(found.logs), len(found.queues), len(found.streams), len(found.events), len(found.pages)) == (
+        2, 1, 1, 1, 1)
+    from engine.pages import PageStore
+
+    with PageStore.open(found.pages[0], readonly=True) as store:
+        assert store.free_pages and store.page_count > len(store.free_pages)
+    with pytest.raises(ConfigError):
+        make_demo_data(root, scale=10, console=Console(quiet=True))  # not empty
+
+
+@pytest.mark.parametrize("use_store", [True, False])
+def test_both_visibility_checks_agree_on_clean_and_torn_logs(tmp_path: object, use_store: bool) -> None:
+    _, shard = make(tmp_path, 60, segment_bytes=400)
+    fs = logfiles.resolve(None)
+    segs = logfiles.list_segments(shard, use_store=use_store)
+    assert logfiles.visible_count(segs) == 60
+    assert [(s.first_index, s.count, s.end_offset) for s in segs] == [
+        (s.first_index, s.count, s.end_offset) for s in logfiles.list_segments(shard, use_store=not use_store)]
+    last = segs[-1]
+    with fs.open(last.log_path, OpenMode.WRITE) as h:
+        h.truncate(last.end_offset - 1)  # the last record is torn
+    again = logfiles.list_segments(shard, use_store=use_store)
+    assert logfiles.visible_count(again) == 59
+    runs = [r for s in again for r in logfiles.read_range(fs, s, s.min_pos, s.count)]
+    assert [d for r in runs for d in r.data.to_pylist()] == [b"rec%d" % i for i in range(59)]
+
+
+def test_store_reader_hides_an_entry_whose_record_is_zeros(tmp_path: object) -> None:
+    """A crash can leave an index entry whose log bytes never made it (zeros in a
+    preallocated or extended file): the store's reader stops before it."""
+    _, shard = make(tmp_path, 10)
+    fs = logfiles.resolve(None)
+    seg = logfiles.list_segments(shard)[0]
+    with fs.open(seg.log_path, OpenMode.WRITE) as h:
+        off = logfiles._entry_at(fs.open(seg.idx_path), 9)[2]
+        h.write_at(off, bytes(seg.end_offset - off))
+    assert logfiles.list_segments(shard)[0].count == 9

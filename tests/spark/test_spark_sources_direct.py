@@ -1,0 +1,194 @@
+"""The queue, event, stream and page sources called directly (partitions + read), no Spark."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In, LessThanOrEqual
+
+from engine.spark.batches import arrow_schema, repeat_string
+from engine.spark.discover import discover
+from engine.spark.schemas import EVENTS_SCHEMA, PAGES_SCHEMA, QUEUE_SCHEMA, STREAMS_SCHEMA
+
+
+def collect(reader: Any, schema: Any) -> pa.Table:
+    batches = [b for p in reader.partitions() for b in reader.read(p)]
+    for b in batches:
+        assert b.schema.equals(arrow_schema(schema))  # exactly what Spark checks
+    return pa.Table.from_batches(batches, schema=arrow_schema(schema))
+
+
+def test_repeat_string_builds_a_valid_column() -> None:
+    col = repeat_string("héllo", 4)
+    col.validate(full=True)
+    assert col.to_pylist() == ["héllo"] * 4
+    assert repeat_string("x", 0).to_pylist() == []
+
+
+@pytest.fixture()
+def queue_dir(tmp_path: Any) -> Any:
+    from engine.queue import Queue
+
+    d = str(tmp_path / "q")
+    os.makedirs(d)
+    q = Queue.open(d, "jobs", sync="never")
+    a = q.reader("a")
+    q.reader("b")
+    q.put_many([b"j%d" % i for i in range(20)])
+    q.put(b"expiring", expire_at=4_000_000_000.0)
+    for _ in range(5):
+        a.confirm([a.get(timeout=0).id])
+    # out of order: confirm item 8 only
+    got = [a.get(timeout=0) for _ in range(3)]
+    a.confirm([got[2].id])
+    a.abort([got[0].id, got[1].id])
+    q.checkpoint()
+    yield d, q
+    q.close()
+
+
+def test_queue_backlog_per_reader(queue_dir: Any) -> None:
+    from engine.spark.queuesource import QueueReader
+
+    d, _ = queue_dir
+    t = collect(QueueReader({"path": d}, QUEUE_SCHEMA), QUEUE_SCHEMA)
+    by_reader: dict[str, list[int]] = {}
+    for r, i in zip(t.column("reader").to_pylist(), t.column("id").to_pylist()):
+        by_reader.setdefault(r, []).append(i)
+    assert by_reader["b"] == list(range(1, 22))
+    assert by_reader["a"] == [6, 7, *range(9, 22)]  # 1-5 and 8 confirmed
+    expire = t.column("expire_time").to_pylist()
+    assert expire.count(None) == len(expire) - 2  # the one item with an expiry, for both readers
+    r2 = QueueReader({"path": d}, QUEUE_SCHEMA)
+    assert list(r2.pushFilters([EqualTo(("reader",), "a")])) == []
+    assert [p.reader for p in r2.partitions()] == ["a"]  # type: ignore[attr-defined]
+    r3 = QueueReader({"path": d}, QUEUE_SCHEMA)
+    list(r3.pushFilters([In(("queue",), ("other",))]))
+    assert r3.partitions() == []
+
+
+def test_queue_stream_reader_offsets_and_confirm(queue_dir: Any) -> None:
+    from engine.fs import resolve
+    from engine.spark.queuesource import QueueStreamReader, pending_puts
+
+    d, q = queue_dir
+    reader_b = q.readers["b"] if isinstance(q.readers, dict) else q.readers()["b"]
+    reader_b.close()
+    s = QueueStreamReader({"path": d, "queue": "jobs", "reader": "b", "maxRecordsPerTrigger": "8"})
+    start = s.initialOffset()
+    rows, end = s.read(start)
+    assert [r[2] for r in rows] == list(range(1, 9)) and end == {"id": 8}
+    rows2, end2 = s.read(end)
+    assert [r[2] for r in rows2] == list(range(9, 17))
+    # replay of the first batch from the files (what an executor does after a restart)
+    assert [r[2] for r in s.readBetweenOffsets(start, end)] == list(range(1, 9))
+    s.commit(end)  # Spark committed batch 1: its items are confirmed and checkpointed
+    assert next(p.xid for p in pending_puts(resolve(None), d, "jobs", "b")) == 9
+    s.stop()
+    # a new source process resuming from offset 16 skips (and confirms) 9..16
+    s2 = QueueStreamReader({"path": d, "queue": "jobs", "reader": "b", "maxRecordsPerTrigger": "100"})
+    rows3, end3 = s2.read(end2)
+    assert [r[2] for r in rows3] == list(range(17, 22)) and end3 == {"id": 21}
+    s2.commit(end3)
+    s2.stop()
+    assert list(pending_puts(resolve(None), d, "jobs", "b")) == []
+
+
+def test_events_partitions_and_pushdown(tmp_path: Any) -> None:
+    from engine.events import EventJournal
+    from engine.spark.eventsource import EventsReader
+
+    d = str(tmp_path / "ev")
+    os.makedirs(d)
+    with EventJournal.open(d, sync="never") as j:
+        for k in range(7):
+            j.write(f"p{k}", [(s, b"%d:%d" % (k, s)) for s in range(1, 6)])
+        j.write("p0", [(6, b"0:6")])
+        j.delete_to("p1", 5)  # p1 has no live events left
+    r = EventsReader({"path": d, "idsPerPartition": "2"}, EVENTS_SCHEMA)
+    parts = r.partitions()
+    assert len(parts) == 3  # 6 live ids, 2 per partition
+    t = collect(r, EVENTS_SCHEMA)
+    assert t.num_rows == 6 * 5 + 1
+    r2 = EventsReader({"path": d}, EVENTS_SCHEMA)
+    left = list(r2.pushFilters([In(("persistence_id",), ("p0", "p3")), GreaterThanOrEqual(("sequence_nr",), 4),
+                                LessThanOrEqual(("sequence_nr",), 5)]))
+    assert left == []
+    t2 = collect(r2, EVENTS_SCHEMA)
+    assert list(zip(t2.column("persistence_id").to_pylist(), t2.column("sequence_nr").to_pylist())) == [
+        ("p0", 4), ("p0", 5), ("p3", 4), ("p3", 5)]
+    assert t2.column("payload").to_pylist() == [b"0:4", b"0:5", b"3:4", b"3:5"]
+
+
+def test_streams_reader_statuses(tmp_path: Any) -> None:
+    from engine.spark.streamsource import StreamsReader
+    from engine.streams import StreamJournal
+
+    path = str(tmp_path / "j.journal")
+    with StreamJournal.open(path, size=1 << 20, create=True) as sj:
+        for i in range(4):
+            s = sj.open_stream(b"s%d" % i)
+            s.write(b"d" * (10 * i + 1))
+            s.close()
+    r = StreamsReader({"path": str(tmp_path)}, STREAMS_SCHEMA)
+    t = collect(r, STREAMS_SCHEMA)
+    assert t.column("ident").to_pylist() == ["s0", "s1", "s2", "s3"]
+    assert t.column("bytes").to_pylist() == [1, 11, 21, 31]
+    assert set(t.column("status").to_pylist()) == {"complete"}
+    r2 = StreamsReader({"path": path}, STREAMS_SCHEMA)
+    list(r2.pushFilters([EqualTo(("status",), "aborted")]))
+    assert collect(r2, STREAMS_SCHEMA).num_rows == 0
+
+
+def test_pages_reader(tmp_path: Any) -> None:
+    from engine.pages import PageStore
+    from engine.spark.pagesource import PagesReader
+
+    path = str(tmp_path / "p.db")
+    with PageStore.open(path, page_size=512, create=True) as ps:
+        pages = []
+        for i in range(10):
+            with ps.transaction() as tx:
+                p = tx.allocate()
+                tx.write(p, 0, b"P%d" % i)
+                pages.append(p)
+        with ps.transaction() as tx:
+            tx.free(pages[4])
+    r = PagesReader({"path": path, "pagesPerPartition": "3"}, PAGES_SCHEMA)
+    assert len(r.partitions()) == 4
+    t = collect(r, PAGES_SCHEMA)
+    assert t.column("page").to_pylist() == list(range(1, 11))
+    assert t.column("offset").to_pylist() == [512 * p for p in range(1, 11)]
+    assert t.column("free").to_pylist().count(True) == 1
+    r2 = PagesReader({"path": path}, PAGES_SCHEMA)
+    list(r2.pushFilters([EqualTo(("free",), True)]))
+    assert collect(r2, PAGES_SCHEMA).column("data").to_pylist() == [b""]
+
+
+def test_discover_finds_every_kind(tmp_path: Any) -> None:
+    from engine.applog import AppendLog
+    from engine.events import EventJournal
+    from engine.pages import PageStore
+    from engine.queue import Queue
+    from engine.streams import StreamJournal
+
+    root = tmp_path / "data"
+    with AppendLog.open(str(root / "a" / "log1"), sync="never") as log:
+        log.append(b"x")
+    os.makedirs(root / "q")
+    Queue.open(str(root / "q"), "jobs", sync="never").close()
+    os.makedirs(root / "s")
+    StreamJournal.open(str(root / "s" / "x.journal"), size=1 << 16, create=True).close()
+    os.makedirs(root / "e" / "ev")
+    EventJournal.open(str(root / "e" / "ev"), sync="never").close()
+    PageStore.open(str(root / "p.db"), create=True).close()
+    f = discover(str(root))
+    assert [os.path.relpath(p, root) for p in f.logs] == ["a/log1"]
+    assert [os.path.relpath(p, root) for p in f.queues] == ["q"]
+    assert [os.path.relpath(p, root) for p in f.streams] == ["s/x.journal"]
+    assert [os.path.relpath(p, root) for p in f.events] == ["e/ev"]
+    assert [os.path.relpath(p, root) for p in f.pages] == ["p.db"]
+    assert f.total == 5
