@@ -13,7 +13,14 @@ A segment is a pair of files, ``<first index>.log`` and ``<first index>.idx``::
 All integers are little-endian.  Entry ``i`` of a segment whose first record has
 index ``base`` sits at byte ``16 + 24 * i`` and names record ``base + i``.
 
-The format carries no checksum, so the index is the cross-check: a record is
+Ours, not wallaby's: ``<first index>.crc`` beside each pair::
+
+    crc file = file header ("CRC", i64 field reserved = 0) , { u32 crc32 }
+
+entry ``i`` at ``16 + 4 * i`` is the CRC-32 of record ``base + i`` (header + data).
+Segments without it (wallaby's, or older engines') keep the weaker rule below.
+
+The LOG format carries no checksum, so the index is the cross-check: a record is
 "committed" once its index entry agrees with it (same time, same offset).  Past the
 last indexed record, a record header whose size is zero means "end of the log"
 (the original left zero bytes behind after a crash; FORMATS.md).
@@ -22,17 +29,28 @@ last indexed record, a record header whose size is zero means "end of the log"
 from __future__ import annotations
 
 import struct
+import zlib
 from dataclasses import dataclass
 
-# File header, 16 bytes, the same for both files except the signature:
-#   3 bytes signature ("LOG" / "IDX") | u8 version | u32 flags | i64 TTL in ns (<= 0: never)
+# File header, 16 bytes, the same for all three files except the signature:
+#   3 bytes signature ("LOG" / "IDX" / "CRC") | u8 version | u32 flags
+#   | i64 TTL in ns (<= 0: never; reserved, written as 0, in a .crc file)
 FILE_HEADER = struct.Struct("<3sBIq")
 assert FILE_HEADER.size == 16
 HEADER_SIZE = 16
 
 LOG_MAGIC = b"LOG"
 IDX_MAGIC = b"IDX"
+#: Our extension (not in wallaby): the per-segment checksum side file.  Its header
+#: uses the same 16-byte layout; the i64 field is reserved (written as 0).
+CRC_MAGIC = b"CRC"
 VERSION = 1
+
+# CRC entry, 4 bytes, dense: entry ``i`` at ``16 + 4 * i`` is
+#   u32 CRC-32 (zlib.crc32, the IEEE polynomial) of record i's 16-byte header + data
+CRC_ENTRY = struct.Struct("<I")
+assert CRC_ENTRY.size == 4
+CRC_SIZE = 4
 
 # Record header, 16 bytes, followed by ``size`` bytes of data:
 #   u32 size | u32 flags | i64 time in ns since the epoch
@@ -99,6 +117,41 @@ def decode_header(data: bytes, magic: bytes) -> FileHeader:
 def encode_record(data: bytes, flags: int, time_ns: int) -> bytes:
     """One log record: header then data."""
     return RECORD_HEADER.pack(len(data), flags, time_ns) + data
+
+
+def record_crc(header: bytes | bytearray | memoryview, data: bytes | bytearray | memoryview) -> int:
+    """The CRC-32 of one record (its 16-byte header, then its data)."""
+    return zlib.crc32(data, zlib.crc32(header))
+
+
+def encode_crc(value: int) -> bytes:
+    """One 4-byte ``.crc`` entry."""
+    return CRC_ENTRY.pack(value)
+
+
+def crc_offset(position: int) -> int:
+    """Byte offset of the ``position``-th ``.crc`` entry (0-based, within the segment)."""
+    return HEADER_SIZE + CRC_SIZE * position
+
+
+def crc_count(crc_size: int) -> int:
+    """How many whole entries a ``.crc`` file of ``crc_size`` bytes holds."""
+    if crc_size <= HEADER_SIZE:
+        return 0
+    return (crc_size - HEADER_SIZE) // CRC_SIZE
+
+
+def crc_matches(
+    log: bytes | bytearray | memoryview, rec: RecordHeader, crc: bytes | bytearray | memoryview, position: int
+) -> bool:
+    """Whether the ``.crc`` file ``crc`` (header included) holds entry ``position``
+    and it is the checksum of the whole record ``rec`` of ``log``."""
+    if crc_offset(position) + CRC_SIZE > len(crc):
+        return False
+    want: int = CRC_ENTRY.unpack_from(crc, crc_offset(position))[0]
+    mv = memoryview(log)
+    body = rec.offset + RECORD_HEADER_SIZE
+    return record_crc(mv[rec.offset : body], mv[body : rec.end]) == want
 
 
 def encode_entry(time_ns: int, index: int, offset: int) -> bytes:
@@ -176,8 +229,8 @@ def segment_name(first_index: int, suffix: str) -> str:
 
 
 def parse_segment_name(name: str) -> tuple[int, str] | None:
-    """``(first_index, ".log" | ".idx")`` for a segment file name, else ``None``."""
-    for suffix in (".log", ".idx"):
+    """``(first_index, ".log" | ".idx" | ".crc")`` for a segment file name, else ``None``."""
+    for suffix in (".log", ".idx", ".crc"):
         if name.endswith(suffix):
             stem = name[: -len(suffix)]
             if len(stem) == 20 and stem.isdigit():

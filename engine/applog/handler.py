@@ -1,7 +1,8 @@
 """``engine inspect`` / ``engine verify`` support for append logs.
 
 Recognises a log directory (it holds ``<20 digits>.log`` segment files) and single
-``.log`` / ``.idx`` files (by their ``LOG``/``IDX`` signature and version 1).
+``.log`` / ``.idx`` / ``.crc`` files (by their ``LOG``/``IDX``/``CRC`` signature and
+version 1; ``.crc`` is our checksum side file).
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ import os.path
 from collections.abc import Mapping
 
 from engine.applog.codec import (
+    CRC_MAGIC,
     HEADER_SIZE,
     IDX_MAGIC,
     LOG_MAGIC,
     VERSION,
     HeaderError,
+    crc_count,
     decode_header,
     entry_count,
     parse_segment_name,
@@ -33,7 +36,7 @@ def _sniff(path: str, head: bytes, is_dir: bool) -> bool:
         except OSError:
             return False
         return any((p := parse_segment_name(n)) is not None and p[1] == ".log" for n in names)
-    return len(head) >= 4 and head[:3] in (LOG_MAGIC, IDX_MAGIC) and head[3] == VERSION
+    return len(head) >= 4 and head[:3] in (LOG_MAGIC, IDX_MAGIC, CRC_MAGIC) and head[3] == VERSION
 
 
 def _ns(value: int | None) -> str:
@@ -45,39 +48,60 @@ def _read(fs: FileSystem, path: str) -> bytes:
         return handle.read_all()
 
 
-def _pair(path: str) -> tuple[str, str, int]:
+def _pair(path: str) -> tuple[str, str, str, int]:
+    """The segment's ``.log``, ``.idx`` and ``.crc`` paths and first index."""
     directory, name = os.path.split(path)
     parsed = parse_segment_name(name)
     if parsed is None:
-        raise FormatError(path, 0, "a segment file named <20 digits>.log or .idx", repr(name))
+        raise FormatError(path, 0, "a segment file named <20 digits>.log, .idx or .crc", repr(name))
     stem = os.path.join(directory, name[: -len(parsed[1])])
-    return stem + ".log", stem + ".idx", parsed[0]
+    return stem + ".log", stem + ".idx", stem + ".crc", parsed[0]
+
+
+def _crc_of(fs: FileSystem, crc_path: str) -> bytes | None:
+    """The whole ``.crc`` file (header checked), or None if the segment has none."""
+    if not fs.exists(crc_path):
+        return None
+    data = _read(fs, crc_path)
+    try:
+        decode_header(data, CRC_MAGIC)
+    except HeaderError as exc:
+        raise FormatError(crc_path, 0, exc.expected, exc.found) from None
+    return data
 
 
 def _file_summary(path: str) -> dict[str, object]:
     fs = default_fs()
     data = _read(fs, path)
-    magic = LOG_MAGIC if data[:3] == LOG_MAGIC else IDX_MAGIC
+    magic = next((m for m in (LOG_MAGIC, CRC_MAGIC) if data[:3] == m), IDX_MAGIC)
     try:
         header = decode_header(data, magic)
     except HeaderError as exc:
         raise FormatError(path, 0, exc.expected, exc.found) from None
+    kinds = {LOG_MAGIC: "log segment", IDX_MAGIC: "index segment", CRC_MAGIC: "checksum file (ours)"}
     out: dict[str, object] = {
-        "kind": "log segment" if magic == LOG_MAGIC else "index segment",
+        "kind": kinds[magic],
         "version": header.version,
         "header flags": f"0x{header.flags:08x}",
-        "ttl_ns": header.ttl_ns if header.ttl_ns > 0 else f"{header.ttl_ns} (never expires)",
         "bytes": len(data),
     }
+    if magic == CRC_MAGIC:
+        out["checksums"] = crc_count(len(data))
+        if (len(data) - HEADER_SIZE) % 4 > 0 and len(data) > HEADER_SIZE:
+            out["partial entry bytes"] = (len(data) - HEADER_SIZE) % 4
+    else:
+        out["ttl_ns"] = header.ttl_ns if header.ttl_ns > 0 else f"{header.ttl_ns} (never expires)"
     if magic == IDX_MAGIC:
         out["entries"] = entry_count(len(data))
         partial = (len(data) - HEADER_SIZE) % 24
         if partial:
             out["partial entry bytes"] = partial
-    log_path, idx_path, base = _pair(path)
+    log_path, idx_path, crc_path, base = _pair(path)
     if fs.exists(log_path) and fs.exists(idx_path):
+        crc = _crc_of(fs, crc_path)
+        out["checksums (.crc)"] = "yes" if crc is not None else "no (wallaby's format: weaker checks)"
         try:
-            scan = scan_segment(_read(fs, log_path), _read(fs, idx_path), base)
+            scan = scan_segment(_read(fs, log_path), _read(fs, idx_path), base, None, crc)
         except Mismatch as exc:
             raise CorruptFileError(log_path if exc.where == "log" else idx_path, exc.offset, exc.expected,
                                    exc.found) from None
@@ -85,7 +109,10 @@ def _file_summary(path: str) -> dict[str, object]:
         out["index range"] = f"[{base}, {base + scan.count})"
         out["time range (ns)"] = f"{_ns(scan.first_time)} .. {_ns(scan.last_time)}"
         if not scan.clean:
-            out["torn tail"] = f"{scan.log_cut} log bytes, {len(scan.rebuilt)} unindexed, {scan.idx_dropped} dangling"
+            out["torn tail"] = (
+                f"{scan.log_cut} log bytes, {len(scan.rebuilt)} unindexed, {scan.idx_dropped} dangling, "
+                f"{scan.torn_records} failing its checksum"
+            )
     return out
 
 
@@ -114,23 +141,25 @@ def verify(path: str) -> list[str]:
         with LogReader.open(path) as reader:
             return reader.verify()
     fs = default_fs()
-    log_path, idx_path, base = _pair(path)
+    log_path, idx_path, crc_path, base = _pair(path)
     log, idx = _read(fs, log_path), (_read(fs, idx_path) if fs.exists(idx_path) else b"")
+    crc = _crc_of(fs, crc_path)
     for data, magic, p in ((log, LOG_MAGIC, log_path), (idx, IDX_MAGIC, idx_path)):
         try:
             decode_header(data, magic)
         except HeaderError as exc:
             raise FormatError(p, 0, exc.expected, exc.found) from None
     try:
-        scan = scan_segment(log, idx, base)
+        scan = scan_segment(log, idx, base, None, crc)
     except Mismatch as exc:
         raise CorruptFileError(log_path if exc.where == "log" else idx_path, exc.offset, exc.expected,
                                exc.found) from None
-    notes = [f"{scan.count} records"]
+    notes = [f"{scan.count} records" + (", checksums verified" if crc is not None else ", no .crc file")]
     if not scan.clean:
         notes.append(
             f"torn tail that the writer's next open repairs: {scan.log_cut} log bytes, "
-            f"{len(scan.rebuilt)} unindexed records, {scan.idx_dropped} dangling entries"
+            f"{len(scan.rebuilt)} unindexed records, {scan.idx_dropped} dangling entries, "
+            f"{scan.torn_records} record(s) failing their checksum"
         )
     return notes
 

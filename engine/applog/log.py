@@ -6,9 +6,16 @@ Write path, in order (each step is what makes the next safe after a crash):
    entry goes into the in-memory copy of the active index);
 2. a *flush* writes the buffered log bytes, then the index bytes, so another
    process never sees an index entry whose record is not in the file yet;
-3. a *sync* fdatasyncs the log, **then** the index: a durable index entry always
-   names a durable record, which is what lets recovery tell a torn tail from damage
-   in the middle (see :mod:`engine.applog.recovery`).
+3. a *sync* fdatasyncs the log, the ``.crc`` file, **then** the index: a durable
+   index entry always names a durable, checksummed record, which is what lets
+   recovery tell a torn tail from damage in the middle (see
+   :mod:`engine.applog.recovery`).
+
+Every record's CRC-32 goes into the segment's ``.crc`` side file (ours, not
+wallaby's), written after the log bytes and before the index entries, and synced
+in the same round.  On open, a record whose checksum is missing or wrong ends the
+log (a torn, never acknowledged append), so a torn record never comes back as data
+that was not written.
 
 ``sync="always"`` flushes and syncs before ``append`` returns, sharing the fsyncs of
 concurrent threads (group commit); a number of seconds syncs in the background;
@@ -29,6 +36,7 @@ import struct
 import sys
 import threading
 import time
+import zlib
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -37,6 +45,8 @@ from types import TracebackType
 from typing import Any
 
 from engine.applog.codec import (
+    CRC_MAGIC,
+    CRC_SIZE,
     ENTRY_SIZE,
     HEADER_SIZE,
     IDX_MAGIC,
@@ -49,6 +59,7 @@ from engine.applog.codec import (
     RECORD_HEADER,
     RECORD_HEADER_SIZE,
     HeaderError,
+    crc_matches,
     decode_entry,
     decode_header,
     encode_header,
@@ -57,7 +68,7 @@ from engine.applog.codec import (
     parse_segment_name,
 )
 from engine.applog.recovery import Mismatch, scan_segment
-from engine.applog.segment import Record, Segment, idx_path, log_path
+from engine.applog.segment import Record, Segment, crc_path, idx_path, log_path
 from engine.applog.view import START_FILE, LogView, parse_start
 from engine.errors import ConfigError, CorruptFileError, FormatError, PoisonedError
 from engine.fs import (
@@ -79,6 +90,8 @@ log = logging.getLogger("engine.applog")
 _pack_header = RECORD_HEADER.pack
 _pack_entry = INDEX_ENTRY.pack
 _time_ns = time.time_ns
+_crc32 = zlib.crc32
+_pack_crc = struct.Struct("<I").pack
 # The record header split for bulk packing: u32 size, then u32 flags + i64 time.
 _U32 = struct.Struct("<I")
 _FLAGS_TIME = struct.Struct("<Iq")
@@ -99,6 +112,8 @@ class RecoveryReport:
     rebuilt_entries: int = 0  # index entries re-created from the log
     dropped_entries: int = 0  # index entries past the log's end, removed
     partial_entry_bytes: int = 0  # bytes of a half-written entry cut off the index
+    torn_records: int = 0  # records cut because their checksum was missing or wrong
+    crc_dropped_bytes: int = 0  # bytes of .crc entries past the verified end, removed
     removed_files: list[str] = field(default_factory=list)  # orphans deleted
     notes: list[str] = field(default_factory=list)
 
@@ -109,6 +124,8 @@ class RecoveryReport:
             or self.rebuilt_entries
             or self.dropped_entries
             or self.partial_entry_bytes
+            or self.torn_records
+            or self.crc_dropped_bytes
             or self.removed_files
         )
 
@@ -146,6 +163,8 @@ class AppendLog(LogView):
         self._sync_lock = threading.Lock()
         self._lock_handle: FileHandle | None = None
         self._pend_log = bytearray()
+        self._pend_crc = bytearray()  # .crc entries of the buffered records
+        self._flushed_crc = 0  # bytes of the active .crc file in the file
         self._flushed_log = 0  # bytes of the active log in the file
         self._flushed_idx = 0  # bytes of the active index in the file
         self._flushed_end = 0  # records of the log in the files
@@ -223,6 +242,7 @@ class AppendLog(LogView):
         names = fs.listdir(self.directory)
         logs: list[int] = []
         idxs: set[int] = set()
+        crcs: set[int] = set()
         for name in names:
             parsed = parse_segment_name(name)
             if parsed is None:
@@ -230,8 +250,15 @@ class AppendLog(LogView):
                     fs.unlink(f"{self.directory}/{name}")
                     self.recovery.removed_files.append(name)
                 continue
-            (logs.append(parsed[0]) if parsed[1] == ".log" else idxs.add(parsed[0]))
+            if parsed[1] == ".log":
+                logs.append(parsed[0])
+            else:
+                (idxs if parsed[1] == ".idx" else crcs).add(parsed[0])
         logs.sort()
+        for base in sorted(crcs - set(logs)):
+            # Same for a checksum file without its log (deleted after the log).
+            fs.unlink(crc_path(self.directory, base))
+            self.recovery.removed_files.append(f"{base:020d}.crc")
         for base in sorted(idxs - set(logs)):
             # An index without its log: left by an interrupted deletion (the log is
             # unlinked first) or creation.  The log is the truth, so it goes.
@@ -273,11 +300,29 @@ class AppendLog(LogView):
         self._flushed_end = active.end
         assert active.mem_idx is not None
         self._flushed_idx = len(active.mem_idx)
+        if active.crc is None:
+            # A segment without a .crc file (wallaby's or an older engine's) gets
+            # no new records: new ones must be checksummed.  An empty one gets its
+            # .crc file now; one holding records is sealed and a new segment starts.
+            if active.count == 0:
+                crashpoint("applog.recover.before-create-crc")
+                active.crc = create_file(fs, active.crc_path, encode_header(CRC_MAGIC, 0))
+                self.recovery.notes.append(f"{active.crc_path}: created for a segment without one")
+            else:
+                self._roll_locked()
+                self.recovery.notes.append(
+                    f"{active.log_path}: has no .crc file: sealed, new records go to a new segment"
+                )
+            active = self._segments[-1]
+        assert active.crc is not None
+        self._flushed_crc = active.crc.size()
         if self.recovery.repaired or self.recovery.notes:
             log.warning(
-                "%s: recovered: cut %d torn log bytes, rebuilt %d index entries, dropped %d, removed %s; %s",
+                "%s: recovered: cut %d torn log bytes (%d torn records), rebuilt %d index entries, dropped %d, "
+                "removed %s; %s",
                 self.directory,
                 self.recovery.truncated_log_bytes,
+                self.recovery.torn_records,
                 self.recovery.rebuilt_entries,
                 self.recovery.dropped_entries,
                 self.recovery.removed_files or "nothing",
@@ -294,6 +339,7 @@ class AppendLog(LogView):
         lpath, ipath = log_path(self.directory, base), idx_path(self.directory, base)
         lh = fs.open(lpath, OpenMode.WRITE)
         ih: FileHandle | None = None
+        ch: FileHandle | None = None
         try:
             log_bytes = lh.read_all()
             if len(log_bytes) < HEADER_SIZE:
@@ -328,14 +374,35 @@ class AppendLog(LogView):
                 ih.fdatasync()
                 self._dir_dirty = True  # the new name must survive too
                 self.recovery.notes.append(f"{ipath}: index missing or torn at creation: rebuilt")
-            if not last and self._sealed_ok(log_bytes, idx_bytes, base):
+            cpath = crc_path(self.directory, base)
+            crc_bytes: bytes | None = None
+            if fs.exists(cpath):
+                ch = fs.open(cpath, OpenMode.WRITE)
+                crc_bytes = ch.read_all()
+                if len(crc_bytes) >= HEADER_SIZE:
+                    try:
+                        decode_header(crc_bytes, CRC_MAGIC)
+                    except HeaderError as exc:
+                        raise FormatError(cpath, 0, exc.expected, exc.found) from None
+                else:
+                    # Torn at creation (its header is fsynced before any record is
+                    # appended, so no record can have been acknowledged): rewrite.
+                    crc_head = encode_header(CRC_MAGIC, 0)
+                    if crc_bytes and not (crc_head.startswith(crc_bytes) or not any(crc_bytes)):
+                        raise FormatError(cpath, 0, "a 16-byte CRC header", f"{len(crc_bytes)} bytes")
+                    ch.truncate(0)
+                    ch.write_at(0, crc_head)
+                    ch.fdatasync()
+                    self.recovery.notes.append(f"{cpath}: header torn at creation: rewritten")
+                    crc_bytes = crc_head
+            if not last and self._sealed_ok(log_bytes, idx_bytes, base, crc_bytes):
                 n = entry_count(len(idx_bytes))
                 first_t = decode_entry(idx_bytes, 0)[0] if n else None
                 last_t = decode_entry(idx_bytes, n - 1)[0] if n else None
-                seg = Segment(self.directory, base, ttl, lh, ih, n, len(log_bytes), first_t, last_t)
+                seg = Segment(self.directory, base, ttl, lh, ih, n, len(log_bytes), first_t, last_t, crc=ch)
                 return seg
             try:
-                scan = scan_segment(log_bytes, idx_bytes, base, prev_time)
+                scan = scan_segment(log_bytes, idx_bytes, base, prev_time, crc_bytes)
             except Mismatch as exc:
                 where = lpath if exc.where == "log" else ipath
                 raise CorruptFileError(where, exc.offset, exc.expected, exc.found) from None
@@ -355,32 +422,44 @@ class AppendLog(LogView):
                     ih.write_at(keep_end, b"".join(scan.rebuilt))
                 crashpoint("applog.recover.before-idx-fsync")
                 ih.fdatasync()
+                if ch is not None and scan.crc_dropped:
+                    ch.truncate(scan.crc_end)
+                    ch.fdatasync()
                 self.recovery.truncated_log_bytes += scan.log_cut
+                self.recovery.torn_records += scan.torn_records
+                self.recovery.crc_dropped_bytes += scan.crc_dropped
                 self.recovery.rebuilt_entries += len(scan.rebuilt)
                 self.recovery.dropped_entries += scan.idx_dropped
                 self.recovery.partial_entry_bytes += scan.idx_partial
                 idx_bytes = idx_bytes[:keep_end] + b"".join(scan.rebuilt)
                 self.recovery.notes.append(
                     f"{lpath}: cut {scan.log_cut} log bytes, rebuilt {len(scan.rebuilt)} entries, "
-                    f"dropped {scan.idx_dropped} entries and {scan.idx_partial} bytes of a partial one"
+                    f"dropped {scan.idx_dropped} entries and {scan.idx_partial} bytes of a partial one, "
+                    f"{scan.torn_records} torn record(s), {scan.crc_dropped} .crc bytes"
                 )
             mem = bytearray(idx_bytes) if last else None
             return Segment(
-                self.directory, base, ttl, lh, ih, scan.count, scan.log_end, scan.first_time, scan.last_time, mem
+                self.directory, base, ttl, lh, ih, scan.count, scan.log_end, scan.first_time, scan.last_time, mem,
+                crc=ch,
             )
         except BaseException:
             lh.close()
             if ih is not None:
                 ih.close()
+            if ch is not None:
+                ch.close()
             raise
 
     @staticmethod
-    def _sealed_ok(log_bytes: bytes, idx_bytes: bytes, base: int) -> bool:
+    def _sealed_ok(log_bytes: bytes, idx_bytes: bytes, base: int, crc_bytes: bytes | None) -> bool:
         """Cheap check of a sealed segment: whole entries, first and last entries
-        agree with the log, the last record ends the file (verify() checks all)."""
+        agree with the log (and their checksums), the last record ends the file
+        (verify() checks all)."""
         if (len(idx_bytes) - HEADER_SIZE) % ENTRY_SIZE:
             return False
         n = entry_count(len(idx_bytes))
+        if crc_bytes is not None and len(crc_bytes) != HEADER_SIZE + CRC_SIZE * n:
+            return False
         if n == 0:
             return len(log_bytes) == HEADER_SIZE
         t0, i0, o0 = decode_entry(idx_bytes, 0)
@@ -396,25 +475,34 @@ class AppendLog(LogView):
             and lastr.time_ns == t1
             and lastr.end == len(log_bytes)
             and t1 >= t0
+            and (crc_bytes is None or (crc_matches(log_bytes, first, crc_bytes, 0)
+                                       and crc_matches(log_bytes, lastr, crc_bytes, n - 1)))
         )
 
     def _create_segment(self, base: int) -> Segment:
-        """Create a segment pair durably: each file's header is fsynced, then the
-        directory (create_file), log first: an index without a log is an orphan
-        that recovery deletes, a log without an index gets it rebuilt."""
+        """Create a segment durably: each file's header is fsynced, then the
+        directory (create_file); log first: an index or .crc file without a log
+        is an orphan that recovery deletes, a log without an index gets it
+        rebuilt, an empty log without a .crc file gets one.  The .crc file is
+        durable before any record is appended to the segment."""
         lpath, ipath = log_path(self.directory, base), idx_path(self.directory, base)
         crashpoint("applog.roll.before-create-log")
         lh = create_file(self._fs, lpath, encode_header(LOG_MAGIC, self.ttl_ns))
-        crashpoint("applog.roll.before-create-idx")
+        ch: FileHandle | None = None
         try:
+            crashpoint("applog.roll.before-create-crc")
+            ch = create_file(self._fs, crc_path(self.directory, base), encode_header(CRC_MAGIC, 0))
+            crashpoint("applog.roll.before-create-idx")
             ih = create_file(self._fs, ipath, encode_header(IDX_MAGIC, self.ttl_ns))
         except BaseException:
             lh.close()
+            if ch is not None:
+                ch.close()
             raise
         crashpoint("applog.roll.after-create-idx")
         return Segment(
             self.directory, base, self.ttl_ns, lh, ih, 0, HEADER_SIZE, None, None,
-            bytearray(encode_header(IDX_MAGIC, self.ttl_ns)),
+            bytearray(encode_header(IDX_MAGIC, self.ttl_ns)), crc=ch,
         )
 
     # ==================================================================================
@@ -438,6 +526,8 @@ class AppendLog(LogView):
         try:
             crashpoint("applog.roll.before-seal-fsync")
             old.log.fdatasync()
+            if old.crc is not None:
+                old.crc.fdatasync()
             old.idx.fdatasync() if old.idx is not None else None
             crashpoint("applog.roll.after-seal-fsync")
             seg = self._create_segment(old.end)
@@ -449,6 +539,7 @@ class AppendLog(LogView):
         self._bases.append(seg.base)
         self._flushed_log = HEADER_SIZE
         self._flushed_idx = HEADER_SIZE
+        self._flushed_crc = HEADER_SIZE
         self._flushed_end = seg.base
         return seg
 
@@ -485,8 +576,10 @@ class AppendLog(LogView):
             offset = seg.log_size
         index = seg.base + seg.count
         pend = self._pend_log
-        pend += _pack_header(size, flags, t)
+        head = _pack_header(size, flags, t)
+        pend += head
         pend += data
+        self._pend_crc += _pack_crc(_crc32(data, _crc32(head)))
         seg.mem_idx += _pack_entry(t, index, offset)  # type: ignore[operator]
         seg.count += 1
         seg.log_size = offset + RECORD_HEADER_SIZE + size
@@ -528,15 +621,23 @@ class AppendLog(LogView):
             if lens.count(first_len) == n:
                 head = _U32.pack(first_len) + tail
                 body = head + head.join(chunk)
+                head_crc = _crc32(head)
+                crcs = array("I", [_crc32(d, head_crc) for d in chunk])
             else:
-                body = b"".join([b for pair in zip([_U32.pack(x) + tail for x in lens], chunk) for b in pair])
+                heads = [_U32.pack(x) + tail for x in lens]
+                body = b"".join([b for pair in zip(heads, chunk) for b in pair])
+                crcs = array("I", [_crc32(d, _crc32(h)) for h, d in zip(heads, chunk)])
+            assert crcs.itemsize == CRC_SIZE
             entries = array("q", bytes(ENTRY_SIZE * n))
             entries[0::3] = array("q", [t]) * n
             entries[1::3] = array("q", range(seg.base + seg.count, seg.base + seg.count + n))
             entries[2::3] = array("q", ends[:n])
             if _BIG_ENDIAN:  # pragma: no cover - the format is little-endian
                 entries.byteswap()
+            if _BIG_ENDIAN:  # pragma: no cover - the format is little-endian
+                crcs.byteswap()
             self._pend_log += body
+            self._pend_crc += crcs.tobytes()
             seg.mem_idx += entries.tobytes()  # type: ignore[operator]
             seg.count += n
             seg.log_size = ends[n]
@@ -583,8 +684,10 @@ class AppendLog(LogView):
             else:
                 index = seg.base + seg.count
                 pend = self._pend_log
-                pend += _pack_header(len(data), flags, t)
+                head = _pack_header(len(data), flags, t)
+                pend += head
                 pend += data
+                self._pend_crc += _pack_crc(_crc32(data, _crc32(head)))
                 seg.mem_idx += _pack_entry(t, index, offset)  # type: ignore[operator]
                 seg.count += 1
                 seg.log_size = end
@@ -672,13 +775,17 @@ class AppendLog(LogView):
         assert seg.mem_idx is not None and seg.idx is not None
         try:
             seg.log.write_at(self._flushed_log, bytes(self._pend_log))
-            # The index entries go after their records, so a reader in another
-            # process never meets an entry whose record is not written yet.
+            # Checksums after the records, index entries last: a reader in another
+            # process never meets an entry whose record or checksum is not written.
+            if seg.crc is not None:
+                seg.crc.write_at(self._flushed_crc, bytes(self._pend_crc))
             seg.idx.write_at(self._flushed_idx, bytes(seg.mem_idx[self._flushed_idx :]))
         except BaseException as exc:
             self._fail(exc)
             raise
         self._pend_log.clear()
+        self._flushed_crc += len(self._pend_crc)
+        self._pend_crc.clear()
         self._flushed_log = seg.log_size
         self._flushed_idx = len(seg.mem_idx)
         self._flushed_end = seg.end
@@ -704,6 +811,11 @@ class AppendLog(LogView):
         try:
             crashpoint("applog.sync.before-log-fsync")
             seg.log.fdatasync()
+            # The checksums are synced in the same round: an acknowledged record
+            # must verify after a crash, or recovery would cut it as torn.
+            crashpoint("applog.sync.before-crc-fsync")
+            if seg.crc is not None:
+                seg.crc.fdatasync()
             crashpoint("applog.sync.before-idx-fsync")
             if seg.idx is not None:
                 seg.idx.fdatasync()
@@ -746,6 +858,8 @@ class AppendLog(LogView):
                 crashpoint("applog.delete.before-unlink")
                 self._fs.unlink(seg.log_path)
                 self._fs.unlink(seg.idx_path)
+                if seg.crc is not None or self._fs.exists(seg.crc_path):
+                    self._fs.unlink(seg.crc_path)
                 removed += seg.count
             crashpoint("applog.delete.before-dir-fsync")
             self._fs.fsync_dir(self.directory)
@@ -828,11 +942,13 @@ class AppendLog(LogView):
             contents = {}
             for seg in self._segments:
                 assert seg.idx is not None
-                contents[seg.base] = (seg.log.read_all(), seg.idx.read_all())
+                crc = seg.crc.read_all() if seg.crc is not None else None
+                contents[seg.base] = (seg.log.read_all(), seg.idx.read_all(), crc)
             notes = self._verify_segments(contents, tail_ok=False)
             names = set(self._fs.listdir(self.directory))
             for seg in self._segments:
-                for path in (seg.log_path, seg.idx_path):
+                paths = (seg.log_path, seg.idx_path) + ((seg.crc_path,) if seg.crc is not None else ())
+                for path in paths:
                     if path.rsplit("/", 1)[-1] not in names:
                         raise CorruptFileError(path, 0, "the segment file", "no file")
             return notes

@@ -3,7 +3,8 @@
 A reader never takes the writer's lock and never changes a file.  It lists the
 segments, and for each one trusts only index entries that agree with the log (the
 entry names record ``base + position``, the log holds a whole record at its offset
-with its time).  An entry at the end that does not agree yet is one the writer is
+with its time, and, in a segment with a ``.crc`` file, the record matches its
+checksum).  An entry at the end that does not agree yet is one the writer is
 still writing, or a crash tail the writer's next open will cut: either way the
 reader stops before it, so it never returns a record whose entry is not written.
 
@@ -18,17 +19,20 @@ from __future__ import annotations
 from types import TracebackType
 
 from engine.applog.codec import (
+    CRC_SIZE,
     ENTRY_SIZE,
     HEADER_SIZE,
     IDX_MAGIC,
     RECORD_HEADER,
     RECORD_HEADER_SIZE,
     HeaderError,
+    crc_offset,
     decode_header,
     entry_count,
     parse_segment_name,
+    record_crc,
 )
-from engine.applog.segment import Segment, idx_path, log_path
+from engine.applog.segment import Segment, crc_path, idx_path, log_path
 from engine.applog.view import START_FILE, LogView, parse_start, read_headers
 from engine.errors import CorruptFileError, FormatError
 from engine.fs import FileHandle, FileSystem, OpenMode, resolve
@@ -107,6 +111,7 @@ class LogReader(LogView):
         lpath = log_path(self.directory, base)
         lh = self._fs.open(lpath, OpenMode.READ)
         ih: FileHandle | None = None
+        ch: FileHandle | None = None
         try:
             head = lh.read_at(0, HEADER_SIZE)
             ttl = read_headers(head, lpath) if len(head) == HEADER_SIZE else 0
@@ -116,10 +121,16 @@ class LogReader(LogView):
                 ih = self._fs.open(idx_path(self.directory, base), OpenMode.READ)
             except FileNotFoundError:
                 ih = None  # being created, or lost in a crash: no visible records yet
+            try:
+                ch = self._fs.open(crc_path(self.directory, base), OpenMode.READ)
+            except FileNotFoundError:
+                ch = None  # wallaby's segment, or being created (looked for again later)
         except BaseException:
             lh.close()
+            if ih is not None:
+                ih.close()
             raise
-        return Segment(self.directory, base, ttl, lh, ih, 0, HEADER_SIZE, None, None)
+        return Segment(self.directory, base, ttl, lh, ih, 0, HEADER_SIZE, None, None, crc=ch)
 
     def _entry_agrees(self, seg: Segment, position: int, log_size: int) -> tuple[int, int] | None:
         """``(time, end)`` of the record entry ``position`` names, if they agree."""
@@ -139,6 +150,15 @@ class LogReader(LogView):
         end = offset + RECORD_HEADER_SIZE + size
         if rec_time != time_ns or end > log_size:
             return None
+        if seg.crc is not None:
+            # The writer writes the checksum before the entry: a missing or
+            # wrong one means a torn record (the next open cuts it), never data.
+            raw_crc = seg.crc.read_at(crc_offset(position), CRC_SIZE)
+            if len(raw_crc) < CRC_SIZE:
+                return None
+            data = seg.log.read_at(offset + RECORD_HEADER_SIZE, size)
+            if len(data) != size or record_crc(head, data) != int.from_bytes(raw_crc, "little"):
+                return None
         return time_ns, end
 
     def _update_count(self, seg: Segment) -> None:
@@ -147,6 +167,11 @@ class LogReader(LogView):
                 seg.idx = self._fs.open(seg.idx_path, OpenMode.READ)
             except FileNotFoundError:
                 return
+        if seg.crc is None and seg.count == 0:
+            try:
+                seg.crc = self._fs.open(seg.crc_path, OpenMode.READ)
+            except FileNotFoundError:
+                pass
         idx_size = seg.idx.size()
         if seg.ttl_ns == 0 and seg.count == 0:
             head = seg.log.read_at(0, HEADER_SIZE)
@@ -194,7 +219,8 @@ class LogReader(LogView):
             contents = {}
             for seg in self._segments:
                 idx = seg.idx.read_all() if seg.idx is not None else b""
-                contents[seg.base] = (seg.log.read_all(), idx)
+                crc = seg.crc.read_all() if seg.crc is not None else None
+                contents[seg.base] = (seg.log.read_all(), idx, crc)
             return self._verify_segments(contents, tail_ok=True)
 
     def close(self) -> None:

@@ -28,9 +28,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.applog.codec import (
+    CRC_SIZE,
     ENTRY_SIZE,
     HEADER_SIZE,
     RecordHeader,
+    crc_matches,
     decode_entry,
     encode_entry,
     entry_count,
@@ -52,6 +54,8 @@ class SegmentScan:
     log_cut: int = 0  # bytes of log past log_end (a torn or zero tail)
     idx_dropped: int = 0  # whole entries of the index file that were wrong or dangling
     idx_partial: int = 0  # bytes of a partial entry at the index's end
+    torn_records: int = 0  # 1 if the walk stopped at a record whose checksum failed
+    crc_dropped: int = 0  # bytes of the .crc file past the kept records' entries
 
     @property
     def idx_end(self) -> int:
@@ -59,8 +63,13 @@ class SegmentScan:
         return HEADER_SIZE + ENTRY_SIZE * self.count
 
     @property
+    def crc_end(self) -> int:
+        """Byte length of the repaired ``.crc`` file."""
+        return HEADER_SIZE + CRC_SIZE * self.count
+
+    @property
     def clean(self) -> bool:
-        return not (self.rebuilt or self.log_cut or self.idx_dropped or self.idx_partial)
+        return not (self.rebuilt or self.log_cut or self.idx_dropped or self.idx_partial or self.crc_dropped)
 
 
 class Mismatch(Exception):
@@ -75,8 +84,13 @@ class Mismatch(Exception):
         self.found = found
 
 
-def _agrees(log: bytes, idx: bytes, base: int, position: int) -> bool:
-    """Whether entry ``position`` names a whole record of the log with its time.
+def _is_zero(rec: RecordHeader) -> bool:
+    return rec.size == 0 and rec.flags == 0 and rec.time_ns == 0
+
+
+def _agrees(log: bytes, idx: bytes, base: int, position: int, crc: bytes | None = None) -> bool:
+    """Whether entry ``position`` names a whole record of the log with its time
+    (and, given the ``.crc`` file, whose checksum verifies).
 
     An all-zero record header (size, flags and time 0) never counts: it cannot be
     told apart from the zero fill a crash leaves.
@@ -85,18 +99,41 @@ def _agrees(log: bytes, idx: bytes, base: int, position: int) -> bool:
     if index != base + position or offset < HEADER_SIZE:
         return False
     rec = parse_record(log, offset)
-    if rec is None or (rec.size == 0 and rec.flags == 0 and rec.time_ns == 0):
+    if rec is None or _is_zero(rec):
+        return False
+    if crc is not None and not crc_matches(log, rec, crc, position):
         return False
     return rec.time_ns == time_ns
 
 
-def scan_segment(log: bytes, idx: bytes, base: int, min_time: int | None = None) -> SegmentScan:
+def _valid_follows(log: bytes, idx: bytes, crc: bytes, base: int, k: int, rec: RecordHeader | None) -> bool:
+    """Whether a record after the torn record ``k`` still verifies: the next one
+    by the torn record's size field, or one that a later index entry names.  A
+    crash tears only the unsynced end of a file (a prefix survives), so a valid
+    record after an invalid one is damage in the middle."""
+    if rec is not None:
+        nxt = parse_record(log, rec.end)
+        if nxt is not None and not _is_zero(nxt) and crc_matches(log, nxt, crc, k + 1):
+            return True
+    n_idx = entry_count(len(idx))
+    return any(_agrees(log, idx, base, j, crc) for j in {k + 1, n_idx - 1} if k < j < n_idx)
+
+
+def scan_segment(
+    log: bytes, idx: bytes, base: int, min_time: int | None = None, crc: bytes | None = None
+) -> SegmentScan:
     """Check ``idx`` (the whole index file, header included) against ``log`` (the
     whole log file) for a segment whose first record has index ``base``.
 
     ``min_time`` is the last time of the previous segment (times never go down
-    across segments either).  Returns the plan; raises :class:`Mismatch` for damage
-    that is not a torn tail.  The caller has checked both headers.
+    across segments either).  ``crc`` is the whole ``.crc`` file (ours) or None for
+    a segment without one (wallaby's or an older engine's: the weaker rule).  With
+    it, every record must match its checksum: the walk stops at the first that
+    does not (or has none), which is a torn tail unless a valid record follows it
+    (then :class:`Mismatch`); no index entry is kept or rebuilt past it.
+
+    Returns the plan; raises :class:`Mismatch` for damage that is not a torn tail.
+    The caller has checked the headers.
     """
     n_idx = entry_count(len(idx))
     idx_partial = (len(idx) - HEADER_SIZE) % ENTRY_SIZE if len(idx) > HEADER_SIZE else 0
@@ -107,8 +144,21 @@ def scan_segment(log: bytes, idx: bytes, base: int, min_time: int | None = None)
     keep: int | None = None  # set once the index stops agreeing
     rebuilt: list[bytes] = []
     prev: RecordHeader | None = None  # the last record that agreed with its entry
+    torn = 0
     while True:
         rec = parse_record(log, pos)
+        if crc is not None and (rec is None or _is_zero(rec) or not crc_matches(log, rec, crc, k)):
+            # No record here, or one whose checksum is missing or wrong: the end of
+            # the verified log.  Nothing valid may follow it.
+            if rec is not None and _valid_follows(log, idx, crc, base, k, rec):
+                raise Mismatch(
+                    "log", pos, f"record {base + k} matching its checksum (.crc entry {k})",
+                    f"a record of {rec.size} bytes at time {rec.time_ns} that does not, followed by valid records",
+                )
+            if rec is None and _valid_follows(log, idx, crc, base, k, None):
+                raise Mismatch("log", pos, f"record {base + k}", "the log is torn here but later records verify")
+            torn = 1 if pos < len(log) and any(log[pos:]) else 0
+            break
         if keep is None and k < n_idx:
             t, i, off = decode_entry(idx, k)
             ok = (
@@ -129,7 +179,7 @@ def scan_segment(log: bytes, idx: bytes, base: int, min_time: int | None = None)
                 continue
             # Disagreement: a torn tail, unless a later entry still matches the log.
             later = [j for j in (k + 1, n_idx - 1) if k < j < n_idx]
-            if any(_agrees(log, idx, base, j) for j in later):
+            if any(_agrees(log, idx, base, j, crc) for j in later):
                 at_off = parse_record(log, off) if off != pos and prev is not None and off > prev.offset else None
                 if at_off is not None and prev is not None and at_off.time_ns == t:
                     # The chain broke at the previous record: its size field is wrong.
@@ -153,7 +203,9 @@ def scan_segment(log: bytes, idx: bytes, base: int, min_time: int | None = None)
             keep = k
             continue
         # No (trusted) entry: rebuild it from the log, stopping at the end marker.
-        if rec is None or rec.size == 0 or (last is not None and rec.time_ns < last):
+        # With a .crc file the record's checksum verified above, so only the time
+        # order can stop us (an empty record is then real, not the zero fill).
+        if rec is None or (rec.size == 0 and crc is None) or (last is not None and rec.time_ns < last):
             break
         rebuilt.append(encode_entry(rec.time_ns, base + k, pos))
         if first is None:
@@ -173,4 +225,6 @@ def scan_segment(log: bytes, idx: bytes, base: int, min_time: int | None = None)
         log_cut=len(log) - pos,
         idx_dropped=n_idx - keep,
         idx_partial=idx_partial,
+        torn_records=torn,
+        crc_dropped=max(0, len(crc) - (HEADER_SIZE + CRC_SIZE * k)) if crc is not None else 0,
     )

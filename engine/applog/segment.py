@@ -15,16 +15,19 @@ from __future__ import annotations
 import bisect
 import struct
 import sys
+import zlib
 from array import array
 from collections.abc import Iterator
 from typing import NamedTuple
 
 from engine.applog.codec import (
+    CRC_SIZE,
     ENTRY_SIZE,
     HEADER_SIZE,
     INDEX_ENTRY,
     RECORD_HEADER,
     RECORD_HEADER_SIZE,
+    crc_offset,
     entry_offset,
     segment_name,
 )
@@ -34,6 +37,8 @@ from engine.fs import FileHandle
 _TIME = struct.Struct("<q")
 _TWO_ENTRIES = struct.Struct("<qQqqQq")
 assert _TWO_ENTRIES.size == 2 * ENTRY_SIZE
+
+assert array("I").itemsize == CRC_SIZE  # .crc entries are read as an array of u32
 
 #: Every SPARSE-th index entry's time is kept in memory for binary search.
 SPARSE = 64
@@ -60,6 +65,11 @@ def idx_path(directory: str, base: int) -> str:
     return f"{directory.rstrip('/')}/{segment_name(base, '.idx')}"
 
 
+def crc_path(directory: str, base: int) -> str:
+    """The segment's checksum side file (ours; see docs/formats/applog.md)."""
+    return f"{directory.rstrip('/')}/{segment_name(base, '.crc')}"
+
+
 class Segment:
     """A segment's files and visible extent (see the module docstring)."""
 
@@ -75,13 +85,16 @@ class Segment:
         first_time: int | None,
         last_time: int | None,
         mem_idx: bytearray | None = None,
+        crc: FileHandle | None = None,
     ) -> None:
         self.base = base
         self.ttl_ns = ttl_ns
         self.log_path = log_path(directory, base)
         self.idx_path = idx_path(directory, base)
+        self.crc_path = crc_path(directory, base)
         self.log = log
         self.idx = idx
+        self.crc = crc  # the .crc side file; None for a segment without one
         self.count = count
         self.log_size = log_size  # end of the last visible record
         self.first_time = first_time
@@ -102,6 +115,8 @@ class Segment:
         self.log.close()
         if self.idx is not None:
             self.idx.close()
+        if self.crc is not None:
+            self.crc.close()
 
     # -- the index -------------------------------------------------------------------
     def _idx_bytes(self, position: int, n: int) -> bytes | bytearray | memoryview:
@@ -243,7 +258,8 @@ class Segment:
 
     def iter_range(self, start: int, stop: int) -> Iterator[Record]:
         """Records at positions ``start <= p < stop``, read in large chunks, each
-        header checked against its index entry."""
+        header checked against its index entry and, if the segment has a ``.crc``
+        file, each record against its checksum (CorruptFileError if not)."""
         position = start
         while position < stop:
             # Entries for this chunk: find how many records fit in SCAN_CHUNK bytes.
@@ -257,6 +273,16 @@ class Segment:
             if not first_off < last_end:
                 raise CorruptFileError(self.idx_path, entry_offset(position), "increasing offsets", "disorder")
             chunk = self.log.read_at(first_off, last_end - first_off)
+            crcs: array[int] | None = None
+            if self.crc is not None:
+                raw_crc = self.crc.read_at(crc_offset(position), n * CRC_SIZE)
+                if len(raw_crc) < n * CRC_SIZE:
+                    raise CorruptFileError(self.crc_path, crc_offset(position), f"{n} checksums", "end of file")
+                crcs = array("I")
+                crcs.frombytes(raw_crc)
+                if _BIG_ENDIAN:  # pragma: no cover - the format is little-endian
+                    crcs.byteswap()
+            view = memoryview(chunk)
             for k, (time_ns, index, offset) in enumerate(entries):
                 rel = offset - first_off
                 if index != self.base + position + k or rel < 0 or rel + RECORD_HEADER_SIZE > len(chunk):
@@ -271,6 +297,13 @@ class Segment:
                     raise CorruptFileError(
                         self.log_path, offset, f"record {index} at time {time_ns} ending at {first_off + next_rel}",
                         f"size {size}, time {rec_time}",
+                    )
+                if crcs is not None and crcs[k] != zlib.crc32(
+                    view[rel + RECORD_HEADER_SIZE : data_end], zlib.crc32(view[rel : rel + RECORD_HEADER_SIZE])
+                ):
+                    raise CorruptFileError(
+                        self.log_path, offset, f"record {index} matching its checksum ({self.crc_path})",
+                        "a record that does not",
                     )
                 yield Record(index, time_ns, flags, chunk[rel + RECORD_HEADER_SIZE : data_end])
             position += n

@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from engine.applog.codec import HEADER_SIZE, IDX_MAGIC, LOG_MAGIC, HeaderError, decode_header
+from engine.applog.codec import CRC_MAGIC, HEADER_SIZE, IDX_MAGIC, LOG_MAGIC, HeaderError, decode_header
 from engine.applog.recovery import Mismatch, scan_segment
 from engine.applog.segment import Record, Segment
 from engine.errors import ClosedError, ConfigError, CorruptFileError, FormatError
@@ -245,8 +245,11 @@ class LogView:
             time.sleep(poll if timeout is None else min(poll, max(0.0, timeout - (time.monotonic() - idle_since))))
 
     # -- self-check --------------------------------------------------------------------
-    def _verify_segments(self, fs_read: dict[int, tuple[bytes, bytes]], *, tail_ok: bool) -> list[str]:
-        """Check every invariant on the given file contents (base -> (log, idx)).
+    def _verify_segments(
+        self, fs_read: dict[int, tuple[bytes, bytes, bytes | None]], *, tail_ok: bool
+    ) -> list[str]:
+        """Check every invariant on the given file contents (base -> (log, idx,
+        .crc or None)): with a ``.crc`` file, every record's checksum too.
 
         ``tail_ok``: a torn or unindexed tail of the newest segment is a note (a
         closed log that the next open would repair) rather than an error.
@@ -256,7 +259,7 @@ class LogView:
         prev_time: int | None = None
         bases = sorted(fs_read)
         for n, base in enumerate(bases):
-            log, idx = fs_read[base]
+            log, idx, crc = fs_read[base]
             seg_log = f"{self.directory}/{base:020d}.log"
             seg_idx = f"{self.directory}/{base:020d}.idx"
             try:
@@ -267,19 +270,28 @@ class LogView:
                 idx_head = decode_header(idx, IDX_MAGIC)
             except HeaderError as exc:
                 raise FormatError(seg_idx, 0, exc.expected, exc.found) from None
+            if crc is not None:
+                seg_crc = f"{self.directory}/{base:020d}.crc"
+                try:
+                    decode_header(crc, CRC_MAGIC)
+                except HeaderError as exc:
+                    raise FormatError(seg_crc, 0, exc.expected, exc.found) from None
+            else:
+                notes.append(f"{seg_log}: no .crc file (written by wallaby or an older engine): weaker checks")
             if idx_head.ttl_ns != log_head.ttl_ns:
                 notes.append(f"{seg_idx}: TTL {idx_head.ttl_ns} differs from the log's {log_head.ttl_ns}")
             if prev_end is not None and base != prev_end:
                 raise CorruptFileError(seg_log, 0, f"a segment starting at index {prev_end}", f"{base}")
             try:
-                scan = scan_segment(log, idx, base, prev_time)
+                scan = scan_segment(log, idx, base, prev_time, crc)
             except Mismatch as exc:
                 path = seg_idx if exc.where == "idx" else seg_log
                 raise CorruptFileError(path, exc.offset, exc.expected, exc.found) from None
             if not scan.clean:
                 what = (
                     f"{scan.log_cut} log bytes past the last record, {len(scan.rebuilt)} unindexed records, "
-                    f"{scan.idx_dropped} dangling index entries, {scan.idx_partial} bytes of a partial entry"
+                    f"{scan.idx_dropped} dangling index entries, {scan.idx_partial} bytes of a partial entry, "
+                    f"{scan.torn_records} record(s) failing their checksum, {scan.crc_dropped} .crc bytes past the end"
                 )
                 if n == len(bases) - 1 and tail_ok:
                     notes.append(f"{seg_log}: torn tail that the next open repairs: {what}")

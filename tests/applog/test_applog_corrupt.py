@@ -72,7 +72,9 @@ def test_log_damaged_in_the_middle_is_corruption(tmp_path: os.PathLike[str]) -> 
     _patch(logf, off3 + 8, b"\xff" * 8)  # record 3's time
     with pytest.raises(CorruptFileError) as err:
         AppendLog.open(d)
-    assert err.value.offset == entry_offset(3)
+    # The record no longer matches its checksum and valid records follow it: the
+    # log is damaged at record 3 (before .crc files, the index entry was blamed).
+    assert err.value.path == logf and err.value.offset == off3
 
 
 def test_sealed_segment_damage_found_by_verify(tmp_path: os.PathLike[str]) -> None:
@@ -128,9 +130,10 @@ def test_orphan_index_is_removed(tmp_path: os.PathLike[str]) -> None:
     _make(d, n=12, segment_bytes=16 + 4 * 25)
     os.unlink(os.path.join(d, segment_name(0, ".log")))  # an interrupted deletion
     with AppendLog.open(d) as log:
-        assert log.recovery.removed_files == [segment_name(0, ".idx")]
+        assert sorted(log.recovery.removed_files) == [segment_name(0, ".crc"), segment_name(0, ".idx")]
         assert log.first_index == 4
     assert not os.path.exists(os.path.join(d, segment_name(0, ".idx")))
+    assert not os.path.exists(os.path.join(d, segment_name(0, ".crc")))
 
 
 def test_handler_sniffs_and_handles_truncated_files(tmp_path: os.PathLike[str]) -> None:
@@ -150,4 +153,4 @@ def test_handler_sniffs_and_handles_truncated_files(tmp_path: os.PathLike[str]) 
         f.write(head[:10])
     with pytest.raises(FormatError):
         HANDLER.summarize(os.path.join(short, segment_name(0, ".log")))
-    assert HANDLER.verify(logf) == ["6 records"]
+    assert HANDLER.verify(logf) == ["6 records, checksums verified"]

@@ -40,7 +40,7 @@ def test_append_get_and_reopen(logdir: str) -> None:
         assert log.get(3).time_ns >= 11
         assert log.verify() == []
     names = sorted(os.listdir(logdir))
-    assert names == [".lock", segment_name(0, ".idx"), segment_name(0, ".log")]
+    assert names == [".lock", segment_name(0, ".crc"), segment_name(0, ".idx"), segment_name(0, ".log")]
 
 
 def test_times_never_go_backwards(logdir: str) -> None:
