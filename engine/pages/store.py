@@ -17,10 +17,18 @@ Commit protocol (one fsync per commit):
 A crash before 3 leaves complete transactions with the flag clear; the next open
 redoes them from their after-images (idempotent) and checkpoints.
 
-Locks: the writer holds an exclusive lock on the journal for its lifetime (a second
-writer gets LockedError) and an exclusive lock on the store file while it writes
-pages; read-only handles (``readonly=True``, other processes) take a shared lock on
-the store file for each read, so they never see a half-applied transaction.
+Locks (flock-style, whole files; see ``docs/guide/pages.md``):
+
+* ``path + "-lock"`` (empty, ours): only writers lock it, exclusively and without
+  waiting, first thing in :meth:`PageStore.open`, for their lifetime.  This is what
+  makes a second writer get LockedError at once.
+* the journal: the writer then locks it exclusively for its lifetime, waiting up to
+  ``reader_wait`` seconds, because readers take a brief *shared* lock on it to ask
+  "is a writer alive?" (while opening, and to scan it).  A reader's probe must never
+  make a writer fail; only a second writer may.
+* the store file: the writer locks it exclusively while it writes pages; readers
+  (``readonly=True``, other processes) take a shared lock on it for each read, so
+  they never see a half-applied transaction.
 """
 
 from __future__ import annotations
@@ -56,6 +64,11 @@ log = logging.getLogger("engine.pages")
 DEFAULT_PAGE_SIZE = 4096
 DEFAULT_CACHE_PAGES = 1024
 DEFAULT_CHECKPOINT_BYTES = 4 << 20  # like SQLite's WAL auto-checkpoint (1000 pages of 4 KiB)
+#: How long a writer's open waits for readers' shared locks on the journal.  Readers
+#: hold it only to read the journal header or scan the journal, so seconds are plenty;
+#: the bound turns a reader that never lets go into a LockedError instead of a hang.
+DEFAULT_READER_WAIT = 10.0
+LOCK_SUFFIX = "-lock"
 
 
 class PageError(EngineError, ValueError):
@@ -104,6 +117,53 @@ def _interrupted_creation(fs: FileSystem, path: str, jpath: str) -> bool:
         return False  # a journal with transactions: not a fresh store; let the header check fail
     log.warning("%s: empty store file left by an interrupted creation: creating it again", path)
     return True
+
+
+def lock_path(store_path: str) -> str:
+    """The writers' lock file of the store at ``store_path``."""
+    return store_path + LOCK_SUFFIX
+
+
+def _take_writer_lock(fs: FileSystem, path: str) -> FileHandle:
+    """Lock ``<path>-lock`` exclusively, not waiting: LockedError if a writer has it.
+
+    The file holds no data, so creating it needs no fsync: if a crash loses its
+    directory entry, the next writer creates it again.  Only writers ever lock it,
+    so a held lock always means a live writer (the kernel drops a dead one's).
+    """
+    handle = fs.open(lock_path(path), OpenMode.CREATE)
+    try:
+        handle.lock(exclusive=True, blocking=False)
+    except LockedError as exc:
+        handle.close()
+        raise LockedError(f"{path}: another writer has the page store open") from exc
+    except BaseException:
+        handle.close()
+        raise
+    return handle
+
+
+def _wait_for_readers(handle: FileHandle, jpath: str, seconds: float) -> None:
+    """Lock the journal exclusively, waiting up to ``seconds`` for readers' shared locks.
+
+    The caller holds the writer lock, so no other writer competes: whoever holds
+    the journal now is a reader probing or scanning it, which takes milliseconds.
+    The lock API has no timed wait, so poll with a growing sleep (1 ms .. 50 ms).
+    """
+    deadline = time.monotonic() + seconds
+    delay = 0.001
+    while True:
+        try:
+            handle.lock(exclusive=True, blocking=False)
+            return
+        except LockedError:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise LockedError(
+                    f"{jpath}: readers held a shared lock on the journal for over {seconds:g} s"
+                ) from None
+            time.sleep(min(delay, left))
+            delay = min(delay * 2, 0.05)
 
 
 def _create(fs: FileSystem, path: str, initial: bytes) -> None:
@@ -167,6 +227,7 @@ class PageStore:
         self._sums: PageSums | None = None  # the writer's checksums
         self._reader_sums: list[int] | None = None  # a reader's copy (None: no usable sums file)
         self._shared_depth = 0
+        self._writer_lock: FileHandle | None = None  # <path>-lock, held by a writer until close
         self.recovery = RecoveryReport()
         self.commits = 0
         self.checkpoints = 0
@@ -183,6 +244,7 @@ class PageStore:
         cache_pages: int = DEFAULT_CACHE_PAGES,
         checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES,
         apply: str = "checkpoint",
+        reader_wait: float = DEFAULT_READER_WAIT,
         fs: FileSystem | None = None,
     ) -> PageStore:
         """Open (or create) the store at ``path`` and recover it.
@@ -195,16 +257,46 @@ class PageStore:
         one fdatasync; readers in other processes see the state of the last
         checkpoint) or ``"commit"`` (right after each commit, so other processes'
         readers see every commit at once).
+
+        A second writer (any process) gets LockedError at once; a writer waits up
+        to ``reader_wait`` seconds for readers that briefly hold the journal's
+        shared lock (then LockedError).
         """
         if apply not in ("checkpoint", "commit"):
             raise ConfigError(f"apply must be 'checkpoint' or 'commit', not {apply!r}")
         fs = resolve(fs)
         if page_size is not None and not store_codec.valid_page_size(page_size):
             raise ConfigError(f"page_size must be a power of two from 512 to 65536, not {page_size}")
-        if cache_pages < 0 or checkpoint_bytes < 0:
-            raise ConfigError("cache_pages and checkpoint_bytes must be >= 0")
+        if cache_pages < 0 or checkpoint_bytes < 0 or reader_wait < 0:
+            raise ConfigError("cache_pages, checkpoint_bytes and reader_wait must be >= 0")
         if readonly:
             return cls._open_reader(fs, path, page_size, cache_pages)
+        if not create and not fs.exists(path):
+            raise FileNotFoundError(2, "No such page store", path)  # before leaving a lock file
+        # The writer lock first, before anything is created or written: two writers
+        # opening at once must not both create or recover the store.
+        wlock = _take_writer_lock(fs, path)
+        try:
+            store = cls._open_writer(fs, path, page_size, create, cache_pages, checkpoint_bytes, reader_wait)
+        except BaseException:
+            wlock.close()
+            raise
+        store._writer_lock = wlock
+        store.apply_each_commit = apply == "commit"
+        return store
+
+    @classmethod
+    def _open_writer(
+        cls,
+        fs: FileSystem,
+        path: str,
+        page_size: int | None,
+        create: bool,
+        cache_pages: int,
+        checkpoint_bytes: int,
+        reader_wait: float,
+    ) -> PageStore:
+        """The rest of a writer's open; the caller holds the writer lock."""
         jpath = journal_path(path)
         missing = not fs.exists(path)
         if missing or _interrupted_creation(fs, path, jpath):
@@ -222,7 +314,10 @@ class PageStore:
             create_file(fs, jpath, codec.encode_file_header(0, 0)).close()
         jhandle = fs.open(jpath, OpenMode.WRITE)
         try:
-            jhandle.lock(exclusive=True, blocking=False)
+            # Readers share this lock for a moment to see whether a writer is alive
+            # (and to scan the journal): wait for them.  Held until close, so they
+            # know a live writer applies what the journal holds.
+            _wait_for_readers(jhandle, jpath, reader_wait)
             handle = fs.open(path, OpenMode.WRITE)
         except BaseException:
             jhandle.close()
@@ -251,7 +346,6 @@ class PageStore:
                 cache_pages=cache_pages,
                 checkpoint_bytes=checkpoint_bytes,
             )
-            store.apply_each_commit = apply == "commit"
             store._sums = PageSums.open(fs, path, header.page_size, header.page_count, store._raw_page)
             store._recover(state)
             store._sums.fill_missing(store._header.page_count, store._raw_page)
@@ -728,6 +822,9 @@ class PageStore:
                     self._journal.handle.close()
                 if self._sums is not None:
                     self._sums.close()
+                if self._writer_lock is not None:
+                    # Last: until here this process still holds the journal.
+                    self._writer_lock.close()
 
     def __enter__(self) -> PageStore:
         return self

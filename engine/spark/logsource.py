@@ -197,8 +197,10 @@ def _visible_ends(path: str) -> dict[str, tuple[int, int]]:
 class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Structured Streaming over append logs.
 
-    The offset is ``{log name: {"segment": first index of the segment holding the
-    next record, "index": next index}}``.  Records are immutable once visible, so
+    The offset is ``{log name: {"index": next index}}``; indexes are global across
+    a log's segments, so the index names the segment too (the one whose first index
+    is the largest <= it) and survives rotation and expiry (docs/pipeline.md).
+    Records are immutable once visible, so
     replaying any offset range gives the same rows: with a checkpoint and an
     idempotent or transactional sink, a restart neither loses nor duplicates rows.
     """
