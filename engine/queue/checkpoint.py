@@ -52,3 +52,46 @@ def write_reader_file(fs: FileSystem, path: str, head: int, done: Iterable[int],
     # Without this the rename may be undone by a crash and an older head come back.
     fs.fsync_dir(parent_dir(path))
     crashpoint("queue.checkpoint.after-dir-fsync")
+
+
+#: The smallest PUT record on disk: command byte + 24-byte header, no data.
+MIN_PUT_BYTES = 1 + codec.PUT_HEADER.size
+
+
+def crash_window(journal_size: int) -> int:
+    """How many ids a crash can take back from the end of the journal.
+
+    Only the newest writer file can lose bytes (a rotation fsyncs the old file
+    before the new one exists), it holds at most ``journal_size`` bytes (or a
+    single bigger item), and each PUT takes at least :data:`MIN_PUT_BYTES`.  So a
+    reader checkpoint (of a reader in another process, which may confirm items
+    before they are durable) can mention at most this many ids past the tail that
+    survived; anything further is damage.
+    """
+    return journal_size // MIN_PUT_BYTES + 1
+
+
+def check_ids_in_window(fs: FileSystem, path: str, head: int, done: list[int], tail: int, window: int) -> int:
+    """The highest id reader file ``path`` mentions; CorruptFileError if it is more
+    than ``window`` ids past the journal ``tail`` (a flipped bit, not a crash).
+
+    O(number of ids), never O(their numeric distance).
+    """
+    top = max(head, max(done, default=0))
+    limit = tail + window
+    if top <= limit:
+        return top
+    # Point at the damaged id: READ_HEAD's id, or the first READ_DONE id past the limit.
+    with fs.open(path) as handle:
+        data = handle.read_all()
+    bad = head if head > limit else next(i for i in done if i > limit)
+    packed = bad.to_bytes(8, "little", signed=True)
+    offset = data.find(packed, codec.MAGIC_SIZE)
+    what = "READ_HEAD" if bad == head else "READ_DONE"
+    raise CorruptFileError(
+        path,
+        max(offset, 0),
+        f"{what} ids at most {limit} (the journal tail {tail} plus the {window} ids a crash can lose; "
+        "run `engine queue repair`)",
+        str(bad),
+    )

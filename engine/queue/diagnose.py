@@ -13,9 +13,13 @@ from dataclasses import dataclass, field
 from engine.errors import CorruptFileError, EngineError, FormatError
 from engine.fs import FileSystem, OpenMode, crashpoint
 from engine.queue import checkpoint, codec, naming
+from engine.queue.config import QueueConfig
 from engine.queue.cursor import JournalCursor, PollingSource
 from engine.queue.segments import Segment, ids_in_valid_batches, list_segments, open_segment_handle, scan_file
 from engine.queue.state import ReaderState
+
+#: Kestrel's default journal_size, for checks made without a queue's config.
+DEFAULT_JOURNAL_SIZE: int = QueueConfig.journal_size
 
 
 def queue_names(fs: FileSystem, directory: str) -> list[str]:
@@ -39,6 +43,7 @@ def verify_queue(
     live_tail: int | None = None,
     live_end: int | None = None,
     burnt_to: int = 0,
+    journal_size: int = DEFAULT_JOURNAL_SIZE,
 ) -> list[str]:
     """Check every writer and reader file of ``queue``; raise on damage, return notes.
 
@@ -47,6 +52,8 @@ def verify_queue(
     that is a note (open cuts it), anywhere else it is CorruptFileError.
     Reader files: decodable, head <= tail, done ids inside (head, tail].
     ``burnt_to``: the writer skipped ids up to it at open (see ``Queue.skipped_ids``).
+    A reader id more than a crash's loss past the tail (``checkpoint.crash_window``
+    of ``journal_size``) is damage: CorruptFileError, as on open.
     """
     notes: list[str] = []
     segments = list_segments(fs, directory, queue, max_item_size)
@@ -85,6 +92,7 @@ def verify_queue(
             continue
         path = naming.join(directory, filename)
         head, done = checkpoint.load_reader_file(fs, path)
+        checkpoint.check_ids_in_window(fs, path, head, done, tail, checkpoint.crash_window(journal_size))
         if head > tail:
             notes.append(f"{path}: head {head} is past the tail {tail} (clamped on open)")
         outside = [i for i in done if i <= head or i > tail]
@@ -226,7 +234,8 @@ def repair(
       after it are dropped; the report gives the byte count and the ids lost);
     * a reader file that cannot be read is rewritten with its head at the first id
       still in the journal minus one: nothing is lost, items it had confirmed are
-      delivered again (at-least-once), never silently skipped.
+      delivered again (at-least-once), never silently skipped; so is one whose head
+      is past the journal's tail (damage), and done ids past the tail are dropped;
     Takes the writer lock: the queue must not be open.
     """
     from engine.queue.queue import _lock_file, reader_files
@@ -270,13 +279,32 @@ def repair(
                 break
         for path in reader_files(fs, directory, queue).values():
             try:
-                checkpoint.load_reader_file(fs, path)
+                old_head, done = checkpoint.load_reader_file(fs, path)
             except CorruptFileError as exc:
                 head = (earliest - 1) if earliest is not None else previous
                 checkpoint.write_reader_file(fs, path, head, (), int(time.time() * 1000))
                 report.reset_readers.append(
                     f"{path}: unreadable ({exc}); reset to head {head}: "
                     f"items {head + 1}..{previous} will be delivered again"
+                )
+                continue
+            # Ids past the journal's tail (a flipped bit, or confirmations of items a
+            # crash took back) name nothing in the journal.  A head there cannot be
+            # trusted: reset it (redeliver, never skip); done ids there are dropped.
+            if old_head > previous:
+                head = (earliest - 1) if earliest is not None else previous
+                checkpoint.write_reader_file(fs, path, head, (), int(time.time() * 1000))
+                report.reset_readers.append(
+                    f"{path}: head {old_head} is past the journal tail {previous}; reset to head {head}: "
+                    f"items {head + 1}..{previous} will be delivered again"
+                )
+            elif done and max(done) > previous:
+                beyond = [i for i in done if i > previous]
+                kept = [i for i in done if i <= previous]
+                checkpoint.write_reader_file(fs, path, old_head, kept, int(time.time() * 1000))
+                report.reset_readers.append(
+                    f"{path}: dropped {len(beyond)} done id(s) past the journal tail {previous} "
+                    f"({beyond[0]}..{beyond[-1]}); head {old_head} kept"
                 )
         for filename in fs.listdir(directory):
             if naming.is_temp(queue, filename):

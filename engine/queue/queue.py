@@ -145,6 +145,7 @@ def attach_reader(
     tail: int,
     earliest: int | None,
     stamp_ms: int,
+    window: int | None = None,
 ) -> tuple[FileHandle, ReaderState, list[str]]:
     """Lock reader ``name`` and load (or create) its state.
 
@@ -152,6 +153,8 @@ def attach_reader(
     default is the only reader (fanout: "the first named reader takes over the
     default one"); otherwise it starts at the current tail.  Returns the lock
     handle, the state (clamped into the journal) and notes about the clamping.
+    ``window``: ids more than this past ``tail`` are damage, not a crash's loss
+    (CorruptFileError, see :func:`checkpoint.check_ids_in_window`).
     """
     naming.check_queue_name(name)
     lock = _lock_file(
@@ -166,6 +169,8 @@ def attach_reader(
         files = reader_files(fs, directory, queue)
         if name in files:
             head, done = checkpoint.load_reader_file(fs, path)
+            if window is not None:
+                checkpoint.check_ids_in_window(fs, path, head, done, tail, window)
             state = ReaderState(head, done)
             notes = state.clamp(earliest, tail)
             return lock, state, notes
@@ -183,6 +188,8 @@ def attach_reader(
             if default_lock is not None:
                 try:
                     head, done = checkpoint.load_reader_file(fs, files[""])
+                    if window is not None:
+                        checkpoint.check_ids_in_window(fs, files[""], head, done, tail, window)
                     state = ReaderState(head, done)
                     notes = state.clamp(earliest, tail)
                     # Write the named file first, then drop the default: a crash in
@@ -252,6 +259,10 @@ class Queue:
         self.recovery_notes: list[str] = []
         self.deleted_files: list[str] = []
         self.checkpoint_failure: BaseException | None = None
+        #: Set when a rotation failed after the old file was closed: there is no
+        #: usable writer file, and every later write raises PoisonedError (the
+        #: fsyncgate rule, as for a handle whose fsync failed) until reopened.
+        self._poisoned: PoisonedError | None = None
         #: Ids burnt at open because reader checkpoints mentioned them but the
         #: journal no longer holds them (see ``_recover``); None if none.
         self.skipped_ids: tuple[int, int] | None = None
@@ -349,10 +360,18 @@ class Queue:
         # another process reads what is in the file, synced or not) would treat the
         # NEW item that reuses the id as already done: an acknowledged put lost.
         # (This also keeps ids increasing when every item was deleted.)
+        #
+        # But only ids a crash could really have taken back: at most the newest
+        # file's worth past the tail that survived (``checkpoint.crash_window``).
+        # An id further out is a damaged reader file (one flipped bit can make it
+        # 2**60): it raises CorruptFileError instead of making the writer skip that
+        # many ids; `engine queue repair` drops it.
         mentioned = 0
+        window = checkpoint.crash_window(self.config.journal_size)
         for path in files.values():  # also: fail now, not later, on a corrupt reader file
             reader_head, done = checkpoint.load_reader_file(fs, path)
-            mentioned = max(mentioned, reader_head, *done)
+            top = checkpoint.check_ids_in_window(fs, path, reader_head, done, self._tail, window)
+            mentioned = max(mentioned, top)
         self._written_end = self._durable_end = self._visible_end = scan.good_end
         if mentioned > self._tail:
             if earliest_id(self._segments) is not None:
@@ -461,6 +480,8 @@ class Queue:
             raise ClosedError(f"queue {self.name!r} is closed")
         if self._periodic is not None:
             self._periodic.check()
+        if self._poisoned is not None:
+            raise self._poisoned
         if self._handle is not None and self._handle.poisoned:
             raise PoisonedError(self._handle.path)
 
@@ -515,13 +536,22 @@ class Queue:
         with self._sync_lock:
             # The old file is complete and durable before the next one exists, so a
             # reader that sees the new file knows the old one will not grow.
+            # (A failed fsync here poisons ``old``, which stays the writer file.)
             crashpoint("queue.rotate.before-fsync")
             old.fsync()
             old.close()
-        segment = self._create_segment()
-        crashpoint("queue.rotate.after-create")
+        try:
+            segment = self._create_segment()
+            crashpoint("queue.rotate.after-create")
+            handle = self.fs.open(segment.path, OpenMode.WRITE)
+        except BaseException as exc:
+            # The old file is closed and the new one may or may not be on disk (its
+            # create fsync failed, say): no write may go anywhere until a reopen
+            # lets recovery decide what the files hold.
+            self._poisoned = PoisonedError(old.path, exc)
+            raise
         self._segments.append(segment)
-        self._handle = self.fs.open(segment.path, OpenMode.WRITE)
+        self._handle = handle
         self._written_end = self._durable_end = self._visible_end = len(SEGMENT_HEADER)
 
     def _make_room(self, adding: int, nbytes: int) -> None:
@@ -566,7 +596,9 @@ class Queue:
         if len(data) > self.max_item_size:
             raise ConfigError(f"item of {len(data)} bytes exceeds max_item_size {self.max_item_size}")
         with self._lock:
-            if self._closed or self._handle.poisoned or self._periodic_failed():  # type: ignore[union-attr]
+            handle = self._handle
+            assert handle is not None
+            if self._closed or self._poisoned is not None or handle.poisoned or self._periodic_failed():
                 self._check_usable()
             xid = self._tail + 1
             now = int(self._clock() * 1000)
@@ -888,6 +920,7 @@ class Queue:
             live_tail=tail,
             live_end=self._written_end,
             burnt_to=0 if self.skipped_ids is None else self.skipped_ids[1],
+            journal_size=self.config.journal_size,
         )
         for reader in self._readers.values():
             if reader.closed:

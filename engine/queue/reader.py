@@ -105,6 +105,8 @@ class Reader:
         self._dirty = False
         self._closed = False
         self.durable_head = state.head  # head as of the last checkpoint on disk
+        #: Id ranges found missing from the journal while reading (see _skip_hole).
+        self.skipped_holes: list[tuple[int, int]] = []
         self.expired_count = 0
         self.discarded_count = 0
         self.error_punted_count = 0
@@ -178,8 +180,7 @@ class Reader:
             low = (cursor.prev_id if cursor.prev_id > head else head) + 1
             if xid > low:
                 # A hole in the ids (repair dropped damaged records): nothing to wait for.
-                state.skip_missing(low, xid - 1)
-                self._dirty = True
+                self._skip_hole(low, xid - 1)
             item = Item(*put)
             if (put.expire_time is not None or self._config.max_age is not None) and self._is_expired(
                 item, self._now_ms() if now_ms is None else now_ms
@@ -190,6 +191,17 @@ class Reader:
             if consume:
                 cursor._peeked = None
             return item
+
+    def _skip_hole(self, low: int, high: int) -> None:
+        """Ids ``low..high`` are not in the journal: count them done (one range) and
+        say so.  Holes come from ids burnt after a crash, a repair's cut, or damage
+        (an older writer file cut short at a batch boundary): never silently."""
+        if any(lo <= low and high <= hi for lo, hi in self._state.gaps):
+            return  # already known (ids burnt at open): nothing new to report
+        self._state.skip_missing(low, high)
+        self._dirty = True
+        self.skipped_holes.append((low, high))
+        log.warning("queue %s reader %r: ids %d..%d are not in the journal: skipped", self.queue, self.name, low, high)
 
     def _take_from_journal(self) -> Item | None:
         """:meth:`_next_from_journal` with consume=True, for the plain case (no
@@ -210,8 +222,7 @@ class Reader:
                 prev = cursor.gaps.get(xid, xid - 1)
                 low = (prev if prev > head else head) + 1
                 if xid > low:
-                    state.skip_missing(low, xid - 1)
-                    self._dirty = True
+                    self._skip_hole(low, xid - 1)
             item = Item(*put)  # Put's fields are Item's, in the same order
             if put[3] is not None and self._is_expired(item, self._now_ms()):
                 self._expire(item)
@@ -315,7 +326,7 @@ class Reader:
                 if self._deadlines:
                     self._deadlines.pop(ids, None)
                 state = self._state
-                if ids == state.head + 1 and not state.members:
+                if ids == state.head + 1 and not state.members and not state.gaps:
                     state.head = ids
                 elif not state.confirm(ids):
                     return 0
@@ -329,7 +340,7 @@ class Reader:
                 self._deadlines.pop(xid, None)
                 if self._open.pop(xid, None) is None:
                     continue
-                if xid == state.head + 1 and not state.members:
+                if xid == state.head + 1 and not state.members and not state.gaps:
                     state.head = xid  # the common case: in-order confirm
                     count += 1
                 elif state.confirm(xid):

@@ -19,6 +19,7 @@ from typing import Any
 
 from engine.errors import EngineError
 from engine.fs import FileSystem
+from engine.queue import checkpoint
 from engine.queue.config import QueueConfig
 from engine.queue.cursor import PollingSource
 from engine.queue.reader import Item, Reader
@@ -93,7 +94,14 @@ def open_remote_reader(
         raise EngineError(f"{directory}: queue {queue!r} has no writer files (open it with Queue.open first)")
     tail = find_tail(fs, segments, config.max_item_size)
     lock, state, notes = attach_reader(
-        fs, directory, queue, name, tail=tail, earliest=earliest_id(segments), stamp_ms=int(clock() * 1000)
+        fs,
+        directory,
+        queue,
+        name,
+        tail=tail,
+        earliest=earliest_id(segments),
+        stamp_ms=int(clock() * 1000),
+        window=checkpoint.crash_window(config.journal_size),
     )
     for note in notes:
         log.warning("queue %s reader %r: %s", queue, name, note)

@@ -8,6 +8,13 @@ head.  Pure logic, no I/O: property-tested against a plain set model.
 ``done`` is a :class:`SortedSet` (READ_DONE is written sorted, and clamping walks it
 in order); ``members`` mirrors it as a plain set because membership is tested once
 per item delivered, and a plain set answers that from C.
+
+``gaps`` are ranges of ids above the head that do not exist in the journal (a crash
+took them back before they were durable, or a repair cut them out).  They count as
+done, but as *ranges*: skipping a gap costs O(1) whatever its numeric width, so no
+id distance (a damaged checkpoint, a crash window) can make loading or reading
+walk millions of ids.  Gaps are not written to the reader file: after a reopen the
+cursor finds the same hole again when it reads past it.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ class ReaderState:
         self.head = head
         self.done: SortedSet = SortedSet(i for i in done if i > head)
         self.members: set[int] = set(self.done)
+        #: Sorted, disjoint ``(low, high)`` ranges above ``head + 1`` counted as done.
+        self.gaps: list[tuple[int, int]] = []
         self._swallow()
 
     # -- the only mutators of ``done`` (they keep ``members`` in step) -------------
@@ -41,13 +50,26 @@ class ReaderState:
         self.members.discard(xid)
 
     def _swallow(self) -> None:
-        """Advance the head over the run of done ids right after it."""
-        while self.members and self.head + 1 in self.members:
-            self.head = self._pop_first()
+        """Advance the head over the run of done ids (and gaps) right after it."""
+        while True:
+            if self.members and self.head + 1 in self.members:
+                self.head = self._pop_first()
+            elif self.gaps and self.gaps[0][0] <= self.head + 1:
+                high = self.gaps.pop(0)[1]
+                if high > self.head:
+                    self.head = high
+                    self._drop_upto(high)
+            else:
+                return
+
+    def _drop_upto(self, xid: int) -> None:
+        """Forget done ids <= ``xid`` (now under the head): O(ids dropped)."""
+        while self.done and self.done[0] <= xid:
+            self._pop_first()
 
     # -- operations ------------------------------------------------------------------
     def is_done(self, xid: int) -> bool:
-        return xid <= self.head or xid in self.members
+        return xid <= self.head or xid in self.members or any(lo <= xid <= hi for lo, hi in self.gaps)
 
     def confirm(self, xid: int) -> bool:
         """Mark ``xid`` done; returns False if it already was."""
@@ -65,20 +87,35 @@ class ReaderState:
         if xid <= self.head:
             return
         self.head = xid
-        while self.done and self.done[0] <= self.head:
-            self._pop_first()
+        self._drop_upto(xid)
+        self.gaps = [(max(lo, xid + 1), hi) for lo, hi in self.gaps if hi > xid]
         self._swallow()
 
     def skip_missing(self, low: int, high: int) -> None:
         """Ids ``low..high`` do not exist in the journal (a repair cut them out, or
-        they were never written): count them as done so the head can pass them."""
+        they were never written): count them as done so the head can pass them.
+
+        O(done ids inside the range + gaps), never O(high - low): the range is kept
+        as one gap, merged with the gaps it touches.
+        """
+        low = max(low, self.head + 1)
         if high < low:
             return
-        if low <= self.head + 1:
+        if low == self.head + 1:
             self.advance_to(high)
-        else:
-            for xid in range(low, high + 1):
-                self._add(xid)
+            return
+        # Done ids inside the gap are now covered by it (range removal, no walk).
+        for xid in list(self.done.irange(low, high)):
+            self._discard(xid)
+        merged: list[tuple[int, int]] = []
+        for lo, hi in self.gaps:
+            if hi + 1 < low or lo > high + 1:
+                merged.append((lo, hi))
+            else:
+                low, high = min(lo, low), max(hi, high)
+        merged.append((low, high))
+        merged.sort()
+        self.gaps = merged
 
     def clamp(self, earliest: int | None, tail: int) -> list[str]:
         """Clamp the head into [earliest - 1, tail]; drop done ids outside (head, tail].
@@ -93,17 +130,20 @@ class ReaderState:
             self.head = tail
         if self.head < low:
             self.head = low  # ids below the journal's first item are gone: done
-        dropped = [i for i in self.done if i <= self.head or i > tail]
+        # Range operations on the sorted set: O(ids dropped), whatever their values.
+        dropped = [*self.done.irange(maximum=self.head), *self.done.irange(minimum=tail + 1)]
         if dropped:
             notes.append(f"dropped {len(dropped)} done ids outside ({self.head}, {tail}]")
             for i in dropped:
                 self._discard(i)
+        self.gaps = [(max(lo, self.head + 1), min(hi, tail)) for lo, hi in self.gaps if hi > self.head and lo <= tail]
         self._swallow()
         return notes
 
     def pending(self, tail: int) -> int:
         """How many ids in (head, tail] are not done."""
-        return max(0, tail - self.head - len(self.members))
+        skipped = sum(min(hi, tail) - lo + 1 for lo, hi in self.gaps if lo <= tail)
+        return max(0, tail - self.head - len(self.members) - skipped)
 
     def snapshot(self) -> tuple[int, tuple[int, ...]]:
         return self.head, tuple(self.done)

@@ -54,3 +54,57 @@ def test_matches_set_model(start: int, confirms: list[int]) -> None:
         assert set(s.done) == {i for i in model if i > head}
         assert all(s.is_done(i) == (i in model) for i in range(1, 62))
     assert s.pending(60) == 60 - len(model & set(range(1, 61)))
+
+
+def test_skip_missing_is_one_range_whatever_its_width() -> None:
+    s = ReaderState(5, [7])
+    s.skip_missing(10, 2**60)  # a gap above an open read (id 6): kept as a range
+    assert list(s.done) == [7] and s.gaps == [(10, 2**60)]
+    assert s.is_done(2**59) and not s.is_done(6) and not s.is_done(8)
+    assert s.pending(2**60 + 3) == 2**60 + 3 - 5 - 1 - (2**60 - 9)
+    s.confirm(8)
+    s.confirm(9)
+    assert s.head == 5
+    s.confirm(6)  # 6, 7, 8, 9 then the whole gap are swallowed
+    assert s.head == 2**60 and not s.done and not s.gaps
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 10),
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("confirm"), st.integers(1, 60), st.just(0)),
+            st.tuples(st.just("skip"), st.integers(1, 60), st.integers(0, 8)),
+            st.tuples(st.just("clamp"), st.integers(1, 30), st.integers(30, 70)),
+        )
+    ),
+)
+def test_gaps_match_set_model(start: int, ops: list[tuple[str, int, int]]) -> None:
+    """confirm / skip_missing / clamp against a plain set of done ids."""
+    s = ReaderState(start)
+    model = set(range(1, start + 1))
+    for kind, a, b in ops:
+        if kind == "confirm":
+            s.confirm(a)
+            model.add(a)
+        elif kind == "skip":
+            s.skip_missing(a, a + b)
+            model |= set(range(a, a + b + 1))
+        else:
+            earliest, tail = a, b
+            head = 0
+            while head + 1 in model:
+                head += 1
+            s.clamp(earliest, tail)
+            # The clamping rules on the model: the head into [earliest - 1, tail],
+            # nothing done above the tail.
+            new_head = min(max(head, earliest - 1), tail)
+            model = {i for i in model if i <= tail} | set(range(1, new_head + 1))
+        head = 0
+        while head + 1 in model:
+            head += 1
+        assert s.head == head
+        assert all(s.is_done(i) == (i in model) for i in range(1, 75))
+        assert s.pending(70) == 70 - len(model & set(range(1, 71)))
+        assert set(s.done).isdisjoint({i for lo, hi in s.gaps for i in range(lo, hi + 1)})
