@@ -27,7 +27,7 @@ from typing import cast
 from engine.errors import ClosedError, ConfigError, CorruptFileError, FullError, PoisonedError
 from engine.fs import FileHandle, FileSystem, GroupCommit, OpenMode, OsFileSystem, crashpoint, create_file, resolve
 from engine.streams import codec
-from engine.streams.reader import JournalScan
+from engine.streams.reader import JournalScan, later_records
 
 log = logging.getLogger("engine.streams")
 
@@ -138,6 +138,9 @@ class StreamJournal:
         self._streams: dict[int, Stream] = {}
         self._active = 0  # open streams not yet closing: the fsync waits for them
         self._zero_page = bytes(page_size)
+        # The smallest record of the pending transaction, copied past the end
+        # at commit (see _commit): (type, global, stream, record, data).
+        self._echo: tuple[int, int, int, int, bytes] | None = None
         self._closed = False
         self._failure: BaseException | None = None
         self._gc = GroupCommit(self._commit, name=path)
@@ -214,6 +217,10 @@ class StreamJournal:
             cls._check_geometry(page, size)
             handle = cls._create(fs, path, page, size - size % page, preallocate, reuse=blank)
             journal = cls(path, fs, handle, page, size - size % page, record_size=record_size, sync_delay=sync_delay)
+            if blank:
+                # A reused file may hold stale records past page 1 (a header of
+                # zeros is what a crash during creation leaves): scrub them.
+                journal._scrub(2 * page, 0)
             return journal
         handle = fs.open(path, OpenMode.WRITE)
         try:
@@ -226,6 +233,8 @@ class StreamJournal:
                     path, fs, handle, page, file_size - file_size % page, record_size=record_size, sync_delay=sync_delay
                 )
                 journal._write_header_locked(0)
+                # The old records beyond page 1 now count as ahead of number 0.
+                journal._scrub(2 * page, 0)
                 return journal
             return cls._recover(path, fs, handle, record_size, sync_delay)
         except BaseException:
@@ -268,8 +277,8 @@ class StreamJournal:
             if preallocate:
                 # Real zeros rather than a hole: later fdatasyncs then need no
                 # block allocation (the original expects a preallocated file).
-                # A reused file keeps what it has (stale bytes past the zero
-                # page 1 are never read: the global record numbers rule them out).
+                # A reused file keeps what it has (stale records past the zero
+                # page 1 are scrubbed by the caller, see _scrub).
                 chunk = bytes(_PREALLOC_CHUNK)
                 offset = max(2 * page, handle.size()) if reuse else 2 * page
                 while offset < size:
@@ -290,7 +299,11 @@ class StreamJournal:
     def _recover(
         cls, path: str, fs: FileSystem, handle: FileHandle, record_size: int, sync_delay: float
     ) -> StreamJournal:
-        scan = JournalScan(path, fs, handle=handle)
+        # Not strict: intact records past a clean end are what a crash leaves
+        # when a torn transaction's first page never reached the disk but a later
+        # one did (any transaction over a page, and the early page writes of one
+        # over SPILL_SIZE).  They are cut below, with the torn tail.
+        scan = JournalScan(path, fs, handle=handle, strict_end=False)
         end = scan.run()
         assert scan.header is not None
         page = scan.header.page_size
@@ -302,9 +315,22 @@ class StreamJournal:
         journal._next_stream = 0 if scan.max_stream is None else (scan.max_stream + 1) & codec.U32_MASK
         start = codec.page_ceil(end.position, page)
         journal._txn_pos = start
+        # Pages of the torn transaction that did reach the disk (or of an earlier
+        # crash's) hold intact records numbered at or ahead of the next one.  Left
+        # there, a strict reader would take them for damage (the journal going on
+        # past its end) and, worse, the numbers the writer hands out next would
+        # catch up with them.  Zero each such page before anything is written.
+        scrubbed = journal._scrub(start + page if start + page <= size else start, end.next_global)
         if not end.clean:
             journal.recovered = True
             journal.recovery_note = f"cut a torn transaction at offset {end.position}: {end.reason}"
+            log.warning("journal %s: %s", path, journal.recovery_note)
+        elif scrubbed:
+            journal.recovered = True
+            journal.recovery_note = (
+                f"cut a torn transaction after offset {end.position}: zeroed {scrubbed} page(s) holding "
+                f"intact records numbered {end.next_global} or later past the end"
+            )
             log.warning("journal %s: %s", path, journal.recovery_note)
         if start + page > size:
             journal._wrap_locked()
@@ -327,6 +353,27 @@ class StreamJournal:
                     journal._emit(ghost, codec.ABORT, b"")
             journal._gc.sync_now()
         return journal
+
+    def _scrub(self, start: int, expected: int) -> int:
+        """Zero every page from ``start`` on whose first bytes are an intact
+        record numbered ``expected`` or later; returns how many (synced).
+
+        Such records are never part of the journal (it ends before ``start``):
+        torn pages of an unsynced transaction, or a previous lap's records after
+        the numbers were started over.  Zeroing them keeps the reader's rule
+        true: in a journal this writer has opened, an intact record at or ahead
+        of the next number past the end means damage.  Cost: one small read per
+        page start (see :func:`~engine.streams.reader.later_records`).
+        """
+        found = [off for off, _ in later_records(self._handle, start, self.size, self.page_size, expected)]
+        for offset in found:
+            self._handle.write_at(offset, self._zero_page)
+        if found:
+            crashpoint("streams.scrub.before-fsync")
+            self._handle.fdatasync()
+            crashpoint("streams.scrub.after-fsync")
+            self.fsyncs += 1
+        return len(found)
 
     # -- records ---------------------------------------------------------------------
     def _check_usable(self) -> None:
@@ -362,6 +409,8 @@ class StreamJournal:
             self._pending_count += 1
             stream._wrote_info = True
         codec.append_record(self._pending, rtype, self._global, stream.number, stream.records, data)
+        if self._echo is None or len(data) < len(self._echo[4]):
+            self._echo = (rtype, self._global, stream.number, stream.records, bytes(data))
         self._global = (self._global + 1) & codec.U32_MASK
         self._pending_count += 1
         if rtype & codec.DATA:
@@ -475,11 +524,16 @@ class StreamJournal:
             self._spilled = 0
             self._pending = bytearray()
             self._pending_count = 0
+            echo, self._echo = self._echo, None
             self._io_lock.acquire()
         try:
             data += pad
             data += self._zero_page
-            self._write_and_sync(start, data, "commit")
+            # The transaction first, then its copy past the end: a crash that
+            # keeps writes in order never keeps the copy without the transaction.
+            self._handle.write_at(start, cast(bytes, data))
+            self._write_echo(echo, start + len(data))
+            self._write_and_sync(start, b"", "commit")
             self.transactions += 1
         except BaseException as exc:
             self._failure = exc
@@ -487,11 +541,35 @@ class StreamJournal:
         finally:
             self._io_lock.release()
 
+    def _write_echo(self, echo: tuple[int, int, int, int, bytes] | None, free: int) -> None:
+        """Queue a copy of one record of the transaction at the end of the file.
+
+        Zeroed damage over the journal's last transaction would otherwise leave a
+        perfect end marker with nothing after it to show the loss.  The copy (a
+        record numbered within the last transaction, so behind the next number)
+        sits at the last page(s) of the file, past the zero page, where readers
+        of the format never look, except our reader's probe past the end: if the
+        last transaction is zeroed, the copy is numbered at or ahead of where the
+        journal seems to end, and the damage is reported.  Skipped when the
+        transaction reaches that far (``free`` is where its zero page ends).
+        Written after the transaction, in the same fdatasync; a crash that
+        keeps the copy without its transaction (a disk that reorders writes)
+        is a torn tail the writer's recovery cuts (the copy is zeroed by _scrub).
+        """
+        if echo is None:
+            return
+        record = codec.encode_record(*echo)
+        at = self.size - codec.page_ceil(len(record), self.page_size)
+        if at >= free:
+            self._handle.write_at(at, record)
+
     def _write_and_sync(self, offset: int, data: bytes | bytearray, what: str) -> None:
         # A bytearray is written as it is (no copy): nothing mutates it afterwards.
-        self._handle.write_at(offset, cast(bytes, data))
-        # The transaction and the zero page after it in one write, then one
-        # fdatasync (the file is preallocated: no size change to sync).  Only
+        if data:
+            self._handle.write_at(offset, cast(bytes, data))
+        # The transaction and the zero page after it in one write (for a
+        # commit, the copy of one record at the file's end in a second one), then
+        # one fdatasync (the file is preallocated: no size change to sync).  Only
         # after it returns may any stream in it be acknowledged.
         crashpoint(f"streams.{what}.before-fsync")
         self._handle.fdatasync()
@@ -510,6 +588,7 @@ class StreamJournal:
                     self._pending = bytearray()
                     self._pending_count = 0
                     self._spilled = 0
+                self._echo = None
                 # Header and zero page 1 in one write starting at offset 0: a
                 # crash keeps the old header (the previous lap stays readable) or
                 # the new one (an empty lap); the first sector is never torn.

@@ -11,6 +11,17 @@ says where (:attr:`JournalScan.end`), logs a warning and counts it.
 Files that have wrapped read the same way: the header names the first global
 record number of the current lap, and older records beyond the newest
 transaction fail the global record number check.
+
+A clean end (a zero page at a transaction start) is checked before it is
+believed: zeroed damage in the middle of a journal looks exactly like it.
+Transactions start at page boundaries, so :func:`later_records` probes every
+later page start (one small read each) for a record whose check code verifies
+and whose global record number is at or ahead of the one the journal would
+have written next.  Such a record means the journal goes on past the "end":
+the region at the end is damaged, and the scan raises CorruptFileError naming
+its offset.  Records of an older lap (after a wrap) have lower numbers and do
+not count.  The writer never leaves such records behind in a journal it has
+opened (see ``StreamJournal._scrub``), so in a closed journal they are damage.
 """
 
 from __future__ import annotations
@@ -30,6 +41,37 @@ _CHUNK = 1 << 20
 
 #: How many scans ended at something other than a clean end (tests read it).
 torn_scans = 0
+
+#: Global record numbers are compared modulo 2**32: a number less than this far
+#: ahead of the expected one (or equal to it) is "at or ahead"; anything else is
+#: behind (an older lap).
+_AHEAD_WINDOW = 1 << 31
+
+
+def is_ahead(global_record: int, expected: int) -> bool:
+    """Whether ``global_record`` is ``expected`` or later (modulo 2**32)."""
+    return (global_record - expected) & codec.U32_MASK < _AHEAD_WINDOW
+
+
+def later_records(handle: FileHandle, start: int, limit: int, page: int, expected: int) -> Iterator[tuple[int, int]]:
+    """(offset, global record number) of each intact record at a page start in
+    ``[start, limit)`` whose number is ``expected`` or later.
+
+    Cost: one read of a record header (20 bytes) per page start, plus one read
+    of the whole record only when the header is plausible (a non-zero type word
+    and a length that fits in the file).  Intact means its check code verifies.
+    """
+    pos = codec.page_ceil(start, page)
+    while pos + codec.RECORD_OVERHEAD <= limit:
+        raw_head = handle.read_at(pos, codec.RECORD_HEADER_SIZE)
+        if len(raw_head) == codec.RECORD_HEADER_SIZE:
+            rh = codec.decode_record_header(raw_head)
+            total = codec.RECORD_OVERHEAD + rh.length
+            if rh.type != codec.EOT and pos + total <= limit and is_ahead(rh.global_record, expected):
+                raw = handle.read_at(pos, total)
+                if len(raw) == total and codec.record_check_ok(raw, 0, rh.length):
+                    yield pos, rh.global_record
+        pos += page
 
 
 @dataclass(frozen=True)
@@ -127,8 +169,14 @@ class JournalScan:
     so do we; :meth:`StreamJournal.verify` treats them as corruption.
     """
 
-    def __init__(self, path: str, fs: FileSystem | None = None, *, handle: FileHandle | None = None) -> None:
+    def __init__(
+        self, path: str, fs: FileSystem | None = None, *, handle: FileHandle | None = None, strict_end: bool = True
+    ) -> None:
         self.path = path
+        #: Probe past a clean end for records that show the journal goes on
+        #: (damage) and raise.  The writer's recovery turns it off: there such
+        #: records are a torn transaction's pages, which it cuts and reports.
+        self.strict_end = strict_end
         self._fs = resolve(fs)
         self._handle = handle
         self.header: codec.FileHeader | None = None
@@ -198,6 +246,8 @@ class JournalScan:
                     stop = (pos, False, "a zero type word not followed by a zero page")
                 else:
                     stop = (pos, True, "end of journal")
+                    if self.strict_end:
+                        self._check_real_end(handle, pos, page, limit, expected)
                 break
             # Records of one transaction.
             while True:
@@ -251,6 +301,20 @@ class JournalScan:
                     StreamData(st.number, st.ident, st.start, b"".join(st.chunks), "open", st.position)
                 )
             yield Event("unfinished", st.number, st.record, st.offset, st.ident, position=-1)
+
+    def _check_real_end(self, handle: FileHandle, pos: int, page: int, limit: int, expected: int) -> None:
+        """Raise if an intact record at or ahead of ``expected`` sits at a later
+        page start: the zero page at ``pos`` is damage, not the end."""
+        for offset, number in later_records(handle, pos + page, limit, page, expected):
+            raise CorruptFileError(
+                self.path,
+                pos,
+                f"the end of the journal (nothing intact numbered {expected} or later after it)",
+                found=(
+                    f"zeros where a transaction should start, and an intact record {number} at offset "
+                    f"{offset}: the journal goes on past a damaged region"
+                ),
+            )
 
     def _anomaly(self, message: str, position: int) -> None:
         text = f"offset {position}: {message}"
@@ -315,11 +379,16 @@ class JournalScan:
                 self._anomaly(f"stream {number}: record type 0x{rtype:x} has no known type bit; ignored", position)
 
 
-def read_events(path: str, fs: FileSystem | None = None) -> JournalScan:
-    """The journal's events, as an iterable :class:`JournalScan` (see its ``end``)."""
-    return JournalScan(path, fs)
+def read_events(path: str, fs: FileSystem | None = None, *, strict_end: bool = True) -> JournalScan:
+    """The journal's events, as an iterable :class:`JournalScan` (see its ``end``).
+
+    ``strict_end=False`` believes a zero page is the end without probing past
+    it (for files whose writer may leave newer-numbered records there, such as
+    the original server after a restart, which numbers records from 0 again).
+    """
+    return JournalScan(path, fs, strict_end=strict_end)
 
 
-def read_streams(path: str, fs: FileSystem | None = None) -> Iterator[StreamData]:
+def read_streams(path: str, fs: FileSystem | None = None, *, strict_end: bool = True) -> Iterator[StreamData]:
     """Whole streams (ident, start offset, data, status complete/aborted/open)."""
-    return JournalScan(path, fs).streams()
+    return JournalScan(path, fs, strict_end=strict_end).streams()

@@ -11,7 +11,7 @@ from streams_helpers import OriginalWriter
 
 from engine.cli import main
 from engine.fs import make_dirs
-from engine.streams import StreamJournal, read_events, read_streams
+from engine.streams import StreamJournal, codec, read_events, read_streams
 from stress.simfs import SimFS
 
 
@@ -150,7 +150,17 @@ def test_byte_identical_to_the_original_writer() -> None:
     journal = StreamJournal.open("/db/j", size=size, page_size=page, sync_delay=0, fs=sim)
     _replay(writer, journal)
     ours = sim.snapshot()["/db/j"]
-    assert ours == bytes(writer.file)
+    # Identical but for the last page(s): ours holds a copy of one record of the
+    # last transaction there, past the end, for the damage check (the original
+    # leaves them alone; its reader never looks past the zero page).  Copies from
+    # earlier commits may remain further on: all numbered behind the end.
+    theirs = bytes(writer.file)
+    first_diff = next(i for i in range(size) if ours[i] != theirs[i])
+    at = first_diff // page * page
+    assert at >= size - 4 * page and theirs[at:] == bytes(size - at)
+    echo = codec.decode_record_header(ours, at)
+    assert codec.record_check_ok(ours, at, echo.length)
+    assert ours.count(ours[at : at + 28 + echo.length]) >= 2  # it is in the journal too
     journal.close()
 
 
