@@ -19,13 +19,13 @@ class PageCache:
         self.misses = 0
 
     def get(self, page: int) -> bytes | bytearray | None:
-        data = self._pages.get(page)
-        if data is None:
+        try:
+            self._pages.move_to_end(page)
+        except KeyError:
             self.misses += 1
             return None
-        self._pages.move_to_end(page)
         self.hits += 1
-        return data
+        return self._pages[page]
 
     def put(self, page: int, data: bytes | bytearray) -> None:
         if self.capacity == 0:

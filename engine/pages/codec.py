@@ -82,6 +82,9 @@ assert COMPLETE_CRC.size == 4
 U64 = struct.Struct("<Q")
 assert U64.size == 8
 
+#: Bytes-like pieces the encoders accept and return (joined without extra copies).
+Buffer = bytes | bytearray | memoryview
+
 
 # ---------------------------------------------------------------------------
 # Value types
@@ -201,11 +204,11 @@ def encode_remove(page_offset: int, head_before: int) -> bytes:
     return encode_op(OP_REMOVE, REMOVE.pack(page_offset, head_before))
 
 
-def encode_modify(page_offset: int, offset: int, before: bytes, after: bytes) -> list[bytes]:
+def encode_modify(page_offset: int, offset: int, before: Buffer, after: Buffer) -> list[Buffer]:
     """MODIFY ops for one write, split so that each image is at most 65,535 bytes."""
     if len(before) != len(after):
         raise ValueError("before and after images differ in length")
-    out = []
+    out: list[Buffer] = []
     pos = 0
     while pos < len(after):
         size = min(MAX_MODIFY, len(after) - pos)
@@ -226,7 +229,7 @@ def transaction_crc(prev: int, created: int, ops_bytes: bytes | memoryview) -> i
     return zlib.crc32(ops_bytes, crc)
 
 
-def modify_parts(page_offset: int, offset: int, before: bytes, after: bytes) -> list[bytes]:
+def modify_parts(page_offset: int, offset: int, before: Buffer, after: Buffer) -> list[Buffer]:
     """One MODIFY op as pieces (header, before, after) to be joined later.
 
     The commit path joins every op of a transaction once; building each op's
@@ -244,21 +247,47 @@ _MODIFY_OP_HEAD = struct.Struct("<BIQHH")
 assert _MODIFY_OP_HEAD.size == OP_HEADER.size + MODIFY_HEAD.size == 17
 
 
-def encode_transaction(prev: int, created: int, ops: Iterable[bytes], *, with_crc: bool = True) -> bytes:
+# The CRC's prefix (16 bytes): u64 prev | u64 created (as unsigned), the header
+# fields the CRC covers.
+_CRC_PREFIX = struct.Struct("<QQ")
+assert _CRC_PREFIX.size == 16
+# Our COMPLETE op with its CRC (9 bytes): u8 0xFF | u32 size 4 | u32 CRC-32.
+_COMPLETE_OP = struct.Struct("<BII")
+assert _COMPLETE_OP.size == OP_HEADER.size + COMPLETE_CRC.size == 9
+_COMPLETE_PLACEHOLDER = bytes(_COMPLETE_OP.size)
+
+
+def encode_transaction_buffer(prev: int, created: int, ops: Iterable[Buffer]) -> bytearray:
+    """A whole transaction (next = 0, flags = 0, COMPLETE with its CRC) in one buffer.
+
+    The commit path: ``ops`` (op bytes or pieces of ops, e.g. the header, before
+    and after image of :func:`modify_parts`) are copied once, into a bytearray
+    that already has room for COMPLETE; one CRC-32 pass runs over the joined op
+    bytes (not one call per piece) and the CRC is packed in place.
+    """
+    parts: list[Buffer] = [TX_HEADER.pack(prev, 0, created, 0)]
+    parts.extend(ops)
+    parts.append(_COMPLETE_PLACEHOLDER)
+    buf = bytearray().join(parts)
+    tail = len(buf) - _COMPLETE_OP.size
+    crc = zlib.crc32(_CRC_PREFIX.pack(prev, created & 0xFFFFFFFFFFFFFFFF))
+    with memoryview(buf) as view:
+        crc = zlib.crc32(view[TX_HEADER_SIZE:tail], crc)
+    _COMPLETE_OP.pack_into(buf, tail, OP_COMPLETE, COMPLETE_CRC.size, crc)
+    return buf
+
+
+def encode_transaction(prev: int, created: int, ops: Iterable[Buffer], *, with_crc: bool = True) -> bytes:
     """A whole transaction (next = 0, flags = 0) ending with COMPLETE.
 
     ``ops`` are op bytes, or pieces of ops, in order; they are joined once.
+    ``with_crc=False`` writes a COMPLETE without data, like the original writer.
     """
-    parts = [encode_tx_header(prev, 0, created, 0)]
-    parts.extend(ops)
     if with_crc:
-        crc = zlib.crc32(U64.pack(prev))
-        crc = zlib.crc32(U64.pack(created & 0xFFFFFFFFFFFFFFFF), crc)
-        for piece in parts[1:]:
-            crc = zlib.crc32(piece, crc)
-        parts.append(encode_op(OP_COMPLETE, COMPLETE_CRC.pack(crc)))
-    else:
-        parts.append(encode_op(OP_COMPLETE))
+        return bytes(encode_transaction_buffer(prev, created, ops))
+    parts: list[Buffer] = [encode_tx_header(prev, 0, created, 0)]
+    parts.extend(ops)
+    parts.append(encode_op(OP_COMPLETE))
     return b"".join(parts)
 
 

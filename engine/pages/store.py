@@ -40,6 +40,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import cast
 
 from engine.errors import (
     ClosedError,
@@ -706,15 +707,19 @@ class PageStore:
             flushing = StoreHeader(ps, self._header.page_count, self._header.free_head, flags=store_codec.FLUSHING)
             self._handle.write_at(0, store_codec.encode_header(flushing))
             self._disk_header = flushing
+            dirty = self._dirty
             for start, end in _merge(self._extents):
-                parts = []
+                # One write per contiguous run; whole pages join without slicing.
+                parts: list[bytes | bytearray | memoryview] = []
                 pos = start
                 while pos < end:
                     page, off = divmod(pos, ps)
                     stop = min(end, (page + 1) * ps)
-                    parts.append(self._dirty[page][off : off + stop - pos])
+                    image = dirty[page]
+                    parts.append(image if stop - pos == ps else memoryview(image)[off : off + stop - pos])
                     pos = stop
-                self._handle.write_at(start, b"".join(parts))
+                run = parts[0] if len(parts) == 1 else b"".join(parts)
+                self._handle.write_at(start, cast(bytes, run))  # any buffer (see Journal.append)
             if self._sums is not None:
                 self._sums.update(self._dirty)
             if self._header != self._disk_header:
@@ -924,8 +929,11 @@ class Transaction:
 
     def _begin(self) -> None:
         store = self._store
-        self.pages: dict[int, bytearray] = {}
-        self.ops: list[bytes] = []
+        # Page images as this transaction sees them: a bytearray once it was edited
+        # in place, or the caller's bytes after a whole-page write (no copy).
+        self.pages: dict[int, bytes | bytearray] = {}
+        self.ops: list[bytes | bytearray | memoryview] = []
+        self.ps = store._header.page_size
         self.page_count = store._header.page_count
         self.free_head = store._header.free_head
         self.popped: set[int] = set()
@@ -964,9 +972,10 @@ class Transaction:
         return self._page(page)
 
     def _page(self, page: int) -> bytearray:
+        """This transaction's image of ``page``, editable in place (copied on first use)."""
         buf = self.pages.get(page)
-        if buf is None:
-            buf = bytearray(self._store._committed(page))
+        if type(buf) is not bytearray:
+            buf = bytearray(self._store._committed(page) if buf is None else buf)
             self.pages[page] = buf
         return buf
 
@@ -993,8 +1002,9 @@ class Transaction:
                 self.popped_from_list += 1
             # Zero the reused page through the journal, so undo and redo both see it.
             if any(buf):
-                start = next(i for i, b in enumerate(buf) if b)
-                end = ps - next(i for i, b in enumerate(reversed(buf)) if b)
+                # First and last nonzero byte, found in C (strip), not a Python loop.
+                start = ps - len(buf.lstrip(b"\0"))
+                end = len(buf.rstrip(b"\0"))
                 self.ops.extend(codec.encode_modify(head, start, bytes(buf[start:end]), bytes(end - start)))
                 buf[start:end] = bytes(end - start)
                 self._touch(page, start, end)
@@ -1011,17 +1021,43 @@ class Transaction:
         buf = self.pages.get(page)
         # A page this transaction already holds is live unless it freed it (the hot path).
         if buf is None or page in self.pushed or self.state != "open":
-            buf = self._live(page)
-        ps = self._store.page_size
+            self._check_state()
+            store = self._store
+            # The usual case inline (a committed live page); anything else gets the
+            # full check and its typed error.
+            if type(page) is not int or not 0 < page <= self.page_count or self._is_free(page):
+                store._check_live(page, self.page_count, isinstance(page, int) and self._is_free(page))
+        ps = self.ps
         end = offset + len(data)
         if offset < 0 or end > ps:
             raise PageError(
                 self._store.path, page, page * ps + max(offset, 0), f"write [{offset}:{end}] past the {ps}-byte page"
             )
-        before = bytes(buf[offset:end])
-        data = bytes(data)
-        if before == data:
-            return
+        data = bytes(data)  # no copy for bytes; the caller may not change it under us
+        if buf is None:
+            # First touch of this page.  Its committed image is never mutated (new
+            # transactions copy it), so it serves as the before image without a copy.
+            store = self._store
+            committed = store._dirty.get(page)
+            if committed is None:
+                committed = store._committed(page)
+            if offset == 0 and end == ps:
+                # A whole-page write (the common bulk case): no copy at all; the
+                # caller's bytes are immutable and become the new image.
+                if committed == data:
+                    return
+                self.ops.extend(codec.modify_parts(page * ps, 0, committed, data))
+                self.pages[page] = data
+                self.dirty[page] = [(0, ps)]
+                return
+            buf = bytearray(committed)
+            self.pages[page] = buf
+        elif type(buf) is not bytearray:
+            buf = self._page(page)  # a whole-page image edited again: now copied
+        with memoryview(buf) as view:
+            if view[offset:end] == data:
+                return
+            before = bytes(view[offset:end])  # the buffer changes below: the image must not
         self.ops.extend(codec.modify_parts(page * ps, offset, before, data))
         buf[offset:end] = data
         self._touch(page, offset, end)

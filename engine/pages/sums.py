@@ -102,10 +102,13 @@ class PageSums:
 
     def update(self, images: dict[int, bytes | bytearray]) -> None:
         """Record and write the checksums of these page images (part of a flush)."""
+        values = self.values
+        page_sum = store_codec.page_sum
+        top = max(images, default=0)
+        if top >= len(values):
+            values.extend([0] * (top + 1 - len(values)))
         for page, image in images.items():
-            while len(self.values) <= page:
-                self.values.append(0)
-            self.values[page] = store_codec.page_sum(image)
+            values[page] = page_sum(image)
         self._write(images)
 
     def recompute(self, pages: Iterable[int], read_page: ReadPage) -> None:
@@ -149,4 +152,9 @@ class PageSums:
 
 
 def _pack(values: array[int], start: int, stop: int) -> bytes:
-    return b"".join(store_codec.SUM.pack(v) for v in values[start:stop])
+    """Entries ``start..stop-1`` as the file stores them (u32 little-endian): one
+    slice of the array, not one ``struct.pack`` per entry."""
+    run = values[start:stop]
+    if sys.byteorder != "little":  # pragma: no cover - the file is little-endian
+        run.byteswap()
+    return run.tobytes()

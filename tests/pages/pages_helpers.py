@@ -53,8 +53,11 @@ def random_transaction(
                 new.pages[page] = bytes(ps)
             elif choice < 0.8:
                 page = rng.choice(live)
-                off = rng.randrange(ps)
-                size = rng.randint(1, min(ps - off, 700))
+                if rng.random() < 0.3:  # a whole-page write (the zero-copy path)
+                    off, size = 0, ps
+                else:
+                    off = rng.randrange(ps)
+                    size = rng.randint(1, min(ps - off, 700))
                 data = bytes(rng.getrandbits(8) for _ in range(size))
                 tx.write(page, off, data)
                 buf = bytearray(new.pages[page])

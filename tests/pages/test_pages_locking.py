@@ -101,9 +101,7 @@ def test_writer_waits_for_reader_then_succeeds(path: str, reader_lock: FileHandl
         store.close()
 
 
-def test_second_writer_fails_at_once_while_first_waits(
-    path: str, reader_lock: FileHandle, watch: SleepWatch
-) -> None:
+def test_second_writer_fails_at_once_while_first_waits(path: str, reader_lock: FileHandle, watch: SleepWatch) -> None:
     thread, out = _open_in_thread(path)
     _wait_until_waiting_or_done(thread, watch)
     assert thread.is_alive(), f"first writer did not wait: {out.get('error')!r}"

@@ -339,3 +339,44 @@ def test_transaction_object_rules(path: str) -> None:
         with pytest.raises(ClosedError, match="entered once"), tx:
             pass
         assert store.page_count == 1
+
+
+def test_whole_page_writes_then_edits_in_one_transaction(path: str) -> None:
+    """Whole-page writes keep the caller's bytes as the image (no copy): later
+    edits in the same transaction, reads, frees and a caller's mutation of a
+    bytearray it passed must all behave as with copies; the journal's before
+    images must still undo them."""
+    ps = 512
+    with PageStore.open(path, page_size=ps) as store:
+        with store.transaction() as tx:
+            a, b, c = tx.allocate(), tx.allocate(), tx.allocate()
+            tx.write(a, 0, b"A" * ps)
+        src = bytearray(b"B" * ps)
+        with store.transaction() as tx:
+            tx.write(a, 0, b"a" * ps)  # whole page over a committed one
+            tx.write(a, 10, b"xy")  # then edited in place
+            tx.write(b, 0, src)
+            src[:] = b"Z" * ps  # the caller changes its buffer: no effect
+            tx.write(c, 0, b"C" * ps)
+            tx.free(c)
+            assert tx.read(a, 8, 6) == b"aaxyaa"
+            assert tx.read(b) == b"B" * ps
+        assert store.read(a) == b"a" * 10 + b"xy" + b"a" * (ps - 12)
+        assert store.read(b) == b"B" * ps
+        assert store.free_pages == [c]
+        with pytest.raises(RuntimeError):
+            with store.transaction() as tx:
+                tx.write(a, 0, b"q" * ps)
+                assert tx.read(a) == b"q" * ps
+                raise RuntimeError("roll back")
+        assert store.read(a)[:12] == b"a" * 10 + b"xy"
+        # The journal holds the whole-page MODIFY with the committed image as before image.
+        with store.transaction() as tx:
+            tx.write(b, 0, b"D" * ps)
+        with open(journal_path(path), "rb") as f:
+            state = scan(journal_path(path), f.read())
+        (mod,) = [op for op in state.txs[-1].ops if isinstance(op, codec.Modify)]
+        assert (mod.page_offset, mod.offset, bytes(mod.before), bytes(mod.after)) == (b * ps, 0, b"B" * ps, b"D" * ps)
+    with PageStore.open(path) as store:
+        assert store.read(b) == b"D" * ps and store.free_pages == [c]
+        store.verify()
