@@ -73,6 +73,29 @@ def crc_path(directory: str, base: int) -> str:
 class Segment:
     """A segment's files and visible extent (see the module docstring)."""
 
+    # Slots: the append path reads and writes several of these per record, and
+    # slot access is cheaper than an instance dict's.
+    __slots__ = (
+        "_sparse",
+        "_sparse_count",
+        "base",
+        "cached",
+        "cached_count",
+        "count",
+        "crc",
+        "crc_path",
+        "first_time",
+        "idx",
+        "idx_path",
+        "last_time",
+        "log",
+        "log_path",
+        "log_size",
+        "mem_idx",
+        "misses",
+        "ttl_ns",
+    )
+
     def __init__(
         self,
         directory: str,

@@ -41,6 +41,8 @@ DEFAULT_SYNC_DELAY = 0.010
 SPILL_SIZE = 1 << 20
 #: Zero bytes written per call when preallocating a new journal.
 _PREALLOC_CHUNK = 1 << 20
+#: Suffix of the temporary file a new journal is built in before its rename.
+CREATING_SUFFIX = ".creating"
 
 
 def default_page_size(fs: FileSystem, directory: str) -> int:
@@ -256,9 +258,17 @@ class StreamJournal:
 
     @staticmethod
     def _create(fs: FileSystem, path: str, page: int, size: int, preallocate: bool, *, reuse: bool) -> FileHandle:
-        # Header page and the zero page 1 first, synced with the directory entry
-        # (create_file), so the name never points at a file without a header.
+        # A new journal is built whole under a temporary name (header page, zero
+        # page 1, the preallocated rest), synced, and only then renamed into place
+        # and the directory synced: a crash during creation leaves no journal or a
+        # complete one, never a header on a file too short to open.  A reused blank
+        # file is initialised in place (it already has its size).
         first = codec.encode_header_page(page, 0) + bytes(page)
+        final_path = path
+        if not reuse:
+            path = path + CREATING_SUFFIX
+            if fs.exists(path):
+                fs.unlink(path)  # left by a crash during an earlier creation
         if reuse:
             handle = fs.open(path, OpenMode.WRITE)
             try:
@@ -290,6 +300,14 @@ class StreamJournal:
             crashpoint("streams.create.before-fsync")
             handle.fsync()  # the size is metadata: a full fsync
             crashpoint("streams.create.after-fsync")
+            if not reuse:
+                if fs.exists(final_path):
+                    raise FileExistsError(17, "journal created meanwhile by another process", final_path)
+                fs.rename(path, final_path)
+                handle.path = final_path  # the same inode, now under its real name
+                crashpoint("streams.create.before-dir-fsync")
+                fs.fsync_dir(os.path.dirname(final_path) or ".")
+                crashpoint("streams.create.after-dir-fsync")
         except BaseException:
             handle.close()
             raise
