@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from engine.errors import CorruptFileError, FormatError
-from engine.fs import FileSystem, OpenMode, crashpoint, parent_dir
+from engine.fs import FileSystem, atomic_write
 from engine.queue import codec
 
 
@@ -38,20 +38,10 @@ def load_reader_file(fs: FileSystem, path: str) -> tuple[int, list[int]]:
 
 def write_reader_file(fs: FileSystem, path: str, head: int, done: Iterable[int], stamp_ms: int) -> None:
     """Atomically replace reader file ``path`` with ``head`` and ``done``."""
-    data = codec.encode_reader_file(head, done)
-    tmp = f"{path}~~{stamp_ms}"
-    with fs.open(tmp, OpenMode.CREATE) as handle:
-        handle.truncate(0)
-        handle.write_at(0, data)
-        crashpoint("queue.checkpoint.before-fsync")
-        # The data must be durable before the name points at it.
-        handle.fsync()
-    crashpoint("queue.checkpoint.before-rename")
-    fs.rename(tmp, path)
-    crashpoint("queue.checkpoint.before-dir-fsync")
-    # Without this the rename may be undone by a crash and an older head come back.
-    fs.fsync_dir(parent_dir(path))
-    crashpoint("queue.checkpoint.after-dir-fsync")
+    # libkestrel's temp name, "<reader file>~~<ms>"; atomic_write fsyncs it before the
+    # rename and the directory after it (the original skipped the latter: without it
+    # the rename may be undone by a crash and an older head come back).
+    atomic_write(fs, path, codec.encode_reader_file(head, done), tmp_path=f"{path}~~{stamp_ms}")
 
 
 #: The smallest PUT record on disk: command byte + 24-byte header, no data.

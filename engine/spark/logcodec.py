@@ -24,16 +24,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.applog import codec as _applog
 from engine.errors import ConfigError, CorruptFileError, FormatError
 
-# File header, both files, little-endian (FORMATS.md 004):
-#   3s  signature  b"LOG" / b"IDX"
-#   B   version    1
-#   I   flags      u32 (no flag is defined; written as 0)
-#   q   ttl        i64 nanoseconds, <= 0 = never expires
-HEADER_FMT = "<3sBIq"
-HEADER_SIZE = 16
-assert struct.calcsize(HEADER_FMT) == HEADER_SIZE
+# The 16-byte file header and its checks are the append log's own
+# (engine.applog.codec: "<3sBIq" = signature, version, flags, TTL in ns).
+HEADER_FMT = _applog.FILE_HEADER.format
+HEADER_SIZE = _applog.HEADER_SIZE
+FileHeader = _applog.FileHeader
 
 # Log record header, followed by ``size`` payload bytes:
 #   I  size   u32 payload length
@@ -55,40 +53,29 @@ assert struct.calcsize(INDEX_FMT) == INDEX_ENTRY
 INDEX_DTYPE = np.dtype([("time", "<i8"), ("index", "<u8"), ("offset", "<i8")])
 assert INDEX_DTYPE.itemsize == INDEX_ENTRY
 
-LOG_MAGIC = b"LOG"
-IDX_MAGIC = b"IDX"
-VERSION = 1
+LOG_MAGIC = _applog.LOG_MAGIC
+IDX_MAGIC = _applog.IDX_MAGIC
+VERSION = _applog.VERSION
 
 #: Arrow binary arrays use int32 offsets: one batch's log bytes must stay below this.
 MAX_BATCH_BYTES = (1 << 31) - 1
 
 
-@dataclass(frozen=True)
-class FileHeader:
-    """The 16-byte header of a .log or .idx file."""
-
-    magic: bytes
-    version: int
-    flags: int
-    ttl_ns: int
-
-
 def encode_header(magic: bytes, ttl_ns: int = 0, flags: int = 0) -> bytes:
     """The 16-byte header of a log (``b"LOG"``) or index (``b"IDX"``) file."""
-    return struct.pack(HEADER_FMT, magic, VERSION, flags, ttl_ns)
+    return _applog.encode_header(magic, ttl_ns, flags)
 
 
 def decode_header(data: bytes, path: str, magic: bytes) -> FileHeader:
-    """Parse and check a file header; FormatError for a foreign file or version."""
-    if len(data) < HEADER_SIZE:
-        raise CorruptFileError(path, len(data), f"a {HEADER_SIZE}-byte {magic.decode()} header",
-                               f"{len(data)} bytes (truncated file)")
-    sig, version, flags, ttl = struct.unpack_from(HEADER_FMT, data, 0)
-    if sig != magic:
-        raise FormatError(path, 0, f"signature {magic!r}", repr(sig))
-    if version != VERSION:
-        raise FormatError(path, 3, f"version {VERSION}", str(version))
-    return FileHeader(sig, version, flags, ttl)
+    """Parse and check a file header: CorruptFileError for a short one,
+    FormatError for a foreign signature or version (file and offset named)."""
+    try:
+        return _applog.decode_header(data, magic)
+    except _applog.HeaderError as exc:
+        if len(data) < HEADER_SIZE:
+            raise CorruptFileError(path, len(data), exc.expected, f"{exc.found} (truncated file)") from None
+        offset = 3 if exc.expected.startswith("version") else 0
+        raise FormatError(path, offset, exc.expected, exc.found) from None
 
 
 def decode_index(data: bytes) -> np.ndarray:
