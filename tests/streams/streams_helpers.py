@@ -6,6 +6,7 @@ import struct
 import threading
 
 from engine.fs import FileHandle, FileSystem, OpenMode
+from stress.faults import FaultyFS
 
 
 def crc64_reference(data: bytes) -> int:
@@ -18,11 +19,14 @@ def crc64_reference(data: bytes) -> int:
     return crc ^ 0xFFFFFFFFFFFFFFFF
 
 
-class GatedFS(FileSystem):
-    """Real files, but the first fdatasync waits until ``gate`` is set."""
+class GatedFS(FaultyFS):
+    """Real files, but the first fdatasync waits until ``gate`` is set.
+
+    A FaultyFS that never fails: it already delegates every operation to
+    ``inner``; this only wraps the handles' fdatasync."""
 
     def __init__(self, inner: FileSystem) -> None:
-        self.inner = inner
+        super().__init__(inner, fail_at=None)
         self.gate = threading.Event()
         self.entered = threading.Event()
         self.armed = False
@@ -41,36 +45,6 @@ class GatedFS(FileSystem):
 
         handle.fdatasync = gated  # type: ignore[method-assign]
         return handle
-
-    def exists(self, path: str) -> bool:
-        return self.inner.exists(path)
-
-    def isdir(self, path: str) -> bool:
-        return self.inner.isdir(path)
-
-    def listdir(self, path: str) -> list[str]:
-        return self.inner.listdir(path)
-
-    def file_size(self, path: str) -> int:
-        return self.inner.file_size(path)
-
-    def mkdir(self, path: str) -> None:
-        self.inner.mkdir(path)
-
-    def rmdir(self, path: str) -> None:
-        self.inner.rmdir(path)
-
-    def rename(self, src: str, dst: str) -> None:
-        self.inner.rename(src, dst)
-
-    def unlink(self, path: str) -> None:
-        self.inner.unlink(path)
-
-    def fsync_dir(self, path: str) -> None:
-        self.inner.fsync_dir(path)
-
-    def mtime_ns(self, path: str) -> int:
-        return self.inner.mtime_ns(path)
 
 
 class OriginalWriter:
