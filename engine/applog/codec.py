@@ -32,6 +32,8 @@ import struct
 import zlib
 from dataclasses import dataclass
 
+from engine.errors import CorruptFileError, FormatError
+
 # File header, 16 bytes, the same for all three files except the signature:
 #   3 bytes signature ("LOG" / "IDX" / "CRC") | u8 version | u32 flags
 #   | i64 TTL in ns (<= 0: never; reserved, written as 0, in a .crc file)
@@ -112,6 +114,20 @@ def decode_header(data: bytes, magic: bytes) -> FileHeader:
     if version != VERSION:
         raise HeaderError(f"version {VERSION}", str(version))
     return FileHeader(found_magic, version, flags, ttl)
+
+
+def check_header(data: bytes, magic: bytes, path: str) -> FileHeader:
+    """:func:`decode_header` for the file at ``path``, with the file and offset in
+    the error: a short header is a CorruptFileError where the file ends (a
+    truncated file); a foreign signature (offset 0) or version (offset 3) is a
+    FormatError."""
+    try:
+        return decode_header(data, magic)
+    except HeaderError as exc:
+        if len(data) < HEADER_SIZE:
+            raise CorruptFileError(path, len(data), exc.expected, f"{exc.found} (truncated file)") from None
+        offset = 3 if exc.expected.startswith("version") else 0
+        raise FormatError(path, offset, exc.expected, exc.found) from None
 
 
 def encode_record(data: bytes, flags: int, time_ns: int) -> bytes:

@@ -16,9 +16,8 @@ from engine.applog.codec import (
     IDX_MAGIC,
     LOG_MAGIC,
     VERSION,
-    HeaderError,
+    check_header,
     crc_count,
-    decode_header,
     entry_count,
     parse_segment_name,
 )
@@ -63,10 +62,7 @@ def _crc_of(fs: FileSystem, crc_path: str) -> bytes | None:
     if not fs.exists(crc_path):
         return None
     data = _read(fs, crc_path)
-    try:
-        decode_header(data, CRC_MAGIC)
-    except HeaderError as exc:
-        raise FormatError(crc_path, 0, exc.expected, exc.found) from None
+    check_header(data, CRC_MAGIC, crc_path)
     return data
 
 
@@ -74,10 +70,7 @@ def _file_summary(path: str) -> dict[str, object]:
     fs = default_fs()
     data = _read(fs, path)
     magic = next((m for m in (LOG_MAGIC, CRC_MAGIC) if data[:3] == m), IDX_MAGIC)
-    try:
-        header = decode_header(data, magic)
-    except HeaderError as exc:
-        raise FormatError(path, 0, exc.expected, exc.found) from None
+    header = check_header(data, magic, path)
     kinds = {LOG_MAGIC: "log segment", IDX_MAGIC: "index segment", CRC_MAGIC: "checksum file (ours)"}
     out: dict[str, object] = {
         "kind": kinds[magic],
@@ -145,10 +138,7 @@ def verify(path: str) -> list[str]:
     log, idx = _read(fs, log_path), (_read(fs, idx_path) if fs.exists(idx_path) else b"")
     crc = _crc_of(fs, crc_path)
     for data, magic, p in ((log, LOG_MAGIC, log_path), (idx, IDX_MAGIC, idx_path)):
-        try:
-            decode_header(data, magic)
-        except HeaderError as exc:
-            raise FormatError(p, 0, exc.expected, exc.found) from None
+        check_header(data, magic, p)
     try:
         scan = scan_segment(log, idx, base, None, crc)
     except Mismatch as exc:

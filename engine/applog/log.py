@@ -58,10 +58,9 @@ from engine.applog.codec import (
     MAX_RECORD_SIZE,
     RECORD_HEADER,
     RECORD_HEADER_SIZE,
-    HeaderError,
+    check_header,
     crc_matches,
     decode_entry,
-    decode_header,
     encode_header,
     entry_count,
     parse_record,
@@ -358,17 +357,11 @@ class AppendLog(LogView):
                 lh.fdatasync()
                 self.recovery.notes.append(f"{lpath}: rewrote a header torn at creation")
                 log_bytes = header
-            try:
-                ttl = decode_header(log_bytes, LOG_MAGIC).ttl_ns
-            except HeaderError as exc:
-                raise FormatError(lpath, 0, exc.expected, exc.found) from None
+            ttl = check_header(log_bytes, LOG_MAGIC, lpath).ttl_ns
             ih = fs.open(ipath, OpenMode.CREATE)
             idx_bytes = ih.read_all()
             if len(idx_bytes) >= HEADER_SIZE:
-                try:
-                    decode_header(idx_bytes, IDX_MAGIC)
-                except HeaderError as exc:
-                    raise FormatError(ipath, 0, exc.expected, exc.found) from None
+                check_header(idx_bytes, IDX_MAGIC, ipath)
             else:
                 # Missing or torn at creation: the index is derived data; rebuild it.
                 if idx_bytes and not (encode_header(IDX_MAGIC, ttl).startswith(idx_bytes) or not any(idx_bytes)):
@@ -385,10 +378,7 @@ class AppendLog(LogView):
                 ch = fs.open(cpath, OpenMode.WRITE)
                 crc_bytes = ch.read_all()
                 if len(crc_bytes) >= HEADER_SIZE:
-                    try:
-                        decode_header(crc_bytes, CRC_MAGIC)
-                    except HeaderError as exc:
-                        raise FormatError(cpath, 0, exc.expected, exc.found) from None
+                    check_header(crc_bytes, CRC_MAGIC, cpath)
                 else:
                     # Torn at creation (its header is fsynced before any record is
                     # appended, so no record can have been acknowledged): rewrite.

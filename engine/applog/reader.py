@@ -25,9 +25,8 @@ from engine.applog.codec import (
     IDX_MAGIC,
     RECORD_HEADER,
     RECORD_HEADER_SIZE,
-    HeaderError,
+    check_header,
     crc_offset,
-    decode_header,
     entry_count,
     parse_segment_name,
     record_crc,
@@ -178,10 +177,7 @@ class LogReader(LogView):
             if len(head) == HEADER_SIZE:
                 seg.ttl_ns = read_headers(head, seg.log_path)
         if idx_size >= HEADER_SIZE and seg.count == 0:
-            try:
-                decode_header(seg.idx.read_at(0, HEADER_SIZE), IDX_MAGIC)
-            except HeaderError as exc:
-                raise FormatError(seg.idx_path, 0, exc.expected, exc.found) from None
+            check_header(seg.idx.read_at(0, HEADER_SIZE), IDX_MAGIC, seg.idx_path)
         n = entry_count(idx_size)
         if n == seg.count:
             return

@@ -18,10 +18,10 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from engine.applog.codec import CRC_MAGIC, HEADER_SIZE, IDX_MAGIC, LOG_MAGIC, HeaderError, decode_header
+from engine.applog.codec import CRC_MAGIC, HEADER_SIZE, IDX_MAGIC, LOG_MAGIC, check_header
 from engine.applog.recovery import Mismatch, scan_segment
 from engine.applog.segment import Record, Segment
-from engine.errors import ClosedError, ConfigError, CorruptFileError, FormatError
+from engine.errors import ClosedError, ConfigError, CorruptFileError
 
 #: Records materialised per chunk by the generators.
 CHUNK_RECORDS = 4096
@@ -262,20 +262,11 @@ class LogView:
             log, idx, crc = fs_read[base]
             seg_log = f"{self.directory}/{base:020d}.log"
             seg_idx = f"{self.directory}/{base:020d}.idx"
-            try:
-                log_head = decode_header(log, LOG_MAGIC)
-            except HeaderError as exc:
-                raise FormatError(seg_log, 0, exc.expected, exc.found) from None
-            try:
-                idx_head = decode_header(idx, IDX_MAGIC)
-            except HeaderError as exc:
-                raise FormatError(seg_idx, 0, exc.expected, exc.found) from None
+            log_head = check_header(log, LOG_MAGIC, seg_log)
+            idx_head = check_header(idx, IDX_MAGIC, seg_idx)
             if crc is not None:
                 seg_crc = f"{self.directory}/{base:020d}.crc"
-                try:
-                    decode_header(crc, CRC_MAGIC)
-                except HeaderError as exc:
-                    raise FormatError(seg_crc, 0, exc.expected, exc.found) from None
+                check_header(crc, CRC_MAGIC, seg_crc)
             else:
                 notes.append(f"{seg_log}: no .crc file (written by wallaby or an older engine): weaker checks")
             if idx_head.ttl_ns != log_head.ttl_ns:
@@ -311,7 +302,4 @@ class LogView:
 
 def read_headers(log_head: bytes, log_path: str) -> int:
     """The TTL in a log file's header (FormatError if it is not a LOG file)."""
-    try:
-        return decode_header(log_head[:HEADER_SIZE], LOG_MAGIC).ttl_ns
-    except HeaderError as exc:
-        raise FormatError(log_path, 0, exc.expected, exc.found) from None
+    return check_header(log_head[:HEADER_SIZE], LOG_MAGIC, log_path).ttl_ns

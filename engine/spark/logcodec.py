@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.applog import codec as _applog
-from engine.errors import ConfigError, CorruptFileError, FormatError
+from engine.errors import ConfigError, CorruptFileError
 
 # The 16-byte file header and its checks are the append log's own
 # (engine.applog.codec: "<3sBIq" = signature, version, flags, TTL in ns).
@@ -67,15 +67,8 @@ def encode_header(magic: bytes, ttl_ns: int = 0, flags: int = 0) -> bytes:
 
 
 def decode_header(data: bytes, path: str, magic: bytes) -> FileHeader:
-    """Parse and check a file header: CorruptFileError for a short one,
-    FormatError for a foreign signature or version (file and offset named)."""
-    try:
-        return _applog.decode_header(data, magic)
-    except _applog.HeaderError as exc:
-        if len(data) < HEADER_SIZE:
-            raise CorruptFileError(path, len(data), exc.expected, f"{exc.found} (truncated file)") from None
-        offset = 3 if exc.expected.startswith("version") else 0
-        raise FormatError(path, offset, exc.expected, exc.found) from None
+    """Parse and check a file header (FormatError naming file and offset)."""
+    return _applog.check_header(data, magic, path)
 
 
 def decode_index(data: bytes) -> np.ndarray:

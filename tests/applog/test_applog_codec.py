@@ -163,3 +163,22 @@ def test_zero_tail_of_an_empty_segment_is_not_a_record() -> None:
     log, idx = _segment([])
     scan = scan_segment(log + b"\x00" * 48, idx, 7)
     assert scan.count == 0 and scan.log_end == 16 and scan.log_cut == 48
+
+
+def test_check_header_names_file_and_offset() -> None:
+    import pytest
+
+    from engine.applog.codec import IDX_MAGIC, LOG_MAGIC, check_header, encode_header
+    from engine.errors import CorruptFileError, FormatError
+
+    good = encode_header(LOG_MAGIC, 7)
+    assert check_header(good, LOG_MAGIC, "/x.log").ttl_ns == 7
+    with pytest.raises(FormatError) as info:
+        check_header(good, IDX_MAGIC, "/x.idx")
+    assert (info.value.path, info.value.offset) == ("/x.idx", 0)
+    with pytest.raises(FormatError) as info:
+        check_header(good[:3] + b"\x02" + good[4:], LOG_MAGIC, "/x.log")
+    assert info.value.offset == 3, "a wrong version is reported at the version byte"
+    with pytest.raises(CorruptFileError) as info:
+        check_header(good[:5], LOG_MAGIC, "/x.log")
+    assert info.value.offset == 5, "a short header is reported where the file ends"

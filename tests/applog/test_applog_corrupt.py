@@ -151,6 +151,7 @@ def test_handler_sniffs_and_handles_truncated_files(tmp_path: os.PathLike[str]) 
     os.mkdir(short)
     with open(os.path.join(short, segment_name(0, ".log")), "wb") as f:
         f.write(head[:10])
-    with pytest.raises(FormatError):
+    with pytest.raises(CorruptFileError) as info:
         HANDLER.summarize(os.path.join(short, segment_name(0, ".log")))
+    assert info.value.offset == 10, "a truncated header is reported where the file ends"
     assert HANDLER.verify(logf) == ["6 records, checksums verified"]
