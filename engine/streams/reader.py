@@ -275,7 +275,14 @@ class JournalScan:
                 room = page - pos % page
                 if room == page:
                     break  # the record ended on a page boundary: a new start
-                if room < codec.WORD.size or codec.WORD.unpack(src.read(pos, codec.WORD.size))[0] == codec.EOT:
+                # The next type word may straddle the page boundary (records are
+                # contiguous within a transaction; a header can start 1-3 bytes
+                # before a page end).  It is still read whole: a type word's top
+                # three bytes are always zero (types fit a byte, MSB first), so
+                # when the transaction ended -- zero padding here, then the next
+                # page's first type word or the zero page -- the straddling word
+                # reads 0, and when a record continues it reads its non-zero type.
+                if pos + codec.WORD.size > limit or codec.WORD.unpack(src.read(pos, codec.WORD.size))[0] == codec.EOT:
                     # End of transaction: NUL padding to the page end, which both
                     # writers zero; other bytes there mean a damaged type word.
                     if src.read(pos, room).count(0) != room:
