@@ -218,21 +218,22 @@ def encode_batch(start: int, previous: int, first_seq: int, payloads: list[bytes
     Block i links back to block i-1 (the first one to ``previous``) and forward to
     block i+1; the last one's ``next`` is 0.  Returns the bytes and the offsets.
     """
+    # One pass, no per-block objects beyond the packed header (this is on every
+    # write's path; a batch of 100 costs about as much CPU as a tenth of a sync).
     offsets: list[int] = []
-    pos = start
-    for payload in payloads:
-        offsets.append(pos)
-        pos += BLOCK_HEADER_SIZE + len(payload)
     parts: list[bytes] = []
+    add_offset, add_part = offsets.append, parts.append
     pack = BLOCK_HEADER.pack
     last_index = len(payloads) - 1
-    prev = previous
+    pos, prev, seq = start, previous, first_seq
     for i, payload in enumerate(payloads):
-        own = offsets[i]
-        nxt = offsets[i + 1] if i < last_index else 0
-        parts.append(pack(BLOCK_HEADER_SIZE + len(payload), own, prev, nxt, first_seq + i))
-        parts.append(payload)
-        prev = own
+        size = BLOCK_HEADER_SIZE + len(payload)
+        add_offset(pos)
+        add_part(pack(size, pos, prev, pos + size if i < last_index else 0, seq))
+        add_part(payload)
+        prev = pos
+        pos += size
+        seq += 1
     return b"".join(parts), offsets
 
 

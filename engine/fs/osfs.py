@@ -35,7 +35,14 @@ class OsFileHandle(FileHandle):
         return self._fd
 
     def _raw_read(self, offset: int, size: int) -> bytes:
-        chunks: list[bytes] = []
+        if size <= 0:
+            return b""
+        first = os.pread(self._fd, size, offset)
+        if len(first) == size or not first:
+            return first  # the usual case: one pread served it all (or end of file)
+        chunks: list[bytes] = [first]
+        offset += len(first)
+        size -= len(first)
         while size > 0:
             chunk = os.pread(self._fd, size, offset)
             if not chunk:

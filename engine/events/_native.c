@@ -1,0 +1,305 @@
+/* C twin of engine/events/runs.py: read_runs_py, replay's hot loop.
+ *
+ * The pure-Python read_runs_py is the reference; this function must return
+ * equal results and make the same read_at calls on every input
+ * (tests/events/test_events_native.py compares them on random valid and
+ * corrupted files).  It reads only through the read_at callable it is given
+ * (the engine/fs seam, so fault injection and closed handles behave as in
+ * Python) and never raises for bad data: like the reference it reports why it
+ * stopped, and the Python caller raises the typed error.
+ *
+ * Data block layout (big-endian, seed 003):
+ *   i32 size (24 + payload) | i32 own offset | i32 previous | i32 next
+ *   | i64 sequence number | payload (size - 24 bytes)
+ *
+ * Bounds: every offset read from the buffer is a signed 32-bit value and every
+ * position is computed in long long (the first block is always reached through
+ * a read, whose offset is checked against [8, limit - need] first, so later
+ * offsets, bases and sizes are all below 2^31 in magnitude); a header is read
+ * only when rel >= 0 and rel + 24 <= len, a payload only when rel + size <= len
+ * with size >= 24.  Arguments from the caller are only compared, except where
+ * noted (sequence numbers).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <limits.h>
+#include <stdint.h>
+
+#define HEADER_SIZE 24
+/* The constants of engine/events/runs.py. */
+#define RUN_DONE 0
+#define RUN_MORE 1
+#define RUN_BAD 2
+#define RUN_LINK 3
+#define RUN_SHORT 4
+#define ANY_PREVIOUS (-1)
+#define DATA_HEADER_SIZE 8
+
+/* engine.events.runs.Event (a NamedTuple: a tuple subclass), set by setup(). */
+static PyTypeObject *event_type = NULL;
+
+static long long
+be32(const unsigned char *p)
+{
+    uint32_t v = ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
+    return (long long)(int32_t)v;
+}
+
+static long long
+be64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        v = (v << 8) | (uint64_t)p[i];
+    }
+    return (long long)(int64_t)v;
+}
+
+/* An Event(seq, payload): allocated as tuple.__new__(Event, ...) does for a
+ * tuple subclass (tp_alloc with two items), so it is the very same kind of object
+ * the reference builds.  Steals nothing; returns a new reference or NULL. */
+static PyObject *
+make_event(long long seq, const unsigned char *payload, Py_ssize_t n)
+{
+    PyObject *seq_obj = PyLong_FromLongLong(seq);
+    if (seq_obj == NULL) {
+        return NULL;
+    }
+    PyObject *payload_obj = PyBytes_FromStringAndSize((const char *)payload, n);
+    if (payload_obj == NULL) {
+        Py_DECREF(seq_obj);
+        return NULL;
+    }
+    PyObject *event = event_type->tp_alloc(event_type, 2);
+    if (event == NULL) {
+        Py_DECREF(seq_obj);
+        Py_DECREF(payload_obj);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(event, 0, seq_obj);
+    PyTuple_SET_ITEM(event, 1, payload_obj);
+    return event;
+}
+
+/* Build the result tuple; steals ``events`` and ``detail`` (both new references). */
+static PyObject *
+result(PyObject *events, long long offset, long long prev, long long expected, long long want, int status,
+       PyObject *detail)
+{
+    return Py_BuildValue("(NLLLLiN)", events, offset, prev, expected, want, status, detail);
+}
+
+/* read_at(offset, n) through the caller's callable; returns a new reference to
+ * the bytes read, or NULL with an exception set (non-bytes results are refused,
+ * as in the reference). */
+static PyObject *
+call_read(PyObject *read_at, long long offset, long long n)
+{
+    PyObject *args[2];
+    args[0] = PyLong_FromLongLong(offset);
+    if (args[0] == NULL) {
+        return NULL;
+    }
+    args[1] = PyLong_FromLongLong(n);
+    if (args[1] == NULL) {
+        Py_DECREF(args[0]);
+        return NULL;
+    }
+    PyObject *got = PyObject_Vectorcall(read_at, args, 2, NULL);
+    Py_DECREF(args[0]);
+    Py_DECREF(args[1]);
+    if (got != NULL && !PyBytes_CheckExact(got)) {
+        /* type(got).__name__, as the reference words it */
+        PyObject *name = PyType_GetName(Py_TYPE(got));
+        if (name != NULL) {
+            PyErr_Format(PyExc_TypeError, "read_at must return bytes, not %U", name);
+            Py_DECREF(name);
+        }
+        Py_DECREF(got);
+        return NULL;
+    }
+    return got;
+}
+
+PyDoc_STRVAR(read_runs_doc,
+"read_runs(read_at, offset, prev, expected, hi, limit, cap, want, max_events)\n"
+"--\n\n"
+"C twin of engine.events.runs.read_runs_py (see there): returns\n"
+"(events, offset, prev, expected, want, status, detail).");
+
+static PyObject *
+read_runs(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *read_at;
+    long long offset, prev, expected, hi, limit, cap, want;
+    Py_ssize_t max_events;
+    if (!PyArg_ParseTuple(args, "OLLLLLLLn:read_runs", &read_at, &offset, &prev, &expected, &hi, &limit, &cap,
+                          &want, &max_events)) {
+        return NULL;
+    }
+    if (event_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "engine.events._native.setup(Event) was not called");
+        return NULL;
+    }
+    PyObject *events = PyList_New(0);
+    if (events == NULL) {
+        return NULL;
+    }
+    PyObject *buf_obj = NULL;            /* the current window (bytes), owned */
+    const unsigned char *buf = NULL;
+    long long base = 0, blen = 0;
+    long long served = 0;                /* end in buf of the last block decoded from it */
+    long long last_size = 0;             /* size of the last block decoded */
+    int status;
+    PyObject *detail = NULL;
+    for (;;) {
+        long long rel = offset - base;
+        long long need;
+        if (rel < 0 || rel > blen - HEADER_SIZE) {
+            need = HEADER_SIZE;
+        }
+        else {
+            const unsigned char *h = buf + rel;
+            long long size = be32(h);
+            long long own = be32(h + 4);
+            long long previous = be32(h + 8);
+            long long next = be32(h + 12);
+            long long seq = be64(h + 16);
+            if (own != offset || seq != expected || (previous != prev && prev != ANY_PREVIOUS)
+                    || size < HEADER_SIZE || offset + size > limit) {
+                detail = PyBytes_FromStringAndSize((const char *)h, HEADER_SIZE);
+                if (detail == NULL) {
+                    goto error;
+                }
+                status = RUN_BAD;
+                break;
+            }
+            if (size > blen - rel) {
+                need = size;
+            }
+            else {
+                PyObject *event = make_event(seq, h + HEADER_SIZE, (Py_ssize_t)(size - HEADER_SIZE));
+                if (event == NULL) {
+                    goto error;
+                }
+                int failed = PyList_Append(events, event);
+                Py_DECREF(event);
+                if (failed) {
+                    goto error;
+                }
+                if (seq >= hi) {
+                    status = RUN_DONE;
+                    break;
+                }
+                served = rel + size;
+                last_size = size;
+                prev = offset;
+                offset = next;
+                /* seq < hi <= LLONG_MAX here, so seq + 1 cannot overflow. */
+                expected = seq + 1;
+                if (PyList_GET_SIZE(events) >= max_events) {
+                    status = RUN_MORE;
+                    break;
+                }
+                continue;
+            }
+        }
+        /* A new window at offset, holding at least need bytes. */
+        if (served) {
+            /* Twice what the window served when the run goes on past it, else as much. */
+            long long w = offset == base + served ? 2 * served : served;
+            /* (hi - expected + 1) * last_size, saturating: expected <= hi here (a
+             * block below hi was just decoded) and 24 <= last_size < 2^31. */
+            long long remaining = (expected > 0 || hi < LLONG_MAX + expected) ? hi - expected + 1 : LLONG_MAX;
+            long long rest = remaining > LLONG_MAX / last_size ? LLONG_MAX : remaining * last_size;
+            if (rest < w) {
+                w = rest;
+            }
+            if (cap < w) {
+                w = cap;
+            }
+            want = w;
+            served = 0;
+        }
+        /* (limit < need first: limit comes from the caller, and limit - need must not overflow) */
+        if (offset < DATA_HEADER_SIZE || limit < need || offset > limit - need) {
+            detail = PyLong_FromLongLong(need);
+            if (detail == NULL) {
+                goto error;
+            }
+            status = RUN_LINK;
+            break;
+        }
+        long long n = want > need ? want : need;
+        if (n > limit - offset) {
+            n = limit - offset;
+        }
+        Py_XDECREF(buf_obj);
+        buf_obj = call_read(read_at, offset, n);
+        if (buf_obj == NULL) {
+            goto error;
+        }
+        buf = (const unsigned char *)PyBytes_AS_STRING(buf_obj);
+        blen = (long long)PyBytes_GET_SIZE(buf_obj);
+        base = offset;
+        if (blen < need) {
+            detail = PyLong_FromLongLong(need);
+            if (detail == NULL) {
+                goto error;
+            }
+            status = RUN_SHORT;
+            break;
+        }
+    }
+    Py_XDECREF(buf_obj);
+    if (detail == NULL) {
+        detail = Py_NewRef(Py_None);
+    }
+    return result(events, offset, prev, expected, want, status, detail);
+
+error:
+    Py_XDECREF(buf_obj);
+    Py_XDECREF(detail);
+    Py_DECREF(events);
+    return NULL;
+}
+
+PyDoc_STRVAR(setup_doc,
+"setup(event_type)\n"
+"--\n\n"
+"Register the Event NamedTuple class the decoder builds (a tuple subclass).");
+
+static PyObject *
+setup(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    if (!PyType_Check(arg) || !PyType_IsSubtype((PyTypeObject *)arg, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "setup() needs a tuple subclass");
+        return NULL;
+    }
+    Py_INCREF(arg);
+    Py_XSETREF(event_type, (PyTypeObject *)arg);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"read_runs", read_runs, METH_VARARGS, read_runs_doc},
+    {"setup", setup, METH_O, setup_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    "engine.events._native",
+    "C twin of engine.events.runs.read_runs_py (replay's block walker).",
+    -1,
+    methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__native(void)
+{
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,167 @@
+"""Reading runs of one id's linked data blocks: replay's hot loop.
+
+Split off so that it has a C twin (``engine/events/_native.c``, loaded through
+:func:`engine.native.load`): the pure-Python :func:`read_runs_py` below is the
+reference, and :data:`read_runs` is the native version when it is built and
+allowed, else the reference.  Both take the same arguments, make the same
+``read_at`` calls and return equal results on every input
+(tests/events/test_events_native.py runs both on random valid and corrupted
+files).
+
+The walker reads through the ``read_at`` callable it is given (the journal's
+:class:`engine.fs.FileHandle` method, so every read still goes through the file
+system seam) and never raises for bad data: it returns the events decoded so far
+and *why* it stopped, and the caller (``EventJournal._runs``) hands the events
+out and then raises the typed error from :func:`run_error` -- so a consumer sees
+every good event before the bad block, as with a block-at-a-time loop.  Errors
+raised by ``read_at`` itself (a closed handle, an OSError) propagate as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from engine.errors import CorruptFileError
+from engine.events.codec import BLOCK_HEADER, BLOCK_HEADER_SIZE, DATA_HEADER_SIZE
+from engine.native import load
+
+
+class Event(NamedTuple):
+    """One replayed event."""
+
+    sequence_nr: int
+    payload: bytes
+
+
+#: ``status``: ``hi`` was reached; the replay is complete.
+RUN_DONE = 0
+#: ``status``: ``max_events`` were decoded; call again with the returned state.
+RUN_MORE = 1
+#: ``status``: the block at ``offset`` fails a check; ``detail`` is its 24-byte header.
+RUN_BAD = 2
+#: ``status``: ``offset`` (a link) does not leave room for ``detail`` bytes in [8, limit).
+RUN_LINK = 3
+#: ``status``: a read at ``offset`` returned fewer than the ``detail`` bytes needed.
+RUN_SHORT = 4
+#: ``prev`` value meaning "do not check the first block's previous link" (replay
+#: from an id's first live block, whose ``previous`` may point at deleted blocks).
+ANY_PREVIOUS = -1
+#: The first read-ahead window of a replay (bytes), before block sizes are known.
+MIN_WINDOW = 4096
+
+_unpack = BLOCK_HEADER.unpack_from
+_tuple_new = tuple.__new__
+
+#: Result of a walker call: (events, offset, prev, expected, want, status, detail).
+RunResult = tuple[list[Event], int, int, int, int, int, Any]
+ReadAt = Callable[[int, int], bytes]
+
+
+def read_runs_py(read_at: ReadAt, offset: int, prev: int, expected: int, hi: int, limit: int,
+                 cap: int, want: int, max_events: int) -> RunResult:
+    """Walk one id's chain from the block at ``offset`` to sequence number ``hi``.
+
+    The block at ``offset`` must have sequence number ``expected`` and (unless
+    ``prev`` is :data:`ANY_PREVIOUS`) link back to ``prev``; the walk follows
+    ``next`` links.  ``hi`` is at most the snapshot's highest, so the last
+    block's link is never followed.  Every block must name its own offset, carry
+    the expected sequence number and previous link, and have a size in
+    ``[24, limit - offset]`` (``limit`` is the committed length: nothing at or
+    past it is read).
+
+    Read-ahead: each read is ``want`` bytes (at least what the block needs,
+    never past ``limit``).  A batch's blocks are adjacent, another id's are not,
+    so after a window served blocks, the next ``want`` is what it served (from
+    its start to the end of the last block decoded) when the chain then jumps
+    elsewhere -- runs tend to be alike -- and twice that when the chain runs on
+    past the window; at most ``cap`` and at most what the remaining events can
+    need at the last block's size.  (The caller starts with :data:`MIN_WINDOW`.)
+    Reading only what a run needs matters: copying the window out of the page
+    cache is a good part of replay's cost.
+
+    Returns ``(events, offset, prev, expected, want, status, detail)``: the
+    events decoded (at most ``max_events``), the state to continue from, and
+    ``status`` (one of the ``RUN_*`` constants) with its ``detail``.
+    """
+    events: list[Event] = []
+    append = events.append
+    buf = b""
+    base = blen = 0
+    served = 0  # end (in buf) of the last block decoded from this window, 0 if none
+    last_size = 0  # size of the last block decoded
+    while True:
+        rel = offset - base
+        need = 0
+        if rel < 0 or rel + 24 > blen:
+            need = 24
+        else:
+            size, own, previous, nxt, seq = _unpack(buf, rel)
+            if own != offset or seq != expected or (previous != prev and prev != ANY_PREVIOUS) \
+                    or size < 24 or offset + size > limit:
+                return events, offset, prev, expected, want, RUN_BAD, buf[rel : rel + 24]
+            end = rel + size
+            if end > blen:
+                need = size
+            else:
+                append(_tuple_new(Event, (seq, buf[rel + 24 : end])))
+                if seq >= hi:
+                    return events, offset, prev, expected, want, RUN_DONE, None
+                served, last_size = end, size
+                prev = offset
+                offset = nxt
+                expected = seq + 1
+                if len(events) >= max_events:
+                    return events, offset, prev, expected, want, RUN_MORE, None
+                continue
+        # A new window at ``offset``, holding at least ``need`` bytes.
+        if served:
+            # The run went on past the window: read twice as much; it ended (the
+            # link leads elsewhere): the next run is likely as long as this one.
+            grow = 2 * served if offset == base + served else served
+            want = min(grow, (hi - expected + 1) * last_size, cap)
+            served = 0
+        if offset < DATA_HEADER_SIZE or offset + need > limit:
+            return events, offset, prev, expected, want, RUN_LINK, need
+        buf = read_at(offset, min(max(want, need), limit - offset))
+        if type(buf) is not bytes:
+            raise TypeError(f"read_at must return bytes, not {type(buf).__name__}")
+        base, blen = offset, len(buf)
+        if blen < need:
+            return events, offset, prev, expected, want, RUN_SHORT, need
+
+
+def run_error(status: int, detail: Any, offset: int, prev: int, expected: int, limit: int,
+              path: str) -> CorruptFileError:
+    """The typed error for a walker that stopped with ``status`` (not done/more)."""
+    if status == RUN_BAD:
+        size, own, previous, _nxt, seq = _unpack(detail, 0)
+        want_prev = "any" if prev == ANY_PREVIOUS else str(prev)
+        return CorruptFileError(
+            path, offset,
+            f"block {offset}: own offset {offset}, sequence number {expected}, previous {want_prev}, "
+            f"size in [24, {limit - offset}]",
+            f"own offset {own}, sequence number {seq}, previous {previous}, size {size}")
+    if status == RUN_LINK:
+        return CorruptFileError(path, offset, f"a block link inside [8, {limit})", str(offset))
+    if status == RUN_SHORT:
+        what = "a 24-byte block header" if detail == BLOCK_HEADER_SIZE else f"{detail} bytes of block"
+        return CorruptFileError(path, offset, what, "end of file")
+    raise ValueError(f"not an error status: {status}")
+
+
+def _load_native() -> Callable[..., RunResult] | None:
+    """The C walker, set up with :class:`Event`, or ``None`` (not built, or
+    ``ENGINE_PURE_PYTHON=1``)."""
+    native = load("engine.events._native")
+    if native is None:
+        return None
+    native.setup(Event)
+    fn: Callable[..., RunResult] = native.read_runs
+    return fn
+
+
+#: The C twin of :func:`read_runs_py`, or ``None`` when it is not available.
+read_runs_native = _load_native()
+#: The walker replay uses: the C twin when available, else the reference.
+read_runs: Callable[..., RunResult] = read_runs_native if read_runs_native is not None else read_runs_py

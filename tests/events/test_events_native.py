@@ -1,0 +1,217 @@
+"""The C replay walker (engine/events/_native.c) against its pure-Python reference.
+
+``read_runs_native`` must return what ``read_runs_py`` returns -- the same events
+(Event objects), state, status and detail -- make the same ``read_at`` calls, and
+raise the same errors, on valid chains and on corrupted, truncated and hostile
+bytes.  Skipped when the extension is not built (or ENGINE_PURE_PYTHON=1); the
+journal tests then run the reference alone.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.events import EventJournal
+from engine.events.codec import encode_block
+from engine.events.runs import (
+    ANY_PREVIOUS,
+    RUN_BAD,
+    RUN_DONE,
+    RUN_LINK,
+    RUN_MORE,
+    RUN_SHORT,
+    Event,
+    read_runs_native,
+    read_runs_py,
+    run_error,
+)
+
+native = pytest.mark.skipif(read_runs_native is None, reason="engine.events._native not built or disabled")
+
+I64 = (-(2**63), 2**63 - 1)
+
+
+def _chain(rng: random.Random, events: int, others: int, max_payload: int) -> tuple[bytes, list[int]]:
+    """A data file holding one id's chain (sequence numbers 1..events) in batches,
+    interleaved with other ids' blocks; returns the bytes and the chain's offsets."""
+    data = bytearray(b"AKFD\0\0\0\0")
+    offsets: list[int] = []
+    seq = 0
+    pending_link: int | None = None  # index in data of the previous batch's last ``next``
+    while seq < events:
+        for _ in range(rng.randrange(others + 1)):  # other ids' blocks
+            data += encode_block(len(data), 0, 0, rng.randrange(1, 9), os.urandom(rng.randrange(40)))
+        batch = min(events - seq, rng.randrange(1, 8))
+        for k in range(batch):
+            at = len(data)
+            if pending_link is not None:
+                data[pending_link : pending_link + 4] = at.to_bytes(4, "big", signed=True)
+            size = 24 + rng.randrange(max_payload + 1)
+            nxt = at + size if k < batch - 1 else 0
+            data += encode_block(at, offsets[-1] if offsets else 0, nxt, seq + 1,
+                                 bytes(rng.randrange(256) for _ in range(size - 24)))
+            offsets.append(at)
+            seq += 1
+            pending_link = at + 12 if k == batch - 1 else None
+    return bytes(data), offsets
+
+
+class Reader:
+    """``read_at`` over bytes, logging the calls; optionally failing or misbehaving."""
+
+    def __init__(self, data: bytes, fail_at: int = -1, wrong_type_at: int = -1) -> None:
+        self.data = data
+        self.calls: list[tuple[int, int]] = []
+        self.fail_at = fail_at
+        self.wrong_type_at = wrong_type_at
+
+    def __call__(self, offset: int, size: int) -> Any:
+        self.calls.append((offset, size))
+        if len(self.calls) - 1 == self.fail_at:
+            raise OSError(5, "injected read error")
+        if len(self.calls) - 1 == self.wrong_type_at:
+            return bytearray(self.data[offset : offset + size])
+        return self.data[max(0, offset) : max(0, offset) + size]
+
+
+def _both(data: bytes, args: tuple[int, ...], fail_at: int = -1, wrong_type_at: int = -1) -> Any:
+    """Run both walkers on the same input; assert equal outcomes; return the result."""
+    outcomes = []
+    for walk in (read_runs_py, read_runs_native):
+        reader = Reader(data, fail_at, wrong_type_at)
+        try:
+            outcome: Any = ("ok", walk(reader, *args))
+        except Exception as exc:  # compared below: type and text
+            outcome = ("error", type(exc), str(exc))
+        outcomes.append((outcome, reader.calls))
+    (py, py_calls), (c, c_calls) = outcomes
+    assert c == py
+    assert c_calls == py_calls
+    if py[0] == "ok":
+        assert all(type(e) is Event for e in py[1][0]) and all(type(e) is Event for e in c[1][0])
+        assert all(type(e.payload) is bytes and type(e.sequence_nr) is int for e in c[1][0])
+    return py
+
+
+@native
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32), events=st.integers(1, 40), others=st.integers(0, 4),
+       max_payload=st.sampled_from([0, 10, 200, 3000]), cap=st.sampled_from([24, 100, 4096, 1 << 18]),
+       max_events=st.integers(1, 50), data=st.data())
+def test_native_walker_equals_reference_on_valid_chains(seed: int, events: int, others: int, max_payload: int,
+                                                        cap: int, max_events: int, data: st.DataObject) -> None:
+    rng = random.Random(seed)
+    blob, offsets = _chain(rng, events, others, max_payload)
+    lo = data.draw(st.integers(1, events))
+    hi = data.draw(st.integers(lo, events))
+    prev = ANY_PREVIOUS if data.draw(st.booleans()) else (offsets[lo - 2] if lo > 1 else 0)
+    want = data.draw(st.sampled_from([24, 4096, cap]))
+    state = (offsets[lo - 1], prev, lo)
+    got: list[Event] = []
+    for _ in range(events + 2):  # a driver loop, as EventJournal._runs
+        result = _both(blob, (*state, hi, len(blob), cap, want, max_events))
+        assert result[0] == "ok"
+        batch, offset, prev_, expected, want, status, _detail = result[1]
+        got += batch
+        if status == RUN_DONE:
+            break
+        assert status == RUN_MORE
+        state = (offset, prev_, expected)
+    assert [e.sequence_nr for e in got] == list(range(lo, hi + 1))
+
+
+@native
+@settings(max_examples=500, deadline=None)
+@given(seed=st.integers(0, 2**32), events=st.integers(1, 30), flips=st.integers(0, 6),
+       cut=st.integers(0, 100), data=st.data())
+def test_native_walker_equals_reference_on_corrupted_files(seed: int, events: int, flips: int, cut: int,
+                                                           data: st.DataObject) -> None:
+    rng = random.Random(seed)
+    blob, offsets = _chain(rng, events, 2, 300)
+    damaged = bytearray(blob)
+    for _ in range(flips):  # overwrite header bytes mostly (the fields that are checked)
+        at = rng.choice(offsets) + rng.randrange(24) if rng.random() < 0.8 else rng.randrange(len(damaged))
+        damaged[at] = rng.randrange(256)
+    truncated = bytes(damaged[: max(0, len(damaged) - cut * 7)])  # short reads at the end
+    limit = data.draw(st.sampled_from([len(blob), len(truncated), rng.randrange(len(blob) + 50)]))
+    lo = data.draw(st.integers(1, events))
+    hi = data.draw(st.integers(lo, events))
+    prev = data.draw(st.sampled_from([ANY_PREVIOUS, offsets[lo - 2] if lo > 1 else 0, rng.randrange(-5, 2**31)]))
+    cap = data.draw(st.sampled_from([24, 500, 4096]))
+    result = _both(truncated, (offsets[lo - 1], prev, lo, hi, limit, cap, 4096, data.draw(st.integers(1, 40))))
+    if result[0] == "ok":
+        _events, offset, prev_, expected, _want, status, detail = result[1]
+        if status in (RUN_BAD, RUN_LINK, RUN_SHORT):
+            err = run_error(status, detail, offset, prev_, expected, limit, "data")
+            assert err.path == "data" and err.offset == offset
+
+
+@native
+@settings(max_examples=300, deadline=None)
+@given(blob=st.binary(max_size=600), offset=st.integers(*I64), prev=st.integers(*I64),
+       expected=st.integers(*I64), hi=st.integers(*I64), limit=st.one_of(st.integers(-10, 700), st.integers(*I64)),
+       cap=st.integers(-5, 5000), want=st.integers(-5, 5000), max_events=st.integers(-2, 10))
+def test_native_walker_equals_reference_on_hostile_input(blob: bytes, offset: int, prev: int, expected: int, hi: int,
+                                                         limit: int, cap: int, want: int, max_events: int) -> None:
+    _both(blob, (offset, prev, expected, hi, limit, cap, want, max_events))
+
+
+@native
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**32), fail_at=st.integers(0, 5), wrong_type=st.booleans())
+def test_native_walker_equals_reference_when_reads_fail(seed: int, fail_at: int, wrong_type: bool) -> None:
+    blob, offsets = _chain(random.Random(seed), 20, 3, 100)
+    _both(blob, (offsets[0], ANY_PREVIOUS, 1, 20, len(blob), 200, 100, 100),
+          fail_at=-1 if wrong_type else fail_at, wrong_type_at=fail_at if wrong_type else -1)
+
+
+@native
+def test_native_walker_rejects_a_non_tuple_event_type() -> None:
+    from engine.events import _native  # type: ignore[attr-defined]
+
+    with pytest.raises(TypeError):
+        _native.setup(dict)
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_journal_replay_is_the_same_with_either_walker(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                                       pure: bool) -> None:
+    # The journal's own driver with each walker: same events, same typed error.
+    import engine.events.journal as journal_module
+
+    if not pure and read_runs_native is None:
+        pytest.skip("engine.events._native not built or disabled")
+    monkeypatch.setattr(journal_module, "read_runs", read_runs_py if pure else read_runs_native)
+    d = str(tmp_path / "j")
+    with EventJournal.open(d, sync="never") as j:
+        for round_ in range(6):
+            for i in range(5):
+                j.write(f"id{i}", [(round_ * 3 + k + 1, bytes([i, k]) * (k + round_)) for k in range(3)])
+        assert [(e.sequence_nr, e.payload) for e in j.replay("id3", 2, 17)] == [
+            (s, bytes([3, (s - 1) % 3]) * ((s - 1) % 3 + (s - 1) // 3)) for s in range(2, 18)]
+        info = j.id_info("id3")
+        assert info is not None
+    # Break the link out of id3's 4th block: the first four come out, then the error.
+    from engine.errors import CorruptFileError
+
+    with open(os.path.join(d, "data"), "r+b") as f:
+        # id3's first block is at info.first_offset; walk 3 links to reach block 4's ``next`` field.
+        at = info.first_offset
+        for _ in range(3):
+            f.seek(at + 12)
+            at = int.from_bytes(f.read(4), "big")
+        f.seek(at + 12)
+        f.write((at + 1).to_bytes(4, "big"))  # block 4 now links to a wrong offset
+    with EventJournal.open_read_only(d) as j:
+        seen: list[int] = []
+        with pytest.raises(CorruptFileError) as info_err:
+            for e in j.replay("id3"):
+                seen.append(e.sequence_nr)
+        assert seen == [1, 2, 3, 4]
+        assert info_err.value.offset == at + 1
