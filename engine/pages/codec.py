@@ -11,11 +11,19 @@ little-endian.  Grammar (see ``docs/formats/jrnl.md``)::
     types       := 0x01 ALLOC | 0x02 MODIFY | 0x03 REMOVE | 0xFE ROLLBACK | 0xFF COMPLETE
 
 A transaction's op list ends with COMPLETE (0xFF).  Ours, compatible with the
-original reader (which skips COMPLETE's data by its size): our writer puts a 4-byte
-CRC-32 into COMPLETE's data, covering ``prev``, ``created`` and every op before the
-COMPLETE op.  ``next`` and ``flags`` are excluded because they are rewritten in place
-after the transaction was written.  It lets recovery tell a torn tail from a whole one
-even if the disk reordered unsynced writes.
+original reader (which skips COMPLETE's data by its size): our writer puts a
+checksum of the transaction into COMPLETE's data.  It lets recovery tell a torn tail
+from a whole one even if the disk reordered unsynced writes.  Two forms, told apart
+by the data's size (anything else, e.g. the original writer's empty COMPLETE, is
+not checked):
+
+* 8 bytes, the current writer's: ``"C32C"`` then u32 CRC-32C (Castagnoli, computed
+  in hardware by ``google-crc32c``);
+* 4 bytes, written by earlier versions (and by this one when ``google-crc32c`` has
+  no C implementation): u32 zlib CRC-32.
+
+Both cover ``prev``, ``created`` (as unsigned 64-bit) and every op before COMPLETE;
+``next`` and ``flags`` are excluded because they are rewritten in place.
 
 Decoding distinguishes a whole transaction from one that ends early
 (:attr:`ParsedTx.problem` says why), because recovery cuts an unfinished *last*
@@ -28,6 +36,8 @@ import struct
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+import google_crc32c
 
 MAGIC = b"JRNL"
 
@@ -75,9 +85,20 @@ MAX_MODIFY = 0xFFFF
 # REMOVE data (16 bytes): u64 page offset | u64 free-list head before.
 REMOVE = struct.Struct("<QQ")
 assert REMOVE.size == 16
-# COMPLETE data written by us (4 bytes): u32 CRC-32 (zlib) of the transaction (see above).
+# COMPLETE data written by earlier versions (4 bytes): u32 CRC-32 (zlib) of the transaction (see above).
 COMPLETE_CRC = struct.Struct("<I")
 assert COMPLETE_CRC.size == 4
+# COMPLETE data written now (8 bytes): 4s tag "C32C" | u32 CRC-32C of the transaction (see above).
+COMPLETE_CRC32C = struct.Struct("<4sI")
+assert COMPLETE_CRC32C.size == 8
+CRC32C_TAG = b"C32C"
+
+#: Checksum kinds of COMPLETE's data (``algorithm`` arguments below).
+CRC_ZLIB = "crc32"
+CRC_32C = "crc32c"
+#: What the writer uses: CRC-32C when it runs in hardware (about 15 GB/s against
+#: zlib's 2.3 GB/s: 55 us instead of 360 us for a 100-page transaction), else zlib.
+WRITER_CRC = CRC_32C if google_crc32c.implementation == "c" else CRC_ZLIB
 
 U64 = struct.Struct("<Q")
 assert U64.size == 8
@@ -248,43 +269,56 @@ assert _MODIFY_OP_HEAD.size == OP_HEADER.size + MODIFY_HEAD.size == 17
 
 
 # The CRC's prefix (16 bytes): u64 prev | u64 created (as unsigned), the header
-# fields the CRC covers.
+# fields both checksums cover.
 _CRC_PREFIX = struct.Struct("<QQ")
 assert _CRC_PREFIX.size == 16
-# Our COMPLETE op with its CRC (9 bytes): u8 0xFF | u32 size 4 | u32 CRC-32.
+# Our COMPLETE op with a zlib CRC (9 bytes): u8 0xFF | u32 size 4 | u32 CRC-32.
 _COMPLETE_OP = struct.Struct("<BII")
 assert _COMPLETE_OP.size == OP_HEADER.size + COMPLETE_CRC.size == 9
-_COMPLETE_PLACEHOLDER = bytes(_COMPLETE_OP.size)
+# Our COMPLETE op with a CRC-32C (13 bytes): u8 0xFF | u32 size 8 | 4s "C32C" | u32 CRC-32C.
+_COMPLETE_OP_32C = struct.Struct("<BI4sI")
+assert _COMPLETE_OP_32C.size == OP_HEADER.size + COMPLETE_CRC32C.size == 13
 
 
-def encode_transaction_buffer(prev: int, created: int, ops: Iterable[Buffer]) -> bytearray:
-    """A whole transaction (next = 0, flags = 0, COMPLETE with its CRC) in one buffer.
+def encode_transaction_parts(
+    prev: int, created: int, ops: Iterable[Buffer], algorithm: str
+) -> tuple[bytes, bytes, bytes]:
+    """A whole transaction (next = 0, flags = 0) as three pieces written back to
+    back: the 25-byte header, the op bytes, and COMPLETE with its checksum.
 
     The commit path: ``ops`` (op bytes or pieces of ops, e.g. the header, before
-    and after image of :func:`modify_parts`) are copied once, into a bytearray
-    that already has room for COMPLETE; one CRC-32 pass runs over the joined op
-    bytes (not one call per piece) and the CRC is packed in place.
+    and after image of :func:`modify_parts`) are copied once, into one ``bytes``
+    (``google-crc32c`` reads only immutable buffers), and one checksum pass runs
+    over it.  Pieces instead of one buffer: the checksum is known only after the
+    join, and adding the header and COMPLETE would copy the whole ops again.
     """
-    parts: list[Buffer] = [TX_HEADER.pack(prev, 0, created, 0)]
-    parts.extend(ops)
-    parts.append(_COMPLETE_PLACEHOLDER)
-    buf = bytearray().join(parts)
-    tail = len(buf) - _COMPLETE_OP.size
-    crc = zlib.crc32(_CRC_PREFIX.pack(prev, created & 0xFFFFFFFFFFFFFFFF))
-    with memoryview(buf) as view:
-        crc = zlib.crc32(view[TX_HEADER_SIZE:tail], crc)
-    _COMPLETE_OP.pack_into(buf, tail, OP_COMPLETE, COMPLETE_CRC.size, crc)
-    return buf
+    head = TX_HEADER.pack(prev, 0, created, 0)
+    body = b"".join(ops)
+    if algorithm == CRC_32C:
+        crc = transaction_crc32c(prev, created, body)
+        return head, body, _COMPLETE_OP_32C.pack(OP_COMPLETE, COMPLETE_CRC32C.size, CRC32C_TAG, crc)
+    if algorithm != CRC_ZLIB:
+        raise ValueError(f"unknown checksum algorithm {algorithm!r}")
+    return head, body, _COMPLETE_OP.pack(OP_COMPLETE, COMPLETE_CRC.size, transaction_crc(prev, created, body))
 
 
-def encode_transaction(prev: int, created: int, ops: Iterable[Buffer], *, with_crc: bool = True) -> bytes:
+def transaction_crc32c(prev: int, created: int, ops_bytes: bytes) -> int:
+    """CRC-32C over ``prev``, ``created`` (as unsigned) and the op bytes before COMPLETE."""
+    return google_crc32c.extend(google_crc32c.value(_CRC_PREFIX.pack(prev, created & 0xFFFFFFFFFFFFFFFF)), ops_bytes)
+
+
+def encode_transaction(
+    prev: int, created: int, ops: Iterable[Buffer], *, with_crc: bool = True, algorithm: str = CRC_ZLIB
+) -> bytes:
     """A whole transaction (next = 0, flags = 0) ending with COMPLETE.
 
     ``ops`` are op bytes, or pieces of ops, in order; they are joined once.
-    ``with_crc=False`` writes a COMPLETE without data, like the original writer.
+    ``with_crc=False`` writes a COMPLETE without data, like the original writer;
+    ``algorithm`` picks the checksum (zlib CRC-32 by default: the hand-written hex
+    tests; the writer uses :data:`WRITER_CRC`).
     """
     if with_crc:
-        return bytes(encode_transaction_buffer(prev, created, ops))
+        return b"".join(encode_transaction_parts(prev, created, ops, algorithm))
     parts: list[Buffer] = [encode_tx_header(prev, 0, created, 0)]
     parts.extend(ops)
     parts.append(encode_op(OP_COMPLETE))
@@ -360,6 +394,15 @@ def parse_transaction(buf: bytes | memoryview, offset: int) -> ParsedTx:
                 (stored,) = COMPLETE_CRC.unpack(bytes(view[data_at : data_at + size]))
                 tx.crc_checked = True
                 if transaction_crc(prev, created, view[body_start:pos]) != stored:
+                    tx.problem, tx.problem_offset = "transaction CRC mismatch", data_at
+            elif size == COMPLETE_CRC32C.size:
+                tag, stored = COMPLETE_CRC32C.unpack(bytes(view[data_at : data_at + size]))
+                tx.crc_checked = True
+                if tag != CRC32C_TAG:
+                    # Only our writer puts 8 bytes here: a damaged tag is a torn write.
+                    tx.problem, tx.problem_offset = f"COMPLETE checksum tag {CRC32C_TAG!r}, found {tag!r}", data_at
+                # google-crc32c reads only ``bytes``: one copy of the ops (memcpy speed).
+                elif transaction_crc32c(prev, created, bytes(view[body_start:pos])) != stored:
                     tx.problem, tx.problem_offset = "transaction CRC mismatch", data_at
             return tx
         pos = data_at + size

@@ -64,16 +64,17 @@ def _verify_sums(fs: FileSystem, info: StoreInfo) -> str:
     if not fs.exists(spath):
         return f"{spath}: missing (rebuilt from the store on the next writable open)"
     with fs.open(spath, OpenMode.READ) as handle:
-        values = sums_module.load(handle.read_all(), info.header.page_size)
-    if values is None:
+        loaded = sums_module.load(handle.read_all(), info.header.page_size)
+    if loaded is None:
         return f"{spath}: unusable header (rebuilt on the next writable open)"
+    values, page_sum = loaded
     ps = info.header.page_size
     checked = 0
     with fs.open(info.path, OpenMode.READ) as handle:
         handle.lock(exclusive=False, blocking=True)
         for page in range(1, min(len(values) - 1, info.header.page_count) + 1):
             data = handle.read_at(page * ps, ps)
-            if store_codec.page_sum(data) != values[page]:
+            if page_sum(data) != values[page]:
                 raise CorruptFileError(info.path, page * ps, f"page {page} matching its checksum", "damaged")
             checked += 1
     return f"{spath}: {checked} page checksum(s) match"
@@ -204,6 +205,6 @@ def sniff_kind(head: bytes) -> str | None:
         return "store"
     if head[: len(codec.MAGIC)] == codec.MAGIC:
         return "journal"
-    if head[: len(store_codec.SUMS_MAGIC)] == store_codec.SUMS_MAGIC:
+    if head[: len(store_codec.SUMS_MAGIC)] in (store_codec.SUMS_MAGIC, store_codec.SUMS_MAGIC_32C):
         return "sums"
     return None

@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
+
+import google_crc32c
 
 MAGIC = b"ENGPAGES"
 VERSION = 1
@@ -104,31 +107,37 @@ def decode_link(page: bytes | bytearray) -> int:
 # The checksum file (ours): ``<store>-sums``, one CRC-32 per page.
 # ---------------------------------------------------------------------------
 
+#: Checksum file magics: the entries are zlib CRC-32s ("ENGSUMS1", earlier
+#: versions, still read and kept as they are) or CRC-32Cs ("ENGSUMS2", written for
+#: new files when google-crc32c runs in hardware: 0.4 us a 4 KiB page against 1.4).
 SUMS_MAGIC = b"ENGSUMS1"
-# Sums header (16 bytes): magic "ENGSUMS1" | u32 page size | u32 CRC-32 of the 12 bytes before it.
+SUMS_MAGIC_32C = b"ENGSUMS2"
+SUMS_MAGIC_PREFIX = b"ENGSUMS"
+NEW_SUMS_CRC32C = google_crc32c.implementation == "c"
+# Sums header (16 bytes): magic "ENGSUMS1"/"ENGSUMS2" | u32 page size | u32 zlib CRC-32 of the 12 bytes before it.
 SUMS_HEADER = struct.Struct("<8sI")
 assert SUMS_HEADER.size == 12
 SUMS_HEADER_SIZE = SUMS_HEADER.size + CRC.size
 assert SUMS_HEADER_SIZE == 16
-# Entry for page k (k >= 1) at 16 + 4 * (k - 1): u32 CRC-32 (zlib) of the page's bytes.
+# Entry for page k (k >= 1) at 16 + 4 * (k - 1): u32 CRC-32 (zlib; CRC-32C for ENGSUMS2) of the page's bytes.
 SUM = struct.Struct("<I")
 assert SUM.size == 4
 
 
-def encode_sums_header(page_size: int) -> bytes:
-    body = SUMS_HEADER.pack(SUMS_MAGIC, page_size)
+def encode_sums_header(page_size: int, crc32c: bool = False) -> bytes:
+    body = SUMS_HEADER.pack(SUMS_MAGIC_32C if crc32c else SUMS_MAGIC, page_size)
     return body + CRC.pack(zlib.crc32(body))
 
 
-def decode_sums_header(data: bytes) -> int:
-    """The page size the sums file was made for; ValueError(reason) if it is not one."""
+def decode_sums_header(data: bytes) -> tuple[int, bool]:
+    """(page size, entries are CRC-32C) of a sums file; ValueError(reason) if it is not one."""
     if len(data) < SUMS_HEADER_SIZE:
         raise ValueError(f"a {SUMS_HEADER_SIZE}-byte checksum header, {len(data)} bytes")
     magic, page_size = SUMS_HEADER.unpack_from(data, 0)
     (stored,) = CRC.unpack_from(data, SUMS_HEADER.size)
-    if magic != SUMS_MAGIC or zlib.crc32(bytes(data[: SUMS_HEADER.size])) != stored:
+    if magic not in (SUMS_MAGIC, SUMS_MAGIC_32C) or zlib.crc32(bytes(data[: SUMS_HEADER.size])) != stored:
         raise ValueError(f"checksum file magic {SUMS_MAGIC!r} and header CRC, {bytes(data[:8])!r}")
-    return int(page_size)
+    return int(page_size), magic == SUMS_MAGIC_32C
 
 
 def sum_offset(page: int) -> int:
@@ -137,4 +146,18 @@ def sum_offset(page: int) -> int:
 
 
 def page_sum(data: bytes | bytearray | memoryview) -> int:
+    """A page's entry in an ENGSUMS1 file (zlib CRC-32)."""
     return zlib.crc32(data)
+
+
+def page_sum_32c(data: bytes | bytearray | memoryview) -> int:
+    """A page's entry in an ENGSUMS2 file (CRC-32C; google-crc32c reads only ``bytes``)."""
+    return int(google_crc32c.value(data if type(data) is bytes else bytes(data)))
+
+
+PageSum = Callable[[bytes | bytearray | memoryview], int]
+
+
+def sum_function(crc32c: bool) -> PageSum:
+    """The entry function of a sums file: CRC-32C (ENGSUMS2) or zlib CRC-32 (ENGSUMS1)."""
+    return page_sum_32c if crc32c else page_sum

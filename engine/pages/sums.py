@@ -1,9 +1,10 @@
 """Per-page checksums in ``<store>-sums`` (ours): damage to page bytes is detected.
 
 The JRNL journal repairs torn writes of committed pages, but nothing in the store
-format would notice a flipped bit in a page at rest.  This file keeps a CRC-32 of
-every page (layout in :mod:`engine.pages.store_codec`); reads from the store file
-and ``verify()`` check it.
+format would notice a flipped bit in a page at rest.  This file keeps a checksum
+of every page (layout in :mod:`engine.pages.store_codec`): CRC-32C in files made
+by this version ("ENGSUMS2"), zlib CRC-32 in files of earlier versions
+("ENGSUMS1", kept as they are); reads from the store file and ``verify()`` check it.
 
 Crash safety follows the store's: entries are written during a flush, only for
 pages being flushed (all of them still in the journal), each entry 4 bytes at a
@@ -36,14 +37,16 @@ def sums_path(store_path: str) -> str:
     return store_path + SUMS_SUFFIX
 
 
-def load(raw: bytes, page_size: int) -> array[int] | None:
-    """The checksums in ``raw`` (index = page id; index 0 unused), or None if the
-    header is bad or made for another page size.  There may be fewer entries than
-    pages (appends not yet checkpointed): the caller fills them in."""
+def load(raw: bytes, page_size: int) -> tuple[array[int], store_codec.PageSum] | None:
+    """The checksums in ``raw`` (index = page id; index 0 unused) and the function
+    that computes them (by the file's magic), or None if the header is bad or made
+    for another page size.  There may be fewer entries than pages (appends not yet
+    checkpointed): the caller fills them in."""
     try:
-        if store_codec.decode_sums_header(raw) != page_size:
-            return None
+        file_page_size, crc32c = store_codec.decode_sums_header(raw)
     except ValueError:
+        return None
+    if file_page_size != page_size:
         return None
     body = raw[store_codec.SUMS_HEADER_SIZE :]
     values = array("I")
@@ -52,58 +55,69 @@ def load(raw: bytes, page_size: int) -> array[int] | None:
     if sys.byteorder != "little":  # pragma: no cover - the file is little-endian
         values.byteswap()
     values.insert(0, 0)
-    return values
+    return values, store_codec.sum_function(crc32c)
 
 
 class PageSums:
     """The writer's checksums: in memory (``values``) and in the sums file."""
 
-    def __init__(self, store_path: str, handle: FileHandle, values: array[int]) -> None:
+    def __init__(self, store_path: str, handle: FileHandle, values: array[int], page_sum: store_codec.PageSum) -> None:
         self.store_path = store_path
         self.handle = handle
         self.values = values
+        self.page_sum = page_sum  # the file's kind of entry (zlib CRC-32 or CRC-32C)
 
     @classmethod
     def open(cls, fs: FileSystem, store_path: str, page_size: int, page_count: int, read_page: ReadPage) -> PageSums:
-        """Open the sums file, rebuilding it from the store if it is missing or unusable."""
+        """Open the sums file, rebuilding it from the store if it is missing or unusable.
+
+        An existing file keeps its kind of entry (an ENGSUMS1 file of an earlier
+        version stays zlib CRC-32); created or rebuilt files get CRC-32C when it
+        runs in hardware.
+        """
         path = sums_path(store_path)
+        fresh = store_codec.NEW_SUMS_CRC32C
         if not fs.exists(path):
-            create_file(fs, path, store_codec.encode_sums_header(page_size)).close()
+            create_file(fs, path, store_codec.encode_sums_header(page_size, fresh)).close()
             log.warning("%s: no checksum file: building it from the store", store_path)
         handle = fs.open(path, OpenMode.WRITE)
         try:
-            values = load(handle.read_all(), page_size)
-            if values is None:
+            loaded = load(handle.read_all(), page_size)
+            if loaded is not None:
+                values, page_sum = loaded
+            else:
                 if handle.size() > store_codec.SUMS_HEADER_SIZE:
                     log.warning("%s: checksum file unusable: rebuilding it from the store", path)
+                page_sum = store_codec.sum_function(fresh)
                 values = array("I", [0] * (page_count + 1))
                 for page in range(1, page_count + 1):
-                    values[page] = store_codec.page_sum(read_page(page))
+                    values[page] = page_sum(read_page(page))
                 handle.truncate(0)
-                handle.write_at(0, store_codec.encode_sums_header(page_size) + _pack(values, 1, page_count + 1))
+                header = store_codec.encode_sums_header(page_size, fresh)
+                handle.write_at(0, header + _pack(values, 1, page_count + 1))
                 handle.fsync()
                 fs.fsync_dir(parent_dir(path))
         except BaseException:
             handle.close()
             raise
-        return cls(store_path, handle, values)
+        return cls(store_path, handle, values, page_sum)
 
     def check(self, page: int, data: bytes | bytearray, page_size: int) -> None:
         """Raise CorruptFileError if ``data`` (page ``page`` as read from the store) is damaged."""
         if page >= len(self.values):
             raise CorruptFileError(self.store_path, page * page_size, f"a checksum for page {page}", "none")
-        if store_codec.page_sum(data) != self.values[page]:
+        if self.page_sum(data) != self.values[page]:
             raise CorruptFileError(
                 self.store_path,
                 page * page_size,
                 f"page {page} matching its checksum {self.values[page]:#010x}",
-                f"{store_codec.page_sum(data):#010x} (damaged)",
+                f"{self.page_sum(data):#010x} (damaged)",
             )
 
     def update(self, images: dict[int, bytes | bytearray]) -> None:
         """Record and write the checksums of these page images (part of a flush)."""
         values = self.values
-        page_sum = store_codec.page_sum
+        page_sum = self.page_sum
         top = max(images, default=0)
         if top >= len(values):
             values.extend([0] * (top + 1 - len(values)))

@@ -29,7 +29,9 @@ from engine.pages import PageError, PageStore, RecoveryNeededError
 from stress.core import Op, Session, Step, StoreAdapter, Violation, count_read, payload
 
 PAGE = 512
-OPTIONS: dict[str, Any] = {"checkpoint_bytes": 2048}
+# Checkpoints every 2 KB, or up to 4 KB while many pages are pending (the adaptive
+# policy of the defaults, scaled down so that stress runs reach it often).
+OPTIONS: dict[str, Any] = {"checkpoint_bytes": 2048, "checkpoint_max_bytes": 4096}
 
 
 def _path(root: str) -> str:

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from engine.fs import make_dirs
-from engine.pages import PageStore
+from engine.pages import PageStore, codec
 from stress.simfs import SimFS
 from tests.pages.pages_helpers import Model, assert_matches, random_transaction
 
@@ -94,3 +94,44 @@ def test_crash_during_a_large_page_transaction(apply: str) -> None:
         reopened.close()
         checked += 1
     assert checked > 10
+
+
+@pytest.mark.parametrize(
+    ("seed", "options", "writer_crc"),
+    [
+        (11, {"checkpoint_bytes": 1500, "checkpoint_max_bytes": 12000}, codec.CRC_32C),  # adaptive checkpoints
+        (12, {}, codec.CRC_32C),  # the defaults: no checkpoint before close
+        (13, {"checkpoint_bytes": 2500}, codec.CRC_ZLIB),  # the writer without hardware CRC-32C
+    ],
+)
+def test_crash_states_with_checkpoint_policy_and_checksum(
+    seed: int, options: dict[str, int], writer_crc: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same prefix property with the adaptive checkpoint policy, and with
+    journals sealed by zlib CRC-32 (the previous writer's COMPLETE) reopened by
+    today's code."""
+    monkeypatch.setattr(codec, "WRITER_CRC", writer_crc)
+    rng = random.Random(seed)
+    sim = SimFS()
+    make_dirs(sim, "/db")
+    models = [Model()]
+    store = PageStore.open("/db/p", page_size=512, fs=sim, **options)
+    sim.mark(0)
+    for i in range(1, 13):
+        models.append(random_transaction(store, models[-1], rng))
+        sim.mark(i)
+    store.close()
+    monkeypatch.setattr(codec, "WRITER_CRC", codec.CRC_32C)  # recovery runs with today's writer
+    checked = 0
+    for state in sim.crash_states(limit=300, seed=seed):
+        acked = [m for m in state.marks if isinstance(m, int)]
+        if not acked:
+            continue
+        reopened = PageStore.open("/db/p", fs=state.fs())
+        try:
+            reopened.verify()
+            assert any(_states_equal(reopened, models[j]) for j in range(acked[-1], len(models))[:2]), state.describe()
+        finally:
+            reopened.close()
+        checked += 1
+    assert checked > 50

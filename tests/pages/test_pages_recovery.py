@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
+import zlib
 
+import google_crc32c
 import pytest
 
 from engine.errors import CorruptFileError, FormatError
-from engine.pages import PageStore, RecoveryNeededError, codec, journal_path
+from engine.pages import PageStore, RecoveryNeededError, codec, journal_path, store_codec
 
 PS = 512
 
@@ -118,6 +120,22 @@ def test_header_last_behind_a_linked_append(path: str) -> None:
     with PageStore.open(path) as store:
         assert store.read(1, 0, 3) == b"uno" and store.read(2, 0, 3) == b"two"
         assert store.recovery.cut_bytes == len(b)
+
+
+def test_last_next_pointing_elsewhere_is_cleared(path: str) -> None:
+    """A last transaction whose ``next`` points past a gap (an append a crash
+    interrupted, not adjacent) gets it cleared, and the rest is cut."""
+    a = codec.encode_transaction(0, 1, [modify(1, 0, b"one", b"uno")])
+    b = codec.encode_transaction(0, 2, [modify(2, 0, b"two", b"dos")])
+    (off_a,) = write_journal(path, [a])
+    off_b = off_a + len(a) + 16  # not adjacent
+    with open(journal_path(path), "ab") as f:
+        f.write(bytes(16) + b)
+    poke(journal_path(path), off_a + codec.TX_NEXT_OFFSET, off_b.to_bytes(8, "little"))
+    with PageStore.open(path) as store:
+        assert store.read(1, 0, 3) == b"uno" and store.read(2, 0, 3) == b"two"
+        assert any(f"next pointer {off_b} cleared" in n for n in store.recovery.journal_notes)
+        assert store.recovery.cut_bytes == 16 + len(b)
 
 
 def test_rolled_back_transaction_is_undone(path: str) -> None:
@@ -305,3 +323,49 @@ def test_damaged_checksum_file(path: str) -> None:
     poke(path + "-sums", 0, b"XXXX")  # unusable header: rebuilt from the store
     with PageStore.open(path) as store:
         assert store.read(2, 0, 3) == b"two"
+
+
+def _sums_file(path: str) -> bytes:
+    with open(path + "-sums", "rb") as f:
+        return f.read()
+
+
+def _page_bytes(path: str, page: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(page * PS)
+        return f.read(PS)
+
+
+def test_new_checksum_files_hold_crc32c(path: str) -> None:
+    raw = _sums_file(path)
+    assert raw[:8] == store_codec.SUMS_MAGIC_32C == b"ENGSUMS2"
+    for page in (1, 2):
+        entry = int.from_bytes(raw[16 + 4 * (page - 1) : 20 + 4 * (page - 1)], "little")
+        assert entry == google_crc32c.value(_page_bytes(path, page)) != zlib.crc32(_page_bytes(path, page))
+
+
+def test_checksum_file_of_an_earlier_version_is_still_used(path: str) -> None:
+    """An ENGSUMS1 file (zlib CRC-32 entries, as earlier versions wrote) keeps
+    checking pages, stays ENGSUMS1 across commits, and catches damage."""
+    old = store_codec.encode_sums_header(PS, crc32c=False) + b"".join(
+        zlib.crc32(_page_bytes(path, page)).to_bytes(4, "little") for page in (1, 2)
+    )
+    assert old[:8] == b"ENGSUMS1"
+    with open(path + "-sums", "wb") as f:
+        f.write(old)
+    with PageStore.open(path) as store:
+        assert store.read(2, 0, 3) == b"two"
+        store.verify()
+        with store.transaction() as tx:
+            tx.write(1, 0, b"UNO")
+            tx.write(tx.allocate(), 0, b"three")
+    raw = _sums_file(path)
+    assert raw[:8] == b"ENGSUMS1"
+    for page in (1, 2, 3):
+        entry = int.from_bytes(raw[16 + 4 * (page - 1) : 20 + 4 * (page - 1)], "little")
+        assert entry == zlib.crc32(_page_bytes(path, page))
+    poke(path, 2 * PS + 7, b"\xee")
+    with PageStore.open(path) as store, pytest.raises(CorruptFileError, match="checksum"):
+        store.read(2)
+    with PageStore.open(path, readonly=True) as reader, pytest.raises(CorruptFileError, match="checksum"):
+        reader.read(2)

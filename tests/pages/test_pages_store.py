@@ -211,6 +211,76 @@ def test_journal_is_reset_at_checkpoints(path: str) -> None:
         assert scan(journal_path(path), raw).txs == []
 
 
+def test_default_checkpoint_policy_settings(path: str) -> None:
+    with PageStore.open(path) as store:
+        assert (store.checkpoint_bytes, store.checkpoint_max_bytes) == (4 << 20, 64 << 20)
+    with PageStore.open(path, checkpoint_bytes=1000) as store:  # a fixed threshold, as before
+        assert (store.checkpoint_bytes, store.checkpoint_max_bytes) == (1000, 1000)
+    with PageStore.open(path, checkpoint_bytes=1000, checkpoint_max_bytes=500) as store:
+        assert store.checkpoint_max_bytes == 1000  # never below the minimum
+    with pytest.raises(ConfigError):
+        PageStore.open(path, checkpoint_max_bytes=-1)
+
+
+def test_adaptive_checkpoint_small_transactions_checkpoint_at_the_minimum(path: str) -> None:
+    """One page rewritten: a checkpoint writes one page, so it comes at the minimum."""
+    with PageStore.open(path, page_size=512, checkpoint_bytes=4000, checkpoint_max_bytes=1 << 20) as store:
+        with store.transaction() as tx:
+            p = tx.allocate()
+        sizes = []
+        for i in range(60):
+            with store.transaction() as tx:
+                tx.write(p, 0, bytes([i]) * 512)
+            sizes.append(store.journal_size)
+        assert max(sizes) < 4000 + 1100 and store.checkpoints >= 5
+
+
+def test_adaptive_checkpoint_waits_while_the_store_writes_would_be_large(path: str) -> None:
+    """Distinct pages: the journal grows until the pages to write are at most 1/8
+    of it, or until the maximum; cycling over the same pages, that absorbs rewrites."""
+    ps = 512
+    with PageStore.open(path, page_size=ps, checkpoint_bytes=4000, checkpoint_max_bytes=200_000) as store:
+        with store.transaction() as tx:
+            pages = [tx.allocate() for _ in range(40)]
+        store.checkpoint()
+        grown = 0
+        for i in range(200):  # 10 pages per transaction, cycling over 40 pages
+            before = store.checkpoints
+            with store.transaction() as tx:
+                for k in range(10):
+                    tx.write(pages[(i * 10 + k) % 40], 0, bytes([i & 0xFF, k]) * (ps // 2))
+            size = store.journal_size
+            if store.checkpoints == before:
+                grown = max(grown, size)
+                # no checkpoint yet: below the minimum, or too many pages to write
+                assert size < 4000 or 40 * ps * 8 > size
+            else:
+                assert size == codec.FILE_HEADER_SIZE
+        # 40 distinct pages (20 KB) need a journal of 160 KB before the checkpoint
+        assert 40 * ps * 8 - 11_000 <= grown < 200_000
+        assert store.checkpoints >= 3
+        store.verify()
+    with PageStore.open(path) as store:
+        assert store.read(pages[0]) == bytes([196, 0]) * (ps // 2)  # its last write: i = 196, k = 0
+
+
+def test_writer_seals_transactions_with_crc32c(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with PageStore.open(path, page_size=512) as store:
+        with store.transaction() as tx:
+            tx.write(tx.allocate(), 0, b"abc")
+        with open(journal_path(path), "rb") as f:
+            raw = f.read()
+        tx0 = scan(journal_path(path), raw).txs[0]
+        assert tx0.crc_checked and raw[tx0.end - 13 : tx0.end - 4] == bytes.fromhex("ff08000000") + b"C32C"
+        monkeypatch.setattr(codec, "WRITER_CRC", codec.CRC_ZLIB)  # no hardware CRC-32C: zlib, 4 bytes
+        with store.transaction() as tx:
+            tx.write(1, 0, b"xyz")
+        with open(journal_path(path), "rb") as f:
+            raw = f.read()
+        tx1 = scan(journal_path(path), raw).txs[1]
+        assert tx1.crc_checked and raw[tx1.end - 9 : tx1.end - 4] == bytes.fromhex("ff04000000")
+
+
 def test_journal_shrinks_after_a_giant_transaction(path: str) -> None:
     with PageStore.open(path, page_size=4096, checkpoint_bytes=1000) as store:
         with store.transaction() as tx:
