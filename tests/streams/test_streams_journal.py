@@ -276,7 +276,8 @@ def test_record_header_straddling_a_page_boundary() -> None:
     for stream in streams:
         stream.close()
     journal.close()
-    assert _streams("/db/j", sim) == {f"s{i}".encode(): ("complete", 0, b"\x03" * n) for i, n in enumerate((193, 321, 193))}
+    sizes = (193, 321, 193)
+    assert _streams("/db/j", sim) == {f"s{i}".encode(): ("complete", 0, b"\x03" * n) for i, n in enumerate(sizes)}
 
 
 ops = st.lists(
