@@ -22,6 +22,12 @@ concurrent threads (group commit); a number of seconds syncs in the background;
 ``"never"`` leaves it to the OS.  Buffered records reach the files when the buffer
 holds ``buffer_bytes``, at every sync, on ``flush()`` and on ``close()``.
 
+Native fast path: with ``sync="never"`` or a period, and the C extension built,
+``log.append`` is the native appender's method (:mod:`engine.applog.fastpath`): it
+buffers common-case records in C without the lock and hands everything else to
+:meth:`AppendLog.append`; :meth:`AppendLog._settle` moves its records into the
+buffers above before any other code touches the log's state.
+
 Rotation: a new segment starts when a record would push the active log past
 ``segment_bytes``.  The full segment is synced first, then the new pair is created
 (file fsynced, then the directory), so segments are always contiguous on disk.
@@ -36,6 +42,7 @@ import struct
 import sys
 import threading
 import time
+import types
 import zlib
 from array import array
 from collections.abc import Iterable, Sequence
@@ -83,8 +90,13 @@ from engine.fs import (
     make_dirs,
     resolve,
 )
+from engine.native import load as load_native
 
 log = logging.getLogger("engine.applog")
+
+#: The native appender (engine/applog/_native.c), or None (not built, or
+#: ENGINE_PURE_PYTHON=1).  See engine.applog.fastpath for what it does and why.
+_native = load_native("engine.applog._native")
 
 _pack_header = RECORD_HEADER.pack
 _pack_entry = INDEX_ENTRY.pack
@@ -179,6 +191,10 @@ class AppendLog(LogView):
         self.recovery = RecoveryReport()
         self._gc: GroupCommit | None = None
         self._periodic: PeriodicSync | None = None
+        # The native fast path of append (engine.applog.fastpath), when installed:
+        # it buffers records of its own, which _settle() moves into the buffers
+        # above before any other code reads or changes the log's state.
+        self._fast: Any = None
 
     # ==================================================================================
     # open / recovery
@@ -237,9 +253,29 @@ class AppendLog(LogView):
             self._gc = GroupCommit(self._sync_files, name=self.directory)
         elif self.sync_policy.mode == "periodic":
             self._periodic = PeriodicSync(
-                self._sync_files, self.sync_policy.period, dirty=lambda: self._dirty, name="engine-applog-sync"
+                self._sync_files, self.sync_policy.period, dirty=self._has_unsynced, name="engine-applog-sync"
             )
+        if _native is not None and self._gc is None:
+            # sync="never" or a period: appends need no fsync wait, so the native
+            # fast path answers log.append (an instance attribute shadowing the
+            # method); it hands every call it does not take to the method itself.
+            self._fast = _native.Appender(types.MethodType(type(self).append, self), self._flush_full)
+            self.__dict__["append"] = self._fast.append
+            with self._lock:
+                self._arm()
         return self
+
+    def _flush_full(self) -> None:
+        """The native appender's buffer is full: flush, as ``append`` does."""
+        with self._lock:
+            self._flush_locked()
+            self._arm()
+
+    def _has_unsynced(self) -> bool:
+        """Whether records were appended since the last sync (the periodic syncer
+        skips a round otherwise)."""
+        fast = self._fast
+        return self._dirty or (fast is not None and fast.pending > 0)
 
     def _recover(self) -> None:
         fs = self._fs
@@ -511,8 +547,105 @@ class AppendLog(LogView):
             self._periodic.check()
 
     def _fail(self, exc: BaseException) -> None:
-        if self._failure is None:
-            self._failure = exc
+        # Under the lock (re-entrant; the syncer calls this from its fsync part,
+        # outside it): an append re-arming the native appender either runs before
+        # (and is disarmed here) or sees the failure and does not arm it.
+        with self._lock:
+            if self._failure is None:
+                self._failure = exc
+            if self._fast is not None:
+                self._fast.armed = False  # every append now goes where the failure is raised
+
+    def _settle(self) -> None:
+        """Disarm the native appender and move its pending records into the
+        writer's buffers and the active segment (under ``self._lock``).
+
+        Called before any code reads or changes the log's state: from then on
+        every append goes through the locked ``append`` until that re-arms it
+        (:meth:`_arm`), so the fast path never runs while other code holds the
+        state.  The bytes it produced are exactly what ``append`` would have
+        buffered for the same records (tests/applog/test_applog_native.py)."""
+        fast = self._fast
+        if fast is None:
+            return
+        fast.armed = False
+        if not fast.pending:
+            return
+        log_bytes, crc_bytes = self._take_fast()
+        self._pend_log += log_bytes
+        crcs = array("I")
+        crcs.frombytes(crc_bytes)
+        if _BIG_ENDIAN:  # pragma: no cover - the format is little-endian
+            crcs.byteswap()
+        self._pend_crc += crcs
+
+    def _take_fast(self) -> tuple[bytes, bytes]:
+        """Take the (disarmed) native appender's pending records into the active
+        segment's state and in-memory index; return their log and ``.crc`` bytes,
+        which the caller buffers or writes."""
+        fast = self._fast
+        n, first_t, log_bytes, crc_bytes, idx_bytes = fast.take()
+        seg = self._segments[-1]
+        assert seg.mem_idx is not None
+        if not seg.count:
+            seg.first_time = first_t
+        seg.count += n
+        seg.log_size = fast.log_size
+        seg.last_time = fast.last_time
+        self._last_time = fast.last_time
+        seg.mem_idx += idx_bytes
+        self._dirty = True
+        assert fast.next_index == seg.end and fast.seg_count == seg.count, "appender out of step"
+        return log_bytes, crc_bytes
+
+    def _flush_direct(self) -> None:
+        """:meth:`_flush_locked` when every buffered record is the native
+        appender's (the common case under the fast path): its bytes are written
+        as they come, without copying them through the Python buffers first.
+        Same files, same order (log, ``.crc``, index) as the general path."""
+        fast = self._fast
+        fast.armed = False
+        seg = self._segments[-1]
+        assert seg.mem_idx is not None and seg.idx is not None and seg.crc is not None
+        assert seg.end == self._flushed_end and len(seg.mem_idx) == self._flushed_idx
+        log_bytes, crc_bytes = self._take_fast()
+        try:
+            seg.log.write_at(self._flushed_log, log_bytes)
+            # Checksums after the records, index entries last (see _flush_locked).
+            seg.crc.write_at(self._flushed_crc, crc_bytes)
+            seg.idx.write_at(self._flushed_idx, bytes(memoryview(seg.mem_idx)[self._flushed_idx :]))
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+        self._flushed_crc += len(crc_bytes)
+        self._flushed_log = seg.log_size
+        self._flushed_idx = len(seg.mem_idx)
+        self._flushed_end = seg.end
+
+    def _arm(self) -> None:
+        """Let the native appender take appends again, from the current state
+        (under ``self._lock``, with nothing pending in it)."""
+        fast = self._fast
+        # Disarmed since the state was last taken: nothing can be pending (else
+        # the indexes below would be handed out twice).
+        assert not fast.pending, "arming an appender that holds records"
+        seg = self._segments[-1] if self._segments else None
+        if (
+            seg is None
+            or self._closed
+            or self._failure is not None
+            or (self._periodic is not None and self._periodic.failure is not None)
+            or seg.end >= INT64_MAX
+        ):
+            fast.armed = False
+            return
+        fast.next_index = seg.end
+        fast.log_size = seg.log_size
+        fast.seg_count = seg.count
+        fast.last_time = self._last_time
+        fast.segment_bytes = self.segment_bytes
+        fast.flush_at = self.buffer_bytes - len(self._pend_log)
+        fast.armed = True
 
     def _roll_locked(self) -> Segment:
         """Seal the active segment (flush + sync) and start a new one."""
@@ -597,6 +730,9 @@ class AppendLog(LogView):
         CRC-32s one ``map`` of ``zlib.crc32`` seeded with the header's CRC, and the
         index entries are filled into an ``array`` by slices from ``range``s.
         """
+        if self._fast is not None:
+            self._append_batch_native(items, flags, t)
+            return
         n_total = len(items)
         done = 0
         tail = _FLAGS_TIME.pack(flags, t)
@@ -657,6 +793,31 @@ class AppendLog(LogView):
             if len(pend_log) >= self.buffer_bytes:
                 self._flush_locked()
 
+    def _append_batch_native(self, items: list[bytes], flags: int, t: int) -> None:
+        """:meth:`_append_batch` through the native appender: it buffers the records
+        that fit the active segment (header, CRC and index entry per record in C),
+        :meth:`_settle` moves them into the writer's buffers, and this rolls a new
+        segment for the rest.  Same bytes as the pure-Python batch (tested)."""
+        fast = self._fast
+        assert not fast.armed and not fast.pending  # settled by append_many
+        done, n_total = 0, len(items)
+        while done < n_total:
+            seg = self._segments[-1]
+            fast.next_index = seg.end
+            fast.log_size = seg.log_size
+            fast.seg_count = seg.count
+            fast.last_time = self._last_time
+            fast.segment_bytes = self.segment_bytes
+            done = fast.extend(items, flags, t, done)
+            if done < n_total:
+                self._roll_locked()  # flushes (and so takes) the records first
+        # A full buffer is written now, straight from the appender; otherwise
+        # its records join the writer's buffers.
+        if fast.log_size - self._flushed_log >= self.buffer_bytes:
+            self._flush_locked()
+        else:
+            self._settle()
+
     def append(self, data: bytes, flags: int = 0, time_ns: int | None = None) -> int:
         """Append one record and return its index.
 
@@ -670,6 +831,8 @@ class AppendLog(LogView):
         if type(flags) is not int or not 0 <= flags <= MAX_FLAGS or size > MAX_RECORD_SIZE:
             self._check_record(data, flags)
         with self._lock:
+            if self._fast is not None:
+                self._settle()
             if (
                 self._closed
                 or self._failure is not None
@@ -711,6 +874,8 @@ class AppendLog(LogView):
                 if len(pend) >= self.buffer_bytes:
                     self._flush_locked()
             if self._gc is None:
+                if self._fast is not None:
+                    self._arm()
                 return index
             ticket = self._gc.ticket()
         self._gc.wait(ticket)
@@ -732,6 +897,7 @@ class AppendLog(LogView):
         self._check_record(b"", flags)
         items = records if isinstance(records, list) else list(records)
         with self._lock:
+            self._settle()
             self._check_writable()
             first = self._segments[-1].end
             if set(map(type, items)) <= _BYTES_ONLY:  # C-level check of every item
@@ -780,6 +946,17 @@ class AppendLog(LogView):
 
     def _flush_locked(self) -> None:
         """Write the buffered records: log bytes first, then their index entries."""
+        fast = self._fast
+        if (
+            fast is not None
+            and fast.pending
+            and not self._pend_log
+            and self._failure is None
+            and self._segments[-1].crc is not None
+        ):
+            self._flush_direct()
+            return
+        self._settle()
         seg = self._segments[-1]
         if seg.end == self._flushed_end:
             return
@@ -810,6 +987,7 @@ class AppendLog(LogView):
     def flush(self) -> None:
         """Write buffered records to the files (visible to readers; not synced)."""
         with self._lock:
+            self._settle()
             self._check_writable()
             self._flush_locked()
 
@@ -850,7 +1028,14 @@ class AppendLog(LogView):
             self._sync_files()
 
     def _prepare_read(self, index: int | None) -> None:
-        # Buffered records become readable by writing them out first.
+        # Buffered records become readable by writing them out first (the native
+        # appender's too).  A record already in the files needs neither: its
+        # segment's state is the flushed one, which the appender never touches.
+        if index is not None and index < self._flushed_end:
+            return
+        fast = self._fast
+        if fast is not None and (fast.armed or fast.pending):
+            self._settle()
         if (
             (index is None or index >= self._flushed_end)
             and self._failure is None
@@ -897,6 +1082,7 @@ class AppendLog(LogView):
         many records went.  Segments with TTL <= 0 never expire, and expiry stops at
         the first segment that has not expired, so the log stays contiguous."""
         with self._sync_lock, self._lock:
+            self._settle()
             self._check_writable()
             now = time.time_ns() if now is None else now
             victims: list[Segment] = []
@@ -907,11 +1093,14 @@ class AppendLog(LogView):
                     break
             if not victims:
                 return 0
+            before = self.first_index
             if victims[-1] is self._segments[-1]:
                 self._roll_locked()  # keep next_index: an empty segment named after it
-            removed = self._delete_front(victims)
+            self._delete_front(victims)
             self._start = max(self._start, self._segments[0].base)
-            return removed
+            # Records hidden earlier by truncate_before() but still on disk went
+            # with their segments too; they are not counted again.
+            return self.first_index - before
 
     def truncate_before(self, index: int) -> int:
         """Drop every record below ``index``; returns how many were dropped.
@@ -921,6 +1110,7 @@ class AppendLog(LogView):
         straddles it stays on disk until it is wholly below.
         """
         with self._sync_lock, self._lock:
+            self._settle()
             self._check_writable()
             first, nxt = self.first_index, self.next_index
             if index > nxt:
@@ -954,6 +1144,7 @@ class AppendLog(LogView):
         going down.  Raises CorruptFileError/FormatError; returns notes."""
         with self._lock:
             self._check_open()
+            self._settle()
             if self._failure is None:
                 self._flush_locked()
             contents = {}
@@ -971,6 +1162,8 @@ class AppendLog(LogView):
             return notes
 
     def _release(self) -> None:
+        if self._fast is not None:
+            self._fast.armed = False
         for seg in self._segments:
             seg.close()
         self._segments = []

@@ -1,8 +1,10 @@
 """Stress adapter for the append log (``engine.applog``, LOG/IDX format).
 
-Workload: single appends and batches (``append_many``) of self-describing
-payloads with random flags, and ``truncate_before`` at random points.
-``sync="always"`` and 1 KiB segments, so that segments roll and are deleted often.
+Workload: single appends, bursts of single appends and batches (``append_many``)
+of self-describing payloads with random flags, and ``truncate_before`` at random
+points.  1 KiB segments, so that segments roll and are deleted often.  Sessions
+alternate between ``sync="always"`` and a period with an explicit ``sync()``
+before each operation is acknowledged (the native fast path's mode).
 
 Oracle (issue 9: "indexes dense, times non-decreasing, data identical"):
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import itertools
 import random
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,19 +36,40 @@ from engine.fs import FileSystem, OsFileSystem, make_dirs
 from stress.core import MIN_PAYLOAD, Op, Session, Step, StoreAdapter, Violation, count_read, payload, payload_ok
 
 OPTIONS: dict[str, Any] = {"segment_bytes": 1024, "sync": "always"}
+#: About every other session writes with a period instead and syncs
+#: explicitly before acknowledging each operation, so that the native fast path
+#: of ``append`` (not used under "always") meets crashes, kills and readers too.
+PERIODIC_OPTIONS: dict[str, Any] = {"segment_bytes": 1024, "sync": 3600, "buffer_bytes": 600}
+_SESSIONS = itertools.count()
 
 
 class AppLogSession(Session):
     def __init__(self, fs: FileSystem, root: str) -> None:
-        self.log = AppendLog.open(root, fs=fs, **OPTIONS)
+        # Alternate within a process; the root's name varies the first choice
+        # (a killed child process opens one session only).
+        self.periodic = (next(_SESSIONS) + zlib.crc32(root.encode())) % 2 == 1
+        self.log = AppendLog.open(root, fs=fs, **(PERIODIC_OPTIONS if self.periodic else OPTIONS))
 
     def run(self, op: Op) -> Any:
+        result = self._run(op)
+        if self.periodic and op[0] != "truncate":
+            self.log.sync()  # acknowledged means durable, as under "always"
+        return result
+
+    def _run(self, op: Op) -> Any:
         kind = op[0]
         if kind == "append":
             return ("append", self.log.append(payload(0, op[1], op[2]), flags=op[3]))
         if kind == "append_many":
             got = self.log.append_many([(payload(0, tag, size), flags) for tag, size, flags in op[1]])
             return ("append_many", got.start, got.stop)
+        if kind == "burst":
+            # Single appends back to back (the fast path's case), acknowledged
+            # as one batch.
+            first = self.log.append(*_burst_args(op[1][0]))
+            for item in op[1][1:]:
+                self.log.append(*_burst_args(item))
+            return ("append_many", first, first + len(op[1]))
         first, nxt = self.log.first_index, self.log.next_index
         point = first + int(op[1] * (nxt - first))
         self.log.truncate_before(point)
@@ -76,10 +100,15 @@ def read_log(fs: FileSystem, root: str) -> tuple[int, int, list[tuple[int, int, 
     return first, nxt, records
 
 
+def _burst_args(item: tuple[int, int, int]) -> tuple[bytes, int]:
+    tag, size, flags = item
+    return payload(0, tag, size), flags
+
+
 def _expected_batch(op: Op) -> list[tuple[bytes, int]]:
     if op[0] == "append":
         return [(payload(0, op[1], op[2]), op[3])]
-    if op[0] == "append_many":
+    if op[0] in ("append_many", "burst"):
         return [(payload(0, tag, size), flags) for tag, size, flags in op[1]]
     return []
 
@@ -93,8 +122,14 @@ class AppLogAdapter(StoreAdapter):
         ops: list[Op] = []
         for _ in range(n):
             r = rng.random()
-            if r < 0.65:
+            if r < 0.55:
                 ops.append(("append", rng.randrange(2**40), rng.randint(MIN_PAYLOAD, 250), rng.randrange(256)))
+            elif r < 0.65:
+                burst = tuple(
+                    (rng.randrange(2**40), rng.randint(MIN_PAYLOAD, 120), rng.randrange(256))
+                    for _ in range(rng.randint(1, 12))
+                )
+                ops.append(("burst", burst))
             elif r < 0.9:
                 batch = tuple(
                     (rng.randrange(2**40), rng.randint(MIN_PAYLOAD, 200), rng.randrange(256))

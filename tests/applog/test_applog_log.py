@@ -365,3 +365,16 @@ def test_reader_alongside_a_live_writer_sees_only_whole_records(logdir: str) -> 
         writer.join()
         log.close()
     assert seen == 3000
+
+
+def test_expire_does_not_count_records_already_truncated(tmp_path: os.PathLike[str]) -> None:
+    """expire() returns how far first_index moved: records hidden by an earlier
+    truncate_before() are not counted again when their segment is deleted
+    (found by test_applog_props: first_index 1 -> 2 was reported as 2 records)."""
+    path = os.path.join(str(tmp_path), "log")
+    with AppendLog.open(path, ttl=60, segment_bytes=120, sync="never") as log:
+        log.append(b"", time_ns=1000)
+        log.append(b"", time_ns=1000)
+        assert log.truncate_before(1) == 1
+        assert log.expire(now=1061) == 1
+        assert log.first_index == log.next_index == 2
