@@ -6,21 +6,13 @@ from __future__ import annotations
 import os
 
 import pytest
+from applog_helpers import segment_file_bytes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.applog import AppendLog
 
 SEGMENT = 16 + 5 * (16 + 40)  # five 40-byte records per segment
-
-
-def _files(directory: str) -> dict[str, bytes]:
-    out = {}
-    for name in sorted(os.listdir(directory)):
-        if name.endswith((".log", ".idx", ".crc")):
-            with open(os.path.join(directory, name), "rb") as fh:
-                out[name] = fh.read()
-    return out
 
 
 def _write_both(root: str, batches: list[list[bytes]], flags: int) -> tuple[dict[str, bytes], dict[str, bytes]]:
@@ -37,7 +29,7 @@ def _write_both(root: str, batches: list[list[bytes]], flags: int) -> tuple[dict
     with AppendLog.open(many, segment_bytes=SEGMENT) as b:
         assert not b.recovery.repaired
         b.verify()
-    return _files(one), _files(many)
+    return segment_file_bytes(one), segment_file_bytes(many)
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from applog_helpers import segment_file_bytes
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -231,15 +232,6 @@ def test_native_appender_does_not_leak() -> None:
 
 
 # -- whole logs: native fast path against the pure-Python writer ------------------------
-def _files(directory: str) -> dict[str, bytes]:
-    out = {}
-    for name in sorted(os.listdir(directory)):
-        if name.endswith((".log", ".idx", ".crc")):
-            with open(os.path.join(directory, name), "rb") as fh:
-                out[name] = fh.read()
-    return out
-
-
 def _open(path: str, native: bool, monkeypatch: pytest.MonkeyPatch, **kw: Any) -> AppendLog:
     with monkeypatch.context() as m:
         m.setattr(log_module, "_native", NATIVE if native else None)
@@ -325,7 +317,7 @@ def test_native_and_pure_logs_write_the_same_bytes(
     finally:
         for lg in logs:
             lg.close()
-    pure, native = _files(os.path.join(root, "pure")), _files(os.path.join(root, "native"))
+    pure, native = segment_file_bytes(os.path.join(root, "pure")), segment_file_bytes(os.path.join(root, "native"))
     assert pure == native
 
 
