@@ -17,13 +17,19 @@ from a whole one even if the disk reordered unsynced writes.  Two forms, told ap
 by the data's size (anything else, e.g. the original writer's empty COMPLETE, is
 not checked):
 
-* 8 bytes, the current writer's: ``"C32C"`` then u32 CRC-32C (Castagnoli, computed
-  in hardware by ``google-crc32c``);
+* 16 bytes, the current writer's: ``"C32L"``, u64 chain salt, u32 CRC-32C
+  (Castagnoli, computed in hardware by ``google-crc32c``).  The salt is drawn
+  afresh each time the journal is reset; every transaction of one chain carries
+  the same one, and the CRC covers it.  It is what lets a reader follow a chain
+  whose header ``last`` lags behind (see ``journal.scan``): a leftover transaction
+  from before the reset, in the space being reused, carries another salt;
+* 8 bytes, written by the previous version: ``"C32C"`` then u32 CRC-32C;
 * 4 bytes, written by earlier versions (and by this one when ``google-crc32c`` has
   no C implementation): u32 zlib CRC-32.
 
-Both cover ``prev``, ``created`` (as unsigned 64-bit) and every op before COMPLETE;
-``next`` and ``flags`` are excluded because they are rewritten in place.
+All cover ``prev``, ``created`` (as unsigned 64-bit) and every op before COMPLETE
+(the 16-byte form also its salt); ``next`` and ``flags`` are excluded because they
+are rewritten in place.
 
 Decoding distinguishes a whole transaction from one that ends early
 (:attr:`ParsedTx.problem` says why), because recovery cuts an unfinished *last*
@@ -92,6 +98,11 @@ assert COMPLETE_CRC.size == 4
 COMPLETE_CRC32C = struct.Struct("<4sI")
 assert COMPLETE_CRC32C.size == 8
 CRC32C_TAG = b"C32C"
+# COMPLETE data of a linked chain (16 bytes): 4s tag "C32L" | u64 chain salt | u32 CRC-32C
+# of the transaction and the salt (see above).
+COMPLETE_LINKED = struct.Struct("<4sQI")
+assert COMPLETE_LINKED.size == 16
+LINKED_TAG = b"C32L"
 
 #: Checksum kinds of COMPLETE's data (``algorithm`` arguments below).
 CRC_ZLIB = "crc32"
@@ -180,6 +191,8 @@ class ParsedTx:
     problem: str | None = None
     problem_offset: int = 0
     crc_checked: bool = False
+    #: The chain salt of a 16-byte ("C32L") COMPLETE, else ``None``.
+    salt: int | None = None
 
     @property
     def rolled_back(self) -> bool:
@@ -278,6 +291,39 @@ assert _COMPLETE_OP.size == OP_HEADER.size + COMPLETE_CRC.size == 9
 # Our COMPLETE op with a CRC-32C (13 bytes): u8 0xFF | u32 size 8 | 4s "C32C" | u32 CRC-32C.
 _COMPLETE_OP_32C = struct.Struct("<BI4sI")
 assert _COMPLETE_OP_32C.size == OP_HEADER.size + COMPLETE_CRC32C.size == 13
+
+
+# The linked form's CRC prefix (24 bytes): u64 prev | u64 created (as unsigned) | u64 salt.
+_CRC_PREFIX_LINKED = struct.Struct("<QQQ")
+assert _CRC_PREFIX_LINKED.size == 24
+# Our COMPLETE op of a linked chain (21 bytes): u8 0xFF | u32 size 16 | 4s "C32L" | u64 salt | u32 CRC-32C.
+_COMPLETE_OP_LINKED = struct.Struct("<BI4sQI")
+assert _COMPLETE_OP_LINKED.size == OP_HEADER.size + COMPLETE_LINKED.size == 21
+
+
+def encode_linked_transaction_parts(
+    offset: int, prev: int, created: int, ops: Iterable[Buffer], salt: int
+) -> tuple[bytes, bytes, bytes]:
+    """A whole transaction of a linked chain, to be written at ``offset``, as three
+    pieces written back to back: the 25-byte header, the op bytes, and the 21-byte
+    COMPLETE (``"C32L"``, ``salt``, CRC-32C).
+
+    Its ``next`` already points just past its own end, where the following
+    transaction will go: a commit then writes one contiguous range and touches
+    neither the previous transaction nor the file header (``journal.Journal``).
+    ``flags`` = 0.  The ops are joined once, as in :func:`encode_transaction_parts`.
+    """
+    body = b"".join(ops)
+    end = offset + TX_HEADER_SIZE + len(body) + _COMPLETE_OP_LINKED.size
+    head = TX_HEADER.pack(prev, end, created, 0)
+    crc = transaction_crc_linked(prev, created, salt, body)
+    return head, body, _COMPLETE_OP_LINKED.pack(OP_COMPLETE, COMPLETE_LINKED.size, LINKED_TAG, salt, crc)
+
+
+def transaction_crc_linked(prev: int, created: int, salt: int, ops_bytes: bytes) -> int:
+    """CRC-32C over ``prev``, ``created`` (as unsigned), ``salt`` and the op bytes before COMPLETE."""
+    prefix = _CRC_PREFIX_LINKED.pack(prev, created & 0xFFFFFFFFFFFFFFFF, salt)
+    return google_crc32c.extend(google_crc32c.value(prefix), ops_bytes)
 
 
 def encode_transaction_parts(
@@ -395,6 +441,15 @@ def parse_transaction(buf: bytes | memoryview, offset: int) -> ParsedTx:
                 tx.crc_checked = True
                 if transaction_crc(prev, created, view[body_start:pos]) != stored:
                     tx.problem, tx.problem_offset = "transaction CRC mismatch", data_at
+            elif size == COMPLETE_LINKED.size:
+                tag, salt, stored = COMPLETE_LINKED.unpack(bytes(view[data_at : data_at + size]))
+                tx.crc_checked = True
+                if tag != LINKED_TAG:
+                    tx.problem, tx.problem_offset = f"COMPLETE checksum tag {LINKED_TAG!r}, found {tag!r}", data_at
+                elif transaction_crc_linked(prev, created, salt, bytes(view[body_start:pos])) != stored:
+                    tx.problem, tx.problem_offset = "transaction CRC mismatch", data_at
+                else:
+                    tx.salt = salt
             elif size == COMPLETE_CRC32C.size:
                 tag, stored = COMPLETE_CRC32C.unpack(bytes(view[data_at : data_at + size]))
                 tx.crc_checked = True

@@ -265,6 +265,7 @@ class PageStore:
         checkpoint_max_bytes: int | None = None,
         apply: str = "checkpoint",
         reader_wait: float = DEFAULT_READER_WAIT,
+        exact_header: bool = False,
         fs: FileSystem | None = None,
     ) -> PageStore:
         """Open (or create) the store at ``path`` and recover it.
@@ -282,6 +283,13 @@ class PageStore:
         at most 1/8 of it, else at the latest at 64 MiB (see
         DEFAULT_CHECKPOINT_BYTES); ``checkpoint_bytes=N`` alone checkpoints at N
         bytes exactly, and with ``checkpoint_max_bytes=M`` adaptively between them.
+
+        ``exact_header``: a commit normally writes its journal transaction as one
+        contiguous range, pre-linked to where the next one goes, and the journal
+        header's ``last`` catches up at checkpoints (our recovery follows the chain;
+        see ``docs/formats/jrnl.md``).  ``True`` rewrites the previous ``next`` and
+        the header on every commit, as the seed shows them, for other JRNL readers
+        that look at a live or crashed journal (slower: three writes per sync).
 
         A second writer (any process) gets LockedError at once; a writer waits up
         to ``reader_wait`` seconds for readers that briefly hold the journal's
@@ -317,6 +325,7 @@ class PageStore:
                 checkpoint_bytes,
                 max(checkpoint_bytes, checkpoint_max_bytes),
                 reader_wait,
+                exact_header,
             )
         except BaseException:
             wlock.close()
@@ -336,6 +345,7 @@ class PageStore:
         checkpoint_bytes: int,
         checkpoint_max_bytes: int,
         reader_wait: float,
+        exact_header: bool = False,
     ) -> PageStore:
         """The rest of a writer's open; the caller holds the writer lock."""
         jpath = journal_path(path)
@@ -378,7 +388,13 @@ class PageStore:
                 jhandle.fsync()
             state = scan(jpath, jhandle.read_all())
             # Reuse the journal's space between checkpoints, but not a one-off giant's.
-            journal = Journal(jpath, jhandle, state, keep_bytes=max(2 * checkpoint_max_bytes, 1 << 20))
+            journal = Journal(
+                jpath,
+                jhandle,
+                state,
+                keep_bytes=max(2 * checkpoint_max_bytes, 1 << 20),
+                exact_header=exact_header,
+            )
             store = cls(
                 fs,
                 path,
@@ -857,8 +873,10 @@ class PageStore:
                 for page in range(1, disk_header.page_count + 1):
                     if page not in self._dirty:
                         self._read_disk_page(page)  # raises if it does not match its checksum
-            owner = self._journal.handle if self._journal is not None else None
-            notes.extend(verify_journal(self._fs, self.journal_path, header, owner=owner))
+            journal = self._journal
+            owner = journal.handle if journal is not None else None
+            expected = journal.tx_offsets if journal is not None else None
+            notes.extend(verify_journal(self._fs, self.journal_path, header, owner=owner, expected=expected))
             notes.append(f"{header.page_count} pages, {len(free)} free, page size {header.page_size}")
             return notes
 
@@ -897,14 +915,28 @@ class PageStore:
         return f"<PageStore {self.path!r} {mode} page_size={self.page_size}>"
 
 
-def verify_journal(fs: FileSystem, jpath: str, header: StoreHeader, *, owner: FileHandle | None = None) -> list[str]:
+def verify_journal(
+    fs: FileSystem,
+    jpath: str,
+    header: StoreHeader,
+    *,
+    owner: FileHandle | None = None,
+    expected: list[int] | None = None,
+) -> list[str]:
     """Check the journal next to a store (read only): chain, ops in range.
 
     ``owner`` is the writer's own journal handle (it reads through it); anyone else
     checks the journal only when no writer is live (see :func:`scan_if_idle`).
+    ``expected``: the transaction offsets the writer holds in memory; the chain on
+    disk (followed past a lagging header) must be exactly those.
     """
     if owner is not None:
         state = scan(jpath, owner.read_all())
+        found = [tx.offset for tx in state.txs]
+        if expected is not None and (found != expected or state.cut):
+            raise CorruptFileError(
+                jpath, state.txs[-1].end if state.txs else 20, f"the writer's transactions {expected}", str(found)
+            )
     elif not fs.exists(jpath):
         return [f"{jpath}: no journal (created on the next writable open)"]
     else:

@@ -17,6 +17,7 @@ are checked against the model as the workload runs.
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from collections.abc import Callable
@@ -32,6 +33,10 @@ PAGE = 512
 # Checkpoints every 2 KB, or up to 4 KB while many pages are pending (the adaptive
 # policy of the defaults, scaled down so that stress runs reach it often).
 OPTIONS: dict[str, Any] = {"checkpoint_bytes": 2048, "checkpoint_max_bytes": 4096}
+# Every third writer session commits with the exact header (three writes per commit),
+# the others with one pre-linked write: a journal one form left behind after a crash
+# is recovered by a writer of the other form too.
+_sessions = itertools.count()
 
 
 def _path(root: str) -> str:
@@ -91,7 +96,8 @@ def _write(m: PagesModel, page: int, tag: int, size: int, offset: int) -> None:
 
 class PagesSession(Session):
     def __init__(self, fs: FileSystem, root: str) -> None:
-        self.store = PageStore.open(_path(root), page_size=PAGE, fs=fs, **OPTIONS)
+        exact = next(_sessions) % 3 == 2
+        self.store = PageStore.open(_path(root), page_size=PAGE, fs=fs, exact_header=exact, **OPTIONS)
 
     def run(self, op: Op) -> Any:
         if op[0] == "checkpoint":

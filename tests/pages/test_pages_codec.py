@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from engine.pages import codec, store_codec
 from engine.pages.codec import Alloc, Marker, Modify, Remove
+from engine.pages.journal import scan
 
 
 def h(text: str) -> bytes:
@@ -175,8 +176,29 @@ WORKED_EXAMPLE_ZLIB = """
 00 00 00 00 00 00 00 ff 04 00 00 00 00 4c fc 93
 """
 
-# docs/formats/jrnl.md's worked example: COMPLETE carries "C32C" and a CRC-32C.
+# docs/formats/jrnl.md's worked example, default writer: one chain salt
+# (0x0123456789abcdef here), COMPLETE carries "C32L", the salt and a CRC-32C, each
+# transaction's next points at its own end and the header's last stays at the first.
 WORKED_EXAMPLE = """
+4a 52 4e 4c 14 00 00 00 00 00 00 00 14 00 00 00
+00 00 00 00 00 00 00 00 00 00 00 00 74 00 00 00
+00 00 00 00 00 f1 53 65 00 00 00 00 00 01 18 00
+00 00 00 02 00 00 00 00 00 00 00 00 00 00 00 00
+00 00 00 00 00 00 00 00 00 00 02 10 00 00 00 00
+02 00 00 00 00 00 00 00 00 02 00 00 00 68 69 ff
+10 00 00 00 43 33 32 4c ef cd ab 89 67 45 23 01
+3e a1 02 91 14 00 00 00 00 00 00 00 d8 00 00 00
+00 00 00 00 00 f1 53 65 00 00 00 00 00 02 1c 00
+00 00 00 02 00 00 00 00 00 00 00 00 08 00 68 69
+00 00 00 00 00 00 00 00 00 00 00 00 00 00 03 10
+00 00 00 00 02 00 00 00 00 00 00 00 00 00 00 00
+00 00 00 ff 10 00 00 00 43 33 32 4c ef cd ab 89
+67 45 23 01 68 0b 1a 3b
+"""
+
+# The same with exact_header=True: COMPLETE carries "C32C" and a CRC-32C, the
+# header's last and tx1's next are rewritten by the second commit.
+WORKED_EXAMPLE_EXACT = """
 4a 52 4e 4c 14 00 00 00 00 00 00 00 6c 00 00 00
 00 00 00 00 00 00 00 00 00 00 00 00 6c 00 00 00
 00 00 00 00 00 f1 53 65 00 00 00 00 00 01 18 00
@@ -194,8 +216,23 @@ WORKED_EXAMPLE = """
 
 
 def test_worked_example_crcs_by_hand() -> None:
-    """The CRC-32C covers prev, created and the ops (not next, not flags)."""
+    """The CRC-32C covers prev, created, the salt and the ops (not next, not
+    flags); the chain is found past the header's last."""
     raw = h(WORKED_EXAMPLE)
+    salt = h("efcdab8967452301")
+    assert google_crc32c.value(h("0000000000000000 00f1536500000000") + salt + raw[45:0x5F]) == 0x9102A13E
+    assert google_crc32c.value(h("1400000000000000 00f1536500000000") + salt + raw[0x74 + 25 : 0xC3]) == 0x3B1A0B68
+    for off, nxt in ((20, 0x74), (0x74, 0xD8)):
+        tx = codec.parse_transaction(raw, off)
+        assert tx.problem is None and tx.crc_checked and tx.next == nxt == tx.end and tx.salt == 0x0123456789ABCDEF
+    state = scan("/j", raw)
+    assert [tx.offset for tx in state.txs] == [20, 0x74] and state.linked == 1
+    assert (state.first, state.last, state.clear_next_at) == (20, 0x74, 0x74 + 8) and not state.cut
+
+
+def test_exact_worked_example_crcs_by_hand() -> None:
+    """The CRC-32C covers prev, created and the ops (not next, not flags)."""
+    raw = h(WORKED_EXAMPLE_EXACT)
     assert google_crc32c.value(h("0000000000000000 00f1536500000000") + raw[45:0x5F]) == 0x4B215875
     assert google_crc32c.value(h("1400000000000000 00f1536500000000") + raw[0x6C + 25 : 0xBB]) == 0x6DB1F05E
     for off, nxt in ((20, 0x6C), (0x6C, 0)):
@@ -237,19 +274,24 @@ def test_worked_example_of_the_docs(monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/formats/jrnl.md's example: allocate page 1 and write "hi", then free it."""
     from engine.fs import make_dirs
     from engine.pages import PageStore
+    from engine.pages import journal as journal_module
     from engine.pages import store as store_module
     from stress.simfs import SimFS
 
     monkeypatch.setattr(store_module.time, "time", lambda: 1_700_000_000.0)
-    sim = SimFS()
-    make_dirs(sim, "/d")
-    store = PageStore.open("/d/ex.db", page_size=512, fs=sim)
-    with store.transaction() as tx:
-        page = tx.allocate()
-        tx.write(page, 0, b"hi")
-    with store.transaction() as tx:
-        tx.free(page)
-    assert sim.snapshot()["/d/ex.db-journal"] == h(WORKED_EXAMPLE)
-    store.close()  # the checkpoint writes the pages and header to the store file
-    header = sim.snapshot()["/d/ex.db"][:40]
-    assert header == h("454e475041474553 0100 0000 00020000 0100000000000000 0002000000000000 00000000 9f564285")
+    monkeypatch.setattr(journal_module, "_new_salt", lambda: 0x0123456789ABCDEF)
+    for exact, expected in ((False, WORKED_EXAMPLE), (True, WORKED_EXAMPLE_EXACT)):
+        sim = SimFS()
+        make_dirs(sim, "/d")
+        store = PageStore.open("/d/ex.db", page_size=512, exact_header=exact, fs=sim)
+        with store.transaction() as tx:
+            page = tx.allocate()
+            tx.write(page, 0, b"hi")
+        with store.transaction() as tx:
+            tx.free(page)
+        assert sim.snapshot()["/d/ex.db-journal"] == h(expected)
+        store.close()  # the checkpoint writes the pages and header to the store file
+        header = sim.snapshot()["/d/ex.db"][:40]
+        assert header == h("454e475041474553 0100 0000 00020000 0100000000000000 0002000000000000 00000000 9f564285")
+        # The reset: header zeroed, the first transaction's header and first op header wiped.
+        assert sim.snapshot()["/d/ex.db-journal"][:50] == h("4a524e4c") + bytes(46)

@@ -21,25 +21,36 @@ def _states_equal(store: PageStore, model: Model) -> bool:
 
 
 @pytest.mark.parametrize(
-    ("seed", "checkpoint_bytes", "page_size", "apply"),
+    ("seed", "checkpoint_bytes", "page_size", "apply", "exact_header"),
     [
-        (1, 1 << 20, 512, "checkpoint"),
-        (2, 3000, 512, "checkpoint"),
-        (3, 0, 512, "checkpoint"),
-        (4, 5000, 1024, "commit"),
-        (5, 1 << 20, 512, "commit"),
+        (1, 1 << 20, 512, "checkpoint", False),
+        (2, 3000, 512, "checkpoint", False),
+        (3, 0, 512, "checkpoint", False),
+        (4, 5000, 1024, "commit", False),
+        (5, 1 << 20, 512, "commit", False),
+        (6, 1 << 20, 512, "checkpoint", True),
+        (7, 3000, 512, "checkpoint", True),
+        (8, 5000, 1024, "commit", True),
     ],
 )
 def test_every_crash_state_is_a_prefix_of_the_commits(
-    seed: int, checkpoint_bytes: int, page_size: int, apply: str
+    seed: int, checkpoint_bytes: int, page_size: int, apply: str, exact_header: bool
 ) -> None:
     """Random transactions; every crash image reopens to the state after some
-    prefix of them that includes every acknowledged one, and verify() passes."""
+    prefix of them that includes every acknowledged one, and verify() passes.
+    Both commit forms: one pre-linked range (the default) and the exact header."""
     rng = random.Random(seed)
     sim = SimFS()
     make_dirs(sim, "/db")
     models = [Model()]
-    store = PageStore.open("/db/p", page_size=page_size, checkpoint_bytes=checkpoint_bytes, apply=apply, fs=sim)
+    store = PageStore.open(
+        "/db/p",
+        page_size=page_size,
+        checkpoint_bytes=checkpoint_bytes,
+        apply=apply,
+        exact_header=exact_header,
+        fs=sim,
+    )
     sim.mark(0)
     for i in range(1, 9):
         models.append(random_transaction(store, models[-1], rng))

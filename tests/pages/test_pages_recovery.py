@@ -11,6 +11,7 @@ import pytest
 
 from engine.errors import CorruptFileError, FormatError
 from engine.pages import PageStore, RecoveryNeededError, codec, journal_path, store_codec
+from engine.pages.journal import scan
 
 PS = 512
 
@@ -369,3 +370,81 @@ def test_checksum_file_of_an_earlier_version_is_still_used(path: str) -> None:
         store.read(2)
     with PageStore.open(path, readonly=True) as reader, pytest.raises(CorruptFileError, match="checksum"):
         reader.read(2)
+
+
+# -- linked chains: the default writer leaves the header's last behind -----------------
+
+SALT = 0x5EED_0000_0000_0001
+
+
+def write_linked_journal(path: str, ops_per_tx: list[list[bytes]], *, salt: int = SALT, created: int = 1) -> list[int]:
+    """A journal as the default writer leaves it between checkpoints: header
+    (first = last = 20), pre-linked transactions sealed with ``salt``."""
+    out, offsets, prev = bytearray(codec.encode_file_header(20, 20)), [], 0
+    for ops in ops_per_tx:
+        off = len(out)
+        out += b"".join(codec.encode_linked_transaction_parts(off, prev, created, ops, salt))
+        offsets.append(off)
+        prev = off
+    with open(journal_path(path), "wb") as f:
+        f.write(out)
+    return offsets
+
+
+def test_linked_chain_past_the_header_is_redone(path: str) -> None:
+    offsets = write_linked_journal(
+        path, [[modify(1, 0, b"one", b"uno")], [modify(2, 0, b"two", b"dos")], [modify(1, 0, b"uno\0", b"eins")]]
+    )
+    with open(journal_path(path), "rb") as f:
+        raw = f.read()
+    state = scan(journal_path(path), raw)
+    assert [tx.offset for tx in state.txs] == offsets and state.linked == 2 and not state.cut and state.needs_repair
+    with PageStore.open(path) as store:
+        assert store.recovery.redone == 3 and not store.recovery.journal_notes
+        assert store.read(1, 0, 4) == b"eins" and store.read(2, 0, 3) == b"dos"
+        store.verify()
+
+
+def test_linked_chain_with_a_torn_last_transaction_is_cut(path: str, caplog: pytest.LogCaptureFixture) -> None:
+    offsets = write_linked_journal(path, [[modify(1, 0, b"one", b"uno")], [modify(2, 0, b"two", b"dos")]])
+    with open(journal_path(path), "r+b") as f:
+        f.truncate(os.path.getsize(journal_path(path)) - 3)  # the second one's CRC is cut short
+    with caplog.at_level(logging.WARNING, "engine.pages"), PageStore.open(path) as store:
+        assert store.recovery.redone == 1 and store.recovery.cut_bytes > 0
+        assert store.read(1, 0, 3) == b"uno" and store.read(2, 0, 3) == b"two"
+    assert f"unfinished transaction at {offsets[1]} cut off" in caplog.text
+
+
+def test_linked_chain_ignores_leftovers_of_an_earlier_chain(path: str) -> None:
+    """Transactions after the chain's end that belong to the chain before the last
+    reset (another salt) are slack, even at the right offset with the right prev."""
+    old = write_linked_journal(
+        path, [[modify(1, 0, b"one", b"uno")], [modify(2, 0, b"two", b"dos")]], salt=SALT + 1
+    )
+    with open(journal_path(path), "rb") as f:
+        stale = f.read()
+    write_linked_journal(path, [[modify(1, 0, b"one", b"UNO")]])  # same size: tx 2 of the old chain fits after it
+    with open(journal_path(path), "r+b") as f:
+        f.seek(old[1])
+        f.write(stale[old[1] :])
+    with open(journal_path(path), "rb") as f:
+        state = scan(journal_path(path), f.read())
+    assert [tx.offset for tx in state.txs] == [20] and not state.cut
+    with PageStore.open(path) as store:
+        assert store.read(1, 0, 3) == b"UNO" and store.read(2, 0, 3) == b"two"
+
+
+def test_damage_inside_a_linked_chain_is_corruption(path: str) -> None:
+    """A bad transaction with a whole one of the same chain after it is damage, not a
+    torn append: committed data is not dropped silently."""
+    txs = [[modify(1, 0, b"one", b"on" + bytes([48 + i]))] for i in range(3)]
+    offsets = write_linked_journal(path, txs)
+    poke(journal_path(path), offsets[1] + 40, b"\xee")
+    with pytest.raises(CorruptFileError, match="whole transaction") as info:
+        PageStore.open(path)
+    assert info.value.path == journal_path(path)
+    write_linked_journal(path, txs)
+    poke(journal_path(path), offsets[1] + 8, (77777).to_bytes(8, "little"))  # a damaged next
+    with pytest.raises(CorruptFileError, match="next pointer") as info:
+        PageStore.open(path)
+    assert info.value.offset == offsets[1] + 8

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.errors import ClosedError, ConfigError, LockedError
+from engine.errors import ClosedError, ConfigError, CorruptFileError, LockedError
 from engine.fs import make_dirs
 from engine.pages import PageError, PageStore, codec, journal_path
 from engine.pages.journal import scan
@@ -271,14 +271,26 @@ def test_writer_seals_transactions_with_crc32c(path: str, monkeypatch: pytest.Mo
         with open(journal_path(path), "rb") as f:
             raw = f.read()
         tx0 = scan(journal_path(path), raw).txs[0]
-        assert tx0.crc_checked and raw[tx0.end - 13 : tx0.end - 4] == bytes.fromhex("ff08000000") + b"C32C"
-        monkeypatch.setattr(codec, "WRITER_CRC", codec.CRC_ZLIB)  # no hardware CRC-32C: zlib, 4 bytes
+        assert tx0.crc_checked and raw[tx0.end - 21 : tx0.end - 12] == bytes.fromhex("ff10000000") + b"C32L"
+        assert tx0.salt == int.from_bytes(raw[tx0.end - 12 : tx0.end - 4], "little")
+        # No hardware CRC-32C: zlib's CRC-32 (4 bytes) with the exact header.
+        monkeypatch.setattr(codec, "WRITER_CRC", codec.CRC_ZLIB)
         with store.transaction() as tx:
             tx.write(1, 0, b"xyz")
         with open(journal_path(path), "rb") as f:
             raw = f.read()
-        tx1 = scan(journal_path(path), raw).txs[1]
+        state = scan(journal_path(path), raw)
+        tx1 = state.txs[1]
         assert tx1.crc_checked and raw[tx1.end - 9 : tx1.end - 4] == bytes.fromhex("ff04000000")
+        assert (state.header.first, state.header.last, tx1.next) == (20, tx1.offset, 0)
+    monkeypatch.undo()
+    with PageStore.open(path, exact_header=True) as store:
+        with store.transaction() as tx:
+            tx.write(1, 0, b"C32")
+        with open(journal_path(path), "rb") as f:
+            raw = f.read()
+        tx0 = scan(journal_path(path), raw).txs[0]
+        assert tx0.crc_checked and raw[tx0.end - 13 : tx0.end - 4] == bytes.fromhex("ff08000000") + b"C32C"
 
 
 def test_journal_shrinks_after_a_giant_transaction(path: str) -> None:
@@ -450,3 +462,25 @@ def test_whole_page_writes_then_edits_in_one_transaction(path: str) -> None:
     with PageStore.open(path) as store:
         assert store.read(b) == b"D" * ps and store.free_pages == [c]
         store.verify()
+
+
+def test_verify_checks_the_linked_chain_against_the_writer(path: str) -> None:
+    """The default writer leaves the header's last at the first transaction; verify()
+    follows the chain and finds exactly the transactions the writer committed, and
+    reports a damaged one (here: the last, whose bytes no crash would have torn)."""
+    with PageStore.open(path, page_size=512, checkpoint_bytes=1 << 20) as store:
+        with store.transaction() as tx:
+            page = tx.allocate()
+        for i in range(3):
+            with store.transaction() as tx:
+                tx.write(page, 0, bytes([i + 1]) * 16)
+        with open(journal_path(path), "rb") as f:
+            raw = f.read()
+        state = scan(journal_path(path), raw)
+        assert state.header.last == 20 and state.linked == 3 and len(state.txs) == 4
+        store.verify()
+        with open(journal_path(path), "r+b") as f:
+            f.seek(state.txs[-1].end - 1)
+            f.write(bytes([raw[state.txs[-1].end - 1] ^ 0xFF]))
+        with pytest.raises(CorruptFileError, match="writer's transactions"):
+            store.verify()
