@@ -14,6 +14,10 @@ environment, for a journaling file system in ordered mode:
 * the writes (and truncates) since then may be lost, kept as any prefix in issue
   order, or the last kept write may be *torn* at a 512- or 4096-byte boundary with
   zeros or garbage in the torn part;
+* a write made durable by itself (``write_durable_at``, an ``O_DSYNC`` write)
+  survives every crash after it returned, even where earlier unsynced writes of
+  the file are lost (truncates before it survive too: the file system commits size
+  changes in order); before it returned it is an ordinary unsynced write;
 * a directory entry created, renamed or removed since the directory's last fsync
   may be undone (again any prefix of that directory's pending entry operations);
   a file's fsync does not make its name durable;
@@ -39,7 +43,7 @@ import hashlib
 import os
 import random
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +75,9 @@ class _Inode:
     current: bytearray = field(default_factory=bytearray)
     # Operations since the last fsync, in order: ("w", offset, data) or ("t", size).
     pending: list[tuple[Any, ...]] = field(default_factory=list)
+    # Indexes into ``pending`` of writes made durable by themselves (O_DSYNC):
+    # they survive every crash although earlier pending operations may not.
+    forced: set[int] = field(default_factory=set)
     mtime: int = 0
 
 
@@ -122,6 +129,11 @@ class _Model:
             node = self.inodes[event[1]]
             node.durable = bytes(node.current)
             node.pending.clear()
+            node.forced.clear()
+        elif kind == "dsync":
+            # The write just before made itself durable (``write_durable_at``).
+            node = self.inodes[event[1]]
+            node.forced.add(len(node.pending) - 1)
         elif kind == "create":
             _, path, ino = event
             self.inodes[ino] = _Inode(mtime=self.clock)
@@ -247,7 +259,7 @@ def _file_options(node: _Inode) -> list[tuple[Any, ...]]:
     """Every way the unsynced tail of one file may have reached the disk."""
     options: list[tuple[Any, ...]] = [("prefix", k) for k in range(len(node.pending) + 1)]
     for index, op in enumerate(node.pending):
-        if op[0] != "w":
+        if op[0] != "w" or index in node.forced:
             continue
         for point in _tear_points(op[1], len(op[2])):
             options.append(("tear", index, point, "zeros"))
@@ -282,6 +294,15 @@ def _realise(node: _Inode, option: tuple[Any, ...]) -> bytes:
         rest = len(payload) - cut
         filler = bytes(rest) if fill == "zeros" else _garbage(rest, point)
         _apply_file_op(data, ("w", offset, payload[:cut] + filler))
+        keep += 1
+    if node.forced:
+        # Self-synced writes survive whatever came before them was lost; so do
+        # truncates before them (the journal commits size changes in order).
+        last = max(node.forced)
+        for index in range(keep, len(node.pending)):
+            op = node.pending[index]
+            if index in node.forced or (op[0] == "t" and index < last):
+                _apply_file_op(data, op)
     return bytes(data)
 
 
@@ -402,6 +423,11 @@ class SimFileHandle(FileHandle):
 
     def _raw_sync(self, data_only: bool) -> None:
         self._fs._record(("fsync", self._ino))
+
+    def _raw_write_durable(self, offset: int, parts: Sequence[bytes | bytearray | memoryview]) -> None:
+        # Two events, so that a crash between them may still tear or lose the write.
+        self._fs._record(("write", self._ino, offset, b"".join(parts)))
+        self._fs._record(("dsync", self._ino))
 
     def _raw_lock(self, exclusive: bool, blocking: bool) -> None:
         self._fs._take_lock(self, self._ino, exclusive, blocking)

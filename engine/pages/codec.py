@@ -303,21 +303,29 @@ assert _COMPLETE_OP_LINKED.size == OP_HEADER.size + COMPLETE_LINKED.size == 21
 
 def encode_linked_transaction_parts(
     offset: int, prev: int, created: int, ops: Iterable[Buffer], salt: int
-) -> tuple[bytes, bytes, bytes]:
-    """A whole transaction of a linked chain, to be written at ``offset``, as three
-    pieces written back to back: the 25-byte header, the op bytes, and the 21-byte
-    COMPLETE (``"C32L"``, ``salt``, CRC-32C).
+) -> tuple[bytes, list[bytes], bytes, int]:
+    """A whole transaction of a linked chain, to be written at ``offset``: the
+    25-byte header, the op pieces, the 21-byte COMPLETE (``"C32L"``, ``salt``,
+    CRC-32C) and the total size, to be written back to back.
 
     Its ``next`` already points just past its own end, where the following
     transaction will go: a commit then writes one contiguous range and touches
     neither the previous transaction nor the file header (``journal.Journal``).
-    ``flags`` = 0.  The ops are joined once, as in :func:`encode_transaction_parts`.
+    ``flags`` = 0.  Nothing is joined: the checksum runs over the pieces one by
+    one, and the writer hands them to one vectored write (for a 100-page
+    transaction that saves copying 820 KB once).  Pieces that are not ``bytes``
+    (``google-crc32c`` reads only ``bytes``) are copied.
     """
-    body = b"".join(ops)
-    end = offset + TX_HEADER_SIZE + len(body) + _COMPLETE_OP_LINKED.size
-    head = TX_HEADER.pack(prev, end, created, 0)
-    crc = transaction_crc_linked(prev, created, salt, body)
-    return head, body, _COMPLETE_OP_LINKED.pack(OP_COMPLETE, COMPLETE_LINKED.size, LINKED_TAG, salt, crc)
+    pieces = [op if type(op) is bytes else bytes(op) for op in ops]
+    crc = google_crc32c.value(_CRC_PREFIX_LINKED.pack(prev, created & 0xFFFFFFFFFFFFFFFF, salt))
+    extend = google_crc32c.extend
+    body_size = 0
+    for piece in pieces:
+        crc = extend(crc, piece)
+        body_size += len(piece)
+    size = TX_HEADER_SIZE + body_size + _COMPLETE_OP_LINKED.size
+    head = TX_HEADER.pack(prev, offset + size, created, 0)
+    return head, pieces, _COMPLETE_OP_LINKED.pack(OP_COMPLETE, COMPLETE_LINKED.size, LINKED_TAG, salt, crc), size
 
 
 def transaction_crc_linked(prev: int, created: int, salt: int, ops_bytes: bytes) -> int:

@@ -691,6 +691,17 @@ class PageStore:
             raise ClosedError(f"{self.path}: page store is closed")
 
     def _check_writable(self) -> None:
+        journal, sums = self._journal, self._sums
+        if (
+            not self._closed
+            and not self.readonly
+            and self._failure is None
+            and journal is not None
+            and not journal.handle.poisoned
+            and not self._handle.poisoned
+            and (sums is None or not sums.handle.poisoned)
+        ):
+            return  # the common case in one expression: checked twice per transaction
         self._check_open()
         if self.readonly:
             raise ConfigError(f"{self.path}: opened read-only")
@@ -732,7 +743,7 @@ class PageStore:
         if size >= self.checkpoint_bytes and (
             size >= self.checkpoint_max_bytes or len(self._dirty) * self.page_size * CHECKPOINT_RATIO <= size
         ):
-            self.checkpoint()
+            self._checkpoint(durable_reset=False)
 
     def _install(self, tx: Transaction) -> None:
         """Make ``tx`` the committed state in memory (header, free list, dirty pages)."""
@@ -744,7 +755,11 @@ class PageStore:
             dirty[page] = pages[page]
             discard(page)
         if len(tx.dirty) == 1:
-            self._extents.update(tx.extents())
+            ((page, ranges),) = tx.dirty.items()
+            if len(ranges) == 1:  # one write to one page: the common small transaction
+                self._extents.add((page * ps + ranges[0][0], page * ps + ranges[0][1]))
+            else:
+                self._extents.update(tx.extents())
         else:
             # Unmerged: the flush sorts and merges every range once.
             self._extents.update([(p * ps + a, p * ps + b) for p, ranges in tx.dirty.items() for a, b in ranges])
@@ -813,6 +828,11 @@ class PageStore:
 
     def checkpoint(self) -> None:
         """Sync the store, flag the journal's transactions complete, reset the journal."""
+        self._checkpoint(durable_reset=True)
+
+    def _checkpoint(self, *, durable_reset: bool) -> None:
+        """:meth:`checkpoint`; ``durable_reset=False`` when a commit triggered it
+        (the journal's reset then needs no sync of its own, see ``Journal.reset``)."""
         with self._lock:
             self._check_writable()
             journal = self._journal
@@ -832,7 +852,7 @@ class PageStore:
                 self._sums.sync("checkpoint")
             finally:
                 self._handle.unlock()
-            journal.reset()
+            journal.reset(durable=durable_reset)
             self.checkpoints += 1
 
     # -- checking ------------------------------------------------------------------------

@@ -161,3 +161,47 @@ def test_atomic_write_and_create_file(tmp_path, fs) -> None:  # type: ignore[no-
         assert h.read_all() == b"hdr"
     with pytest.raises(FileExistsError):
         create_file(fs, str(tmp_path / "new"))
+
+
+@pytest.mark.parametrize("dsync", [True, False])
+def test_write_durable_at(tmp_path, fs, monkeypatch, dsync) -> None:  # type: ignore[no-untyped-def]
+    """Several buffers written back to back and synced; the same with a kernel
+    without RWF_DSYNC (write + fdatasync)."""
+    from engine.fs import osfs
+
+    if not dsync:
+        monkeypatch.setattr(osfs, "_RWF_DSYNC", None)
+    path = str(tmp_path / "f")
+    with fs.open(path, OpenMode.NEW) as f:
+        f.write_at(0, b"0123456789")
+        f.write_durable_at(4, [b"ab", bytearray(b"cd"), memoryview(b"efghij")])
+        assert f.read_all() == b"0123abcdefghij"
+        assert f.append(b"!") == 14, "append continues after a durable write"
+
+
+def test_write_durable_at_falls_back_when_refused(tmp_path, fs, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from engine.fs import osfs
+
+    if osfs._RWF_DSYNC is None:
+        pytest.skip("no RWF_DSYNC here")
+
+    def refuse(*args: object) -> int:
+        raise OSError(errno.EOPNOTSUPP, "not supported")
+
+    monkeypatch.setattr(osfs.os, "pwritev", refuse)
+    path = str(tmp_path / "f")
+    with fs.open(path, OpenMode.NEW) as f:
+        f.write_durable_at(0, [b"abc", b"def"])
+        assert f.read_all() == b"abcdef"
+    assert osfs._RWF_DSYNC is None  # remembered: no second try
+
+
+def test_failed_durable_write_poisons(tmp_path, fs) -> None:  # type: ignore[no-untyped-def]
+    faulty = FaultyFS(fs, fail_at=2, errno=errno.EIO)  # op 1: create, op 2: the write
+    handle = faulty.open(str(tmp_path / "f"), OpenMode.CREATE)
+    with pytest.raises(PoisonedError):
+        handle.write_durable_at(0, [b"x"])
+    assert handle.poisoned
+    with pytest.raises(PoisonedError):
+        handle.write_at(0, b"y")
+    handle.close()

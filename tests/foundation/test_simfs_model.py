@@ -198,3 +198,23 @@ def test_durable_prefix_property(ops) -> None:  # type: ignore[no-untyped-def]
         epoch = max(h for h in history if h[0] <= state.index)
         taken = sum(1 for e in sim.trace[epoch[0] : state.index] if e[0] in ("write", "trunc"))
         assert _legal(state.files["/d/f"], epoch[1], epoch[2][:taken]), state.describe()
+
+
+def test_durable_write_survives_when_earlier_writes_are_lost() -> None:
+    """An O_DSYNC write is durable by itself: every crash after it keeps it, while
+    an unsynced write before it may be lost; before it returned it is an ordinary
+    unsynced write (kept in order, or torn)."""
+    sim = SimFS()
+    make_dirs(sim, "/d")
+    f = sim.open("/d/f", OpenMode.NEW)
+    sim.fsync_dir("/d")
+    f.write_at(0, b"A" * 1024)
+    f.fsync()
+    f.write_at(0, b"B" * 10)  # unsynced
+    f.write_durable_at(512, [b"C" * 512, b"D" * 512])
+    base = b"A" * 512 + b"C" * 512 + b"D" * 512
+    after = {s.files["/d/f"] for s in states(sim, points=[len(sim.trace)])}
+    assert after == {base, b"B" * 10 + base[10:]}
+    between = {s.files["/d/f"] for s in states(sim, points=[len(sim.trace) - 1])}  # written, not yet synced
+    assert b"A" * 1024 in between and b"B" * 10 + base[10:] in between and base not in between
+    assert any(c[512:1024] == b"C" * 512 and c[1024:] != b"D" * 512 for c in between), "torn at 1024"

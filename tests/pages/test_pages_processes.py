@@ -82,7 +82,7 @@ KILLED_WRITER = textwrap.dedent(
         "pages.commit.before-fsync",
         "pages.commit.after-fsync",
         "pages.checkpoint.before-store-fsync",
-        "pages.checkpoint.before-journal-fsync",
+        "pages.checkpoint.journal-reset-unsynced",
     ],
 )
 def test_sigkill_at_crash_points(tmp_path: os.PathLike[str], point: str) -> None:

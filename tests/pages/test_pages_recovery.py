@@ -383,7 +383,8 @@ def write_linked_journal(path: str, ops_per_tx: list[list[bytes]], *, salt: int 
     out, offsets, prev = bytearray(codec.encode_file_header(20, 20)), [], 0
     for ops in ops_per_tx:
         off = len(out)
-        out += b"".join(codec.encode_linked_transaction_parts(off, prev, created, ops, salt))
+        head, pieces, complete, _ = codec.encode_linked_transaction_parts(off, prev, created, ops, salt)
+        out += head + b"".join(pieces) + complete
         offsets.append(off)
         prev = off
     with open(journal_path(path), "wb") as f:
