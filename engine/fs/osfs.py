@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import portalocker
 
-from engine.errors import LockedError
+from engine.errors import LockedError, PoisonedError
 from engine.fs.base import FileHandle, FileSystem, OpenMode
 
 _FLAGS = {
@@ -83,6 +83,31 @@ class OsFileHandle(FileHandle):
                 raise OSError(errno.EIO, "short write", self.path)
             view = view[written:]
             offset += written
+
+    def write_durable_at(self, offset: int, parts: Sequence[bytes | bytearray | memoryview]) -> None:
+        """The base class's method with the common case inlined: the page store's
+        commit calls it once per transaction, and every Python frame on that path
+        costs (the caches are cold after each sync)."""
+        if (
+            self._closed
+            or self._poison is not None
+            or not self.writable
+            or self._end is not None
+            or _RWF_DSYNC is None
+            or not 0 < len(parts) <= _IOV_MAX
+        ):
+            super().write_durable_at(offset, parts)
+            return
+        try:
+            written = os.pwritev(self._fd, parts, offset, _RWF_DSYNC)
+        except OSError as exc:
+            if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                super().write_durable_at(offset, parts)  # flags refused: the fallback there
+                return
+            self._poison = exc
+            raise PoisonedError(self.path, exc) from exc
+        if written != sum(len(part) for part in parts):
+            super().write_durable_at(offset, parts)  # short write (rare): write it all again, synced
 
     def _raw_write_durable(self, offset: int, parts: Sequence[bytes | bytearray | memoryview]) -> None:
         global _RWF_DSYNC

@@ -188,6 +188,7 @@ def test_write_durable_at_falls_back_when_refused(tmp_path, fs, monkeypatch) -> 
     def refuse(*args: object) -> int:
         raise OSError(errno.EOPNOTSUPP, "not supported")
 
+    monkeypatch.setattr(osfs, "_RWF_DSYNC", osfs._RWF_DSYNC)  # restored after the test
     monkeypatch.setattr(osfs.os, "pwritev", refuse)
     path = str(tmp_path / "f")
     with fs.open(path, OpenMode.NEW) as f:
@@ -205,3 +206,24 @@ def test_failed_durable_write_poisons(tmp_path, fs) -> None:  # type: ignore[no-
     with pytest.raises(PoisonedError):
         handle.write_at(0, b"y")
     handle.close()
+
+
+def test_durable_write_error_poisons_without_retry(tmp_path, fs, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from engine.fs import osfs
+
+    if osfs._RWF_DSYNC is None:
+        pytest.skip("no RWF_DSYNC here")
+    calls = []
+
+    def fail(*args: object) -> int:
+        calls.append(args)
+        raise OSError(errno.EIO, "I/O error")
+
+    with fs.open(str(tmp_path / "f"), OpenMode.NEW) as f:
+        monkeypatch.setattr(osfs.os, "pwritev", fail)
+        with pytest.raises(PoisonedError):
+            f.write_durable_at(0, [b"abc"])
+        assert f.poisoned and len(calls) == 1
+        with pytest.raises(PoisonedError):
+            f.write_durable_at(0, [b"abc"])
+        assert len(calls) == 1  # a poisoned handle does not write again
