@@ -79,6 +79,11 @@ def _cmd_journal(args: argparse.Namespace) -> int:
         f"{jpath}: header first={state.header.first} last={state.header.last}, "
         f"{len(state.txs)} transaction(s), {state.file_size} bytes"
     )
+    if state.linked:
+        console.print(
+            f"  {state.linked} transaction(s) past the header's last, found through pre-linked next "
+            "pointers (the default writer updates the header at checkpoints)"
+        )
     for note in state.notes:
         console.print(f"  note: {note} (repaired on the next writable open)")
     for tx in state.txs:
@@ -90,7 +95,9 @@ def _cmd_journal(args: argparse.Namespace) -> int:
         kind = "rolled back" if tx.rolled_back else ("applied" if tx.applied else "complete, not flagged")
         console.print(
             f"[bold]tx @{tx.offset}[/bold] prev={tx.prev} next={tx.next} created={when} "
-            f"flags=0x{tx.flags:02x} ({kind}), {tx.end - tx.offset} bytes" + (", CRC ok" if tx.crc_checked else "")
+            f"flags=0x{tx.flags:02x} ({kind}), {tx.end - tx.offset} bytes"
+            + (", CRC ok" if tx.crc_checked else "")
+            + (f", chain salt {tx.salt:#018x}" if tx.salt is not None else "")
         )
         for op, at in zip(tx.ops, tx.op_offsets, strict=True):
             console.print(f"    @{at} {codec.describe_op(op)}", markup=False)

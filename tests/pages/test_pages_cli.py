@@ -45,7 +45,8 @@ def test_stats_dump_and_journal(store_path: str, capsys: pytest.CaptureFixture[s
     assert main(["pages", "journal", store_path]) == 0
     out = flat(capsys.readouterr().out)
     assert "2 transaction(s)" in out and "alloc page@512" in out and "remove page@1024" in out
-    assert "CRC ok" in out
+    assert "CRC ok" in out and "chain salt" in out
+    assert "header first=20 last=20" in out and "1 transaction(s) past the header's last" in out
 
 
 def test_verify_and_inspect(store_path: str, capsys: pytest.CaptureFixture[str]) -> None:
