@@ -26,7 +26,7 @@ from typing import Any
 
 from engine.errors import EngineError, LockedError
 from engine.fs import FileSystem, OsFileSystem, make_dirs
-from engine.pages import PageError, PageStore, RecoveryNeededError
+from engine.pages import PageError, PageStore, RecoveryNeededError, store_codec
 from stress.core import Op, Session, Step, StoreAdapter, Violation, count_read, payload
 
 PAGE = 512
@@ -182,6 +182,13 @@ class PagesAdapter(StoreAdapter):
 
     def prepare(self, fs: FileSystem, root: str) -> None:
         make_dirs(fs, root)
+
+    def store_exists(self, fs: FileSystem, root: str) -> bool:
+        """The store file with its whole header.  A crash while creating the store
+        can leave only the writer's lock file (taken first) or an empty store file:
+        debris, not a store, so creating it again may be interrupted the same way."""
+        path = _path(root)
+        return fs.exists(path) and fs.file_size(path) >= store_codec.HEADER_SIZE
 
     def session(self, fs: FileSystem, root: str) -> Session:
         return PagesSession(fs, root)
