@@ -342,16 +342,6 @@ class Journal:
     def reset(self, *, durable: bool = True) -> None:
         """Flag every transaction JRNL_COMPLETE, then empty the journal.
 
-        ``durable=False`` (a checkpoint a commit triggered) leaves the journal
-        unsynced: the store is already synced, so a crash that loses the reset
-        just has recovery redo transactions the store holds (idempotent), and the
-        next commit's write covers the header and the wipe.  That commit syncs only
-        its own range, so the flags of the old transactions (one scattered block
-        each, 8 ms of writes per 4 MiB of one-page commits) are not waited for;
-        most are overwritten in memory by the next transactions before they ever
-        reach the disk.  The exact-header form syncs the whole file per commit,
-        which writes them then.
-
         The caller synced the store first: only then are the transactions really
         in the storage file.  Flags, the zeroed header and a zeroed header of the
         transaction at offset 20 share one fdatasync; a crash in between leaves
@@ -361,8 +351,18 @@ class Journal:
         not the transaction, the old first transaction must not be taken for it
         (the rest of the old chain is told apart by its salt, and a new salt is
         drawn here).  The file keeps its size (the next transactions overwrite the
-        old ones, so their fdatasync changes no file size) unless it grew past
-        ``keep_bytes``; then it is truncated to 20 bytes.
+        old ones, so their syncs change no file size) unless it grew past
+        ``keep_bytes``; then it is truncated to 20 bytes (and synced at once).
+
+        ``durable=False`` (a checkpoint a commit triggered) skips that fdatasync:
+        the store is synced already, so a crash that loses the reset only has
+        recovery redo transactions the store holds (idempotent), and the next
+        commit's write covers the header and the wipe.  That commit syncs only its
+        own range, so the flags of the old transactions (one scattered block
+        each, 8 ms of writes per 4 MiB of one-page commits) are not waited for;
+        most are overwritten in memory by the next transactions before they ever
+        reach the disk.  The exact-header form syncs the whole file per commit,
+        which writes them then.
         """
         flag = bytes([codec.JRNL_COMPLETE])
         write_at = self.handle.write_at

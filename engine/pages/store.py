@@ -274,8 +274,8 @@ class PageStore:
         not given.  For an existing store it must match or be ``None``.
         ``readonly`` opens a reader that never writes (and never recovers).
         ``apply`` says when committed pages are written to the store file:
-        ``"checkpoint"`` (batched, the fastest: a commit is one journal write and
-        one fdatasync; readers in other processes see the state of the last
+        ``"checkpoint"`` (batched, the fastest: a commit is one journal write synced
+        by itself; readers in other processes see the state of the last
         checkpoint) or ``"commit"`` (right after each commit, so other processes'
         readers see every commit at once).
         ``checkpoint_bytes``/``checkpoint_max_bytes``: by default (both ``None``)
