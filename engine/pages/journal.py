@@ -298,7 +298,6 @@ class Journal:
             # The first transaction since a reset sits right after the header:
             # header and transaction are one range (the header is the commit point).
             at, parts = 0, [codec.encode_file_header(off, off), head, *pieces, complete]
-            self.first = off
         else:
             at, parts = off, [head, *pieces, complete]
         crashpoint("pages.commit.before-fsync")
@@ -306,6 +305,8 @@ class Journal:
         # unsynced (a checkpoint's flags) is not written out on this commit's time.
         self.handle.write_durable_at(at, parts)
         crashpoint("pages.commit.after-fsync")
+        if last == 0:
+            self.first = off
         self.last, self.end = off, off + size
         self.tx_offsets.append(off)
         self.unapplied.append(off)
