@@ -256,6 +256,9 @@ class Journal:
         self.tx_offsets = [tx.offset for tx in state.txs]
         self.unapplied = [tx.offset for tx in state.txs if not tx.applied]
         self.salt = _new_salt()
+        #: A reset was written but not synced (``reset(durable=False)``) and no commit
+        #: has made the header durable since: ``sync_reset`` owes a sync.
+        self.reset_unsynced = False
 
     def repair(self, state: JournalScan) -> None:
         """Write what :func:`scan` decided (cut tail, fixed header), then fsync."""
@@ -307,6 +310,7 @@ class Journal:
         crashpoint("pages.commit.after-fsync")
         if last == 0:
             self.first = off
+            self.reset_unsynced = False  # the header went out with this transaction, synced
         self.last, self.end = off, off + size
         self.tx_offsets.append(off)
         self.unapplied.append(off)
@@ -325,6 +329,7 @@ class Journal:
         crashpoint("pages.commit.before-fsync")
         self.handle.fdatasync()
         crashpoint("pages.commit.after-fsync")
+        self.reset_unsynced = False  # the whole file is synced
         self.first, self.last, self.end = first, off, off + size
         self.tx_offsets.append(off)
         self.unapplied.append(off)
@@ -376,16 +381,27 @@ class Journal:
         elif self.first:
             write_at(0, codec.encode_file_header(0, 0) + _FIRST_TX_WIPE)
         if durable:
-            crashpoint("pages.checkpoint.before-journal-fsync")
-            self.handle.fdatasync()
-            crashpoint("pages.checkpoint.after-journal-fsync")
+            self._sync_reset()
         else:
+            self.reset_unsynced = True
             crashpoint("pages.checkpoint.journal-reset-unsynced")
         self.first = self.last = 0
         self.end = codec.FILE_HEADER_SIZE
         self.tx_offsets = []
         self.unapplied = []
         self.salt = _new_salt()
+
+
+    def sync_reset(self) -> None:
+        """Make a reset that was left unsynced durable (``checkpoint()``, ``close()``)."""
+        if self.reset_unsynced:
+            self._sync_reset()
+
+    def _sync_reset(self) -> None:
+        crashpoint("pages.checkpoint.before-journal-fsync")
+        self.handle.fdatasync()
+        crashpoint("pages.checkpoint.after-journal-fsync")
+        self.reset_unsynced = False
 
 
 #: Written over the start of the transaction at offset 20 at a reset: its header and

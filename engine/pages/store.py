@@ -838,6 +838,8 @@ class PageStore:
             journal = self._journal
             assert journal is not None
             if journal.empty:
+                if durable_reset:
+                    journal.sync_reset()  # an automatic checkpoint's reset, not yet durable
                 return
             # The store must be durable before the journal forgets how to redo it.
             try:

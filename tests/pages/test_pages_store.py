@@ -484,3 +484,19 @@ def test_verify_checks_the_linked_chain_against_the_writer(path: str) -> None:
             f.write(bytes([raw[state.txs[-1].end - 1] ^ 0xFF]))
         with pytest.raises(CorruptFileError, match="writer's transactions"):
             store.verify()
+
+
+@pytest.mark.parametrize("exact_header", [False, True])
+def test_an_automatic_checkpoints_reset_is_made_durable_by_close(exact_header: bool) -> None:
+    """A checkpoint a commit triggered leaves the journal's reset unsynced (the next
+    commit's write covers it); with no next commit, close() syncs it."""
+    sim = SimFS()
+    make_dirs(sim, "/db")
+    store = PageStore.open("/db/p", page_size=512, checkpoint_bytes=0, exact_header=exact_header, fs=sim)
+    with store.transaction() as tx:
+        tx.write(tx.allocate(), 0, b"abc")  # checkpoint_bytes=0: a checkpoint after every commit
+    assert store.checkpoints == 1
+    assert sim.snapshot()["/db/p-journal"][:20] == codec.encode_file_header(0, 0)
+    assert sim.durable_image().files["/db/p-journal"][:20] != codec.encode_file_header(0, 0)
+    store.close()
+    assert sim.durable_image().files["/db/p-journal"][:20] == codec.encode_file_header(0, 0)
