@@ -37,6 +37,8 @@ from benchmarks.common import Row, bench_dir, raw_append_fsync_rate, raw_sequent
 from engine.pages import PageStore, journal_path
 
 PAGE = 4096
+#: pwritev's flag for a write synced by itself (Linux); elsewhere write + fdatasync.
+DSYNC: int | None = getattr(os, "RWF_DSYNC", None)
 RESULTS = os.path.join(os.path.dirname(__file__), "results", "pagestore.json")
 
 
@@ -201,8 +203,6 @@ def raw_minimal_transactions_mb_s(directory: str, megabytes: int) -> float:
         os.unlink(path)
     return count * 100 * PAGE / (1 << 20) / elapsed
 
-
-DSYNC: int | None = getattr(os, "RWF_DSYNC", None)
 
 
 def bench_100_pages_interleaved(

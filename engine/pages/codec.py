@@ -317,21 +317,21 @@ def encode_linked_transaction_parts(
     (``google-crc32c`` reads only ``bytes``) are copied.
     """
     pieces = [op if type(op) is bytes else bytes(op) for op in ops]
-    crc = google_crc32c.value(_CRC_PREFIX_LINKED.pack(prev, created & 0xFFFFFFFFFFFFFFFF, salt))
-    extend = google_crc32c.extend
-    body_size = 0
-    for piece in pieces:
-        crc = extend(crc, piece)
-        body_size += len(piece)
-    size = TX_HEADER_SIZE + body_size + _COMPLETE_OP_LINKED.size
+    crc = transaction_crc_linked(prev, created, salt, pieces)
+    size = TX_HEADER_SIZE + sum(map(len, pieces)) + _COMPLETE_OP_LINKED.size
     head = TX_HEADER.pack(prev, offset + size, created, 0)
     return head, pieces, _COMPLETE_OP_LINKED.pack(OP_COMPLETE, COMPLETE_LINKED.size, LINKED_TAG, salt, crc), size
 
 
-def transaction_crc_linked(prev: int, created: int, salt: int, ops_bytes: bytes) -> int:
-    """CRC-32C over ``prev``, ``created`` (as unsigned), ``salt`` and the op bytes before COMPLETE."""
-    prefix = _CRC_PREFIX_LINKED.pack(prev, created & 0xFFFFFFFFFFFFFFFF, salt)
-    return google_crc32c.extend(google_crc32c.value(prefix), ops_bytes)
+def transaction_crc_linked(prev: int, created: int, salt: int, ops: Iterable[bytes]) -> int:
+    """CRC-32C over ``prev``, ``created`` (as unsigned), ``salt`` and the op bytes
+    before COMPLETE, given as consecutive pieces (the writer's, or the one slice
+    the reader has)."""
+    crc = google_crc32c.value(_CRC_PREFIX_LINKED.pack(prev, created & 0xFFFFFFFFFFFFFFFF, salt))
+    extend = google_crc32c.extend
+    for piece in ops:
+        crc = extend(crc, piece)
+    return crc
 
 
 def encode_transaction_parts(
@@ -454,7 +454,7 @@ def parse_transaction(buf: bytes | memoryview, offset: int) -> ParsedTx:
                 tx.crc_checked = True
                 if tag != LINKED_TAG:
                     tx.problem, tx.problem_offset = f"COMPLETE checksum tag {LINKED_TAG!r}, found {tag!r}", data_at
-                elif transaction_crc_linked(prev, created, salt, bytes(view[body_start:pos])) != stored:
+                elif transaction_crc_linked(prev, created, salt, (bytes(view[body_start:pos]),)) != stored:
                     tx.problem, tx.problem_offset = "transaction CRC mismatch", data_at
                 else:
                     tx.salt = salt

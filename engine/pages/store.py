@@ -957,7 +957,10 @@ def verify_journal(
         found = [tx.offset for tx in state.txs]
         if expected is not None and (found != expected or state.cut):
             raise CorruptFileError(
-                jpath, state.txs[-1].end if state.txs else 20, f"the writer's transactions {expected}", str(found)
+                jpath,
+                state.txs[-1].end if state.txs else codec.FILE_HEADER_SIZE,
+                f"the writer's transactions {expected}",
+                str(found),
             )
     elif not fs.exists(jpath):
         return [f"{jpath}: no journal (created on the next writable open)"]
