@@ -84,6 +84,24 @@ class OsFileHandle(FileHandle):
             view = view[written:]
             offset += written
 
+    def _raw_write_many(self, writes: Sequence[tuple[int, bytes]]) -> None:
+        fd, pwrite = self._fd, os.pwrite
+        for offset, data in writes:
+            if pwrite(fd, data, offset) != len(data):  # short (rare): the loop of _raw_write
+                self._raw_write(offset, data)
+
+    def _raw_write_parts(self, offset: int, parts: Sequence[bytes | bytearray | memoryview]) -> None:
+        if not hasattr(os, "pwritev"):  # pragma: no cover - not Linux or BSD
+            super()._raw_write_parts(offset, parts)
+            return
+        for at in range(0, len(parts), _IOV_MAX):
+            chunk = parts[at : at + _IOV_MAX]
+            written = os.pwritev(self._fd, chunk, offset)
+            total = sum(len(part) for part in chunk)
+            if written != total:  # a short write (rare for regular files): the rest by pwrite
+                self._raw_write(offset + written, memoryview(b"".join(chunk))[written:])  # type: ignore[arg-type]
+            offset += total
+
     def write_durable_at(self, offset: int, parts: Sequence[bytes | bytearray | memoryview]) -> None:
         """The base class's method with the common case inlined: the page store's
         commit calls it once per transaction, and every Python frame on that path

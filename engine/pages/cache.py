@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Collection
 
 
 class PageCache:
@@ -35,8 +36,29 @@ class PageCache:
         while len(self._pages) > self.capacity:
             self._pages.popitem(last=False)
 
+    def put_many(self, images: dict[int, bytes | bytearray]) -> None:
+        """:meth:`put` of every item, in order (one C-level update, not a loop)."""
+        if self.capacity == 0:
+            return
+        pages = self._pages
+        for page in pages.keys() & images.keys():  # usually none: they were discarded
+            del pages[page]  # re-inserted below, as the most recent
+        pages.update(images)
+        while len(pages) > self.capacity:
+            pages.popitem(last=False)
+
     def discard(self, page: int) -> None:
         self._pages.pop(page, None)
+
+    def discard_many(self, pages: Collection[int]) -> None:
+        """:meth:`discard` of each of ``pages`` (only those cached are looked at)."""
+        cached = self._pages
+        if len(pages) == 1:  # a one-page commit: no set built
+            for page in pages:
+                cached.pop(page, None)
+            return
+        for page in cached.keys() & pages:
+            del cached[page]
 
     def clear(self) -> None:
         self._pages.clear()

@@ -38,6 +38,7 @@ transaction off but treats damage anywhere else as corruption.
 
 from __future__ import annotations
 
+import functools
 import struct
 import zlib
 from collections.abc import Iterable
@@ -328,10 +329,8 @@ def transaction_crc_linked(prev: int, created: int, salt: int, ops: Iterable[byt
     before COMPLETE, given as consecutive pieces (the writer's, or the one slice
     the reader has)."""
     crc = google_crc32c.value(_CRC_PREFIX_LINKED.pack(prev, created & 0xFFFFFFFFFFFFFFFF, salt))
-    extend = google_crc32c.extend
-    for piece in ops:
-        crc = extend(crc, piece)
-    return crc
+    # reduce: the loop over the pieces (300 for a 100-page transaction) runs in C
+    return int(functools.reduce(google_crc32c.extend, ops, crc))
 
 
 def encode_transaction_parts(

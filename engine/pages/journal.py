@@ -370,10 +370,9 @@ class Journal:
         reach the disk.  The exact-header form syncs the whole file per commit,
         which writes them then.
         """
-        flag = bytes([codec.JRNL_COMPLETE])
+        flag, at = bytes([codec.JRNL_COMPLETE]), codec.TX_FLAGS_OFFSET
+        self.handle.write_many_at([(off + at, flag) for off in self.unapplied])
         write_at = self.handle.write_at
-        for off in self.unapplied:
-            write_at(off + codec.TX_FLAGS_OFFSET, flag)
         if self.end > self.keep_bytes:
             write_at(0, codec.encode_file_header(0, 0))
             self.handle.truncate(codec.FILE_HEADER_SIZE)

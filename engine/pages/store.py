@@ -41,7 +41,6 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import cast
 
 from engine.errors import (
     ClosedError,
@@ -241,6 +240,8 @@ class PageStore:
         self._dirty: dict[int, bytes | bytearray] = {}
         # (a set: the same page rewritten by many transactions is one range to write)
         self._extents: set[tuple[int, int]] = set()
+        # Pages whose whole image is to be written (no ranges kept for them).
+        self._whole: set[int] = set()
         self._disk_header = header
         self._sums: PageSums | None = None  # the writer's checksums
         self._reader_sums: list[int] | None = None  # a reader's copy (None: no usable sums file)
@@ -748,21 +749,33 @@ class PageStore:
     def _install(self, tx: Transaction) -> None:
         """Make ``tx`` the committed state in memory (header, free list, dirty pages)."""
         ps = self.page_size
-        dirty, pages, discard = self._dirty, tx.pages, self._cache.discard
-        for page in tx.dirty:
-            # The transaction is over: its images become the store's (no copy;
-            # nothing mutates them: reads and new transactions copy).
-            dirty[page] = pages[page]
-            discard(page)
-        if len(tx.dirty) == 1:
-            ((page, ranges),) = tx.dirty.items()
-            if len(ranges) == 1:  # one write to one page: the common small transaction
-                self._extents.add((page * ps + ranges[0][0], page * ps + ranges[0][1]))
-            else:
-                self._extents.update(tx.extents())
+        pages, touched = tx.pages, tx.dirty
+        # The transaction is over: its images become the store's (no copy; nothing
+        # mutates them: reads and new transactions copy).  ``pages`` holds the
+        # touched pages plus any it only read; with none of those, one update.
+        if len(pages) == len(touched):
+            self._dirty.update(pages)
         else:
-            # Unmerged: the flush sorts and merges every range once.
-            self._extents.update([(p * ps + a, p * ps + b) for p, ranges in tx.dirty.items() for a, b in ranges])
+            dirty = self._dirty
+            for page in touched:
+                dirty[page] = pages[page]
+        self._cache.discard_many(touched)
+        whole = tx.whole_pages
+        if whole:
+            self._whole.update(whole)
+        if len(whole) != len(touched):
+            if len(touched) == 1:
+                ((page, ranges),) = touched.items()
+                if len(ranges) == 1:  # one write to one page: the common small transaction
+                    self._extents.add((page * ps + ranges[0][0], page * ps + ranges[0][1]))
+                else:
+                    self._extents.update(tx.extents())
+            else:
+                # Unmerged: the flush sorts and merges every range once.
+                wr = tx.whole
+                self._extents.update(
+                    [(p * ps + a, p * ps + b) for p, ranges in touched.items() if ranges is not wr for a, b in ranges]
+                )
         header = self._header
         if tx.page_count != header.page_count or tx.free_head != header.free_head:
             self._header = StoreHeader(ps, tx.page_count, tx.free_head)
@@ -792,8 +805,22 @@ class PageStore:
             self._handle.write_at(0, store_codec.encode_header(flushing))
             self._disk_header = flushing
             dirty = self._dirty
-            for start, end in _merge(self._extents):
-                # One write per contiguous run; whole pages join without slicing.
+            whole = self._whole
+            write_parts_at = self._handle.write_parts_at
+            # Whole pages: one vectored write per run of consecutive pages, straight
+            # from the images (no join: a run can be thousands of pages).
+            run: list[int] = []
+            for page in sorted(whole):
+                if run and page != run[-1] + 1:
+                    write_parts_at(run[0] * ps, [dirty[p] for p in run])
+                    run = []
+                run.append(page)
+            if run:
+                write_parts_at(run[0] * ps, [dirty[p] for p in run])
+            # Ranges of the other pages, merged where adjacent (a whole page written
+            # above covers any range of it).
+            spans = self._extents if not whole else [span for span in self._extents if span[0] // ps not in whole]
+            for start, end in _merge(spans):
                 parts: list[bytes | bytearray | memoryview] = []
                 pos = start
                 while pos < end:
@@ -802,8 +829,7 @@ class PageStore:
                     image = dirty[page]
                     parts.append(image if stop - pos == ps else memoryview(image)[off : off + stop - pos])
                     pos = stop
-                run = parts[0] if len(parts) == 1 else b"".join(parts)
-                self._handle.write_at(start, cast(bytes, run))  # any buffer (see Journal.append)
+                write_parts_at(start, parts)
             if self._sums is not None:
                 self._sums.update(self._dirty)
             if self._header != self._disk_header:
@@ -811,10 +837,10 @@ class PageStore:
                 self._disk_header = self._header
         finally:
             self._handle.unlock()
-        for page, image in self._dirty.items():
-            self._cache.put(page, image)
+        self._cache.put_many(self._dirty)
         self._dirty.clear()
         self._extents.clear()
+        self._whole.clear()
 
     def _overlay_read(self, off: int, size: int) -> bytes:
         """Committed bytes at store offset ``off`` (inside one page)."""
@@ -1006,6 +1032,8 @@ def _slice(path: str, page: int, data: bytes | bytearray, offset: int, size: int
 # u64 page offset | u16 offset in page (0) | u16 image size (the page size).
 _WHOLE_MODIFY = struct.Struct("<BIQHH")
 assert _WHOLE_MODIFY.size == codec.OP_HEADER.size + codec.MODIFY_HEAD.size == 17
+_pack_whole_modify = _WHOLE_MODIFY.pack
+_OP_MODIFY = codec.OP_MODIFY
 
 
 class Transaction:
@@ -1057,6 +1085,11 @@ class Transaction:
         self.stack: list[int] = []  # pages pushed by this transaction and still free, oldest first
         self.popped_from_list = 0  # pages popped off the committed free list
         self.dirty: dict[int, list[tuple[int, int]]] = {}
+        # Pages this transaction rewrites whole: their ``dirty`` entry is this one
+        # shared list (no range list per page; _touch leaves it alone, and the
+        # store writes them as whole pages without merging ranges).
+        self.whole = [(0, self.ps)]
+        self.whole_pages: list[int] = []
         # For write()'s fast path: the committed free set and unflushed images
         # (the same objects until this transaction installs), and whether a whole
         # page fits in one MODIFY op (65,536-byte pages are split).
@@ -1066,7 +1099,16 @@ class Transaction:
         self.state = "open"
 
     def _touch(self, page: int, start: int, end: int) -> None:
-        self.dirty.setdefault(page, []).append((start, end))
+        ranges = self.dirty.get(page)
+        if ranges is None:
+            self.dirty[page] = [(start, end)]
+        elif ranges is not self.whole:  # a whole page covers any range of it
+            ranges.append((start, end))
+
+    def _touch_whole(self, page: int) -> None:
+        """Mark ``page`` rewritten whole (it was not touched before in this transaction)."""
+        self.dirty[page] = self.whole
+        self.whole_pages.append(page)
 
     def extents(self) -> list[tuple[int, int]]:
         """Absolute byte ranges of the store file this transaction changes, merged."""
@@ -1135,7 +1177,7 @@ class Transaction:
             self.page_count = page
             self.ops.append(codec.encode_alloc(page * ps, 0, 0))
             self.pages[page] = bytearray(ps)
-            self._touch(page, 0, ps)  # redo zero-fills an appended page: write all of it
+            self._touch_whole(page)  # redo zero-fills an appended page: write all of it
         return page
 
     def write(self, page: int, offset: int, data: bytes) -> None:
@@ -1164,9 +1206,10 @@ class Transaction:
                 if committed == data:
                     return
                 ps = self.ps
-                self.ops += (_WHOLE_MODIFY.pack(codec.OP_MODIFY, self.whole_op_size, page * ps, 0, ps), committed, data)
+                self.ops += (_pack_whole_modify(_OP_MODIFY, self.whole_op_size, page * ps, 0, ps), committed, data)
                 self.pages[page] = data
-                self.dirty[page] = [(0, ps)]
+                self.dirty[page] = self.whole
+                self.whole_pages.append(page)
                 return
         elif page in self.pushed or self.state != "open":
             self._check_state()
@@ -1188,7 +1231,7 @@ class Transaction:
                     return
                 self.ops.extend(codec.modify_parts(page * ps, 0, committed, data))
                 self.pages[page] = data
-                self.dirty[page] = [(0, ps)]
+                self._touch_whole(page)
                 return
             buf = bytearray(committed)
             self.pages[page] = buf

@@ -227,3 +227,67 @@ def test_durable_write_error_poisons_without_retry(tmp_path, fs, monkeypatch) ->
         with pytest.raises(PoisonedError):
             f.write_durable_at(0, [b"abc"])
         assert len(calls) == 1  # a poisoned handle does not write again
+
+
+def test_write_parts_at(tmp_path, fs) -> None:  # type: ignore[no-untyped-def]
+    """Buffers of any kind written back to back, more of them than one pwritev
+    takes; the tracked end of an appending handle moves past them."""
+    from engine.fs import osfs
+
+    parts: list[bytes | bytearray | memoryview] = []
+    for i in range(osfs._IOV_MAX + 5):
+        kind = i % 3
+        piece = bytes([i % 251]) * (1 + i % 7)
+        parts.append(piece if kind == 0 else bytearray(piece) if kind == 1 else memoryview(piece))
+    path = str(tmp_path / "f")
+    with fs.open(path, OpenMode.NEW) as f:
+        f.write_at(0, b"head")
+        f.write_parts_at(4, parts)
+        assert f.read_all() == b"head" + b"".join(parts)
+        assert f.append(b"!") == 4 + sum(len(p) for p in parts)
+
+
+def test_write_parts_at_short_writes_are_completed(tmp_path, fs, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from engine.fs import osfs
+
+    real = os.pwritev
+
+    def short(fd: int, buffers: list[bytes], offset: int, *flags: int) -> int:
+        return real(fd, [bytes(buffers[0])[:1]], offset, *flags)  # one byte only
+
+    path = str(tmp_path / "f")
+    with fs.open(path, OpenMode.NEW) as f:
+        monkeypatch.setattr(osfs.os, "pwritev", short)
+        f.write_parts_at(0, [b"abc", b"def"])
+        monkeypatch.setattr(osfs.os, "pwritev", real)
+        assert f.read_all() == b"abcdef"
+
+
+def test_failed_parts_write_poisons(tmp_path, fs) -> None:  # type: ignore[no-untyped-def]
+    faulty = FaultyFS(fs, fail_at=2, errno=errno.EIO)  # op 1: create, op 2: the write
+    handle = faulty.open(str(tmp_path / "f"), OpenMode.CREATE)
+    with pytest.raises(OSError):
+        handle.write_parts_at(0, [b"x", b"y"])
+    assert handle.poisoned
+    handle.close()
+
+
+def test_write_many_at(tmp_path, fs) -> None:  # type: ignore[no-untyped-def]
+    path = str(tmp_path / "f")
+    with fs.open(path, OpenMode.NEW) as f:
+        f.write_at(0, b"." * 10)
+        f.write_many_at([(1, b"a"), (5, b"bc"), (9, b"de"), (1, b"A")])  # in order: the last wins
+        assert f.read_all() == b".A...bc..de"
+        assert f.append(b"!") == 11
+        f.write_many_at([])
+
+
+def test_failed_write_many_poisons_after_the_writes_before(tmp_path, fs) -> None:  # type: ignore[no-untyped-def]
+    faulty = FaultyFS(fs, fail_at=3, errno=errno.EIO)  # op 1: create, ops 2, 3: the writes
+    handle = faulty.open(str(tmp_path / "f"), OpenMode.CREATE)
+    with pytest.raises(OSError):
+        handle.write_many_at([(0, b"x"), (4, b"y"), (8, b"z")])
+    assert handle.poisoned
+    handle.close()
+    with fs.open(str(tmp_path / "f"), OpenMode.READ) as f:
+        assert f.read_all() == b"x"

@@ -218,3 +218,21 @@ def test_durable_write_survives_when_earlier_writes_are_lost() -> None:
     between = {s.files["/d/f"] for s in states(sim, points=[len(sim.trace) - 1])}  # written, not yet synced
     assert b"A" * 1024 in between and b"B" * 10 + base[10:] in between and base not in between
     assert any(c[512:1024] == b"C" * 512 and c[1024:] != b"D" * 512 for c in between), "torn at 1024"
+
+
+def test_parts_write_is_one_unsynced_write() -> None:
+    """``write_parts_at`` is one write of the joined parts: lost, kept or torn by a
+    crash before the next sync, durable after it."""
+    sim = SimFS()
+    make_dirs(sim, "/d")
+    f = sim.open("/d/f", OpenMode.NEW)
+    sim.fsync_dir("/d")
+    f.write_at(0, b"A" * 1024)
+    f.fsync()
+    f.write_parts_at(256, [b"B" * 256, bytearray(b"C" * 256), memoryview(b"D" * 256)])
+    assert f.read_all() == b"A" * 256 + b"B" * 256 + b"C" * 256 + b"D" * 256
+    assert sim.trace[-1][0] == "write"
+    before = {s.files["/d/f"] for s in states(sim, points=[len(sim.trace)])}
+    assert b"A" * 1024 in before and f.read_all() in before
+    f.fsync()
+    assert {s.files["/d/f"] for s in states(sim, points=[len(sim.trace)])} == {f.read_all()}

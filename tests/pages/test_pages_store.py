@@ -316,6 +316,59 @@ def test_cache_is_bounded_lru(path: str) -> None:
         assert store.cache.misses >= 11
 
 
+def test_page_cache_bulk_put_and_discard_keep_lru_order() -> None:
+    from engine.pages.cache import PageCache
+
+    cache = PageCache(4)
+    for page in (1, 2, 3):
+        cache.put(page, bytes([page]))
+    cache.put_many({2: b"two", 5: b"five", 6: b"six"})  # 2 moves to the recent end
+    assert [p for p, _ in cache.items()] == [3, 2, 5, 6]  # 1, the oldest, evicted
+    assert cache.get(2) == b"two"
+    cache.discard_many({3: b"", 9: b""})  # 9 was never cached
+    cache.discard_many([6])
+    assert [p for p, _ in cache.items()] == [5, 2]
+    PageCache(0).put_many({1: b"x"})  # a cache of no pages keeps none
+    assert len(PageCache(0)) == 0
+
+
+def test_checkpoint_writes_whole_pages_in_runs_and_ranges_once(path: str) -> None:
+    """Whole pages rewritten since the last checkpoint go out as one vectored write
+    per run of consecutive pages; other pages' journaled ranges as merged writes;
+    a range of a page that is also rewritten whole is not written twice."""
+    ps = 512
+    with PageStore.open(path, page_size=ps) as store:
+        with store.transaction() as tx:
+            pages = [tx.allocate() for _ in range(8)]  # pages 1..8
+        store.checkpoint()
+        writes: list[tuple[int, int]] = []
+        handle = store._handle
+        real = handle.write_parts_at
+
+        def record(offset: int, parts: list[bytes]) -> None:
+            writes.append((offset, sum(len(p) for p in parts)))
+            real(offset, parts)
+
+        handle.write_parts_at = record  # type: ignore[method-assign]
+        with store.transaction() as tx:
+            for page in (2, 3, 4, 7):
+                tx.write(page, 0, bytes([page]) * ps)  # whole pages
+            tx.write(5, 10, b"partial")  # a range next to the run 2-4
+        with store.transaction() as tx:
+            tx.write(3, 100, b"again")  # inside a page already rewritten whole
+            tx.write(5, 17, b"-more")  # touches the range before it: merged
+        store.checkpoint()
+        assert sorted(writes) == [(2 * ps, 3 * ps), (5 * ps + 10, 12), (7 * ps, ps)]
+        store.verify()
+    with PageStore.open(path) as store:
+        three = bytearray(bytes([3]) * ps)
+        three[100:105] = b"again"
+        assert store.read(3) == bytes(three)
+        assert store.read(5)[10:22] == b"partial-more"
+        assert [store.read(p) for p in (2, 4, 7)] == [bytes([p]) * ps for p in (2, 4, 7)]
+        assert pages == list(range(1, 9))
+
+
 def test_store_survives_many_random_transactions_on_disk(path: str) -> None:
     rng = random.Random(5)
     model = Model()
