@@ -154,7 +154,7 @@ class FileHandle(ABC):
         except OSError as exc:
             self._poison = exc
             raise
-        end = offset + sum(len(part) for part in parts)
+        end = offset + sum(map(len, parts))
         if self._end is not None and end > self._end:
             self._end = end
 
@@ -220,7 +220,7 @@ class FileHandle(ABC):
             self._poison = exc
             raise PoisonedError(self.path, exc) from exc
         if self._end is not None:  # only handles that append track their end
-            end = offset + sum(len(part) for part in parts)
+            end = offset + sum(map(len, parts))
             if end > self._end:
                 self._end = end
 

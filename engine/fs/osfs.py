@@ -97,7 +97,7 @@ class OsFileHandle(FileHandle):
         for at in range(0, len(parts), _IOV_MAX):
             chunk = parts[at : at + _IOV_MAX]
             written = os.pwritev(self._fd, chunk, offset)
-            total = sum(len(part) for part in chunk)
+            total = sum(map(len, chunk))
             if written != total:  # a short write (rare for regular files): the rest by pwrite
                 self._raw_write(offset + written, memoryview(b"".join(chunk))[written:])  # type: ignore[arg-type]
             offset += total
@@ -124,7 +124,7 @@ class OsFileHandle(FileHandle):
                 return
             self._poison = exc
             raise PoisonedError(self.path, exc) from exc
-        if written != sum(len(part) for part in parts):
+        if written != sum(map(len, parts)):
             super().write_durable_at(offset, parts)  # short write (rare): write it all again, synced
 
     def _raw_write_durable(self, offset: int, parts: Sequence[bytes | bytearray | memoryview]) -> None:
@@ -137,7 +137,7 @@ class OsFileHandle(FileHandle):
                     raise
                 _RWF_DSYNC = None  # not supported here: write + fdatasync from now on
             else:
-                total = sum(len(part) for part in parts)
+                total = sum(map(len, parts))
                 if written == total:
                     return
                 # A short write (rare for regular files): the rest, then a full sync.
