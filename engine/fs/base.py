@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from types import TracebackType
 
@@ -148,28 +148,24 @@ class FileHandle(ABC):
         join: the page store's checkpoint writes runs of page images this way (a
         run of 1,000 pages would otherwise be copied once more into a 4 MB buffer).
         """
-        self._check_writable()
-        try:
-            self._raw_write_parts(offset, parts)
-        except OSError as exc:
-            self._poison = exc
-            raise
-        end = offset + sum(map(len, parts))
-        if self._end is not None and end > self._end:
-            self._end = end
+        self._batch_write(lambda: self._raw_write_parts(offset, parts), offset + sum(map(len, parts)))
 
     def write_many_at(self, writes: Sequence[tuple[int, bytes]]) -> None:
         """:meth:`write_at` of each ``(offset, data)`` in order, in one call: the
         page store sets the JRNL_COMPLETE flag byte of every transaction in the
         journal at a checkpoint (hundreds of one-byte writes), and a Python frame
         per write would cost more than the write."""
+        self._batch_write(lambda: self._raw_write_many(writes), max((o + len(d) for o, d in writes), default=0))
+
+    def _batch_write(self, write: Callable[[], None], end: int) -> None:
+        """:meth:`write_at`'s policy around one of the batched writes: checks,
+        poisoning on failure, the tracked end."""
         self._check_writable()
         try:
-            self._raw_write_many(writes)
+            write()
         except OSError as exc:
             self._poison = exc
             raise
-        end = max((offset + len(data) for offset, data in writes), default=0)
         if self._end is not None and end > self._end:
             self._end = end
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.errors import LockedError
-from engine.fs import OpenMode, make_dirs
+from engine.fs import FileHandle, OpenMode, make_dirs
 from stress.faults import FaultyFS
 from stress.simfs import SimFS
 
@@ -200,16 +200,22 @@ def test_durable_prefix_property(ops) -> None:  # type: ignore[no-untyped-def]
         assert _legal(state.files["/d/f"], epoch[1], epoch[2][:taken]), state.describe()
 
 
-def test_durable_write_survives_when_earlier_writes_are_lost() -> None:
-    """An O_DSYNC write is durable by itself: every crash after it keeps it, while
-    an unsynced write before it may be lost; before it returned it is an ordinary
-    unsynced write (kept in order, or torn)."""
+def _synced_a_file() -> tuple[SimFS, FileHandle]:
+    """A simulator with /d/f holding 1,024 bytes of "A", all durable."""
     sim = SimFS()
     make_dirs(sim, "/d")
     f = sim.open("/d/f", OpenMode.NEW)
     sim.fsync_dir("/d")
     f.write_at(0, b"A" * 1024)
     f.fsync()
+    return sim, f
+
+
+def test_durable_write_survives_when_earlier_writes_are_lost() -> None:
+    """An O_DSYNC write is durable by itself: every crash after it keeps it, while
+    an unsynced write before it may be lost; before it returned it is an ordinary
+    unsynced write (kept in order, or torn)."""
+    sim, f = _synced_a_file()
     f.write_at(0, b"B" * 10)  # unsynced
     f.write_durable_at(512, [b"C" * 512, b"D" * 512])
     base = b"A" * 512 + b"C" * 512 + b"D" * 512
@@ -223,12 +229,7 @@ def test_durable_write_survives_when_earlier_writes_are_lost() -> None:
 def test_parts_write_is_one_unsynced_write() -> None:
     """``write_parts_at`` is one write of the joined parts: lost, kept or torn by a
     crash before the next sync, durable after it."""
-    sim = SimFS()
-    make_dirs(sim, "/d")
-    f = sim.open("/d/f", OpenMode.NEW)
-    sim.fsync_dir("/d")
-    f.write_at(0, b"A" * 1024)
-    f.fsync()
+    sim, f = _synced_a_file()
     f.write_parts_at(256, [b"B" * 256, bytearray(b"C" * 256), memoryview(b"D" * 256)])
     assert f.read_all() == b"A" * 256 + b"B" * 256 + b"C" * 256 + b"D" * 256
     assert sim.trace[-1][0] == "write"
