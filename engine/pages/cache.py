@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Collection
+from collections.abc import Iterable
 
 
 class PageCache:
@@ -50,13 +50,9 @@ class PageCache:
     def discard(self, page: int) -> None:
         self._pages.pop(page, None)
 
-    def discard_many(self, pages: Collection[int]) -> None:
+    def discard_many(self, pages: Iterable[int]) -> None:
         """:meth:`discard` of each of ``pages`` (only those cached are looked at)."""
         cached = self._pages
-        if len(pages) == 1:  # a one-page commit: no set built
-            for page in pages:
-                cached.pop(page, None)
-            return
         for page in cached.keys() & pages:
             del cached[page]
 

@@ -372,13 +372,12 @@ class Journal:
         """
         flag, at = bytes([codec.JRNL_COMPLETE]), codec.TX_FLAGS_OFFSET
         self.handle.write_many_at([(off + at, flag) for off in self.unapplied])
-        write_at = self.handle.write_at
         if self.end > self.keep_bytes:
-            write_at(0, codec.encode_file_header(0, 0))
+            self.handle.write_at(0, codec.encode_file_header(0, 0))
             self.handle.truncate(codec.FILE_HEADER_SIZE)
             durable = True  # a size change: not left to a later commit
         elif self.first:
-            write_at(0, codec.encode_file_header(0, 0) + _FIRST_TX_WIPE)
+            self.handle.write_at(0, codec.encode_file_header(0, 0) + _FIRST_TX_WIPE)
         if durable:
             self._sync_reset()
         else:
@@ -389,7 +388,6 @@ class Journal:
         self.tx_offsets = []
         self.unapplied = []
         self.salt = _new_salt()
-
 
     def sync_reset(self) -> None:
         """Make a reset that was left unsynced durable (``checkpoint()``, ``close()``)."""

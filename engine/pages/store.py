@@ -1032,8 +1032,6 @@ def _slice(path: str, page: int, data: bytes | bytearray, offset: int, size: int
 # u64 page offset | u16 offset in page (0) | u16 image size (the page size).
 _WHOLE_MODIFY = struct.Struct("<BIQHH")
 assert _WHOLE_MODIFY.size == codec.OP_HEADER.size + codec.MODIFY_HEAD.size == 17
-_pack_whole_modify = _WHOLE_MODIFY.pack
-_OP_MODIFY = codec.OP_MODIFY
 
 
 class Transaction:
@@ -1206,9 +1204,9 @@ class Transaction:
                 if committed == data:
                     return
                 ps = self.ps
-                self.ops += (_pack_whole_modify(_OP_MODIFY, self.whole_op_size, page * ps, 0, ps), committed, data)
+                self.ops += (_WHOLE_MODIFY.pack(codec.OP_MODIFY, self.whole_op_size, page * ps, 0, ps), committed, data)
                 self.pages[page] = data
-                self.dirty[page] = self.whole
+                self.dirty[page] = self.whole  # _touch_whole, inlined on the bulk path
                 self.whole_pages.append(page)
                 return
         elif page in self.pushed or self.state != "open":

@@ -22,8 +22,6 @@ import sys
 from array import array
 from collections.abc import Callable, Iterable
 
-import google_crc32c
-
 from engine.errors import CorruptFileError
 from engine.fs import FileHandle, FileSystem, OpenMode, crashpoint, create_file, parent_dir
 from engine.pages import store_codec
@@ -123,13 +121,8 @@ class PageSums:
         top = max(images, default=0)
         if top >= len(values):
             values.extend([0] * (top + 1 - len(values)))
-        if page_sum is store_codec.page_sum_32c:
-            value = google_crc32c.value  # inlined: a checkpoint sums thousands of pages
-            for page, image in images.items():
-                values[page] = value(image if type(image) is bytes else bytes(image))
-        else:
-            for page, image in images.items():
-                values[page] = page_sum(image)
+        for page, image in images.items():
+            values[page] = page_sum(image)
         self._write(images)
 
     def recompute(self, pages: Iterable[int], read_page: ReadPage) -> None:
