@@ -11,6 +11,13 @@ Side by side in one run, 100-byte records:
   10 M records (``--quick``: 100 k and 1 M), which must differ by less than 1.5x.
 
 Results: a table with ratios, ``benchmarks/results/applog.json``.
+
+``--pair TREE`` instead compares this tree with another checkout (for example the
+previous commit's, ``TREE`` on ``PYTHONPATH``), paired: each measure (``append``
+of 100-byte records with ``sync="never"`` and a 50 ms period, ``append_many`` of
+64 x 4 KiB records with a period, random ``get(i)``) runs in a fresh process,
+alternately with either tree, ``--rounds`` times; it prints every ratio (this
+tree / TREE) and their median.
 """
 
 from __future__ import annotations
@@ -20,6 +27,9 @@ import os
 import random
 import shutil
 import sqlite3
+import statistics
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -190,11 +200,88 @@ def bench_between(log: AppendLog, n: int, lookups: int, per_time: int = 100) -> 
     return _rate(run)
 
 
+#: One measure in a fresh process (``python -c SCRIPT NAME``; prints records or
+#: lookups per second).  A string, not a function of this module: it must run
+#: against the other tree's ``engine`` too.
+PAIRED_SCRIPT = r"""
+import os, random, shutil, sys, tempfile, time
+from engine.applog import AppendLog
+which = sys.argv[1]
+root = tempfile.mkdtemp(prefix="engine-bench-applog-pair-")
+P100, P4K = os.urandom(100), os.urandom(4096)
+def rate(fn):
+    start = time.perf_counter()
+    n = fn()
+    return n / (time.perf_counter() - start)
+try:
+    if which.startswith("append"):
+        log = AppendLog.open(root + "/l", sync="never" if which == "append-never" else 0.05)
+        n = 300_000
+        def run():
+            append = log.append
+            for _ in range(n):
+                append(P100)
+            log.close()
+            return n
+    elif which == "many-4k":
+        log = AppendLog.open(root + "/l", sync=0.05)
+        batch, n = [P4K] * 64, 64 * 1000
+        def run():
+            for _ in range(n // 64):
+                log.append_many(batch)
+            log.close()
+            return n
+    else:
+        log = AppendLog.open(root + "/l", sync="never")
+        n = 300_000
+        for _ in range(n // 100):
+            log.append_many([P100] * 100)
+        log.close()
+        log = AppendLog.open(root + "/l", sync="never")
+        keys = [random.Random(1).randrange(n) for _ in range(200_000)]
+        get = log.get
+        for k in keys[:20_000]:
+            get(k)
+        def run():
+            for k in keys:
+                get(k)
+            return len(keys)
+    print(round(rate(run)))
+finally:
+    shutil.rmtree(root, ignore_errors=True)
+"""
+PAIRED_MEASURES = ("append-never", "append-period", "many-4k", "get")
+
+
+def paired(other: str, rounds: int) -> None:
+    """Each measure alternately with this tree and ``other``, in fresh processes;
+    print the ratios (this / other) and their median."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def once(tree: str, name: str) -> float:
+        env = {**os.environ, "PYTHONPATH": tree}
+        out = subprocess.run([sys.executable, "-c", PAIRED_SCRIPT, name], env=env, cwd="/", check=True,
+                             capture_output=True, text=True)
+        return float(out.stdout.strip())
+
+    for name in PAIRED_MEASURES:
+        ratios = []
+        for _ in range(rounds):
+            old, new = once(other, name), once(here, name)
+            ratios.append(new / old)
+            print(f"{name}: {other} {old:,.0f}/s, this tree {new:,.0f}/s, ratio {new / old:.3f}", flush=True)
+        print(f"{name}: median ratio {statistics.median(ratios):.3f} over {rounds} rounds", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="smaller sizes (CI)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; each measure keeps its best")
+    parser.add_argument("--pair", metavar="TREE", help="compare with the engine checkout at TREE (paired)")
     args = parser.parse_args()
+    if args.pair:
+        paired(args.pair, args.rounds)
+        return
     quick = args.quick
     n_append = 100_000 if quick else 300_000
     seconds = 0.5 if quick else 1.5

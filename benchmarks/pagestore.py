@@ -2,11 +2,10 @@
 
 Side by side in one run, on the same disk:
 
-* durable one-page (4 KiB) update transactions: engine PageStore (default, and
-  with ``exact_header=True``) vs sqlite3 (WAL, synchronous=FULL, one 4 KiB blob
-  updated per transaction) vs LMDB (sync on), with a bare loop writing our
-  commit's bytes as one range + fdatasync as the disk's ceiling, all in
-  interleaved slices;
+* durable one-page (4 KiB) update transactions: engine PageStore vs sqlite3
+  (WAL, synchronous=FULL, one 4 KiB blob updated per transaction) vs LMDB (sync
+  on), with a bare loop writing engine's commit bytes as one range + fdatasync as
+  the disk's ceiling, all in interleaved slices;
 * 100-page (400 KiB) transactions in MB/s of page data against the disk's
   sequential write rate (the journal writes before *and* after images);
 * recovery of a crashed journal of about 100 MB (20 MB with ``--quick``): the
@@ -66,9 +65,8 @@ def _loop(body: Callable[[int], None]) -> Step:
     return step
 
 
-def setup_pagestore(directory: str, *, exact_header: bool = False) -> tuple[Step, Callable[[], None]]:
-    name = "one-exact.db" if exact_header else "one.db"
-    store = PageStore.open(os.path.join(directory, name), page_size=PAGE, exact_header=exact_header)
+def setup_pagestore(directory: str) -> tuple[Step, Callable[[], None]]:
+    store = PageStore.open(os.path.join(directory, "one.db"), page_size=PAGE)
     data = _payloads()
     with store.transaction() as tx:
         page = tx.allocate()
@@ -81,7 +79,7 @@ def setup_pagestore(directory: str, *, exact_header: bool = False) -> tuple[Step
 
 
 def setup_raw_commit(directory: str) -> tuple[Step, Callable[[], None]]:
-    """The disk's ceiling for our commit: a bare loop writing one transaction's
+    """The disk's ceiling for engine's commit: a bare loop writing one transaction's
     bytes (8,255: header, one whole-page MODIFY with both images, COMPLETE) as one
     range into reused space, then fdatasync; rewinds every 4 MiB like the journal."""
     path = os.path.join(directory, "raw-commit.bin")
@@ -127,7 +125,7 @@ def setup_lmdb(directory: str) -> tuple[Step, Callable[[], None]]:
 def interleaved(contenders: dict[str, Step], rounds: int, slice_s: float, warmup_s: float) -> dict[str, float]:
     """Rates measured in alternating slices, so that load from other processes on
     the shared machine hits every contender alike; each first runs ``warmup_s``
-    (files reach their steady size: SQLite's WAL and our journal wrap around)."""
+    (files reach their steady size: SQLite's WAL and engine's journal wrap around)."""
     for step in contenders.values():
         step(warmup_s)
     counts = dict.fromkeys(contenders, 0)
@@ -145,7 +143,7 @@ def interleaved(contenders: dict[str, Step], rounds: int, slice_s: float, warmup
 
 def raw_synced_chunks_mb_s(directory: str, chunk: int, megabytes: int) -> float:
     """MB/s of a bare loop writing ``chunk`` bytes then fdatasync, ``megabytes`` in
-    all, overwriting four chunk-sized regions of one file (no size change, like our
+    all, overwriting four chunk-sized regions of one file (no size change, like engine's
     reused journal): the ceiling for committing a journal record of that size once
     per transaction, with no Python work."""
     path = os.path.join(directory, "raw-chunks.bin")
@@ -292,7 +290,7 @@ def bench_recovery(directory: str, megabytes: int) -> tuple[float, float, int]:
     start = time.perf_counter()
     store = PageStore.open(path)
     recovery = time.perf_counter() - start
-    redone = store.recovery.redone
+    redone = store.recovery.total("redone")
     store.close()
     with open(jpath, "rb") as f:
         assert redone > 0 and f.read(20) == b"JRNL" + bytes(16)  # recovered and reset
@@ -314,7 +312,6 @@ def main(argv: list[str] | None = None) -> int:
             ("engine PageStore 1-page tx", setup_pagestore),
             ("sqlite3 WAL FULL 4 KiB blob", setup_sqlite),
             ("LMDB sync 4 KiB value", setup_lmdb),
-            ("engine 1-page tx, exact_header", lambda d: setup_pagestore(d, exact_header=True)),
             ("raw one-range commit (8,255 B)", setup_raw_commit),
         ):
             step, close = setup(directory)
@@ -327,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, rate in rates.items():
             note = f"{rounds} interleaved slices of 0.4 s"
             if name.startswith("raw"):
-                note = "our commit's bytes, no CPU: the ceiling; " + note
+                note = "engine's commit bytes, no CPU: the ceiling; " + note
             rows.append(Row(name, rate, "tx/s", note))
         volume = 64 if args.quick else 256
         hrounds = 1 if args.quick else 3

@@ -11,12 +11,11 @@ Contenders (durable one-page updates, 4 KiB):
 
 * sqlite3, WAL, synchronous=FULL (the reference, as in the main benchmark);
 * engine PageStore, default commit (one pre-linked range, O_DSYNC);
-* engine PageStore with ``exact_header=True`` (three writes, whole-file sync);
 * the journal alone: ``Journal.append`` of the same op plus its resets with the
   ``JRNL_COMPLETE`` flags, no transaction object, no store (what the store's
   Python costs on top);
-* a bare loop writing our commit's 8,255 bytes as one range + fdatasync (the
-  disk's ceiling for our format; ``benchmarks.pagestore.setup_raw_commit``).
+* a bare loop writing engine's commit of 8,255 bytes as one range + fdatasync (the
+  disk's ceiling for the format; ``benchmarks.pagestore.setup_raw_commit``).
 
 Nothing is written to ``benchmarks/results``; the figures quoted in
 ``benchmarks/results/pagestore.md`` came from this tool.
@@ -45,14 +44,13 @@ def setup_journal_alone(directory: str) -> tuple[Step, Callable[[], None]]:
     with store.transaction() as tx:
         tx.allocate()
     journal = store._journal
-    assert journal is not None
     head = struct.Struct("<BIQHH").pack(2, 12 + 2 * PAGE, PAGE, 0, PAGE)
     data = _payloads()
 
     def body(i: int) -> None:
         journal.append(int(time.time()), [head, data[(i + 1) & 1], data[i & 1]])
         if journal.size >= 4 << 20:
-            journal.reset(durable=False)
+            journal.reset()
 
     return _loop(body), store.close
 
@@ -68,7 +66,6 @@ def main(argv: list[str] | None = None) -> int:
         for name, setup in (
             ("sqlite3 WAL FULL", setup_sqlite),
             ("engine PageStore", setup_pagestore),
-            ("engine exact_header", lambda d: setup_pagestore(d, exact_header=True)),
             ("journal alone", setup_journal_alone),
             ("raw one-range commit", setup_raw_commit),
         ):

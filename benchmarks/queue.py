@@ -15,8 +15,10 @@ benchmarks/results/queue.json.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sqlite3
+import statistics
 import struct
 import subprocess
 import sys
@@ -400,6 +402,82 @@ def scale(directory: str, items: int) -> tuple[float, float, int, float]:
     return float(out[0]), float(out[1]), int(out[2]), build
 
 
+# -- this tree against another (paired, fresh processes) -----------------------------------
+
+#: One measurement, run with ``python -c`` in a fresh process whose PYTHONPATH picks
+#: the tree: "periodic" (sync=1.0 s: N puts, then N get+confirm by one reader) or
+#: "always" (8 threads put N items in all, then one reader gets and confirms them).
+_ONE_VERSION = """
+import json, sys, tempfile, threading, time
+from engine.queue import Queue
+ITEM = b"x" * 100
+mode, n, where = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+with tempfile.TemporaryDirectory(dir=where) as d:
+    q = Queue.open(d, "b", sync=1.0 if mode == "periodic" else "always")
+    r = q.reader()
+    if mode == "periodic":
+        t = time.perf_counter()
+        for _ in range(n):
+            q.put(ITEM)
+    else:
+        n -= n % 8
+        def work():
+            for _ in range(n // 8):
+                q.put(ITEM)
+        threads = [threading.Thread(target=work) for _ in range(8)]
+        t = time.perf_counter()
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    t_put = time.perf_counter() - t
+    t = time.perf_counter()
+    got = 0
+    while True:
+        item = r.get(0)
+        if item is None:
+            break
+        r.confirm(item.id)
+        got += 1
+    t_get = time.perf_counter() - t
+    assert got == n, (got, n)
+    q.close()
+print(json.dumps({"put": n / t_put, "get": n / t_get}))
+"""
+
+
+def against(tree: str, rounds: int, directory: str) -> list[Row]:
+    """This tree's engine against the one in ``tree`` (a checkout with its C
+    extensions built), both run alternately in fresh processes, ``rounds`` rounds
+    per case; each row is this tree's median rate, its note the median of the
+    per-round ratios (this tree / the other)."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    rows: list[Row] = []
+    for mode, n in (("periodic", 200_000), ("always", 4_000)):
+        rates: dict[str, list[dict[str, float]]] = {"this": [], "other": []}
+        for i in range(rounds):
+            order = [("this", here), ("other", tree)]
+            for label, path in order if i % 2 == 0 else order[::-1]:
+                env = dict(os.environ, PYTHONPATH=path)
+                out = subprocess.run(
+                    [sys.executable, "-c", _ONE_VERSION, mode, str(n), directory],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    cwd=directory,
+                )
+                rates[label].append(json.loads(out.stdout))
+        for key, what in (("put", "put"), ("get", "get+confirm")):
+            ratios = [a[key] / b[key] for a, b in zip(rates["this"], rates["other"], strict=True)]
+            this = statistics.median([r[key] for r in rates["this"]])
+            other = statistics.median([r[key] for r in rates["other"]])
+            note = f"{tree}: {other:,.0f}/s; median ratio {statistics.median(ratios):.3f} over {rounds} rounds"
+            label = "sync=1s" if mode == "periodic" else "sync=always, 8 threads"
+            rows.append(Row(f"engine {label} {what}", this, note=note))
+    return rows
+
+
 # -- main ---------------------------------------------------------------------------------
 
 
@@ -415,7 +493,19 @@ def main(argv: list[str] | None = None) -> int:
         metavar="ROUNDS",
         help="only sync=periodic put and get+confirm vs queuelib push and pop, ROUNDS alternating rounds",
     )
+    parser.add_argument(
+        "--against",
+        default=None,
+        metavar="TREE",
+        help="only this tree against the engine in TREE (e.g. /work/base), paired, fresh processes",
+    )
+    parser.add_argument("--rounds", type=int, default=6, help="rounds of --against (default 6)")
     args = parser.parse_args(argv)
+    if args.against is not None:
+        with bench_dir("queue-") as base:
+            paired = against(args.against, args.rounds, base)
+        report(f"engine.Queue: this tree against {args.against} (100-byte items)", paired)
+        return 0
     if args.buffered_only is not None:
         with bench_dir("queue-") as base:
             res = buffered_pair(base, args.buffered_only, 20_000)

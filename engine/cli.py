@@ -2,14 +2,23 @@
 
 Subcommands come from the stores: each ``engine.<store>.cli`` module has a
 ``register(subparsers)`` function.  This module adds the cross-format ones:
-``inspect`` (what is this file?) and ``verify`` (run its self-check).
+``inspect`` (what is this file?) and ``verify`` (run its self-check), which find
+the format through :mod:`engine.formats` and hand its handler the file system.
+
+Every store module is part of engine, so one that fails to import is an error
+naming it (exit status 2), never a command quietly missing from ``--help``.  The
+one optional part is the Spark pipeline: without the ``spark`` extra its commands
+are still listed, ``--help`` says the extra is not installed, and using one says
+so instead of failing inside Spark.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
+import textwrap
 from collections.abc import Sequence
 
 from rich.console import Console
@@ -17,6 +26,7 @@ from rich.table import Table
 
 from engine.errors import EngineError
 from engine.formats import UnknownFormatError, detect
+from engine.fs import default_fs
 
 #: Store modules that add subcommands, in help order.
 CLI_MODULES = (
@@ -28,16 +38,57 @@ CLI_MODULES = (
     "engine.spark.cli",
 )
 
+#: CLI modules whose commands need an optional extra -> (extra, the modules it installs).
+NEEDS_EXTRA: dict[str, tuple[str, tuple[str, ...]]] = {
+    "engine.spark.cli": ("spark", ("pyspark", "pyarrow", "pandas", "matplotlib")),
+}
+
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+class CliModuleImportError(ImportError):
+    """A store's command-line module failed to import: engine itself is broken."""
+
+
+def _missing(modules: Sequence[str]) -> list[str]:
+    """Those of ``modules`` that cannot be imported here (not installed)."""
+    missing = []
+    for name in modules:
+        if name in sys.modules:
+            if sys.modules[name] is None:  # an import of it is refused
+                missing.append(name)
+            continue
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
+def _extra_note(module_name: str) -> str | None:
+    """Why the commands of ``module_name`` cannot run here, or ``None`` if they can."""
+    if module_name not in NEEDS_EXTRA:
+        return None
+    extra, modules = NEEDS_EXTRA[module_name]
+    missing = _missing(modules)
+    if not missing:
+        return None
+    return (
+        f"needs the optional {extra!r} extra, which is not installed here "
+        f"(missing: {', '.join(missing)}); install it with: pip install 'engine[{extra}]'"
+    )
+
+
 def _cmd_inspect(args: argparse.Namespace) -> int:
+    fs = default_fs()
     status = 0
     for path in args.paths:
         try:
-            handler = detect(path)
-            summary = handler.summarize(path)
+            handler = detect(path, fs)
+            summary = handler.summarize(fs, path)
         except EngineError as exc:
             err_console.print(f"engine inspect: {exc}")
             status = 1 if isinstance(exc, UnknownFormatError) else 2
@@ -53,11 +104,12 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
+    fs = default_fs()
     status = 0
     for path in args.paths:
         try:
-            handler = detect(path)
-            notes = handler.verify(path)
+            handler = detect(path, fs)
+            notes = handler.verify(fs, path)
         except UnknownFormatError as exc:
             err_console.print(f"engine verify: {exc}")
             status = max(status, 1)
@@ -73,10 +125,15 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``engine`` parser with every store's subcommands.
+
+    Raises :class:`CliModuleImportError` if a store's CLI module does not import.
+    """
     parser = argparse.ArgumentParser(
         prog="engine",
         description="engine: durable queues, page store, stream journals, append logs "
         "and event journals, with a Spark pipeline over them.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -89,25 +146,47 @@ def build_parser() -> argparse.ArgumentParser:
     verify_p.add_argument("paths", nargs="+", metavar="PATH")
     verify_p.set_defaults(func=_cmd_verify)
 
+    notes = []
     for module_name in CLI_MODULES:
         try:
             module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            # A store not built yet (or an optional extra, like Spark) adds nothing.
-            if exc.name is not None and module_name.startswith(exc.name):
-                continue
-            raise
+        except ImportError as exc:
+            raise CliModuleImportError(
+                f"{module_name} failed to import ({type(exc).__name__}: {exc}); engine is broken "
+                f"or half-installed (python -c 'import {module_name}' shows the traceback)",
+                name=module_name,
+            ) from exc
+        before = set(sub.choices)
         module.register(sub)
+        note = _extra_note(module_name)
+        if note is not None:
+            commands = ", ".join(sorted(set(sub.choices) - before))
+            notes.append(f"{commands}: {note}")
+    if notes:
+        parser.epilog = "\n".join(textwrap.fill(n, 78, subsequent_indent="  ") for n in notes)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()
+    except CliModuleImportError as exc:
+        err_console.print(f"engine: error: {exc}", markup=False)
+        return 2
     args = parser.parse_args(argv)
+    note = _extra_note(args.func.__module__)
+    if note is not None:
+        err_console.print(f"engine {args.command}: {note}", markup=False)
+        return 2
     try:
         result = args.func(args)
     except EngineError as exc:
         err_console.print(f"engine {args.command}: error: {exc}")
+        return 2
+    except ImportError as exc:
+        # A store's module that fails to import (a format handler, say) is engine's
+        # own breakage: say which, loudly; never carry on as if the store did not exist.
+        err_console.print(f"engine {args.command}: error: {exc}", markup=False)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -43,7 +43,19 @@ class FormatError(CorruptFileError):
 
 
 class LockedError(EngineError):
-    """Another handle or process holds the lock this operation needs."""
+    """Another handle or process holds the lock this operation needs.
+
+    ``path`` names the lock file that could not be had (``None`` when the message
+    alone says it), so an operator knows which process to look for
+    (``fuser PATH``).
+    """
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        self.path = path
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[type, tuple[str, str | None]]:
+        return (type(self), (str(self), self.path))
 
 
 class ClosedError(EngineError):
@@ -59,28 +71,57 @@ class FullError(EngineError):
 
 
 class PoisonedError(EngineError):
-    """An fsync failed earlier on this handle; it refuses writes until reopened.
+    """A write or an fsync failed earlier on this handle; it refuses writes until
+    reopened.
 
     After a failed fsync the kernel may have dropped the dirty pages and a retried
     fsync can report success without having written anything (the PostgreSQL
     "fsyncgate" lesson), so the only safe course is to stop writing, reopen, and
-    let recovery decide what is on disk.
+    let recovery decide what is on disk.  After a failed write the file's contents
+    are unknown to the store, with the same consequence.  ``operation`` says which
+    of the two failed (``"write"`` or ``"fsync"``).
     """
 
-    def __init__(self, path: str, cause: BaseException | None = None) -> None:
+    def __init__(self, path: str, cause: BaseException | None = None, operation: str = "fsync") -> None:
         self.path = path
         self.cause = cause
+        self.operation = operation
         detail = f": {cause}" if cause is not None else ""
-        super().__init__(f"{path}: an earlier fsync failed{detail}; reopen to continue")
+        super().__init__(f"{path}: an earlier {operation} failed{detail}; reopen to continue")
 
-    def __reduce__(self) -> tuple[type, tuple[str, None]]:
-        return (type(self), (self.path, None))
+    def __reduce__(self) -> tuple[type, tuple[str, None, str]]:
+        return (type(self), (self.path, None, self.operation))
+
+
+class DiskFullError(PoisonedError, OSError):
+    """The file system had no room left (ENOSPC or EDQUOT) for a write or a sync.
+
+    It is an :class:`OSError` too (``errno`` is set), so code that handles disk
+    errors generically still catches it, and a :class:`PoisonedError`: what the
+    failed operation left in the file is unknown, so the handle refuses further
+    writes and the store must be reopened (and recovered) once space is freed.
+    """
+
+    def __init__(self, path: str, errno_: int = 28, operation: str = "write") -> None:
+        OSError.__init__(self, errno_, "no space left on the device")
+        self.path = path
+        self.cause = None
+        self.operation = operation
+        self.filename = path
+        self._message = f"{path}: no space left on the device during a {operation}; free space and reopen"
+
+    def __str__(self) -> str:
+        return self._message
+
+    def __reduce__(self) -> tuple[type, tuple[str, int, str]]:  # type: ignore[override]
+        return (type(self), (self.path, self.errno or 28, self.operation))
 
 
 __all__ = [
     "ClosedError",
     "ConfigError",
     "CorruptFileError",
+    "DiskFullError",
     "EngineError",
     "FormatError",
     "FullError",

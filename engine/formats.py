@@ -31,18 +31,20 @@ HEAD_BYTES = 64
 class FormatHandler:
     """What ``engine inspect``/``verify`` need to know about one store's files.
 
-    ``sniff(path, head, is_dir)`` says whether ``path`` is this store's (``head`` is
-    the first :data:`HEAD_BYTES` bytes of a file, empty for a directory).
-    ``summarize(path)`` returns name/value pairs to print.  ``verify(path)`` runs the
-    store's full self-check and raises an :class:`EngineError` on any problem; it
-    returns notes (for example a torn tail that would be cut on open).
+    Every callback takes the file system first, like everything else that reads
+    files (the tests pass the crash simulator).  ``sniff(fs, path, head, is_dir)``
+    says whether ``path`` is this store's (``head`` is the first
+    :data:`HEAD_BYTES` bytes of a file, empty for a directory).
+    ``summarize(fs, path)`` returns name/value pairs to print.  ``verify(fs, path)``
+    runs the store's full self-check and raises an :class:`EngineError` on any
+    problem; it returns notes (for example a torn tail that would be cut on open).
     """
 
     name: str
     description: str
-    sniff: Callable[[str, bytes, bool], bool]
-    summarize: Callable[[str], Mapping[str, object]]
-    verify: Callable[[str], list[str]]
+    sniff: Callable[[FileSystem, str, bytes, bool], bool]
+    summarize: Callable[[FileSystem, str], Mapping[str, object]]
+    verify: Callable[[FileSystem, str], list[str]]
 
 
 class UnknownFormatError(EngineError):
@@ -50,15 +52,21 @@ class UnknownFormatError(EngineError):
 
 
 def handlers() -> list[FormatHandler]:
-    """Every store's handler (stores not installed in this build are skipped)."""
+    """Every store's handler, in detection order.
+
+    Every store is part of engine: a handler module that fails to import raises
+    an :class:`ImportError` naming it (the cause chained), never a store skipped,
+    which would make its files "unrecognised".
+    """
     found = []
     for module_name in HANDLER_MODULES:
         try:
             module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name is not None and module_name.startswith(exc.name):
-                continue
-            raise
+        except ImportError as exc:
+            raise ImportError(
+                f"the format handler {module_name} failed to import ({type(exc).__name__}: {exc})",
+                name=module_name,
+            ) from exc
         found.append(module.HANDLER)
     return found
 
@@ -74,7 +82,7 @@ def detect(path: str, fs: FileSystem | None = None) -> FormatHandler:
         with fs.open(path) as handle:
             head = handle.read_at(0, HEAD_BYTES)
     for handler in handlers():
-        if handler.sniff(path, head, is_dir):
+        if handler.sniff(fs, path, head, is_dir):
             return handler
     kinds = ", ".join(h.name for h in handlers())
     what = "directory" if is_dir else f"file (first bytes {head[:8].hex(' ') or 'none: empty'})"

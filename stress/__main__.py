@@ -7,7 +7,8 @@ Every run prints its seed and, per store, the counts: workloads, crash states
 checked, processes killed (at random moments and at named crash points), reader
 processes, I/O faults injected, damaged files tried and how each turned out, and
 violations.  A violation prints the seed and the smallest workload found that
-reproduces it; the exit status is 1 if there was any.
+reproduces it; the exit status is 1 if there was any, 2 if a store (or its
+adapter) failed to import: no store is ever skipped.
 
 ``--bounded`` is the fixed, small budget the normal test suite runs; ``--seconds``
 is a time budget per store spread over the attacks (a long run repeats each attack
@@ -31,7 +32,7 @@ from rich.table import Table
 from stress import attack_damage, attack_io, attack_kill, attack_sim
 from stress.core import StoreAdapter
 from stress.results import Failure, Tally
-from stress.stores import ADAPTER_MODULES, available, get_adapter
+from stress.stores import ADAPTER_MODULES, AdapterImportError, get_adapter, load_adapters
 
 console = Console(highlight=False, width=160)
 
@@ -225,13 +226,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     budget = BOUNDED if args.bounded or args.seconds is None else LONG_PASS
     console.print(f"stress: seed {seed}; attacks {', '.join(attacks)}; "
                   f"{'bounded' if budget is BOUNDED else f'{args.seconds} s per store'}")
-    status = available()
     names = args.store or list(ADAPTER_MODULES)
+    try:
+        load_adapters(names)
+    except AdapterImportError as exc:
+        # Every store is part of engine: one that does not import fails the run.
+        print(f"python -m stress: error: {exc}", file=sys.stderr)
+        return 2
     tallies = []
     for name in names:
-        if status[name] is not None:
-            console.print(f"{name}: skipped, {status[name]}")
-            continue
         store_seed = random.Random(f"{seed}/{name}").randrange(2**32)
         console.print(f"{name}: store seed {store_seed} ...")
         seconds = None if budget is BOUNDED else args.seconds

@@ -34,29 +34,12 @@ from engine.errors import EngineError, PoisonedError
 from engine.fs import OsFileSystem
 from stress.attack_sim import ROOT, current_image
 from stress.core import Op, Step, StoreAdapter, Violation, capture_warnings
-from stress.faults import FaultyFS
+from stress.faults import FaultyFS, OpKind
 from stress.results import Failure, Tally
 from stress.simfs import SimFS
 
 #: Upper bound of the sweep, in case a workload makes very many file operations.
 MAX_SWEEP = 600
-
-
-def _failed_kinds(ffs: FaultyFS, since: int) -> list[str]:
-    kinds = []
-    for line in ffs.log[since:]:
-        if line.endswith(" FAILED"):
-            kinds.append(line.split()[1])
-    return kinds
-
-
-def _failed_paths(ffs: FaultyFS, since: int, kind: str) -> list[str]:
-    paths = []
-    for line in ffs.log[since:]:
-        parts = line.split(" ", 2)
-        if line.endswith(" FAILED") and parts[1] == kind:
-            paths.append(parts[2][: -len(" FAILED")])
-    return paths
 
 
 def _still_used(sim: SimFS, path: str) -> bool:
@@ -104,16 +87,16 @@ def fault_run(
                     problem = f"op {index} {op!r} raised {type(exc).__name__} without an injected fault: {exc}"
                     break
                 inflight = op
-                failed_syncs = _failed_paths(ffs, log_mark, "fsync")
+                failed_syncs = [e.path for e in ffs.failed_since(log_mark, OpKind.FSYNC)]
                 if not persistent and any(_still_used(sim, path) for path in failed_syncs):
                     problem = _probe_poisoned(adapter, session, ffs, ops[index + 1 :])
                 break
             except Exception as exc:
                 problem = f"op {index} {op!r} raised untyped {type(exc).__name__}: {exc!r}"
                 break
-            failed = _failed_kinds(ffs, log_mark)
-            if "fsync" in failed and adapter.is_write(op):
-                problem = f"op {index} {op!r} was acknowledged although an fsync failed under it ({ffs.log[-3:]})"
+            if ffs.failed_since(log_mark, OpKind.FSYNC) and adapter.is_write(op):
+                recent = "; ".join(map(str, ffs.log[-3:]))
+                problem = f"op {index} {op!r} was acknowledged although an fsync failed under it ({recent})"
                 break
             acked.append(Step(op, result))
         session.abandon()
@@ -149,7 +132,7 @@ def _probe_poisoned(adapter: StoreAdapter, session: Any, ffs: FaultyFS, rest: li
         except Exception as exc:
             return f"after a failed fsync, {op!r} raised untyped {type(exc).__name__}: {exc!r}"
         if ffs.ops > before:
-            wrote = "; ".join(ffs.log[before:])[:300]
+            wrote = "; ".join(map(str, ffs.log[before:]))[:300]
             return f"after a failed fsync, {op!r} was accepted and wrote ({wrote}); it must raise PoisonedError"
     return None
 

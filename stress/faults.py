@@ -2,7 +2,9 @@
 
 :class:`FaultyFS` wraps any :class:`~engine.fs.FileSystem` (the real one or the
 crash simulator).  It counts mutating operations – write, append, truncate,
-fsync, fdatasync, rename, unlink, mkdir, rmdir, directory fsync – and makes the
+fsync, fdatasync, rename, unlink, mkdir, rmdir, directory fsync (a durable
+write counts as a write and an fsync), each an :class:`OpKind` – logs each as a
+:class:`FaultLogEntry`, and makes the
 ``fail_at``-th one (1-based) raise ``OSError(errno)``; with ``persistent=True``
 every later one fails too (a dead disk, a full one that stays full).  Sweeping
 ``fail_at`` from 1 until the workload completes without a fault is SQLite's
@@ -14,11 +16,43 @@ from __future__ import annotations
 import errno as errno_mod
 import os
 import threading
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
 
 from engine.fs.base import FileHandle, FileSystem, OpenMode
 
-#: Operation kinds counted (and so failable).
-MUTATING = ("write", "truncate", "fsync", "rename", "unlink", "mkdir", "rmdir", "fsync_dir")
+
+class OpKind(StrEnum):
+    """A kind of mutating operation :class:`FaultyFS` counts (a ``str``, so
+    ``kinds=("fsync",)`` selects :attr:`FSYNC`)."""
+
+    WRITE = "write"  # a write of any form, and the creation of a file
+    TRUNCATE = "truncate"
+    FSYNC = "fsync"  # fsync, fdatasync, and the sync half of a durable write
+    RENAME = "rename"
+    UNLINK = "unlink"
+    MKDIR = "mkdir"
+    RMDIR = "rmdir"
+    FSYNC_DIR = "fsync_dir"
+
+
+#: Operation kinds counted (and so failable) by default: all of them.
+MUTATING: tuple[OpKind, ...] = tuple(OpKind)
+
+
+@dataclass(frozen=True)
+class FaultLogEntry:
+    """One counted operation: its 1-based number, kind, path, and whether it was
+    the one made to fail."""
+
+    n: int
+    kind: OpKind
+    path: str
+    failed: bool
+
+    def __str__(self) -> str:
+        return f"{self.n} {self.kind} {self.path}{' FAILED' if self.failed else ''}"
 
 
 class FaultyFS(FileSystem):
@@ -30,19 +64,19 @@ class FaultyFS(FileSystem):
         fail_at: int | None = None,
         errno: int = errno_mod.EIO,
         persistent: bool = False,
-        kinds: tuple[str, ...] = MUTATING,
+        kinds: Sequence[str] = MUTATING,
     ) -> None:
         self.inner = inner
         self.fail_at = fail_at
         self.errno = errno
         self.persistent = persistent
-        self.kinds = kinds
+        self.kinds: Collection[str] = frozenset(OpKind(k) for k in kinds)
         self.ops = 0
         self.faults = 0
-        self.log: list[str] = []
+        self.log: list[FaultLogEntry] = []
         self._lock = threading.Lock()
 
-    def tick(self, kind: str, path: str) -> None:
+    def tick(self, kind: OpKind, path: str) -> None:
         """Count one operation and raise if it is scheduled to fail."""
         if kind not in self.kinds:
             return
@@ -54,15 +88,20 @@ class FaultyFS(FileSystem):
             )
             if fail:
                 self.faults += 1
-            self.log.append(f"{n} {kind} {path}{' FAILED' if fail else ''}")
+            self.log.append(FaultLogEntry(n, kind, path, fail))
         if fail:
             raise OSError(self.errno, f"injected {errno_mod.errorcode.get(self.errno, self.errno)} "
                           f"at operation {n} ({kind})", path)
 
+    def failed_since(self, since: int, kind: OpKind | None = None) -> list[FaultLogEntry]:
+        """The log entries from index ``since`` on that failed (of ``kind`` only,
+        if given)."""
+        return [e for e in self.log[since:] if e.failed and (kind is None or e.kind == kind)]
+
     def open(self, path: str, mode: OpenMode | str = OpenMode.READ) -> FileHandle:
         mode = OpenMode(mode)
         if mode in (OpenMode.CREATE, OpenMode.NEW) and not self.inner.exists(path):
-            self.tick("write", path)  # creating a file writes a directory entry
+            self.tick(OpKind.WRITE, path)  # creating a file writes a directory entry
         return FaultyHandle(self, self.inner.open(path, mode), mode is not OpenMode.READ)
 
     def exists(self, path: str) -> bool:
@@ -81,24 +120,27 @@ class FaultyFS(FileSystem):
         return self.inner.mtime_ns(path)
 
     def mkdir(self, path: str) -> None:
-        self.tick("mkdir", path)
+        self.tick(OpKind.MKDIR, path)
         self.inner.mkdir(path)
 
     def rmdir(self, path: str) -> None:
-        self.tick("rmdir", path)
+        self.tick(OpKind.RMDIR, path)
         self.inner.rmdir(path)
 
     def rename(self, src: str, dst: str) -> None:
-        self.tick("rename", dst)
+        self.tick(OpKind.RENAME, dst)
         self.inner.rename(src, dst)
 
     def unlink(self, path: str) -> None:
-        self.tick("unlink", path)
+        self.tick(OpKind.UNLINK, path)
         self.inner.unlink(path)
 
     def fsync_dir(self, path: str) -> None:
-        self.tick("fsync_dir", path)
+        self.tick(OpKind.FSYNC_DIR, path)
         self.inner.fsync_dir(path)
+
+    def block_size(self, path: str) -> int:
+        return self.inner.block_size(path)
 
 
 class FaultyHandle(FileHandle):
@@ -116,26 +158,49 @@ class FaultyHandle(FileHandle):
         return self._inner.read_at(offset, size)
 
     def _raw_write(self, offset: int, data: bytes) -> None:
-        self._fs.tick("write", self.path)
+        self._fs.tick(OpKind.WRITE, self.path)
         self._inner.write_at(offset, data)
 
     def _raw_size(self) -> int:
         return self._inner.size()
 
     def _raw_truncate(self, size: int) -> None:
-        self._fs.tick("truncate", self.path)
+        self._fs.tick(OpKind.TRUNCATE, self.path)
         self._inner.truncate(size)
 
     def _raw_sync(self, data_only: bool) -> None:
-        self._fs.tick("fsync", self.path)
+        self._fs.tick(OpKind.FSYNC, self.path)
         try:
             if data_only:
                 self._inner.fdatasync()
             else:
                 self._inner.fsync()
-        except Exception as exc:  # the inner handle already wrapped it: unwrap for the base
-            cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else None
-            raise cause or OSError(errno_mod.EIO, str(exc), self.path) from exc
+        except Exception as exc:
+            raise self._unwrapped(exc) from exc
+
+    def _raw_write_durable(self, offset: int, parts: Sequence[bytes | bytearray | memoryview]) -> None:
+        """Counted as the write and the sync it is; the wrapped file system then
+        sees a real ``write_durable_at`` (the crash simulator models exactly those
+        bytes as durable, not the whole file).  A fault on the sync half leaves
+        the bytes written but not durable, as a failed ``O_DSYNC`` write may."""
+        self._fs.tick(OpKind.WRITE, self.path)
+        try:
+            self._fs.tick(OpKind.FSYNC, self.path)
+        except OSError:
+            self._inner.write_parts_at(offset, parts)
+            raise
+        try:
+            self._inner.write_durable_at(offset, parts)
+        except Exception as exc:
+            raise self._unwrapped(exc) from exc
+
+    def _unwrapped(self, exc: Exception) -> OSError:
+        """The inner handle already turned its OSError into a PoisonedError: hand the
+        base class the OSError, so that it poisons this handle the same way."""
+        if isinstance(exc, OSError):
+            return exc
+        cause = exc.__cause__
+        return cause if isinstance(cause, OSError) else OSError(errno_mod.EIO, str(exc), self.path)
 
     def _raw_lock(self, exclusive: bool, blocking: bool) -> None:
         self._inner.lock(exclusive=exclusive, blocking=blocking)

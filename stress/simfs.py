@@ -26,11 +26,13 @@ environment, for a journaling file system in ordered mode:
 Crash points are the gaps between recorded operations: point ``k`` means the first
 ``k`` operations happened.  For each point the simulator takes the product of every
 file's and directory's options.  When the total over all points is within
-``limit`` every state is produced (exhaustive); otherwise, for each point the two
-extremes (nothing pending survived / everything did) are always included and the
-rest of the budget is a seeded random sample.  States are deduplicated by a hash of
-their content, and :attr:`SimFS.last_stats` counts what was explored.
+``limit`` every state is produced (exhaustive); otherwise the two extremes of
+every point (nothing pending survived / everything did, whole) are always
+included, however many points there are, and the rest of ``limit`` is a seeded
+random sample.  States are deduplicated by a hash of their content, and
+:attr:`SimFS.last_stats` counts what was explored.
 
+The trace is a list of typed events (:mod:`stress.simevents`), one per operation.
 Labels passed to :meth:`SimFS.mark` go into the trace too: a crash state's
 ``marks`` are the labels recorded before its crash point, which is how a test knows
 what had been acknowledged when the power went.
@@ -45,16 +47,30 @@ import random
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from engine.errors import LockedError
 from engine.fs.base import FileHandle, FileSystem, OpenMode
+from stress.simevents import (
+    Create,
+    DurableWriteReturned,
+    EntryOp,
+    Event,
+    FileOp,
+    FsyncDir,
+    Mark,
+    Mkdir,
+    Rename,
+    Rmdir,
+    Sync,
+    Truncate,
+    Unlink,
+    Write,
+)
 
 # ---------------------------------------------------------------------------
 # The model: what is current and what is durable, replayable from the trace.
 # ---------------------------------------------------------------------------
-
-Event = tuple[Any, ...]
 
 
 def _parent(path: str) -> str:
@@ -73,21 +89,33 @@ def _norm(path: str) -> str:
 class _Inode:
     durable: bytes = b""
     current: bytearray = field(default_factory=bytearray)
-    # Operations since the last fsync, in order: ("w", offset, data) or ("t", size).
-    pending: list[tuple[Any, ...]] = field(default_factory=list)
+    # Writes and truncates since the last fsync, in issue order.
+    pending: list[FileOp] = field(default_factory=list)
     # Indexes into ``pending`` of writes made durable by themselves (O_DSYNC):
     # they survive every crash although earlier pending operations may not.
     forced: set[int] = field(default_factory=set)
     mtime: int = 0
 
 
-@dataclass
-class _DirOp:
-    kind: str  # "link" | "unlink" | "rename" | "mkdir" | "rmdir"
-    path: str
-    ino: int = 0
-    src: str = ""
-    done: bool = False
+@dataclass(frozen=True)
+class _Prefix:
+    """Crash option of one file: the first ``keep`` pending operations landed."""
+
+    keep: int
+
+
+@dataclass(frozen=True)
+class _Tear:
+    """Crash option of one file: the pending operations before ``index`` landed,
+    and the write ``index`` landed up to ``point`` (an absolute 512-aligned
+    offset), with zeros or garbage in the rest of its range."""
+
+    index: int
+    point: int
+    fill: Literal["zeros", "garbage"]
+
+
+_FileOption = _Prefix | _Tear
 
 
 class _Model:
@@ -99,69 +127,51 @@ class _Model:
         self.dirs: set[str] = {"/"}
         self.durable_names: dict[str, int] = {}
         self.durable_dirs: set[str] = {"/"}
-        self.pending_dirs: dict[str, list[_DirOp]] = {}
+        self.pending_dirs: dict[str, list[EntryOp]] = {}
         self.marks: list[Any] = []
         self.clock = 0
 
     # -- events ---------------------------------------------------------------------
     def apply(self, event: Event) -> None:
-        kind = event[0]
         self.clock += 1
-        if kind == "write":
-            _, ino, offset, data = event
-            node = self.inodes[ino]
-            end = offset + len(data)
-            if len(node.current) < offset:
-                node.current.extend(bytes(offset - len(node.current)))
-            node.current[offset:end] = data
-            node.pending.append(("w", offset, data))
-            node.mtime = self.clock
-        elif kind == "trunc":
-            _, ino, size = event
-            node = self.inodes[ino]
-            if size < len(node.current):
-                del node.current[size:]
-            else:
-                node.current.extend(bytes(size - len(node.current)))
-            node.pending.append(("t", size))
-            node.mtime = self.clock
-        elif kind == "fsync":
-            node = self.inodes[event[1]]
-            node.durable = bytes(node.current)
-            node.pending.clear()
-            node.forced.clear()
-        elif kind == "dsync":
-            # The write just before made itself durable (``write_durable_at``).
-            node = self.inodes[event[1]]
-            node.forced.add(len(node.pending) - 1)
-        elif kind == "create":
-            _, path, ino = event
-            self.inodes[ino] = _Inode(mtime=self.clock)
-            self.names[path] = ino
-            self._dir_op(_parent(path), _DirOp("link", path, ino))
-        elif kind == "rename":
-            _, src, dst = event
-            ino = self.names.pop(src)
-            self.names[dst] = ino
-            self._dir_op(_parent(dst), _DirOp("rename", dst, ino, src))
-        elif kind == "unlink":
-            path = event[1]
-            self.names.pop(path)
-            self._dir_op(_parent(path), _DirOp("unlink", path))
-        elif kind == "mkdir":
-            self.dirs.add(event[1])
-            self._dir_op(_parent(event[1]), _DirOp("mkdir", event[1]))
-        elif kind == "rmdir":
-            self.dirs.discard(event[1])
-            self._dir_op(_parent(event[1]), _DirOp("rmdir", event[1]))
-        elif kind == "fsyncdir":
-            self._commit_dir(event[1])
-        elif kind == "mark":
-            self.marks.append(event[1])
-        else:  # pragma: no cover - programming error
-            raise ValueError(f"unknown event {event!r}")
+        match event:
+            case Write(ino=ino) | Truncate(ino=ino):
+                node = self.inodes[ino]
+                _apply_file_op(node.current, event)
+                node.pending.append(event)
+                node.mtime = self.clock
+            case Sync(ino=ino):
+                node = self.inodes[ino]
+                node.durable = bytes(node.current)
+                node.pending.clear()
+                node.forced.clear()
+            case DurableWriteReturned(ino=ino):
+                # The write just before made itself durable (``write_durable_at``).
+                node = self.inodes[ino]
+                node.forced.add(len(node.pending) - 1)
+            case Create(path=path, ino=ino):
+                self.inodes[ino] = _Inode(mtime=self.clock)
+                self.names[path] = ino
+                self._dir_op(_parent(path), event)
+            case Rename(src=src, dst=dst, ino=ino):
+                del self.names[src]
+                self.names[dst] = ino
+                self._dir_op(_parent(dst), event)
+            case Unlink(path=path):
+                del self.names[path]
+                self._dir_op(_parent(path), event)
+            case Mkdir(path=path):
+                self.dirs.add(path)
+                self._dir_op(_parent(path), event)
+            case Rmdir(path=path):
+                self.dirs.discard(path)
+                self._dir_op(_parent(path), event)
+            case FsyncDir(path=path):
+                self._commit_dir(path)
+            case Mark(label=label):
+                self.marks.append(label)
 
-    def _dir_op(self, directory: str, op: _DirOp) -> None:
+    def _dir_op(self, directory: str, op: EntryOp) -> None:
         self.pending_dirs.setdefault(directory, []).append(op)
 
     def _commit_dir(self, directory: str) -> None:
@@ -171,9 +181,9 @@ class _Model:
         # A rename is one journal transaction on ext4/xfs: fsyncing the source
         # directory commits it as well as fsyncing the destination.
         for other, other_ops in list(self.pending_dirs.items()):
-            keep = []
+            keep: list[EntryOp] = []
             for op in other_ops:
-                if op.kind == "rename" and _parent(op.src) == directory:
+                if isinstance(op, Rename) and _parent(op.src) == directory:
                     _apply_dir_op(self.durable_names, self.durable_dirs, op)
                 else:
                     keep.append(op)
@@ -191,6 +201,12 @@ class _Model:
         counts += [len(self.pending_dirs[d]) + 1 for d in dirs]
         return inos, dirs, counts
 
+    def everything_choice(self, inos: list[int], dirs: list[str]) -> list[int]:
+        """The choice on :meth:`option_axes` where every pending operation landed
+        whole (the other extreme from all zeros, where none did)."""
+        # _file_options lists the prefixes first: option k keeps k operations.
+        return [len(self.inodes[i].pending) for i in inos] + [len(self.pending_dirs[d]) for d in dirs]
+
     def image(self, inos: list[int], dirs: list[str], choice: list[int]) -> tuple[dict[str, bytes], set[str], str]:
         """Materialise one crash image; returns (files, directories, description)."""
         names = dict(self.durable_names)
@@ -207,7 +223,7 @@ class _Model:
             node = self.inodes[ino]
             option = _file_options(node)[pick]
             contents[ino] = _realise(node, option)
-            if option != ("prefix", len(node.pending)):
+            if option != _Prefix(len(node.pending)):
                 notes.append(f"inode {ino}: {_describe_option(option, len(node.pending))}")
         files: dict[str, bytes] = {}
         for path, ino in names.items():
@@ -219,18 +235,19 @@ class _Model:
         return files, directories, "; ".join(notes) or "everything written survived"
 
 
-def _apply_dir_op(names: dict[str, int], dirs: set[str], op: _DirOp) -> None:
-    if op.kind == "link":
-        names[op.path] = op.ino
-    elif op.kind == "unlink":
-        names.pop(op.path, None)
-    elif op.kind == "rename":
-        names.pop(op.src, None)
-        names[op.path] = op.ino
-    elif op.kind == "mkdir":
-        dirs.add(op.path)
-    elif op.kind == "rmdir":
-        dirs.discard(op.path)
+def _apply_dir_op(names: dict[str, int], dirs: set[str], op: EntryOp) -> None:
+    match op:
+        case Create(path=path, ino=ino):
+            names[path] = ino
+        case Unlink(path=path):
+            names.pop(path, None)
+        case Rename(src=src, dst=dst, ino=ino):
+            names.pop(src, None)
+            names[dst] = ino
+        case Mkdir(path=path):
+            dirs.add(path)
+        case Rmdir(path=path):
+            dirs.discard(path)
 
 
 def _reachable(path: str, dirs: set[str]) -> bool:
@@ -255,22 +272,23 @@ def _tear_points(offset: int, length: int) -> list[int]:
     return sorted(chosen)
 
 
-def _file_options(node: _Inode) -> list[tuple[Any, ...]]:
-    """Every way the unsynced tail of one file may have reached the disk."""
-    options: list[tuple[Any, ...]] = [("prefix", k) for k in range(len(node.pending) + 1)]
+def _file_options(node: _Inode) -> list[_FileOption]:
+    """Every way the unsynced tail of one file may have reached the disk: the
+    prefixes first (option ``k`` keeps ``k`` operations), then the tears."""
+    options: list[_FileOption] = [_Prefix(k) for k in range(len(node.pending) + 1)]
     for index, op in enumerate(node.pending):
-        if op[0] != "w" or index in node.forced:
+        if not isinstance(op, Write) or index in node.forced:
             continue
-        for point in _tear_points(op[1], len(op[2])):
-            options.append(("tear", index, point, "zeros"))
-            options.append(("tear", index, point, "garbage"))
+        for point in _tear_points(op.offset, len(op.data)):
+            options.append(_Tear(index, point, "zeros"))
+            options.append(_Tear(index, point, "garbage"))
     return options
 
 
-def _describe_option(option: tuple[Any, ...], total: int) -> str:
-    if option[0] == "prefix":
-        return f"kept {option[1]} of {total} unsynced writes"
-    return f"write {option[1] + 1} of {total} torn at {option[2]} ({option[3]})"
+def _describe_option(option: _FileOption, total: int) -> str:
+    if isinstance(option, _Prefix):
+        return f"kept {option.keep} of {total} unsynced writes"
+    return f"write {option.index + 1} of {total} torn at {option.point} ({option.fill})"
 
 
 def _garbage(length: int, seed: int) -> bytes:
@@ -282,18 +300,18 @@ def _garbage(length: int, seed: int) -> bytes:
     return bytes(out[:length])
 
 
-def _realise(node: _Inode, option: tuple[Any, ...]) -> bytes:
+def _realise(node: _Inode, option: _FileOption) -> bytes:
     data = bytearray(node.durable)
-    keep = option[1]  # a tear keeps the writes before the torn one
+    keep = option.keep if isinstance(option, _Prefix) else option.index  # a tear keeps the writes before it
     for op in node.pending[:keep]:
         _apply_file_op(data, op)
-    if option[0] == "tear":
-        _, index, point, fill = option
-        _, offset, payload = node.pending[index]
-        cut = point - offset
-        rest = len(payload) - cut
-        filler = bytes(rest) if fill == "zeros" else _garbage(rest, point)
-        _apply_file_op(data, ("w", offset, payload[:cut] + filler))
+    if isinstance(option, _Tear):
+        torn = node.pending[option.index]
+        assert isinstance(torn, Write)  # only writes are torn (see _file_options)
+        cut = option.point - torn.offset
+        rest = len(torn.data) - cut
+        filler = bytes(rest) if option.fill == "zeros" else _garbage(rest, option.point)
+        _apply_file_op(data, Write(torn.ino, torn.offset, torn.data[:cut] + filler))
         keep += 1
     if node.forced:
         # Self-synced writes survive whatever came before them was lost; so do
@@ -301,23 +319,20 @@ def _realise(node: _Inode, option: tuple[Any, ...]) -> bytes:
         last = max(node.forced)
         for index in range(keep, len(node.pending)):
             op = node.pending[index]
-            if index in node.forced or (op[0] == "t" and index < last):
+            if index in node.forced or (isinstance(op, Truncate) and index < last):
                 _apply_file_op(data, op)
     return bytes(data)
 
 
-def _apply_file_op(data: bytearray, op: tuple[Any, ...]) -> None:
-    if op[0] == "w":
-        _, offset, payload = op
-        if len(data) < offset:
-            data.extend(bytes(offset - len(data)))
-        data[offset : offset + len(payload)] = payload
+def _apply_file_op(data: bytearray, op: FileOp) -> None:
+    if isinstance(op, Write):
+        if len(data) < op.offset:
+            data.extend(bytes(op.offset - len(data)))
+        data[op.offset : op.offset + len(op.data)] = op.data
+    elif op.size < len(data):
+        del data[op.size :]
     else:
-        size = op[1]
-        if size < len(data):
-            del data[size:]
-        else:
-            data.extend(bytes(size - len(data)))
+        data.extend(bytes(op.size - len(data)))
 
 
 # ---------------------------------------------------------------------------
@@ -383,14 +398,7 @@ class CrashStats:
 
 
 def _describe_event(event: Event | None) -> str:
-    if event is None:
-        return "start"
-    kind = event[0]
-    if kind == "write":
-        return f"write {len(event[3])} B to inode {event[1]} at {event[2]}"
-    if kind == "mark":
-        return f"mark {event[1]!r}"[:80]
-    return " ".join(str(part) for part in event)[:80]
+    return "start" if event is None else event.describe()[:80]
 
 
 # ---------------------------------------------------------------------------
@@ -412,22 +420,22 @@ class SimFileHandle(FileHandle):
             return bytes(self._fs._model.inodes[self._ino].current[offset : offset + size])
 
     def _raw_write(self, offset: int, data: bytes) -> None:
-        self._fs._record(("write", self._ino, offset, bytes(data)))
+        self._fs._record(Write(self._ino, offset, bytes(data)))
 
     def _raw_size(self) -> int:
         with self._fs._lock:
             return len(self._fs._model.inodes[self._ino].current)
 
     def _raw_truncate(self, size: int) -> None:
-        self._fs._record(("trunc", self._ino, size))
+        self._fs._record(Truncate(self._ino, size))
 
     def _raw_sync(self, data_only: bool) -> None:
-        self._fs._record(("fsync", self._ino))
+        self._fs._record(Sync(self._ino))
 
     def _raw_write_durable(self, offset: int, parts: Sequence[bytes | bytearray | memoryview]) -> None:
         # Two events, so that a crash between them may still tear or lose the write.
-        self._fs._record(("write", self._ino, offset, b"".join(parts)))
-        self._fs._record(("dsync", self._ino))
+        self._fs._record(Write(self._ino, offset, b"".join(parts)))
+        self._fs._record(DurableWriteReturned(self._ino))
 
     def _raw_lock(self, exclusive: bool, blocking: bool) -> None:
         self._fs._take_lock(self, self._ino, exclusive, blocking)
@@ -481,7 +489,7 @@ class SimFS(FileSystem):
 
     def mark(self, label: Any) -> None:
         """Record that the workload got an acknowledgement (``label`` is yours)."""
-        self._record(("mark", label))
+        self._record(Mark(label))
 
     @property
     def trace(self) -> list[Event]:
@@ -491,7 +499,7 @@ class SimFS(FileSystem):
 
     def operation_count(self) -> int:
         with self._lock:
-            return sum(1 for e in self._trace if e[0] != "mark")
+            return sum(1 for e in self._trace if not isinstance(e, Mark))
 
     # -- FileSystem --------------------------------------------------------------------
     def open(self, path: str, mode: OpenMode | str = OpenMode.READ) -> FileHandle:
@@ -510,7 +518,7 @@ class SimFS(FileSystem):
                     raise FileNotFoundError(errno.ENOENT, "No such file or directory", path)
                 ino = self._next_ino
                 self._next_ino += 1
-                self._record(("create", path, ino))
+                self._record(Create(path, ino))
             return SimFileHandle(self, path, ino, writable=mode is not OpenMode.READ)
 
     def exists(self, path: str) -> bool:
@@ -556,7 +564,7 @@ class SimFS(FileSystem):
                 raise FileExistsError(errno.EEXIST, "File exists", path)
             if _parent(path) not in self._model.dirs:
                 raise FileNotFoundError(errno.ENOENT, "No such directory", _parent(path))
-            self._record(("mkdir", path))
+            self._record(Mkdir(path))
 
     def rmdir(self, path: str) -> None:
         path = _norm(path)
@@ -565,7 +573,7 @@ class SimFS(FileSystem):
                 raise FileNotFoundError(errno.ENOENT, "No such directory", path)
             if self.listdir(path):
                 raise OSError(errno.ENOTEMPTY, "Directory not empty", path)
-            self._record(("rmdir", path))
+            self._record(Rmdir(path))
 
     def rename(self, src: str, dst: str) -> None:
         src, dst = _norm(src), _norm(dst)
@@ -574,21 +582,21 @@ class SimFS(FileSystem):
                 raise FileNotFoundError(errno.ENOENT, "No such file", src)
             if _parent(dst) not in self._model.dirs:
                 raise FileNotFoundError(errno.ENOENT, "No such directory", _parent(dst))
-            self._record(("rename", src, dst))
+            self._record(Rename(src, dst, self._model.names[src]))
 
     def unlink(self, path: str) -> None:
         path = _norm(path)
         with self._lock:
             if path not in self._model.names:
                 raise FileNotFoundError(errno.ENOENT, "No such file", path)
-            self._record(("unlink", path))
+            self._record(Unlink(path))
 
     def fsync_dir(self, path: str) -> None:
         path = _norm(path)
         with self._lock:
             if path not in self._model.dirs:
                 raise FileNotFoundError(errno.ENOENT, "No such directory", path)
-            self._record(("fsyncdir", path))
+            self._record(FsyncDir(path))
 
     # -- locks (advisory, per inode, like flock) --------------------------------------------
     def _take_lock(self, handle: SimFileHandle, ino: int, exclusive: bool, blocking: bool) -> None:
@@ -637,17 +645,20 @@ class SimFS(FileSystem):
     ) -> Iterator[CrashState]:
         """Yield distinct crash images of the run so far (see the module docstring).
 
-        Exhaustive when the number of possible states is at most ``limit``; else a
-        sample of about ``limit`` states drawn with ``seed`` (random if ``None``;
-        the seed used is in :attr:`last_stats`).  ``points`` restricts the crash
-        points considered (``len(sim.trace)`` is "right now").
-        """
+        Exhaustive when the number of possible states is at most ``limit``; else
+        both extremes of every crash point (so more than ``limit`` states when
+        there are more than ``limit // 2`` points) plus random draws with ``seed``
+        up to ``limit`` in all (random if ``None``; the seed used is in
+        :attr:`last_stats`).  ``points`` restricts the crash points considered
+        (``len(sim.trace)`` is "right now")."""
         only = None if points is None else set(points)
         with self._lock:
             trace = list(self._trace)
-        stats = CrashStats(operations=sum(1 for e in trace if e[0] != "mark"))
-        # Pass 1: how many options each crash point has.
+        stats = CrashStats(operations=sum(1 for e in trace if not isinstance(e, Mark)))
+        # Pass 1: how many options each crash point has, and which two of them are
+        # its extremes (nothing pending survived: option 0; everything did).
         counts_per_point: list[int] = []
+        extremes: dict[int, set[int]] = {}
         model = self._new_model()
         for k in range(len(trace) + 1):
             if k:
@@ -655,12 +666,14 @@ class SimFS(FileSystem):
             if only is not None and k not in only:
                 counts_per_point.append(0)
                 continue
-            if only is None and k < len(trace) and trace[k][0] == "mark":
+            if only is None and k < len(trace) and isinstance(trace[k], Mark):
                 # A mark changes no file: the images here equal those right after the
                 # mark, which carry more acknowledgements (a stricter check).
                 counts_per_point.append(0)
                 continue
-            counts_per_point.append(_product(model.option_axes()[2]))
+            inos, dirs, counts = model.option_axes()
+            counts_per_point.append(_product(counts))
+            extremes[k] = {0, _rank(model.everything_choice(inos, dirs), counts)}
         stats.possible = sum(counts_per_point)
         wanted: dict[int, set[int]] = {}
         if stats.possible <= limit:
@@ -668,18 +681,14 @@ class SimFS(FileSystem):
                 if n:
                     wanted[k] = set(range(n))
         else:
+            # Both extremes of every crash point, always (even past ``limit``);
+            # then random draws up to ``limit`` states in all.
             stats.exhaustive = False
             stats.seed = seed if seed is not None else random.SystemRandom().randrange(2**32)
             rng = random.Random(stats.seed)
-            points = [k for k, n in enumerate(counts_per_point) if n]
-            budget = limit
-            if 2 * len(points) > limit:
-                points = sorted(rng.sample(points, max(1, limit // 2)))
-            for k in points:
-                n = counts_per_point[k]
-                wanted[k] = {0, n - 1}
-                budget -= len(wanted[k])
-            open_points = [k for k in points if counts_per_point[k] > len(wanted[k])]
+            wanted = {k: set(picks) for k, picks in extremes.items()}
+            budget = limit - sum(map(len, wanted.values()))
+            open_points = sorted(k for k, picks in wanted.items() if counts_per_point[k] > len(picks))
             while budget > 0 and open_points:
                 k = rng.choice(open_points)
                 wanted[k].add(rng.randrange(counts_per_point[k]))
@@ -717,6 +726,14 @@ def _product(counts: list[int]) -> int:
     for c in counts:
         total *= c
     return total
+
+
+def _rank(choice: list[int], counts: list[int]) -> int:
+    """The combination number of ``choice`` (the inverse of :func:`_unrank`)."""
+    index = 0
+    for pick, c in zip(reversed(choice), reversed(counts), strict=True):
+        index = index * c + pick
+    return index
 
 
 def _unrank(index: int, counts: list[int]) -> list[int]:

@@ -1,20 +1,25 @@
-"""TTL'd, segmented append logs on the LOG/IDX format (seed 004, wallaby).
+"""TTL'd, segmented append logs on the LOG/IDX format.
 
 * :class:`AppendLog` — the writer (one per directory): ``append``, ``append_many``,
   ``get``, ``scan``, ``between``, ``expire``, ``truncate_before``, ``follow``;
 * :class:`LogReader` — a read-only view that takes no lock, for other processes
   (and the Spark data source): the same queries plus ``segments()``;
 * :class:`Record` — ``(index, time_ns, flags, data)``;
-* :class:`SegmentInfo` — one segment's index and time range and file paths.
+* :class:`SegmentInfo` — one segment's index and time range and file paths;
+* :class:`~engine.applog.writer.SegmentWriter` — the one writer of segments, used
+  by :class:`AppendLog` and by the Spark sink.
+
+``log.recovery`` is the shared :class:`engine.fs.RecoveryReport` of what opening
+repaired.
 
 Formats and guarantees: ``docs/formats/applog.md``; usage: ``docs/guide/applog.md``.
 """
 
 from __future__ import annotations
 
-from engine.applog.log import AppendLog, RecoveryReport
+from engine.applog.log import AppendLog
 from engine.applog.reader import LogReader
 from engine.applog.segment import Record
 from engine.applog.view import SegmentInfo
 
-__all__ = ["AppendLog", "LogReader", "Record", "RecoveryReport", "SegmentInfo"]
+__all__ = ["AppendLog", "LogReader", "Record", "SegmentInfo"]

@@ -98,6 +98,8 @@ def _cmd_between(args: argparse.Namespace) -> int:
 
 def _cmd_expire(args: argparse.Namespace) -> int:
     with AppendLog.open(args.dir, create=False, sync="always") as log:
+        if log.recovery.repaired:
+            console.print(f"recovered on open: {log.recovery.summary()}", soft_wrap=True, markup=False)
         removed = log.expire(args.now)
         console.print(f"expired {removed} records; records now [{log.first_index}, {log.next_index})", markup=False)
     return 0

@@ -1,4 +1,4 @@
-"""Bytes in, bytes out: the LOG/IDX append-log format (seed 004, wallaby).
+"""Bytes in, bytes out: the LOG/IDX append-log format.
 
 Pure functions only (no I/O, no clock).  The segment and reader modules read the
 files and hand the bytes here.  Every layout is written beside its ``struct``.
@@ -13,12 +13,14 @@ A segment is a pair of files, ``<first index>.log`` and ``<first index>.idx``::
 All integers are little-endian.  Entry ``i`` of a segment whose first record has
 index ``base`` sits at byte ``16 + 24 * i`` and names record ``base + i``.
 
-Ours, not wallaby's: ``<first index>.crc`` beside each pair::
+An extension of the LOG/IDX format, not written by the original LOG/IDX writer:
+``<first index>.crc`` beside each pair::
 
     crc file = file header ("CRC", i64 field reserved = 0) , { u32 crc32 }
 
 entry ``i`` at ``16 + 4 * i`` is the CRC-32 of record ``base + i`` (header + data).
-Segments without it (wallaby's, or older engines') keep the weaker rule below.
+Segments without it (the original LOG/IDX writer's, or older engines') keep the
+weaker rule below.
 
 The LOG format carries no checksum, so the index is the cross-check: a record is
 "committed" once its index entry agrees with it (same time, same offset).  Past the
@@ -43,7 +45,8 @@ HEADER_SIZE = 16
 
 LOG_MAGIC = b"LOG"
 IDX_MAGIC = b"IDX"
-#: Our extension (not in wallaby): the per-segment checksum side file.  Its header
+#: An extension of the LOG/IDX format (not in the original LOG/IDX writer): the
+#: per-segment checksum side file.  Its header
 #: uses the same 16-byte layout; the i64 field is reserved (written as 0).
 CRC_MAGIC = b"CRC"
 VERSION = 1

@@ -2,12 +2,14 @@
 
 Recognises a log directory (it holds ``<20 digits>.log`` segment files) and single
 ``.log`` / ``.idx`` / ``.crc`` files (by their ``LOG``/``IDX``/``CRC`` signature and
-version 1; ``.crc`` is our checksum side file).
+version 1; ``.crc`` is the checksum side file this engine adds to the format).
+
+Every callback takes the file system first (:class:`engine.formats.FormatHandler`)
+and reads only through it.
 """
 
 from __future__ import annotations
 
-import os.path
 from collections.abc import Mapping
 
 from engine.applog.codec import (
@@ -25,13 +27,13 @@ from engine.applog.reader import LogReader
 from engine.applog.recovery import Mismatch, scan_segment
 from engine.errors import CorruptFileError, FormatError
 from engine.formats import FormatHandler
-from engine.fs import FileSystem, default_fs
+from engine.fs import FileSystem
 
 
-def _sniff(path: str, head: bytes, is_dir: bool) -> bool:
+def _sniff(fs: FileSystem, path: str, head: bytes, is_dir: bool) -> bool:
     if is_dir:
         try:
-            names = default_fs().listdir(path)
+            names = fs.listdir(path)
         except OSError:
             return False
         return any((p := parse_segment_name(n)) is not None and p[1] == ".log" for n in names)
@@ -49,11 +51,11 @@ def _read(fs: FileSystem, path: str) -> bytes:
 
 def _pair(path: str) -> tuple[str, str, str, int]:
     """The segment's ``.log``, ``.idx`` and ``.crc`` paths and first index."""
-    directory, name = os.path.split(path)
+    directory, _, name = path.rpartition("/")
     parsed = parse_segment_name(name)
     if parsed is None:
         raise FormatError(path, 0, "a segment file named <20 digits>.log, .idx or .crc", repr(name))
-    stem = os.path.join(directory, name[: -len(parsed[1])])
+    stem = f"{directory}/{name[: -len(parsed[1])]}" if directory else name[: -len(parsed[1])]
     return stem + ".log", stem + ".idx", stem + ".crc", parsed[0]
 
 
@@ -66,12 +68,11 @@ def _crc_of(fs: FileSystem, crc_path: str) -> bytes | None:
     return data
 
 
-def _file_summary(path: str) -> dict[str, object]:
-    fs = default_fs()
+def _file_summary(fs: FileSystem, path: str) -> dict[str, object]:
     data = _read(fs, path)
     magic = next((m for m in (LOG_MAGIC, CRC_MAGIC) if data[:3] == m), IDX_MAGIC)
     header = check_header(data, magic, path)
-    kinds = {LOG_MAGIC: "log segment", IDX_MAGIC: "index segment", CRC_MAGIC: "checksum file (ours)"}
+    kinds = {LOG_MAGIC: "log segment", IDX_MAGIC: "index segment", CRC_MAGIC: "checksum file (.crc)"}
     out: dict[str, object] = {
         "kind": kinds[magic],
         "version": header.version,
@@ -92,7 +93,9 @@ def _file_summary(path: str) -> dict[str, object]:
     log_path, idx_path, crc_path, base = _pair(path)
     if fs.exists(log_path) and fs.exists(idx_path):
         crc = _crc_of(fs, crc_path)
-        out["checksums (.crc)"] = "yes" if crc is not None else "no (wallaby's format: weaker checks)"
+        out["checksums (.crc)"] = (
+            "yes" if crc is not None else "no (the original LOG/IDX writer's format: weaker checks)"
+        )
         try:
             scan = scan_segment(_read(fs, log_path), _read(fs, idx_path), base, None, crc)
         except Mismatch as exc:
@@ -109,11 +112,11 @@ def _file_summary(path: str) -> dict[str, object]:
     return out
 
 
-def summarize(path: str) -> Mapping[str, object]:
+def summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
     """Segments, index and time range of a log directory, or one file's header."""
-    if not os.path.isdir(path):
-        return _file_summary(path)
-    with LogReader.open(path) as reader:
+    if not fs.isdir(path):
+        return _file_summary(fs, path)
+    with LogReader.open(path, fs=fs) as reader:
         segs = reader.segments()
         total = sum(s.log_bytes for s in segs)
         return {
@@ -128,12 +131,11 @@ def summarize(path: str) -> Mapping[str, object]:
         }
 
 
-def verify(path: str) -> list[str]:
+def verify(fs: FileSystem, path: str) -> list[str]:
     """Full self-check: every entry against its record, contiguity, times."""
-    if os.path.isdir(path):
-        with LogReader.open(path) as reader:
+    if fs.isdir(path):
+        with LogReader.open(path, fs=fs) as reader:
             return reader.verify()
-    fs = default_fs()
     log_path, idx_path, crc_path, base = _pair(path)
     log, idx = _read(fs, log_path), (_read(fs, idx_path) if fs.exists(idx_path) else b"")
     crc = _crc_of(fs, crc_path)
@@ -156,7 +158,7 @@ def verify(path: str) -> list[str]:
 
 HANDLER = FormatHandler(
     name="applog",
-    description="TTL'd append log (LOG/IDX segments, seed 004)",
+    description="TTL'd append log (LOG/IDX segments)",
     sniff=_sniff,
     summarize=summarize,
     verify=verify,

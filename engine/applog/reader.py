@@ -34,7 +34,7 @@ from engine.applog.codec import (
 from engine.applog.segment import Segment, crc_path, idx_path, log_path
 from engine.applog.view import START_FILE, LogView, parse_start, read_headers
 from engine.errors import CorruptFileError, FormatError
-from engine.fs import FileHandle, FileSystem, OpenMode, resolve
+from engine.fs import FileHandle, FileSystem, OpenMode, RecoveryReport, resolve
 
 #: How far back from the index's end the reader looks for an agreeing entry before
 #: deciding the index is damaged rather than mid-write.
@@ -52,6 +52,8 @@ class LogReader(LogView):
     def __init__(self, fs: FileSystem, directory: str) -> None:
         super().__init__(directory)
         self._fs = fs
+        #: Always empty: a reader repairs nothing (the writer's next open does).
+        self.recovery = RecoveryReport(self.directory)
 
     @classmethod
     def open(cls, directory: str, *, fs: FileSystem | None = None) -> LogReader:
@@ -123,7 +125,7 @@ class LogReader(LogView):
             try:
                 ch = self._fs.open(crc_path(self.directory, base), OpenMode.READ)
             except FileNotFoundError:
-                ch = None  # wallaby's segment, or being created (looked for again later)
+                ch = None  # the original LOG/IDX writer's segment, or being created (looked for again later)
         except BaseException:
             lh.close()
             if ih is not None:

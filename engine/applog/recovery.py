@@ -13,7 +13,7 @@ has no checksum, so the two files cross-check each other:
   the middle, which no crash under our write order can produce, and it is reported
   as corruption instead of being "repaired" by cutting committed records;
 * records past the last good entry are re-indexed from the log, stopping at the
-  first record that is incomplete, has size zero (the original's zero-filled tail,
+  first record that is incomplete, has size zero (the zero-filled tail the original LOG/IDX writer leaves,
   FORMATS.md) or goes back in time (torn garbage).
 
 Why a later agreeing entry proves mid-file damage: the writer appends the record,
@@ -126,8 +126,9 @@ def scan_segment(
     whole log file) for a segment whose first record has index ``base``.
 
     ``min_time`` is the last time of the previous segment (times never go down
-    across segments either).  ``crc`` is the whole ``.crc`` file (ours) or None for
-    a segment without one (wallaby's or an older engine's: the weaker rule).  With
+    across segments either).  ``crc`` is the whole ``.crc`` file (the format extension) or None for
+    a segment without one (the original LOG/IDX writer's or an older engine's: the
+    weaker rule).  With
     it, every record must match its checksum: the walk stops at the first that
     does not (or has none), which is a torn tail unless a valid record follows it
     (then :class:`Mismatch`); no index entry is kept or rebuilt past it.

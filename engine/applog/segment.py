@@ -66,7 +66,8 @@ def idx_path(directory: str, base: int) -> str:
 
 
 def crc_path(directory: str, base: int) -> str:
-    """The segment's checksum side file (ours; see docs/formats/applog.md)."""
+    """The segment's checksum side file (an extension of the LOG/IDX format; see
+    docs/formats/applog.md)."""
     return f"{directory.rstrip('/')}/{segment_name(base, '.crc')}"
 
 

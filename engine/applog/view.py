@@ -34,7 +34,8 @@ INDEX_CACHE_SEGMENTS = 32
 #: A segment displaces a cached one after count / ADMIT_DIVISOR uncached lookups.
 ADMIT_DIVISOR = 16
 
-#: Name of the log-start checkpoint written by ``truncate_before`` (ours).
+#: Name of the log-start checkpoint written by ``truncate_before`` (an extension of
+#: the LOG/IDX format).
 START_FILE = "log-start-index"
 
 
@@ -268,7 +269,10 @@ class LogView:
                 seg_crc = f"{self.directory}/{base:020d}.crc"
                 check_header(crc, CRC_MAGIC, seg_crc)
             else:
-                notes.append(f"{seg_log}: no .crc file (written by wallaby or an older engine): weaker checks")
+                notes.append(
+                    f"{seg_log}: no .crc file (written by the original LOG/IDX writer or an older engine): "
+                    "weaker checks"
+                )
             if idx_head.ttl_ns != log_head.ttl_ns:
                 notes.append(f"{seg_idx}: TTL {idx_head.ttl_ns} differs from the log's {log_head.ttl_ns}")
             if prev_end is not None and base != prev_end:

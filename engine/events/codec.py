@@ -1,4 +1,4 @@
-"""Byte layouts of the file-journal format (seed 003): pure bytes in, bytes out.
+"""Byte layouts of the file journal (akka-persistence-file-journal): pure bytes in, bytes out.
 
 Two files, both big-endian:
 
@@ -22,7 +22,7 @@ from engine.errors import CorruptFileError, FormatError
 # -- meta file -----------------------------------------------------------------------
 #: The seed's magic (written by us for new journals).
 META_MAGIC = b"APFM"
-#: The magic the original Scala code wrote; read as an equal alternative.
+#: The magic the original akka-persistence-file-journal Scala code wrote; read as an equal alternative.
 META_MAGIC_ORIGINAL = b"AKFM"
 META_MAGICS = (META_MAGIC, META_MAGIC_ORIGINAL)
 

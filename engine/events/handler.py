@@ -2,12 +2,13 @@
 
 A journal is a directory holding ``meta`` and ``data``; either file alone is also
 recognised by its magic (``APFM``/``AKFM`` or ``AKFD``) and summarised from its
-header, or as the journal of its directory when its partner is there.
+header, or as the journal of its directory when its partner is there.  Every
+callback reads through the file system it is given (the tests pass the crash
+simulator).
 """
 
 from __future__ import annotations
 
-import os.path
 from collections.abc import Mapping
 
 from engine.errors import FormatError
@@ -20,32 +21,32 @@ from engine.events.codec import (
     decode_meta_blocks,
     decode_meta_header,
 )
-from engine.events.journal import DATA_NAME, META_NAME, EventJournal
+from engine.events.journal import EventJournal
+from engine.events.layout import DATA_NAME, META_NAME, join, split
 from engine.formats import FormatHandler
-from engine.fs import default_fs
+from engine.fs import FileSystem
 
 
-def _journal_dir(path: str, is_dir: bool) -> str | None:
-    fs = default_fs()
-    directory = path if is_dir else (os.path.dirname(path) or ".")
-    both = fs.exists(os.path.join(directory, META_NAME)) and fs.exists(os.path.join(directory, DATA_NAME))
-    if both and (is_dir or os.path.basename(path) in (META_NAME, DATA_NAME)):
+def _journal_dir(fs: FileSystem, path: str, is_dir: bool) -> str | None:
+    """The journal directory ``path`` is (or whose ``meta``/``data`` it is), if any."""
+    directory, name = (path, "") if is_dir else split(path)
+    both = fs.exists(join(directory, META_NAME)) and fs.exists(join(directory, DATA_NAME))
+    if both and (is_dir or name in (META_NAME, DATA_NAME)):
         return directory
     return None
 
 
-def sniff(path: str, head: bytes, is_dir: bool) -> bool:
+def sniff(fs: FileSystem, path: str, head: bytes, is_dir: bool) -> bool:
     if is_dir:
-        return _journal_dir(path, True) is not None
+        return _journal_dir(fs, path, True) is not None
     return head[:4] in META_MAGICS or head[:4] == DATA_MAGIC
 
 
-def summarize(path: str) -> Mapping[str, object]:
-    fs = default_fs()
+def summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
     is_dir = fs.isdir(path)
-    directory = _journal_dir(path, is_dir)
+    directory = _journal_dir(fs, path, is_dir)
     if directory is not None:
-        with EventJournal.open_read_only(directory) as journal:
+        with EventJournal.open_read_only(directory, fs=fs) as journal:
             return journal.stats()
     # A lone file: what its header and (for meta) its blocks say.
     with fs.open(path) as handle:
@@ -59,12 +60,11 @@ def summarize(path: str) -> Mapping[str, object]:
             "events ever written": sum(b.highest for b in blocks)}
 
 
-def verify(path: str) -> list[str]:
-    fs = default_fs()
-    directory = _journal_dir(path, fs.isdir(path))
+def verify(fs: FileSystem, path: str) -> list[str]:
+    directory = _journal_dir(fs, path, fs.isdir(path))
     if directory is None:
         raise FormatError(path, 0, "an event journal directory (meta and data files)", "a lone file")
-    with EventJournal.open_read_only(directory) as journal:
+    with EventJournal.open_read_only(directory, fs=fs) as journal:
         return journal.verify()
 
 

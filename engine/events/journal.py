@@ -1,22 +1,21 @@
 """The event journal: Akka persistence's journal contract on the file-journal format.
 
-A journal is a directory holding two files, named as in the original project:
+A journal is a directory holding two files, named as in akka-persistence-file-journal:
 ``meta`` (one block per persistence id: first/last block offsets and highest
 sequence number) and ``data`` (every id's event blocks, interleaved, each id a
-doubly linked list).  The format has no checksum and no commit record, so the
-commit protocol is ours (see ``docs/formats/events.md``): a batch is committed by
-the link that joins it to its id's chain (the old last block's ``next``), and a
-link is only written once what it points to is durable -- or, for a batch inside
-one 512-byte sector, in the same fdatasync, since a sector cannot be torn.  So:
-one fdatasync for such a batch, two (blocks, then link) for anything else,
-three for a new id's first batch (its meta block is its commit).
+doubly linked list), plus the writer lock ``.lock``.  The format has no checksum
+and no commit record, so this implementation adds a commit protocol (see
+``docs/formats/events.md``): a batch is committed by the link that joins it to
+its id's chain (the old last block's ``next``), and a link is only written once
+what it points to is durable -- or, for a batch inside one 512-byte sector, in the
+same fdatasync, since a sector cannot be torn.  So: one fdatasync for such a
+batch, two (blocks, then link) for anything else, three for a new id's first
+batch (its meta block is its commit).
 
-``meta`` caches where each chain ends; its updates are written in place (only
-the changed bytes, never across a sector boundary) and synced in rounds.  On
-open, each id is rolled forward along the links from meta's last block; the
-committed end of ``data`` is the end of the furthest chain tip, and what lies
-past it is zeros we reserved (ignored) or a torn or uncommitted batch (cut off
-and reported, provided it looks like what one crash leaves; more is damage).
+This module is the store: opening (the writer lock from :mod:`engine.fs`, then
+:mod:`engine.events.recovery`), the write path, replay and the queries.  The meta
+file's cache updates are :mod:`engine.events.metafile`; replay's walk is
+:mod:`engine.events.runs` (in C when built).
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from itertools import chain
 
 from engine.errors import ClosedError, ConfigError, CorruptFileError, FormatError, FullError, PoisonedError
@@ -36,24 +34,13 @@ from engine.events.codec import (
     DATA_LENGTH_FIELD,
     I32,
     MAX_DATA_SIZE,
-    META_BLOCK_FIXED_SIZE,
-    META_FIELDS_OFFSET,
-    META_HEADER_SIZE,
-    META_MAGIC,
-    META_SIZE_FIELD,
-    BlockHeader,
-    MetaBlock,
-    decode_data_header,
-    decode_meta_blocks,
-    decode_meta_header,
     encode_batch,
-    encode_data_header,
     encode_id,
-    encode_meta_block,
-    encode_meta_fields,
-    encode_meta_header,
     sector_crossing,
 )
+from engine.events.layout import DATA_NAME, LOCK_NAME, META_NAME, META_TMP_NAME, Entry, IdInfo, join
+from engine.events.metafile import MetaFile
+from engine.events.recovery import Loaded, load, open_files, remove_stray_tmp, roll_meta_forward
 from engine.events.runs import (
     ANY_PREVIOUS,
     MIN_WINDOW,
@@ -64,20 +51,24 @@ from engine.events.runs import (
     read_runs,
     run_error,
 )
-from engine.fs import FileHandle, FileSystem, OpenMode, SyncPolicy, atomic_write, crashpoint, create_file, resolve
-from engine.fs.durable import make_dirs
+from engine.events.verify import verify_journal
+from engine.fs import (
+    FileHandle,
+    FileSystem,
+    HeldLock,
+    OpenMode,
+    RecoveryReport,
+    SyncPolicy,
+    crashpoint,
+    make_dirs,
+    resolve,
+    take_lock,
+)
 
 log = logging.getLogger("engine.events")
 
-#: File names inside a journal directory (the original project's names).
-META_NAME = "meta"
-DATA_NAME = "data"
-#: Deferred meta writes are synced after this many (bounds recovery's roll-forward).
-META_SYNC_EVERY = 256
-#: Zero bytes reserved past the end of ``data`` at a time (ours; trimmed on close).
+#: Zero bytes reserved past the end of ``data`` at a time (trimmed on close).
 DEFAULT_PREALLOCATE = 256 * 1024
-#: Temporary name used while the meta file is rewritten atomically (ours).
-META_TMP_NAME = "meta.tmp"
 #: Replay decodes at most this many events ahead of its consumer.
 RUN_CHUNK = 1024
 
@@ -86,54 +77,13 @@ class SequenceNumberError(ConfigError):
     """A batch's sequence numbers do not continue the id's sequence by one."""
 
 
-@dataclass(frozen=True)
-class IdInfo:
-    """What the journal knows about one persistence id.
-
-    ``lowest`` is the first sequence number still replayable (``highest + 1`` when
-    everything was deleted); ``highest`` survives deletion.
-    """
-
-    persistence_id: str
-    lowest: int
-    highest: int
-    first_offset: int
-    last_offset: int
-
-    @property
-    def live(self) -> int:
-        """How many events replay would return."""
-        return max(0, self.highest - self.lowest + 1)
-
-
-@dataclass
-class _Entry:
-    """In-memory copy of one meta block plus the cached first live sequence number."""
-
-    pid: str
-    meta_offset: int
-    first: int
-    last: int
-    highest: int
-    first_seq: int
-
-    def info(self) -> IdInfo:
-        return IdInfo(self.pid, self.first_seq, self.highest, self.first, self.last)
-
-
-def _join(directory: str, name: str) -> str:
-    """``directory/name`` without doubling a trailing slash."""
-    if directory == "/":
-        return "/" + name
-    return directory.rstrip("/") + "/" + name if directory else name
-
-
 class EventJournal:
     """An event-sourcing journal in one directory; see the module docstring.
 
-    Open with :meth:`open` (writer: takes an exclusive lock on ``data`` and repairs
-    a torn tail) or :meth:`open_read_only` (no lock, no repair: a snapshot of what
-    was committed when it was opened; :meth:`refresh` takes a new one).
+    Open with :meth:`open` (writer: takes the writer lock ``<dir>/.lock`` and
+    repairs a torn tail, reported in :attr:`recovery`) or :meth:`open_read_only`
+    (no lock, no repair: a snapshot of what was committed when it was opened;
+    :meth:`refresh` takes a new one).
     """
 
     def __init__(
@@ -147,43 +97,34 @@ class EventJournal:
         sync: SyncPolicy,
         max_data_size: int,
         readahead: int,
+        lock: HeldLock | None = None,
     ) -> None:
-        self._fs = fs
         self.directory = directory
-        self.data_path = _join(directory, DATA_NAME)
-        self.meta_path = _join(directory, META_NAME)
+        self.data_path = join(directory, DATA_NAME)
+        self.meta_path = join(directory, META_NAME)
         self._data = data
-        self._meta = meta
+        self._meta = MetaFile(fs, self.meta_path, join(directory, META_TMP_NAME), meta,
+                              durable=sync.always and not read_only)
+        self._writer_lock = lock
         self.read_only = read_only
         self.sync = sync
         self.max_data_size = max_data_size
         self.readahead = readahead
         self.preallocate = 0
-        self.salvage = False
         # End of the zero-filled space reserved past the committed end (see write()).
         self._allocated = DATA_HEADER_SIZE
         self._lock = threading.RLock()
-        self._entries: dict[str, _Entry] = {}
-        # The meta file as it should be (logical) and as last written to the file
-        # (possibly not yet synced); they differ for ids whose update was deferred.
-        self._meta_image = bytearray()
-        self._meta_disk = bytearray()
-        self._meta_deferred: set[str] = set()
-        self._unsynced_meta = 0  # meta writes since the last meta fdatasync
-        self._meta_magic = META_MAGIC
+        self._entries: dict[str, Entry] = {}
         self._end = DATA_HEADER_SIZE
+        self._past_end = 0  # bytes past the committed end when loaded (a reader skips them)
         self._closed = False
         self._failure: BaseException | None = None
-        #: Bytes of uncommitted or torn tail cut off (writer) or ignored (reader) on open.
-        self.recovered_bytes = 0
-        #: What recovery found and did, one sentence each (also logged as warnings).
-        self.repairs: list[str] = []
+        #: What opening repaired (empty when the journal was closed cleanly, and
+        #: always for a reader).
+        self.recovery = RecoveryReport(directory)
         #: Counters for tests and benchmarks.
         self.batches_written = 0
-        self.meta_rewrites = 0
         self.single_sync_batches = 0
-        #: Ids whose last block recovery found further along the links than meta said.
-        self.rolled_forward = 0
 
     # -- opening ----------------------------------------------------------------------
     @classmethod
@@ -210,6 +151,10 @@ class EventJournal:
         a time (0 = none), so that most batches overwrite allocated space and their
         fdatasync need not journal a size change; :meth:`close` trims the file.
 
+        The writer lock (``<dir>/.lock``) is taken before anything is created, so
+        of two processes opening (or creating) the same journal one gets
+        :class:`~engine.errors.LockedError`.
+
         Recovery cuts an uncommitted tail only when it looks like what one crash
         leaves (one batch, one meta block); more is reported as damage.  After a
         crash of a ``sync="never"`` writer several batches may be uncommitted:
@@ -221,35 +166,33 @@ class EventJournal:
             raise ConfigError("EventJournal supports sync='always' or 'never'")
         if not 0 < max_data_size <= MAX_DATA_SIZE:
             raise ConfigError(f"max_data_size must be in (0, {MAX_DATA_SIZE}]")
+        data_path = join(directory, DATA_NAME)
+        meta_path = join(directory, META_NAME)
         if not fs.isdir(directory):
             if not create:
                 raise ConfigError(f"{directory}: no such journal directory")
             make_dirs(fs, directory)
-        data_path = _join(directory, DATA_NAME)
-        meta_path = _join(directory, META_NAME)
-        _create_missing(fs, directory, data_path, meta_path, create)
-        data = fs.open(data_path, OpenMode.WRITE)
+        elif not create and not fs.exists(data_path) and not fs.exists(meta_path):
+            raise ConfigError(f"{directory}: no event journal here (create=False)")
+        lock = take_lock(fs, join(directory, LOCK_NAME), what="writer lock of the event journal")
         try:
-            data.lock(exclusive=True, blocking=False)
-            meta = fs.open(meta_path, OpenMode.WRITE)
+            data, meta = open_files(fs, directory, data_path, meta_path, create)
         except BaseException:
-            data.close()
+            lock.release()
             raise
         journal = cls(fs, directory, data, meta, read_only=False, sync=policy,
-                      max_data_size=max_data_size, readahead=readahead)
+                      max_data_size=max_data_size, readahead=readahead, lock=lock)
         journal.preallocate = max(0, preallocate)
-        journal.salvage = salvage
         try:
-            tmp = _join(directory, META_TMP_NAME)
-            if fs.exists(tmp):
-                # A crash during an atomic meta rewrite; the old meta file is intact.
-                fs.unlink(tmp)
-                fs.fsync_dir(directory)
-                journal._note(f"removed stray {tmp} (interrupted meta rewrite)")
-            journal._load(repair=True)
+            report = journal.recovery
+            remove_stray_tmp(fs, directory, journal._meta.tmp_path, report)
+            loaded = load(data, meta, data_path, meta_path, report=report, salvage=salvage)
+            journal._install(loaded)
+            roll_meta_forward(journal._meta, journal._entries, loaded.rolled, report)
         except BaseException:
             journal._release()
             raise
+        report.log(log)
         return journal
 
     @classmethod
@@ -267,8 +210,8 @@ class EventJournal:
         never change, and the reader never looks past the committed length.
         """
         fs = resolve(fs)
-        data_path = _join(directory, DATA_NAME)
-        meta_path = _join(directory, META_NAME)
+        data_path = join(directory, DATA_NAME)
+        meta_path = join(directory, META_NAME)
         for path in (meta_path, data_path):
             if not fs.exists(path):
                 raise ConfigError(f"{directory}: not an event journal ({path} is missing)")
@@ -294,8 +237,7 @@ class EventJournal:
             if not self.read_only:
                 return
             # The writer may have replaced ``meta`` (atomic rewrite): open it anew.
-            self._meta.close()
-            self._meta = self._fs.open(self.meta_path, OpenMode.READ)
+            self._meta.reopen_read()
             self._load_snapshot()
 
     def _load_snapshot(self) -> None:
@@ -304,7 +246,8 @@ class EventJournal:
         attempts = 5
         for attempt in range(attempts):
             try:
-                self._load(repair=False)
+                self._install(load(self._data, self._meta.handle, self.data_path, self.meta_path,
+                                            report=None))
                 return
             except FormatError:
                 raise  # a foreign file does not change by re-reading it
@@ -312,130 +255,14 @@ class EventJournal:
                 if attempt == attempts - 1:
                     raise
 
-    # -- loading and recovery -----------------------------------------------------------
-    def _note(self, text: str) -> None:
-        self.repairs.append(text)
-        log.warning("%s: %s", self.directory, text)
-
-    def _load(self, *, repair: bool) -> None:
-        """Read meta, check every id's anchors in data, and find the committed end."""
-        meta_bytes = self._meta.read_all()
-        magic, blocks_size = decode_meta_header(meta_bytes[:META_HEADER_SIZE], self.meta_path)
-        committed_meta = META_HEADER_SIZE + blocks_size
-        if len(meta_bytes) < committed_meta:
-            raise CorruptFileError(self.meta_path, len(meta_bytes),
-                                   f"{blocks_size} bytes of meta blocks (header's size)", "end of file")
-        blocks = decode_meta_blocks(meta_bytes[META_HEADER_SIZE:committed_meta], self.meta_path)
-        stale_meta = len(meta_bytes) - committed_meta
-
-        header_length = decode_data_header(self._data.read_at(0, DATA_HEADER_SIZE), self.data_path)
-        # No limit from the size just read: a writer may append and link while we
-        # walk, and a link we see was written after the blocks it leads to (the file
-        # size read before it could cut a batch in half).  Reads past the end come
-        # back short, which the block reader reports like any broken link.
-        reader = BlockReader(self._data, self.data_path, MAX_DATA_SIZE, readahead=4096)
-        entries: dict[str, _Entry] = {}
-        end = DATA_HEADER_SIZE
-        dangling: list[int] = []
-        rolled: list[str] = []
-        for block in blocks:
-            first_seq = block.highest + 1
-            if block.last == 0:
-                if block.first != 0:
-                    raise CorruptFileError(self.meta_path, block.offset + META_FIELDS_OFFSET,
-                                           "first offset 0 when the last offset is 0", str(block.first))
-            else:
-                last = reader.header(block.last)
-                if last.sequence_nr != block.highest:
-                    raise CorruptFileError(self.data_path, block.last,
-                                           f"sequence number {block.highest} (meta's highest for "
-                                           f"{block.persistence_id!r})", str(last.sequence_nr))
-                # Meta may lag behind the chain (its updates are synced in rounds):
-                # follow the links.  A link is only written once what it points to
-                # is durable (or cannot be torn), so every block reached is whole.
-                tip, grown = _roll_forward(reader, last)
-                first_seq = tip.sequence_nr + 1
-                if block.first != 0:
-                    first = reader.header(block.first)
-                    if not 1 <= first.sequence_nr <= tip.sequence_nr:
-                        raise CorruptFileError(self.data_path, block.first,
-                                               f"a sequence number in [1, {tip.sequence_nr}] for "
-                                               f"{block.persistence_id!r}", str(first.sequence_nr))
-                    first_seq = first.sequence_nr
-                if grown:
-                    rolled.append(block.persistence_id)
-                    if block.first == 0:
-                        first_seq = last.sequence_nr + 1
-                        block = MetaBlock(block.persistence_id, last.next, tip.offset, tip.sequence_nr,
-                                          block.offset)
-                    else:
-                        block = MetaBlock(block.persistence_id, block.first, tip.offset, tip.sequence_nr,
-                                          block.offset)
-                if tip.next != 0:
-                    dangling.append(tip.offset)
-                end = max(end, tip.end)
-            entries[block.persistence_id] = _Entry(block.persistence_id, block.offset, block.first,
-                                                   block.last, block.highest, first_seq)
-        # Past the committed end there may be zeros we reserved (not news) and the
-        # bytes of a batch that never committed (reported and cut off).
-        # (A reader only skips the tail, whatever it holds.)
-        data_size = self._data.size()
-        if data_size < end:
-            raise CorruptFileError(self.data_path, data_size, f"data up to the end of the last blocks, {end}",
-                                   "end of file")
-        tail = data_size - end
-        if repair and _all_zero(self._data, end, data_size):
-            tail = 0
-        self.recovered_bytes = tail
-        if repair and not self.salvage:
-            # Before cutting anything, make sure it looks like what a crash leaves:
-            # at most one uncommitted batch / one uncommitted meta block.  More means
-            # the meta file lost entries (damage), and cutting would destroy data.
-            if stale_meta:
-                _check_meta_tail(meta_bytes, committed_meta, self.meta_path)
-            if tail:
-                lasts = {e.last for e in entries.values() if e.last}
-                _check_data_tail(self._data, end, data_size, lasts, self.data_path)
-        if repair:
-            if stale_meta:
-                self._note(f"cut {stale_meta} uncommitted bytes off the end of {self.meta_path}")
-                self._meta.truncate(committed_meta)
-                self._meta.fdatasync()
-            if tail or header_length != end - DATA_HEADER_SIZE or dangling:
-                # Blocks past the committed end belong to a batch whose meta update
-                # never became durable: it is not part of the journal.  Cut it, point
-                # every last block's ``next`` back to 0, and fix the header length.
-                if tail:
-                    self._note(f"cut {tail} bytes of uncommitted or torn batch off {self.data_path} "
-                               f"(committed end {end})")
-                    self._data.truncate(end)
-                for offset in dangling:
-                    self._data.write_at(offset + BLOCK_NEXT_FIELD, I32.pack(0))
-                if dangling:
-                    self._note(f"reset the next link of {len(dangling)} last block(s) left by an "
-                               "uncommitted batch")
-                if header_length != end - DATA_HEADER_SIZE:
-                    self._note(f"data header length {header_length} corrected to {end - DATA_HEADER_SIZE}")
-                self._data.write_at(DATA_LENGTH_FIELD, I32.pack(end - DATA_HEADER_SIZE))
-                crashpoint("events.recover.before-fsync")
-                self._data.fdatasync()
-                crashpoint("events.recover.after-fsync")
-        self._meta_magic = magic
-        self._meta_disk = bytearray(meta_bytes[:committed_meta])
-        self._meta_image = bytearray(self._meta_disk)
-        self._meta_deferred = set()
-        self._unsynced_meta = 0
-        self._entries = entries
-        self._end = end
-        self._allocated = max(end, self._data.size())
-        self.rolled_forward = len(rolled)
-        if repair and rolled:
-            # Bring meta up to the chains (normal after a crash: not a repair).
-            log.info("%s: meta rolled forward for %d id(s)", self.directory, len(rolled))
-            for pid in rolled:
-                e = entries[pid]
-                self._set_meta_fields(e, e.first, e.last, e.highest, durable=False)
-            self._sync_meta()
+    def _install(self, loaded: Loaded) -> None:
+        """Take the state :func:`engine.events.recovery.load` found."""
+        self._meta.reset(loaded.magic, loaded.meta_committed)
+        self._entries = loaded.entries
+        self._end = loaded.end
+        size = self._data.size()
+        self._allocated = max(loaded.end, size)
+        self._past_end = size - loaded.end
 
     # -- state checks ---------------------------------------------------------------
     def _check_open(self) -> None:
@@ -494,7 +321,7 @@ class EventJournal:
                     f"{self.data_path}: a batch of {len(blob)} bytes would end at {new_end}, past the "
                     f"format's i32 offset limit of {self.max_data_size} bytes; start a new journal "
                     "directory (see docs/guide/events.md)")
-            if entry is None and len(self._meta_image) + len(raw_id) + 26 > MAX_DATA_SIZE:
+            if entry is None and len(self._meta.image) + len(raw_id) + 26 > MAX_DATA_SIZE:
                 raise FullError(f"{self.meta_path}: the meta file would pass its i32 size limit")
             highest = expected + len(batch) - 1
             linked = entry is not None and entry.last != 0
@@ -528,13 +355,13 @@ class EventJournal:
                         self._sync_data("events.write.link")
                 if entry is None:
                     # A new id has no chain to link onto: its meta block is the commit.
-                    meta_offset = self._append_meta_block(persistence_id, offsets[0], offsets[-1], highest)
-                    entry = _Entry(persistence_id, meta_offset, offsets[0], offsets[-1], highest, expected)
+                    meta_offset = self._meta.append_block(persistence_id, offsets[0], offsets[-1], highest)
+                    entry = Entry(persistence_id, meta_offset, offsets[0], offsets[-1], highest, expected)
                     self._entries[persistence_id] = entry
                 else:
                     first = entry.first if entry.first else offsets[0]
                     # Committed already (by the link) unless the id had no chain.
-                    self._set_meta_fields(entry, first, offsets[-1], highest, durable=not linked)
+                    self._meta.set_fields(entry, first, offsets[-1], highest, durable=not linked)
                     if not entry.first:
                         entry.first_seq = expected
                     entry.first, entry.last, entry.highest = first, offsets[-1], highest
@@ -572,11 +399,12 @@ class EventJournal:
                     raise CorruptFileError(self.data_path, offset, f"sequence number {to + 1}",
                                            str(new_first_seq))
             try:
-                self._set_meta_fields(entry, new_first, entry.last, entry.highest, durable=True)
+                self._meta.set_fields(entry, new_first, entry.last, entry.highest, durable=True)
             except BaseException as exc:
                 self._failure = exc
                 raise
             entry.first, entry.first_seq = new_first, new_first_seq
+
 
     def _link(self, last: int, first: int) -> None:
         """Point the id's last block's ``next`` at the first block of a new batch."""
@@ -587,90 +415,6 @@ class EventJournal:
             crashpoint(f"{what}.before-fsync")
             self._data.fdatasync()
             crashpoint(f"{what}.after-fsync")
-
-    def _set_meta_fields(self, entry: _Entry, first: int, last: int, highest: int, *, durable: bool) -> None:
-        """Record new (first, last, highest) for one id in ``meta``.
-
-        ``durable``: the meta write is the commit (deletes, an id without a chain)
-        and is synced before returning.  Otherwise the batch was committed by its
-        link in ``data`` and meta only caches where the chain ends: the write is
-        synced later (every :data:`META_SYNC_EVERY` writes, on close), and recovery
-        rolls a stale entry forward along the links.
-
-        Only the bytes that differ from the file are written (offsets are below
-        2^31, so the high bytes of ``first``/``last`` and usually of ``highest``
-        never change): the shorter the write, the rarer it straddles a sector.
-        A straddling write could be torn into a mix of old and new fields, so it
-        is never made in place: a deferred one waits for the next sync, which then
-        replaces the whole file atomically.
-        """
-        fields = encode_meta_fields(first, last, highest)
-        pos = entry.meta_offset + META_FIELDS_OFFSET
-        self._meta_image[pos : pos + len(fields)] = fields
-        old = bytes(self._meta_disk[pos : pos + len(fields)])
-        if old != fields:
-            a = next(i for i in range(len(fields)) if fields[i] != old[i])
-            b = next(i for i in range(len(fields), 0, -1) if fields[i - 1] != old[i - 1])
-            if self.sync.always and sector_crossing(pos + a, b - a):
-                self._meta_deferred.add(entry.pid)
-            else:
-                if durable and self._unsynced_meta and self.sync.always:
-                    # Earlier deferred-sync writes may sit in another sector of this
-                    # very block: they must be on disk before this commit can be, or
-                    # a crash could keep the new ``first`` beside an old ``last``.
-                    self._sync_meta()
-                self._meta.write_at(pos + a, fields[a:b])
-                self._meta_disk[pos + a : pos + b] = fields[a:b]
-                self._meta_deferred.discard(entry.pid)
-                self._unsynced_meta += 1
-        if durable or self._unsynced_meta >= META_SYNC_EVERY:
-            self._sync_meta()
-
-    def _sync_meta(self) -> None:
-        """Make the meta file durable as it should be (atomically if deferred ids)."""
-        if not self.sync.always:
-            return
-        if self._meta_deferred:
-            self._rewrite_meta()
-        elif self._unsynced_meta:
-            crashpoint("events.meta.before-fsync")
-            self._meta.fdatasync()
-            crashpoint("events.meta.after-fsync")
-        self._unsynced_meta = 0
-
-    def _append_meta_block(self, pid: str, first: int, last: int, highest: int) -> int:
-        """Add a new id's meta block; returns its offset in the meta file."""
-        block = encode_meta_block(MetaBlock(pid, first, last, highest))
-        offset = len(self._meta_image)
-        self._meta.write_at(offset, block)
-        if self.sync.always:
-            # The block is invisible until the header's size covers it; it must be
-            # durable before that size is, or the size could cover garbage.
-            crashpoint("events.new-id.before-block-fsync")
-            self._meta.fdatasync()
-        self._meta_image += block
-        self._meta_disk += block
-        blocks_size = len(self._meta_image) - META_HEADER_SIZE
-        self._meta_image[META_SIZE_FIELD : META_SIZE_FIELD + 4] = I32.pack(blocks_size)
-        self._meta_disk[META_SIZE_FIELD : META_SIZE_FIELD + 4] = I32.pack(blocks_size)
-        self._meta.write_at(META_SIZE_FIELD, I32.pack(blocks_size))
-        if self.sync.always:
-            crashpoint("events.new-id.before-size-fsync")
-            self._meta.fdatasync()
-            crashpoint("events.new-id.after-size-fsync")
-            self._unsynced_meta = 0  # those syncs covered the deferred writes too
-        return offset
-
-    def _rewrite_meta(self) -> None:
-        """Replace ``meta`` with the in-memory image, atomically, and reopen it."""
-        atomic_write(self._fs, self.meta_path, bytes(self._meta_image),
-                     tmp_path=_join(self.directory, META_TMP_NAME))
-        self._meta.close()
-        self._meta = self._fs.open(self.meta_path, OpenMode.WRITE)
-        self._meta_disk = bytearray(self._meta_image)
-        self._meta_deferred.clear()
-        self._unsynced_meta = 0
-        self.meta_rewrites += 1
 
     # -- reading ----------------------------------------------------------------------
     def replay(
@@ -816,17 +560,18 @@ class EventJournal:
             infos = [e.info() for e in self._entries.values()]
             return {
                 "directory": self.directory,
-                "meta magic": self._meta_magic.decode("ascii"),
+                "meta magic": self._meta.magic.decode("ascii"),
                 "persistence ids": len(infos),
                 "live events": sum(i.live for i in infos),
                 "events ever written": sum(i.highest for i in infos),
                 "data bytes (committed)": self._end,
                 "data capacity used": f"{100.0 * self._end / MAX_DATA_SIZE:.4f}%",
-                "meta bytes": len(self._meta_image),
+                "meta bytes": len(self._meta.image),
                 "read only": self.read_only,
                 # A reader skips what lies past the committed end (a writer's reserved
-                # zeros or batch in progress); a writer reports what recovery cut.
-                ("bytes past the committed end" if self.read_only else "recovered bytes"): self.recovered_bytes,
+                # zeros or batch in progress); a writer reports what recovery did.
+                **({"bytes past the committed end": self._past_end} if self.read_only
+                   else {"recovery": self.recovery.summary()}),
             }
 
     @property
@@ -834,14 +579,13 @@ class EventJournal:
         """The data file's committed length (header included)."""
         return self._end
 
+
     def verify(self) -> list[str]:
         """Check every invariant of both files; raises CorruptFileError on a problem
-        and returns notes (for example what recovery repaired on open)."""
-        from engine.events.verify import verify_journal
-
+        and returns notes: what recovery repaired on open, then what the check found."""
         with self._lock:
             self._check_open()
-            return list(self.repairs) + verify_journal(
+            return [str(action) for action in self.recovery.actions] + verify_journal(
                 self._data, self.data_path, self._end, self.meta_path,
                 [(e.pid, e.first, e.last, e.highest) for e in self._entries.values()],
                 strict_links=not self.read_only)
@@ -855,25 +599,27 @@ class EventJournal:
             try:
                 if not self.read_only and self._failure is None:
                     if self._data.size() > self._end:
-                        # Leave exactly what the original would: no reserved zeros.
+                        # Leave exactly what the akka-persistence-file-journal
+                        # writer would: no reserved zeros.
                         self._data.truncate(self._end)
                         self._data.fdatasync()
                     elif not self.sync.always:
                         self._data.fdatasync()
-                    if self.sync.always:
-                        self._sync_meta()  # the deferred meta writes
-                    else:
-                        self._meta.fdatasync()
+                    self._meta.flush()
             finally:
                 self._closed = True
                 self._release()
 
     def _release(self) -> None:
-        for handle in (self._meta, self._data):
+        """Close both files, then let the writer lock go (closing must release
+        everything it can)."""
+        for close, path in ((self._meta.close, self.meta_path), (self._data.close, self.data_path)):
             try:
-                handle.close()
-            except Exception:  # closing must release everything it can
-                log.exception("closing %s", handle.path)
+                close()
+            except Exception:
+                log.exception("closing %s", path)
+        if self._writer_lock is not None:
+            self._writer_lock.release()
 
     def __enter__(self) -> EventJournal:
         return self
@@ -886,118 +632,4 @@ class EventJournal:
         return f"<EventJournal {self.directory!r} {mode} ids={len(self._entries)} end={self._end}>"
 
 
-def _roll_forward(reader: BlockReader, last: BlockHeader) -> tuple[BlockHeader, bool]:
-    """Follow ``next`` from ``last`` while it leads to the id's next block."""
-    tip, grown = last, False
-    while tip.next > tip.offset:
-        try:
-            nxt = reader.header(tip.next)
-        except CorruptFileError:
-            break  # a link to bytes that never became durable: the batch in flight
-        if nxt.previous != tip.offset or nxt.sequence_nr != tip.sequence_nr + 1:
-            break
-        if nxt.end > reader.handle.size():
-            break  # a header whose block never fully arrived (damage; a crash cannot)
-        tip, grown = nxt, True
-    return tip, grown
-
-
-def _check_meta_tail(meta_bytes: bytes, committed: int, path: str) -> None:
-    """Refuse a meta tail holding more than the one block a crash can leave."""
-    pos, whole = committed, 0
-    while pos + META_BLOCK_FIXED_SIZE <= len(meta_bytes):
-        size = int.from_bytes(meta_bytes[pos : pos + 2], "big", signed=True)
-        if size <= META_BLOCK_FIXED_SIZE or pos + size > len(meta_bytes):
-            break
-        whole += 1
-        pos += size
-    if whole > 1:
-        raise CorruptFileError(path, committed, "at most one uncommitted meta block past the header's size",
-                               f"{whole} whole blocks (the size field looks damaged; open with "
-                               "salvage=True to cut them anyway)")
-
-
-def _check_data_tail(handle: FileHandle, end: int, size: int, lasts: set[int], path: str) -> None:
-    """Refuse a data tail that is more than one uncommitted batch.
-
-    A crash leaves at most the batch in flight: adjacent blocks, each linking to
-    the next, the first one linked back to some id's last block (or to nothing, for
-    a new id), the last one with ``next`` 0; then zeros or torn bytes.  Several
-    such batches past the committed end mean meta lost track of committed data.
-    """
-    reader = BlockReader(handle, path, size, readahead=1 << 16)
-    pos, batches, first = end, 0, True
-    while pos + BLOCK_HEADER_SIZE <= size:
-        if sector_crossing(pos, BLOCK_HEADER_SIZE):
-            # A tear at the sector boundary could have garbled the header's later
-            # fields while keeping its own offset: such a header proves nothing.
-            return
-        try:
-            header = reader.header(pos)
-        except CorruptFileError:
-            return  # torn bytes, zeros: the end of what the crash left
-        # A header inside one sector with the right own offset is what was written.
-        if first and header.previous not in lasts and header.previous != 0:
-            raise CorruptFileError(path, pos, "an uncommitted batch linked to an id's last block",
-                                   f"a block linked back to {header.previous}")
-        first = False
-        if header.next == 0:
-            batches += 1
-            if batches > 1:
-                raise CorruptFileError(path, end, "at most one uncommitted batch past the committed end",
-                                       "several whole batches (the meta file looks damaged, or a sync='never' "
-                                       "writer crashed: open with salvage=True to cut them)")
-        elif header.next != header.end:
-            raise CorruptFileError(path, pos, "adjacent blocks in an uncommitted batch",
-                                   f"a link to {header.next}")
-        pos = header.end
-
-
-def _all_zero(handle: FileHandle, start: int, end: int) -> bool:
-    """Whether bytes [start, end) of the file are all zero (read 1 MiB at a time)."""
-    chunk = 1 << 20
-    while start < end:
-        data = handle.read_at(start, min(chunk, end - start))
-        if not data or data.count(0) != len(data):
-            return not data
-        start += len(data)
-    return True
-
-
 max_ = max  # ``replay`` has a parameter named ``max`` (Akka's name)
-
-
-def _create_missing(fs: FileSystem, directory: str, data_path: str, meta_path: str, create: bool) -> None:
-    """Create the files of a new journal, or finish a creation a crash interrupted.
-
-    ``data`` is created first, then ``meta`` (each fsynced with its directory).  A
-    lone file is only completed when it holds no committed blocks; otherwise the
-    missing partner means real damage.
-    """
-    has_data, has_meta = fs.exists(data_path), fs.exists(meta_path)
-    if has_data and has_meta and fs.file_size(data_path) and fs.file_size(meta_path):
-        return
-    for path, exists in ((data_path, has_data), (meta_path, has_meta)):
-        if exists and fs.file_size(path) == 0 and create:
-            # An empty file is a creation cut short before its header was written
-            # (a real file system may keep the name without the data): start over.
-            fs.unlink(path)
-            fs.fsync_dir(directory)
-    has_data, has_meta = fs.exists(data_path), fs.exists(meta_path)
-    if has_data and has_meta:
-        return
-    if not has_data and not has_meta and not create:
-        raise ConfigError(f"{directory}: no event journal here (create=False)")
-    if has_meta and not has_data:
-        with fs.open(meta_path) as handle:
-            _magic, size = decode_meta_header(handle.read_at(0, META_HEADER_SIZE), meta_path)
-        if size:
-            raise CorruptFileError(data_path, 0, "the data file the meta file points into", "missing")
-    if has_data and not has_meta:
-        with fs.open(data_path) as handle:
-            if decode_data_header(handle.read_at(0, DATA_HEADER_SIZE), data_path):
-                raise CorruptFileError(meta_path, 0, "the meta file describing the data file", "missing")
-    if not has_data:
-        create_file(fs, data_path, encode_data_header(0)).close()
-    if not has_meta:
-        create_file(fs, meta_path, encode_meta_header(0)).close()

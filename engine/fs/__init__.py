@@ -2,6 +2,18 @@
 
 Every store takes an optional ``fs`` argument; ``None`` means :func:`default_fs`,
 the real OS.  Tests pass the crash simulator or a fault injector from ``stress/``.
+
+The parts every store's write side is built from live here, once:
+
+* the seam itself (:class:`FileSystem`, :class:`FileHandle`; poisoning and the
+  typed disk-full error in the handle base class);
+* the writer lock and the shared read lock (:func:`take_lock`, :func:`lock_handle`,
+  :func:`probe_lock`);
+* the recovery report every ``open()`` leaves in ``store.recovery``
+  (:class:`RecoveryReport`);
+* the sync policy and group commit (:class:`SyncPolicy`, :class:`GroupCommit`,
+  :class:`PeriodicSync`) and the durable-creation helpers;
+* the named crash points (:func:`crashpoint`).
 """
 
 from __future__ import annotations
@@ -17,7 +29,9 @@ from engine.fs.durable import (
     make_dirs,
     parent_dir,
 )
+from engine.fs.lock import HeldLock, lock_handle, probe_lock, take_lock
 from engine.fs.osfs import OsFileSystem
+from engine.fs.recovery import RecoveryAction, RecoveryReport
 
 _DEFAULT: FileSystem = OsFileSystem()
 
@@ -36,17 +50,23 @@ __all__ = [
     "FileHandle",
     "FileSystem",
     "GroupCommit",
+    "HeldLock",
     "OpenMode",
     "OsFileSystem",
     "PeriodicSync",
+    "RecoveryAction",
+    "RecoveryReport",
     "SyncPolicy",
     "atomic_write",
     "crashpoint",
     "create_file",
     "default_fs",
     "get_crashpoint_hook",
+    "lock_handle",
     "make_dirs",
     "parent_dir",
+    "probe_lock",
     "resolve",
     "set_crashpoint_hook",
+    "take_lock",
 ]

@@ -9,18 +9,26 @@ The handle base class implements the one policy every store needs and must not
 reimplement: *poisoning*.  If an fsync fails, the handle refuses all further writes
 with :class:`~engine.errors.PoisonedError` until it is closed and the file reopened.
 A failed write or truncate poisons it too, because the file's contents are then
-unknown to the store.
+unknown to the store.  A full disk (ENOSPC, EDQUOT) is reported as
+:class:`~engine.errors.DiskFullError`, whichever operation met it.
+
+Implementations (the real OS, the crash simulator, the fault injector) override
+only the ``_raw_*`` operations; the checks live here, once.
 """
 
 from __future__ import annotations
 
+import errno
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from enum import StrEnum
 from types import TracebackType
 
-from engine.errors import ClosedError, PoisonedError
+from engine.errors import ClosedError, DiskFullError, PoisonedError
+
+#: errno values that mean "the file system is full" (reported as DiskFullError).
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 class OpenMode(StrEnum):
@@ -44,6 +52,7 @@ class FileHandle(ABC):
         self.writable = writable
         self._closed = False
         self._poison: BaseException | None = None
+        self._poison_operation = "write"
         self._end: int | None = None
         self._append_lock = threading.Lock()
 
@@ -109,13 +118,37 @@ class FileHandle(ABC):
     def _check_writable(self) -> None:
         self._check_open()
         if self._poison is not None:
-            raise PoisonedError(self.path, self._poison)
+            raise self._poisoned_error()
         if not self.writable:
             raise PermissionError(f"{self.path}: opened read-only")
 
+    def _poisoned_error(self) -> PoisonedError:
+        """The error every write or sync after a failure raises."""
+        cause = self._poison
+        if isinstance(cause, OSError) and cause.errno in _DISK_FULL:
+            return DiskFullError(self.path, cause.errno, self._poison_operation)
+        return PoisonedError(self.path, cause, self._poison_operation)
+
+    def _failed(self, exc: OSError, operation: str) -> BaseException:
+        """Poison the handle after ``operation`` raised ``exc``; return what to raise.
+
+        The one rule for every mutating operation: the handle is poisoned; a full
+        disk becomes :class:`DiskFullError`; a failed sync (or durable write)
+        becomes :class:`PoisonedError`; another failed write or truncate is
+        re-raised as the ``OSError`` it is.
+        """
+        self._poison = exc
+        self._poison_operation = operation
+        if exc.errno in _DISK_FULL:
+            return DiskFullError(self.path, exc.errno, operation)
+        if operation == "write":
+            return exc
+        return PoisonedError(self.path, exc, operation)
+
     def read_at(self, offset: int, size: int) -> bytes:
         """Up to ``size`` bytes at ``offset`` (fewer at end of file)."""
-        self._check_open()
+        if self._closed:
+            self._check_open()
         if size <= 0:
             return b""
         return self._raw_read(offset, size)
@@ -136,8 +169,7 @@ class FileHandle(ABC):
         try:
             self._raw_write(offset, data)
         except OSError as exc:
-            self._poison = exc
-            raise
+            raise self._failed(exc, "write") from exc
         end = offset + len(data)
         if self._end is not None and end > self._end:
             self._end = end
@@ -164,8 +196,7 @@ class FileHandle(ABC):
         try:
             write()
         except OSError as exc:
-            self._poison = exc
-            raise
+            raise self._failed(exc, "write") from exc
         if self._end is not None and end > self._end:
             self._end = end
 
@@ -183,8 +214,7 @@ class FileHandle(ABC):
             try:
                 self._raw_write(offset, data)
             except OSError as exc:
-                self._poison = exc
-                raise
+                raise self._failed(exc, "write") from exc
             self._end = offset + len(data)
             return offset
 
@@ -194,8 +224,7 @@ class FileHandle(ABC):
         try:
             self._raw_truncate(size)
         except OSError as exc:
-            self._poison = exc
-            raise
+            raise self._failed(exc, "write") from exc
         self._end = size
 
     def write_durable_at(self, offset: int, parts: Sequence[bytes | bytearray | memoryview]) -> None:
@@ -213,8 +242,7 @@ class FileHandle(ABC):
         try:
             self._raw_write_durable(offset, parts)
         except OSError as exc:
-            self._poison = exc
-            raise PoisonedError(self.path, exc) from exc
+            raise self._failed(exc, "durable write") from exc
         if self._end is not None:  # only handles that append track their end
             end = offset + sum(map(len, parts))
             if end > self._end:
@@ -231,14 +259,13 @@ class FileHandle(ABC):
     def _sync(self, data_only: bool) -> None:
         self._check_open()
         if self._poison is not None:
-            raise PoisonedError(self.path, self._poison)
+            raise self._poisoned_error()
         if not self.writable:
             return  # nothing of ours to make durable
         try:
             self._raw_sync(data_only)
         except OSError as exc:
-            self._poison = exc
-            raise PoisonedError(self.path, exc) from exc
+            raise self._failed(exc, "fsync") from exc
 
     def lock(self, *, exclusive: bool = True, blocking: bool = False) -> None:
         """Take an advisory lock on the file (raises LockedError if not blocking)."""
@@ -316,3 +343,9 @@ class FileSystem(ABC):
     @abstractmethod
     def mtime_ns(self, path: str) -> int:
         """Modification time, used by readers to notice a file changed."""
+
+    def block_size(self, path: str) -> int:
+        """The preferred I/O size of the file system holding ``path`` (a file or a
+        directory), at least the OS page size.  The stream journal sizes its pages
+        by it, as journald does.  Simulated file systems answer 4096."""
+        return 4096

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import portalocker
 
-from engine.errors import LockedError, PoisonedError
+from engine.errors import LockedError
 from engine.fs.base import FileHandle, FileSystem, OpenMode
 
 _FLAGS = {
@@ -40,22 +40,6 @@ class OsFileHandle(FileHandle):
 
     def fileno(self) -> int:
         return self._fd
-
-    def read_at(self, offset: int, size: int) -> bytes:
-        """Up to ``size`` bytes at ``offset`` (fewer at end of file).
-
-        The base class's checks with the common case inlined: point lookups
-        (``AppendLog.get``, event replay) call this once per record, and two
-        Python frames are a sixth of such a lookup's cost.
-        """
-        if self._closed:
-            self._check_open()
-        if size <= 0:
-            return b""
-        first = os.pread(self._fd, size, offset)
-        if len(first) == size or not first:
-            return first
-        return first + self._raw_read(offset + len(first), size - len(first))
 
     def _raw_read(self, offset: int, size: int) -> bytes:
         if size <= 0:
@@ -101,31 +85,6 @@ class OsFileHandle(FileHandle):
             if written != total:  # a short write (rare for regular files): the rest by pwrite
                 self._raw_write(offset + written, memoryview(b"".join(chunk))[written:])  # type: ignore[arg-type]
             offset += total
-
-    def write_durable_at(self, offset: int, parts: Sequence[bytes | bytearray | memoryview]) -> None:
-        """The base class's method with the common case inlined: the page store's
-        commit calls it once per transaction, and every Python frame on that path
-        costs (the caches are cold after each sync)."""
-        if (
-            self._closed
-            or self._poison is not None
-            or not self.writable
-            or self._end is not None
-            or _RWF_DSYNC is None
-            or not 0 < len(parts) <= _IOV_MAX
-        ):
-            super().write_durable_at(offset, parts)
-            return
-        try:
-            written = os.pwritev(self._fd, parts, offset, _RWF_DSYNC)
-        except OSError as exc:
-            if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
-                super().write_durable_at(offset, parts)  # flags refused: the fallback there
-                return
-            self._poison = exc
-            raise PoisonedError(self.path, exc) from exc
-        if written != sum(map(len, parts)):
-            super().write_durable_at(offset, parts)  # short write (rare): write it all again, synced
 
     def _raw_write_durable(self, offset: int, parts: Sequence[bytes | bytearray | memoryview]) -> None:
         global _RWF_DSYNC
@@ -220,3 +179,7 @@ class OsFileSystem(FileSystem):
 
     def mtime_ns(self, path: str) -> int:
         return os.stat(path).st_mtime_ns
+
+    def block_size(self, path: str) -> int:
+        page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+        return max(page, os.stat(path or ".").st_blksize)

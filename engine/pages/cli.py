@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from engine.errors import CorruptFileError
+from engine.fs import default_fs
 from engine.pages import codec, diagnose
 from engine.pages.journal import journal_path
 
@@ -20,7 +21,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     table = Table(title=f"{args.path}", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value")
-    for key, value in diagnose.summarize(args.path).items():
+    for key, value in diagnose.summarize(default_fs(), args.path).items():
         table.add_row(str(key), str(value))
     console.print(table)
     return 0
@@ -37,10 +38,11 @@ def _hexdump(data: bytes, base: int) -> list[str]:
 
 def _cmd_dump(args: argparse.Namespace) -> int:
     path = diagnose.store_path_of(args.path)
-    info = diagnose.read_store(path)
+    fs = default_fs()
+    info = diagnose.read_store(fs, path)
     ps = info.header.page_size
     if args.page is not None:
-        data = diagnose.read_page(path, args.page)
+        data = diagnose.read_page(fs, path, args.page)
         state = "free" if args.page in set(info.free) else "live"
         console.print(f"page {args.page} ({state}) at byte offset {args.page * ps}, {ps} bytes")
         lines = _hexdump(data, args.page * ps)
@@ -62,9 +64,7 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     table.add_column("offset", justify="right")
     table.add_column("state")
     table.add_column("first 16 bytes")
-    import engine.fs as efs
-
-    with efs.default_fs().open(path) as handle:
+    with fs.open(path) as handle:
         for page in range(1, info.header.page_count + 1):
             head = handle.read_at(page * ps, 16)
             table.add_row(str(page), str(page * ps), "free" if page in free else "live", head.hex(" "))
@@ -74,7 +74,7 @@ def _cmd_dump(args: argparse.Namespace) -> int:
 
 def _cmd_journal(args: argparse.Namespace) -> int:
     jpath = args.path if args.path.endswith("-journal") else journal_path(args.path)
-    state = diagnose.read_journal(jpath)
+    state = diagnose.read_journal(default_fs(), jpath)
     console.print(
         f"{jpath}: header first={state.header.first} last={state.header.last}, "
         f"{len(state.txs)} transaction(s), {state.file_size} bytes"
@@ -82,7 +82,7 @@ def _cmd_journal(args: argparse.Namespace) -> int:
     if state.linked:
         console.print(
             f"  {state.linked} transaction(s) past the header's last, found through pre-linked next "
-            "pointers (the default writer updates the header at checkpoints)"
+            "pointers (the writer brings the header up to date when it resets the journal)"
         )
     for note in state.notes:
         console.print(f"  note: {note} (repaired on the next writable open)")

@@ -1,4 +1,4 @@
-"""Bytes in, bytes out: the JRNL write-ahead log format (seed 001, YeltsinDB).
+"""Bytes in, bytes out: the JRNL write-ahead log format (YeltsinDB's journal).
 
 Pure functions and value types only (no I/O, no clock, no ``os``): the journal and
 store modules read and write the file and hand the bytes here.  Every integer is
@@ -10,26 +10,27 @@ little-endian.  Grammar (see ``docs/formats/jrnl.md``)::
     op          := u8 type u32 size data[size]
     types       := 0x01 ALLOC | 0x02 MODIFY | 0x03 REMOVE | 0xFE ROLLBACK | 0xFF COMPLETE
 
-A transaction's op list ends with COMPLETE (0xFF).  Ours, compatible with the
-original reader (which skips COMPLETE's data by its size): our writer puts a
-checksum of the transaction into COMPLETE's data.  It lets recovery tell a torn tail
-from a whole one even if the disk reordered unsynced writes.  Two forms, told apart
-by the data's size (anything else, e.g. the original writer's empty COMPLETE, is
-not checked):
+A transaction's op list ends with COMPLETE (0xFF).  The format lets COMPLETE carry
+data, and a JRNL reader skips it by its size (as the original YeltsinDB reader
+does); engine's writer puts a checksum of the transaction there.  It lets
+recovery tell a torn tail from a whole one even if the disk reordered unsynced
+writes.  The forms, told apart by the data's size (anything else, e.g. the
+original writer's empty COMPLETE, is not checked):
 
-* 16 bytes, the current writer's: ``"C32L"``, u64 chain salt, u32 CRC-32C
-  (Castagnoli, computed in hardware by ``google-crc32c``).  The salt is drawn
-  afresh each time the journal is reset; every transaction of one chain carries
-  the same one, and the CRC covers it.  It is what lets a reader follow a chain
-  whose header ``last`` lags behind (see ``journal.scan``): a leftover transaction
-  from before the reset, in the space being reused, carries another salt;
-* 8 bytes, written by the previous version: ``"C32C"`` then u32 CRC-32C;
-* 4 bytes, written by earlier versions (and by this one when ``google-crc32c`` has
-  no C implementation): u32 zlib CRC-32.
+* 16 bytes, the one form engine writes: ``"C32L"``, u64 chain salt, u32 CRC-32C
+  (Castagnoli, :mod:`engine.pages.crc32c`: the same values whatever library
+  computes them).  The salt is drawn afresh each time the journal is reset; every
+  transaction of one chain carries the same one, and the CRC covers it.  It is
+  what lets a reader follow a chain whose header ``last`` lags behind (see
+  ``journal.scan``): a leftover transaction from before the reset, in the space
+  being reused, carries another salt;
+* 8 bytes, written by earlier versions: ``"C32C"`` then u32 CRC-32C (still read);
+* 4 bytes, written by earlier versions: u32 zlib CRC-32 (still read).
 
 All cover ``prev``, ``created`` (as unsigned 64-bit) and every op before COMPLETE
 (the 16-byte form also its salt); ``next`` and ``flags`` are excluded because they
-are rewritten in place.
+are rewritten in place.  The encoders of the two older forms stay for tests and
+tools that build journals of earlier versions.
 
 Decoding distinguishes a whole transaction from one that ends early
 (:attr:`ParsedTx.problem` says why), because recovery cuts an unfinished *last*
@@ -38,13 +39,12 @@ transaction off but treats damage anywhere else as corruption.
 
 from __future__ import annotations
 
-import functools
 import struct
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import google_crc32c
+from engine.pages import crc32c
 
 MAGIC = b"JRNL"
 
@@ -105,12 +105,10 @@ COMPLETE_LINKED = struct.Struct("<4sQI")
 assert COMPLETE_LINKED.size == 16
 LINKED_TAG = b"C32L"
 
-#: Checksum kinds of COMPLETE's data (``algorithm`` arguments below).
+#: Checksum kinds of the two older COMPLETE forms (``algorithm`` arguments of
+#: :func:`encode_transaction`, which builds journals of earlier versions).
 CRC_ZLIB = "crc32"
 CRC_32C = "crc32c"
-#: What the writer uses: CRC-32C when it runs in hardware (about 15 GB/s against
-#: zlib's 2.3 GB/s: 55 us instead of 360 us for a 100-page transaction), else zlib.
-WRITER_CRC = CRC_32C if google_crc32c.implementation == "c" else CRC_ZLIB
 
 U64 = struct.Struct("<Q")
 assert U64.size == 8
@@ -286,10 +284,10 @@ assert _MODIFY_OP_HEAD.size == OP_HEADER.size + MODIFY_HEAD.size == 17
 # fields both checksums cover.
 _CRC_PREFIX = struct.Struct("<QQ")
 assert _CRC_PREFIX.size == 16
-# Our COMPLETE op with a zlib CRC (9 bytes): u8 0xFF | u32 size 4 | u32 CRC-32.
+# The older COMPLETE op with a zlib CRC (9 bytes): u8 0xFF | u32 size 4 | u32 CRC-32.
 _COMPLETE_OP = struct.Struct("<BII")
 assert _COMPLETE_OP.size == OP_HEADER.size + COMPLETE_CRC.size == 9
-# Our COMPLETE op with a CRC-32C (13 bytes): u8 0xFF | u32 size 8 | 4s "C32C" | u32 CRC-32C.
+# The older COMPLETE op with a CRC-32C (13 bytes): u8 0xFF | u32 size 8 | 4s "C32C" | u32 CRC-32C.
 _COMPLETE_OP_32C = struct.Struct("<BI4sI")
 assert _COMPLETE_OP_32C.size == OP_HEADER.size + COMPLETE_CRC32C.size == 13
 
@@ -297,7 +295,7 @@ assert _COMPLETE_OP_32C.size == OP_HEADER.size + COMPLETE_CRC32C.size == 13
 # The linked form's CRC prefix (24 bytes): u64 prev | u64 created (as unsigned) | u64 salt.
 _CRC_PREFIX_LINKED = struct.Struct("<QQQ")
 assert _CRC_PREFIX_LINKED.size == 24
-# Our COMPLETE op of a linked chain (21 bytes): u8 0xFF | u32 size 16 | 4s "C32L" | u64 salt | u32 CRC-32C.
+# The COMPLETE op of a linked chain (21 bytes): u8 0xFF | u32 size 16 | 4s "C32L" | u64 salt | u32 CRC-32C.
 _COMPLETE_OP_LINKED = struct.Struct("<BI4sQI")
 assert _COMPLETE_OP_LINKED.size == OP_HEADER.size + COMPLETE_LINKED.size == 21
 
@@ -328,9 +326,9 @@ def transaction_crc_linked(prev: int, created: int, salt: int, ops: Iterable[byt
     """CRC-32C over ``prev``, ``created`` (as unsigned), ``salt`` and the op bytes
     before COMPLETE, given as consecutive pieces (the writer's, or the one slice
     the reader has)."""
-    crc = google_crc32c.value(_CRC_PREFIX_LINKED.pack(prev, created & 0xFFFFFFFFFFFFFFFF, salt))
-    # reduce: the loop over the pieces (300 for a 100-page transaction) runs in C
-    return int(functools.reduce(google_crc32c.extend, ops, crc))
+    crc = crc32c.value(_CRC_PREFIX_LINKED.pack(prev, created & 0xFFFFFFFFFFFFFFFF, salt))
+    # extend_all: the loop over the pieces (300 for a 100-page transaction) runs in C
+    return crc32c.extend_all(crc, ops)
 
 
 def encode_transaction_parts(
@@ -357,7 +355,7 @@ def encode_transaction_parts(
 
 def transaction_crc32c(prev: int, created: int, ops_bytes: bytes) -> int:
     """CRC-32C over ``prev``, ``created`` (as unsigned) and the op bytes before COMPLETE."""
-    return google_crc32c.extend(google_crc32c.value(_CRC_PREFIX.pack(prev, created & 0xFFFFFFFFFFFFFFFF)), ops_bytes)
+    return crc32c.extend(crc32c.value(_CRC_PREFIX.pack(prev, created & 0xFFFFFFFFFFFFFFFF)), ops_bytes)
 
 
 def encode_transaction(
@@ -366,9 +364,11 @@ def encode_transaction(
     """A whole transaction (next = 0, flags = 0) ending with COMPLETE.
 
     ``ops`` are op bytes, or pieces of ops, in order; they are joined once.
-    ``with_crc=False`` writes a COMPLETE without data, like the original writer;
-    ``algorithm`` picks the checksum (zlib CRC-32 by default: the hand-written hex
-    tests; the writer uses :data:`WRITER_CRC`).
+    The form of earlier versions (and, ``with_crc=False``, the original
+    YeltsinDB writer's COMPLETE without data), for tests and tools that build such
+    journals; ``algorithm`` picks the checksum (zlib CRC-32 by default: the
+    hand-written hex tests).  engine's writer uses
+    :func:`encode_linked_transaction_parts`.
     """
     if with_crc:
         return b"".join(encode_transaction_parts(prev, created, ops, algorithm))
@@ -410,7 +410,7 @@ def parse_transaction(buf: bytes | memoryview, offset: int) -> ParsedTx:
 
     Never raises for bad bytes: the result's ``problem`` says what was wrong.
     The op list is read up to and including COMPLETE.  Unknown op types are kept
-    as :class:`Marker` (their data skipped by size), like the original reader.
+    as :class:`Marker` (their data skipped by size), like the original YeltsinDB reader.
     """
     view = memoryview(buf)
     total = len(view)
@@ -461,7 +461,7 @@ def parse_transaction(buf: bytes | memoryview, offset: int) -> ParsedTx:
                 tag, stored = COMPLETE_CRC32C.unpack(bytes(view[data_at : data_at + size]))
                 tx.crc_checked = True
                 if tag != CRC32C_TAG:
-                    # Only our writer puts 8 bytes here: a damaged tag is a torn write.
+                    # Only engine's earlier writer put 8 bytes here: a damaged tag is a torn write.
                     tx.problem, tx.problem_offset = f"COMPLETE checksum tag {CRC32C_TAG!r}, found {tag!r}", data_at
                 # google-crc32c reads only ``bytes``: one copy of the ops (memcpy speed).
                 elif transaction_crc32c(prev, created, bytes(view[body_start:pos])) != stored:

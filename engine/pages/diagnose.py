@@ -1,20 +1,22 @@
 """Read-only looks at a page store and its journal (CLI, ``inspect``, ``verify``).
 
 Nothing here writes or recovers: a journal that recovery would repair is reported
-in notes, and damage raises the typed error the store would raise.
+in notes, and damage raises the typed error the store would raise.  Every function
+takes the file system first (the CLI passes the real one, tests the simulator).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.errors import CorruptFileError, FormatError
-from engine.fs import FileSystem, OpenMode, resolve
+from engine.errors import CorruptFileError
+from engine.fs import FileSystem, OpenMode, lock_handle
 from engine.pages import codec, store_codec
 from engine.pages import sums as sums_module
 from engine.pages.journal import JOURNAL_SUFFIX, JournalScan, journal_path, scan, scan_if_idle
 from engine.pages.recovery import StoreState, check_ops, walk_free_list
 from engine.pages.store_codec import StoreHeader
+from engine.pages.storefile import check_store_size, read_header
 from engine.pages.sums import SUMS_SUFFIX, sums_path
 
 
@@ -36,24 +38,13 @@ def store_path_of(path: str) -> str:
     return path
 
 
-def read_store(path: str, fs: FileSystem | None = None) -> StoreInfo:
+def read_store(fs: FileSystem, path: str) -> StoreInfo:
     """Header, size and free list of the store file; typed errors on damage."""
-    fs = resolve(fs)
     with fs.open(path, OpenMode.READ) as handle:
-        handle.lock(exclusive=False, blocking=True)
-        raw = handle.read_at(0, store_codec.HEADER_SIZE)
-        try:
-            header = store_codec.decode_header(raw)
-        except store_codec.ForeignMagic as exc:
-            expected, _, found = str(exc).partition(", ")
-            raise FormatError(path, 0, expected, found or None) from exc
-        except ValueError as exc:
-            expected, _, found = str(exc).partition(", ")
-            raise CorruptFileError(path, 0, expected, found or None) from exc
+        lock_handle(handle, exclusive=False, wait=None, what="store file lock")
+        header = read_header(path, handle)
         size = handle.size()
-        need = (header.page_count + 1) * header.page_size
-        if size < need:
-            raise CorruptFileError(path, size, f"{need} bytes for {header.page_count} pages", str(size))
+        check_store_size(path, header, size)
         free = walk_free_list(path, header, handle.read_at)
     return StoreInfo(path, header, size, free)
 
@@ -71,7 +62,7 @@ def _verify_sums(fs: FileSystem, info: StoreInfo) -> str:
     ps = info.header.page_size
     checked = 0
     with fs.open(info.path, OpenMode.READ) as handle:
-        handle.lock(exclusive=False, blocking=True)
+        lock_handle(handle, exclusive=False, wait=None, what="store file lock")
         for page in range(1, min(len(values) - 1, info.header.page_count) + 1):
             data = handle.read_at(page * ps, ps)
             if page_sum(data) != values[page]:
@@ -80,32 +71,30 @@ def _verify_sums(fs: FileSystem, info: StoreInfo) -> str:
     return f"{spath}: {checked} page checksum(s) match"
 
 
-def read_journal(jpath: str, fs: FileSystem | None = None) -> JournalScan:
+def read_journal(fs: FileSystem, jpath: str) -> JournalScan:
     """Scan the journal file (no repair)."""
-    fs = resolve(fs)
     with fs.open(jpath, OpenMode.READ) as handle:
         return scan(jpath, handle.read_all())
 
 
-def read_page(path: str, page: int, fs: FileSystem | None = None) -> bytes:
-    fs = resolve(fs)
-    info = read_store(path, fs)
+def read_page(fs: FileSystem, path: str, page: int) -> bytes:
+    """The bytes of page ``page`` as the store file holds them."""
+    info = read_store(fs, path)
     ps = info.header.page_size
     if not 1 <= page <= info.header.page_count:
         raise CorruptFileError(path, page * ps, f"a page id in 1..{info.header.page_count}", str(page))
     with fs.open(path, OpenMode.READ) as handle:
-        handle.lock(exclusive=False, blocking=True)
+        lock_handle(handle, exclusive=False, wait=None, what="store file lock")
         return handle.read_at(page * ps, ps)
 
 
-def verify_files(path: str, fs: FileSystem | None = None) -> list[str]:
+def verify_files(fs: FileSystem, path: str) -> list[str]:
     """Check the store and its journal without changing them; returns notes.
 
     A store whose journal holds transactions not yet applied (a crashed writer) is
     only half checkable: the store file may hold a torn flush that recovery will
     redo, so its free list and page checksums are checked after recovery, not now.
     """
-    fs = resolve(fs)
     spath = store_path_of(path)
     jpath = journal_path(spath)
     notes: list[str] = []
@@ -128,7 +117,7 @@ def verify_files(path: str, fs: FileSystem | None = None) -> list[str]:
                 "free list and page checksums not checked until then"
             )
         else:
-            info = read_store(spath, fs)
+            info = read_store(fs, spath)
             notes.append(
                 f"{spath}: {header.page_count} pages of {header.page_size} bytes, {len(info.free)} free; "
                 "free list in range, no cycle"
@@ -150,20 +139,11 @@ def verify_files(path: str, fs: FileSystem | None = None) -> list[str]:
 
 def _read_store_header(path: str, fs: FileSystem) -> StoreHeader:
     with fs.open(path, OpenMode.READ) as handle:
-        raw = handle.read_at(0, store_codec.HEADER_SIZE)
-    try:
-        return store_codec.decode_header(raw)
-    except store_codec.ForeignMagic as exc:
-        expected, _, found = str(exc).partition(", ")
-        raise FormatError(path, 0, expected, found or None) from exc
-    except ValueError as exc:
-        expected, _, found = str(exc).partition(", ")
-        raise CorruptFileError(path, 0, expected, found or None) from exc
+        return read_header(path, handle)
 
 
-def summarize(path: str, fs: FileSystem | None = None) -> dict[str, object]:
+def summarize(fs: FileSystem, path: str) -> dict[str, object]:
     """Name/value pairs for ``engine inspect`` and ``engine pages stats``."""
-    fs = resolve(fs)
     spath = store_path_of(path)
     jpath = journal_path(spath)
     out: dict[str, object] = {}
@@ -176,7 +156,7 @@ def summarize(path: str, fs: FileSystem | None = None) -> dict[str, object]:
     if path.endswith(JOURNAL_SUFFIX) or not fs.exists(spath):
         out["kind"] = "JRNL journal"
     else:
-        info = read_store(spath, fs)
+        info = read_store(fs, spath)
         out["kind"] = "page store"
         out["format version"] = info.header.version
         out["page size"] = info.header.page_size
@@ -189,7 +169,7 @@ def summarize(path: str, fs: FileSystem | None = None) -> dict[str, object]:
         out["store bytes"] = info.file_size
         out["header flags"] = "FLUSHING (interrupted flush)" if info.header.flags & store_codec.FLUSHING else "0"
     if fs.exists(jpath):
-        state = read_journal(jpath, fs)
+        state = read_journal(fs, jpath)
         out["journal"] = jpath
         out["journal bytes"] = state.file_size
         out["transactions"] = len(state.txs)

@@ -13,16 +13,13 @@ import secrets
 from dataclasses import dataclass, field
 
 from engine.errors import CorruptFileError, FormatError, LockedError
-from engine.fs import FileHandle, FileSystem, OpenMode, crashpoint
+from engine.fs import FileHandle, FileSystem, OpenMode, crashpoint, lock_handle
 from engine.pages import codec
 from engine.pages.codec import ParsedTx
 
 log = logging.getLogger("engine.pages")
 
 JOURNAL_SUFFIX = "-journal"
-#: Transactions up to this size are written with one ``pwrite`` (header, ops and
-#: COMPLETE joined); larger ones with three, since the join would copy the ops again.
-_JOIN_LIMIT = 64 << 10
 
 
 def journal_path(store_path: str) -> str:
@@ -36,11 +33,11 @@ class JournalScan:
 
     ``txs`` is the chain after cutting an unfinished tail; ``size`` is where it
     ends.  Bytes after it are *slack*: space of transactions from before the last
-    reset, which the writer overwrites (ours: reusing the file's blocks keeps the
+    reset, which engine's writer overwrites (reusing the file's blocks keeps the
     commit fdatasync free of size changes, like SQLite's WAL).  When
     ``needs_repair`` (something was cut), the file gets header ``(first, last)``,
     the last transaction's ``next`` zeroed (``clear_next_at``) and is truncated to
-    ``size`` as the seed prescribes.
+    ``size`` as the JRNL format prescribes.
     """
 
     header: codec.FileHeader
@@ -70,11 +67,13 @@ class JournalScan:
 def scan(path: str, data: bytes) -> JournalScan:
     """Walk the chain of journal bytes ``data``; raise CorruptFileError on real damage.
 
-    The header's ``last`` is the commit point: our writer updates it (one 20-byte
-    write at offset 0) after the transaction bytes and the previous ``next`` link,
-    all under one fsync.  So a transaction at or after ``last`` that is not whole is
-    an append the crash interrupted and is cut off (the seed's rollback); damage to a
-    transaction before ``last`` is corruption of committed data.
+    In a JRNL journal the header's ``last`` is the commit point (a writer updates
+    it after the transaction bytes and the previous ``next`` link, all under one
+    fsync), so a transaction at or after ``last`` that is not whole is an append
+    the crash interrupted and is cut off (the JRNL format's rollback); damage to a
+    transaction before ``last`` is corruption of committed data.  engine's writer
+    pre-links its transactions instead and leaves ``last`` lagging: the chain is
+    followed past it (:func:`_follow_linked`).
     """
     try:
         header = codec.decode_file_header(data)
@@ -116,7 +115,7 @@ def scan(path: str, data: bytes) -> JournalScan:
                 break
             raise CorruptFileError(path, problem_at, bad[0], bad[1])
         if tx.salt is not None and off != last and tx.next != tx.end:
-            # Our linked writer sets next to the transaction's end (only the chain's
+            # engine's linked writer sets next to the transaction's end (only the chain's
             # last one, at or after the header's last, may have it cleared).
             raise CorruptFileError(path, off + codec.TX_NEXT_OFFSET, f"next pointer {tx.end}", str(tx.next))
         txs.append(tx)
@@ -145,8 +144,8 @@ def scan(path: str, data: bytes) -> JournalScan:
 def _follow_linked(path: str, data: bytes, result: JournalScan, txs: list[ParsedTx]) -> None:
     """Extend the chain past the header's ``last`` through pre-linked transactions.
 
-    Our default writer commits a transaction by writing it alone, with its ``next``
-    already pointing at its own end (``Journal``, ``exact_header=False``), and
+    engine's writer commits a transaction by writing it alone, with its ``next``
+    already pointing at its own end (:class:`Journal`), and
     leaves the header and the previous transaction untouched.  So the committed
     chain goes on while the transaction at the current one's end is whole, names
     the current one as ``prev`` and carries the same chain salt (one drawn at the
@@ -176,7 +175,7 @@ def _follow_linked(path: str, data: bytes, result: JournalScan, txs: list[Parsed
             tail = cand
             continue
         if cand.prev == tail.offset and cand.problem is not None:
-            # Looks like our append that did not finish, unless a whole successor follows.
+            # Looks like an append of the writer that did not finish, unless a whole successor follows.
             after = cand.next
             if at < after and after + codec.TX_HEADER_SIZE <= size:
                 succ = codec.parse_transaction(data, after)
@@ -209,7 +208,7 @@ def scan_if_idle(fs: FileSystem, path: str) -> JournalScan | None:
     """
     with fs.open(path, OpenMode.READ) as handle:
         try:
-            handle.lock(exclusive=False, blocking=False)
+            lock_handle(handle, exclusive=False, wait=0, what="journal lock")
         except LockedError:
             return None
         return scan(path, handle.read_all())
@@ -220,35 +219,26 @@ class Journal:
 
     ``handle`` must be open for writing and hold the writer's exclusive lock.
 
-    Two ways to commit, both with one ``fdatasync``:
+    A commit writes its transaction alone, pre-linked (its ``next`` points at its
+    own end) and sealed with the chain's salt: **one contiguous write**, synced by
+    itself (``write_durable_at``, O_DSYNC).  The header is written only by the
+    first transaction after a reset (it sits at offset 20, right after the header:
+    one write still), so while the writer runs its ``last`` lags behind the chain;
+    recovery follows the chain past it (:func:`scan`).  One range per sync is
+    SQLite's WAL pattern: on this machine's disk it syncs 1.1x-1.4x faster than
+    the three places (transaction, previous ``next``, header) a commit would
+    otherwise touch (``benchmarks/results/pagestore.md``).
 
-    * default (``exact_header=False``): the transaction alone, pre-linked (its
-      ``next`` points at its own end) and sealed with the chain's salt: **one
-      contiguous write**.  The header is written only by the first transaction
-      after a reset (it sits at offset 20, right after the header: one write
-      still), so its ``last`` lags behind the chain until the next checkpoint or
-      close; recovery follows the chain past it (:func:`scan`).  On this machine's
-      disk a commit that writes one range syncs 1.1x-1.4x faster than one that
-      writes three (``benchmarks/results/pagestore.md``): that is SQLite's WAL
-      pattern, and what makes one-page commits match it.
-    * ``exact_header=True``: the seed's picture at every instant: the transaction
-      with ``next = 0``, then the previous transaction's ``next``, then the
-      header's ``last`` (the commit point).  For a file that other JRNL readers
-      inspect while the writer runs or after it crashed.
+    At rest (after a checkpoint, :meth:`PageStore.close` or recovery) the journal
+    is reset: header ``first = last = 0`` and every transaction before it flagged
+    JRNL_COMPLETE, which is exactly the picture the JRNL format gives of an
+    empty journal; a recovery that replays transactions first writes the chain's
+    real ``first``/``last`` with the last ``next`` cleared (:meth:`repair`).
     """
 
-    def __init__(
-        self,
-        path: str,
-        handle: FileHandle,
-        state: JournalScan,
-        *,
-        keep_bytes: int = 64 << 20,
-        exact_header: bool = False,
-    ) -> None:
+    def __init__(self, path: str, handle: FileHandle, state: JournalScan, *, keep_bytes: int = 64 << 20) -> None:
         self.path = path
         self.keep_bytes = keep_bytes
-        self.exact_header = exact_header
         self.handle = handle
         self.first = state.first
         self.last = state.last
@@ -256,12 +246,16 @@ class Journal:
         self.tx_offsets = [tx.offset for tx in state.txs]
         self.unapplied = [tx.offset for tx in state.txs if not tx.applied]
         self.salt = _new_salt()
-        #: A reset was written but not synced (``reset(durable=False)``) and no commit
-        #: has made the header durable since: ``sync_reset`` owes a sync.
+        #: A reset was written but not synced and no commit has made the header
+        #: durable since: :meth:`sync_reset` owes a sync.
         self.reset_unsynced = False
 
     def repair(self, state: JournalScan) -> None:
-        """Write what :func:`scan` decided (cut tail, fixed header), then fsync."""
+        """Write what :func:`scan` decided (cut tail, fixed header), then fsync.
+
+        Afterwards the file is the JRNL picture of its chain: header ``first`` and
+        ``last`` name its ends and the last transaction's ``next`` is 0.
+        """
         if state.clear_next_at:
             self.handle.write_at(state.clear_next_at, codec.U64.pack(0))
         self.handle.write_at(0, codec.encode_file_header(state.first, state.last))
@@ -283,17 +277,12 @@ class Journal:
         """Make one transaction durable; returns its offset.
 
         The transaction ends with COMPLETE and its checksum, so recovery can tell
-        it whole even if the disk reordered the unsynced writes.  Then one
-        ``fdatasync``; the commit returns after it.  What is written depends on
-        ``exact_header`` (see the class).  One sync instead of the original's two
-        is what makes commits cheap.
+        it whole even if the disk reordered the unsynced writes.  One range is
+        written and synced (see the class); the commit returns after it.  One sync
+        instead of the original YeltsinDB writer's two is what makes commits cheap.
         """
         off = self.end
         last = self.last
-        # The linked form's checksum is CRC-32C; where that would run in pure Python
-        # (no C implementation of google-crc32c), zlib's CRC-32 and the exact header.
-        if self.exact_header or codec.WRITER_CRC != codec.CRC_32C:
-            return self._append_exact(off, created, ops)
         head, pieces, complete, size = codec.encode_linked_transaction_parts(off, last, created, ops, self.salt)
         if last == 0:
             if off != codec.FILE_HEADER_SIZE:  # pragma: no cover - a reset rewinds the end to 20
@@ -316,72 +305,40 @@ class Journal:
         self.unapplied.append(off)
         return off
 
-    def _append_exact(self, off: int, created: int, ops: list[bytes | bytearray | memoryview]) -> int:
-        """The exact-header commit: transaction, previous ``next``, header, fdatasync."""
-        first = self.first or off
-        head, body, complete = codec.encode_transaction_parts(self.last, created, ops, codec.WRITER_CRC)
-        size = len(head) + len(body) + len(complete)
-        self._write(off, (head, body, complete), size)
-        if self.last:
-            self.handle.write_at(self.last + codec.TX_NEXT_OFFSET, codec.U64.pack(off))
-        # 20 bytes at offset 0, inside one sector: the commit point.
-        self.handle.write_at(0, codec.encode_file_header(first, off))
-        crashpoint("pages.commit.before-fsync")
-        self.handle.fdatasync()
-        crashpoint("pages.commit.after-fsync")
-        self.reset_unsynced = False  # the whole file is synced
-        self.first, self.last, self.end = first, off, off + size
-        self.tx_offsets.append(off)
-        self.unapplied.append(off)
-        return off
-
-    def _write(self, at: int, parts: tuple[bytes, ...], size: int) -> None:
-        """Write ``parts`` back to back at ``at``: joined when small (one system
-        call), else one ``pwrite`` each (joining 800 KB of ops would copy them again)."""
-        if size <= _JOIN_LIMIT:
-            self.handle.write_at(at, b"".join(parts))
-            return
-        for part in parts:
-            self.handle.write_at(at, part)
-            at += len(part)
-
-    def reset(self, *, durable: bool = True) -> None:
-        """Flag every transaction JRNL_COMPLETE, then empty the journal.
+    def reset(self) -> None:
+        """Flag every transaction JRNL_COMPLETE, then empty the journal (unsynced).
 
         The caller synced the store first: only then are the transactions really
         in the storage file.  Flags, the zeroed header and a zeroed header of the
-        transaction at offset 20 share one fdatasync; a crash in between leaves
-        either the old chain (flags set or not, redo is idempotent) or an empty
-        one.  Zeroing offset 20 matters because the next commit writes the header
-        and its transaction there in one go: if a crash let the header through but
-        not the transaction, the old first transaction must not be taken for it
-        (the rest of the old chain is told apart by its salt, and a new salt is
-        drawn here).  The file keeps its size (the next transactions overwrite the
-        old ones, so their syncs change no file size) unless it grew past
-        ``keep_bytes``; then it is truncated to 20 bytes (and synced at once).
+        transaction at offset 20 are written; a crash before they reach the disk
+        leaves the old chain (flags set or not: recovery redoes transactions the
+        store holds, which is idempotent) or an empty one.  Zeroing offset 20
+        matters because the next commit writes the header and its transaction
+        there in one go: if a crash let the header through but not the
+        transaction, the old first transaction must not be taken for it (the rest
+        of the old chain is told apart by its salt, and a new salt is drawn here).
 
-        ``durable=False`` (a checkpoint a commit triggered) skips that fdatasync:
-        the store is synced already, so a crash that loses the reset only has
-        recovery redo transactions the store holds (idempotent), and the next
-        commit's write covers the header and the wipe.  That commit syncs only its
-        own range, so the flags of the old transactions (one scattered block
-        each, 8 ms of writes per 4 MiB of one-page commits) are not waited for;
-        most are overwritten in memory by the next transactions before they ever
-        reach the disk.  The exact-header form syncs the whole file per commit,
-        which writes them then.
+        The reset is not synced here: the next commit's durable write covers the
+        header and the wipe, and it syncs only its own range, so the flags of the
+        old transactions (one scattered block each, 8 ms of writes per 4 MiB of
+        one-page commits) are not waited for; most are overwritten by the next
+        transactions before they ever reach the disk.  :meth:`sync_reset` makes it
+        durable where the journal must be at rest (``checkpoint()``, ``close()``,
+        recovery).  The file keeps its size (the next transactions overwrite the
+        old ones, so their syncs change no file size) unless it grew past
+        ``keep_bytes``; then it is truncated to 20 bytes and synced at once (a
+        size change is not left to a later commit).
         """
         flag, at = bytes([codec.JRNL_COMPLETE]), codec.TX_FLAGS_OFFSET
         self.handle.write_many_at([(off + at, flag) for off in self.unapplied])
+        self.reset_unsynced = True
         if self.end > self.keep_bytes:
             self.handle.write_at(0, codec.encode_file_header(0, 0))
             self.handle.truncate(codec.FILE_HEADER_SIZE)
-            durable = True  # a size change: not left to a later commit
-        elif self.first:
-            self.handle.write_at(0, codec.encode_file_header(0, 0) + _FIRST_TX_WIPE)
-        if durable:
-            self._sync_reset()
+            self.sync_reset()
         else:
-            self.reset_unsynced = True
+            if self.first:
+                self.handle.write_at(0, codec.encode_file_header(0, 0) + _FIRST_TX_WIPE)
             crashpoint("pages.checkpoint.journal-reset-unsynced")
         self.first = self.last = 0
         self.end = codec.FILE_HEADER_SIZE
@@ -390,15 +347,12 @@ class Journal:
         self.salt = _new_salt()
 
     def sync_reset(self) -> None:
-        """Make a reset that was left unsynced durable (``checkpoint()``, ``close()``)."""
+        """Make a reset that no commit has synced since durable (no-op otherwise)."""
         if self.reset_unsynced:
-            self._sync_reset()
-
-    def _sync_reset(self) -> None:
-        crashpoint("pages.checkpoint.before-journal-fsync")
-        self.handle.fdatasync()
-        crashpoint("pages.checkpoint.after-journal-fsync")
-        self.reset_unsynced = False
+            crashpoint("pages.checkpoint.before-journal-fsync")
+            self.handle.fdatasync()
+            crashpoint("pages.checkpoint.after-journal-fsync")
+            self.reset_unsynced = False
 
 
 #: Written over the start of the transaction at offset 20 at a reset: its header and

@@ -1,4 +1,5 @@
-"""Redo and undo of journal transactions against the store file.
+"""Redo and undo of journal transactions against the store file, and the checks
+that every op of a journal stays inside the store.
 
 Every operation sets absolute values (page bytes, the free-list head, a page
 count that only grows by ``max``), so replaying a transaction that already
@@ -13,9 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine.errors import CorruptFileError
-from engine.fs import FileHandle
+from engine.fs import FileHandle, FileSystem
 from engine.pages import codec, store_codec
 from engine.pages.codec import Alloc, Marker, Modify, ParsedTx, Remove
+from engine.pages.journal import scan, scan_if_idle
 
 ReadAt = Callable[[int, int], bytes]
 
@@ -113,3 +115,45 @@ def walk_free_list(path: str, header: store_codec.StoreHeader, read_at: ReadAt) 
         link_at = off
         off = store_codec.decode_link(raw)
     return order
+
+
+def verify_journal(
+    fs: FileSystem,
+    jpath: str,
+    header: store_codec.StoreHeader,
+    *,
+    owner: FileHandle | None = None,
+    expected: list[int] | None = None,
+) -> list[str]:
+    """Check the journal next to a store (read only): chain, ops in range.
+
+    ``owner`` is the writer's own journal handle (it reads through it); anyone else
+    checks the journal only when no writer is live (see :func:`scan_if_idle`).
+    ``expected``: the transaction offsets the writer holds in memory; the chain on
+    disk (followed past a lagging header) must be exactly those.
+    """
+    if owner is not None:
+        state = scan(jpath, owner.read_all())
+        found = [tx.offset for tx in state.txs]
+        if expected is not None and (found != expected or state.cut):
+            raise CorruptFileError(
+                jpath,
+                state.txs[-1].end if state.txs else codec.FILE_HEADER_SIZE,
+                f"the writer's transactions {expected}",
+                str(found),
+            )
+    elif not fs.exists(jpath):
+        return [f"{jpath}: no journal (created on the next writable open)"]
+    else:
+        idle = scan_if_idle(fs, jpath)
+        if idle is None:
+            return [f"{jpath}: in use by a live writer, not checked from this handle"]
+        state = idle
+    notes = [f"{jpath}: {n} (recovery would repair)" for n in state.notes]
+    # The store may already hold the transactions: check against the larger of the two counts.
+    replay = StoreState(header.page_size, header.page_count, 0)
+    for tx in state.txs:
+        check_ops(jpath, tx, replay)
+    if state.txs:
+        notes.append(f"{jpath}: {len(state.txs)} transaction(s), {len(state.pending)} not flagged complete")
+    return notes

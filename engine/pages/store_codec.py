@@ -1,4 +1,5 @@
-"""Bytes in, bytes out: the page store file (ours; ``docs/formats/pagestore.md``).
+"""Bytes in, bytes out: the ENGPAGES page store file (engine's own format;
+``docs/formats/pagestore.md``) and its ENGSUMS page checksums.
 
 Pure functions only (no I/O).  The store file is an array of equal pages::
 
@@ -22,7 +23,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import google_crc32c
+from engine.pages import crc32c
 
 MAGIC = b"ENGPAGES"
 VERSION = 1
@@ -39,7 +40,7 @@ assert CRC.size == 4
 HEADER_SIZE = HEADER.size + CRC.size
 assert HEADER_SIZE == 40
 
-#: Header flag: the writer is writing pages into the store (like the original's
+#: Header flag: the writer is writing pages into the store (like YeltsinDB's
 #: ``TBL?`` while an operation was in flight).  Set before the page writes and cleared
 #: after them, both under the writer's exclusive lock, so a reader that ever finds it
 #: set is looking at a flush a crash interrupted: the journal must be replayed first.
@@ -104,16 +105,15 @@ def decode_link(page: bytes | bytearray) -> int:
 
 
 # ---------------------------------------------------------------------------
-# The checksum file (ours): ``<store>-sums``, one CRC-32 per page.
+# The checksum file (engine's own): ``<store>-sums``, one CRC per page.
 # ---------------------------------------------------------------------------
 
 #: Checksum file magics: the entries are zlib CRC-32s ("ENGSUMS1", earlier
-#: versions, still read and kept as they are) or CRC-32Cs ("ENGSUMS2", written for
-#: new files when google-crc32c runs in hardware: 0.4 us a 4 KiB page against 1.4).
+#: versions, still read and kept as they are) or CRC-32Cs ("ENGSUMS2", what every
+#: new or rebuilt file gets, whatever computes the CRC: :mod:`engine.pages.crc32c`).
 SUMS_MAGIC = b"ENGSUMS1"
 SUMS_MAGIC_32C = b"ENGSUMS2"
 SUMS_MAGIC_PREFIX = b"ENGSUMS"
-NEW_SUMS_CRC32C = google_crc32c.implementation == "c"
 # Sums header (16 bytes): magic "ENGSUMS1"/"ENGSUMS2" | u32 page size | u32 zlib CRC-32 of the 12 bytes before it.
 SUMS_HEADER = struct.Struct("<8sI")
 assert SUMS_HEADER.size == 12
@@ -151,8 +151,8 @@ def page_sum(data: bytes | bytearray | memoryview) -> int:
 
 
 def page_sum_32c(data: bytes | bytearray | memoryview) -> int:
-    """A page's entry in an ENGSUMS2 file (CRC-32C; google-crc32c reads only ``bytes``)."""
-    return int(google_crc32c.value(data if type(data) is bytes else bytes(data)))
+    """A page's entry in an ENGSUMS2 file (CRC-32C)."""
+    return crc32c.value(data)
 
 
 PageSum = Callable[[bytes | bytearray | memoryview], int]

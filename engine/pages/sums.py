@@ -1,4 +1,4 @@
-"""Per-page checksums in ``<store>-sums`` (ours): damage to page bytes is detected.
+"""Per-page checksums in ``<store>-sums`` (ENGSUMS, engine's own): damage to page bytes is detected.
 
 The JRNL journal repairs torn writes of committed pages, but nothing in the store
 format would notice a flipped bit in a page at rest.  This file keeps a checksum
@@ -12,21 +12,18 @@ pages being flushed (all of them still in the journal), each entry 4 bytes at a
 recomputes from the redone pages.  The file is synced with the store at each
 checkpoint, before the journal is reset.  A missing or unreadable sums file (a
 store from before this file existed, a crash while creating it) is rebuilt from
-the store by the writer, with a warning.
+the store by the writer and listed in its recovery report.
 """
 
 from __future__ import annotations
 
-import logging
 import sys
 from array import array
 from collections.abc import Callable, Iterable
 
 from engine.errors import CorruptFileError
-from engine.fs import FileHandle, FileSystem, OpenMode, crashpoint, create_file, parent_dir
+from engine.fs import FileHandle, FileSystem, OpenMode, RecoveryReport, crashpoint, create_file, parent_dir
 from engine.pages import store_codec
-
-log = logging.getLogger("engine.pages")
 
 SUMS_SUFFIX = "-sums"
 
@@ -68,35 +65,40 @@ class PageSums:
         self.page_sum = page_sum  # the file's kind of entry (zlib CRC-32 or CRC-32C)
 
     @classmethod
-    def open(cls, fs: FileSystem, store_path: str, page_size: int, page_count: int, read_page: ReadPage) -> PageSums:
+    def open(
+        cls,
+        fs: FileSystem,
+        store_path: str,
+        page_size: int,
+        page_count: int,
+        read_page: ReadPage,
+        report: RecoveryReport,
+    ) -> PageSums:
         """Open the sums file, rebuilding it from the store if it is missing or unusable.
 
         An existing file keeps its kind of entry (an ENGSUMS1 file of an earlier
-        version stays zlib CRC-32); created or rebuilt files get CRC-32C when it
-        runs in hardware.
+        version stays zlib CRC-32); created or rebuilt files get CRC-32C.  A
+        rebuild is recorded in ``report``.
         """
         path = sums_path(store_path)
-        fresh = store_codec.NEW_SUMS_CRC32C
         if not fs.exists(path):
-            create_file(fs, path, store_codec.encode_sums_header(page_size, fresh)).close()
-            log.warning("%s: no checksum file: building it from the store", store_path)
+            create_file(fs, path, store_codec.encode_sums_header(page_size, True)).close()
         handle = fs.open(path, OpenMode.WRITE)
         try:
             loaded = load(handle.read_all(), page_size)
             if loaded is not None:
                 values, page_sum = loaded
             else:
-                if handle.size() > store_codec.SUMS_HEADER_SIZE:
-                    log.warning("%s: checksum file unusable: rebuilding it from the store", path)
-                page_sum = store_codec.sum_function(fresh)
+                page_sum = store_codec.sum_function(True)
                 values = array("I", [0] * (page_count + 1))
                 for page in range(1, page_count + 1):
                     values[page] = page_sum(read_page(page))
                 handle.truncate(0)
-                header = store_codec.encode_sums_header(page_size, fresh)
+                header = store_codec.encode_sums_header(page_size, True)
                 handle.write_at(0, header + _pack(values, 1, page_count + 1))
                 handle.fsync()
                 fs.fsync_dir(parent_dir(path))
+                report.add("rebuilt", path, page_count, "checksums", detail="missing or unusable file, from the store")
         except BaseException:
             handle.close()
             raise
@@ -134,14 +136,15 @@ class PageSums:
         """Forget entries past ``page_count`` (an undone append)."""
         del self.values[page_count + 1 :]
 
-    def fill_missing(self, page_count: int, read_page: ReadPage) -> None:
+    def fill_missing(self, page_count: int, read_page: ReadPage, report: RecoveryReport) -> None:
         """Compute entries the file lacks (pages appended but never checkpointed
-        whose journal was lost); warns, since their damage could not be detected."""
+        whose journal was lost); recorded in ``report``, since their damage could
+        not be detected."""
         if len(self.values) > page_count:
             return
         missing = range(len(self.values), page_count + 1)
-        log.warning("%s: %d page checksum(s) missing: computed from the store", self.store_path, len(missing))
         self.recompute(missing, read_page)
+        report.add("rebuilt", sums_path(self.store_path), len(missing), "checksums", detail="missing entries")
 
     def _write(self, pages: Iterable[int]) -> None:
         # Runs of consecutive pages become one write; never an entry of a page

@@ -1,4 +1,4 @@
-"""Persistent multi-reader queue on the libkestrel journal format (seed 000).
+"""Persistent multi-reader queue on the libkestrel journal format.
 
 >>> q = Queue.open("/tmp/qdir", "jobs")          # doctest: +SKIP
 >>> q.put(b"hello")                              # doctest: +SKIP
@@ -12,9 +12,9 @@ See ``docs/guide/queue.md`` and ``docs/formats/queue.md``.
 from __future__ import annotations
 
 from engine.queue.config import QueueConfig
-from engine.queue.diagnose import RepairReport, repair, verify_queue
+from engine.queue.diagnose import repair, verify_queue
 from engine.queue.queue import Queue
 from engine.queue.reader import Item, Reader
 from engine.queue.remote import RemoteReader
 
-__all__ = ["Item", "Queue", "QueueConfig", "Reader", "RemoteReader", "RepairReport", "repair", "verify_queue"]
+__all__ = ["Item", "Queue", "QueueConfig", "Reader", "RemoteReader", "repair", "verify_queue"]

@@ -2,7 +2,7 @@
 
 A reader file is rewritten whole at each checkpoint (READ_HEAD, then one sorted
 READ_DONE) under a ``~~<ms>`` temporary name, fsynced, renamed over the old one, and
-then the directory is fsynced (ours: libkestrel skipped that last fsync, so a crash
+then the directory is fsynced (this engine's addition: libkestrel skipped that last fsync, so a crash
 could bring back an older checkpoint and redeliver confirmed items).
 """
 
@@ -19,7 +19,7 @@ def load_reader_file(fs: FileSystem, path: str) -> tuple[int, list[int]]:
     """``(head, done ids)`` from reader file ``path``.
 
     Any damage raises :class:`CorruptFileError` (never a silent reset to the tail:
-    that is how the original lost whole backlogs); ``engine queue repair`` is the
+    that is how the original libkestrel server lost whole backlogs); ``engine queue repair`` is the
     explicit way out.
     """
     with fs.open(path) as handle:
@@ -39,7 +39,7 @@ def load_reader_file(fs: FileSystem, path: str) -> tuple[int, list[int]]:
 def write_reader_file(fs: FileSystem, path: str, head: int, done: Iterable[int], stamp_ms: int) -> None:
     """Atomically replace reader file ``path`` with ``head`` and ``done``."""
     # libkestrel's temp name, "<reader file>~~<ms>"; atomic_write fsyncs it before the
-    # rename and the directory after it (the original skipped the latter: without it
+    # rename and the directory after it (the original libkestrel server skipped the latter: without it
     # the rename may be undone by a crash and an older head come back).
     atomic_write(fs, path, codec.encode_reader_file(head, done), tmp_path=f"{path}~~{stamp_ms}")
 
@@ -85,3 +85,20 @@ def check_ids_in_window(fs: FileSystem, path: str, head: int, done: list[int], t
         "run `engine queue repair`)",
         str(bad),
     )
+
+
+def highest_mentioned(fs: FileSystem, paths: Iterable[str], tail: int, window: int | None) -> tuple[int, str]:
+    """The highest id the reader files ``paths`` mention (0 if none) and the file
+    that mentions it.  ``window``: as for :func:`check_ids_in_window` (None: no
+    bound, when the journal holds no item and the reader files are the only record
+    of the last id).  Loads every file: a damaged one raises here."""
+    top, where = 0, ""
+    for path in paths:
+        head, done = load_reader_file(fs, path)
+        if window is None:
+            mentioned = max(head, max(done, default=0))
+        else:
+            mentioned = check_ids_in_window(fs, path, head, done, tail, window)
+        if mentioned > top:
+            top, where = mentioned, path
+    return top, where

@@ -103,6 +103,8 @@ def _cmd_put(args: argparse.Namespace) -> int:
     )
     expire = None if args.expire_in is None else time.time() + args.expire_in
     with Queue.open(args.directory, args.name) as q:
+        if q.recovery.repaired:
+            console.print(f"recovered: {q.recovery.summary()}")
         ids = q.put_many([(item, expire) for item in items])
     console.print(f"put {len(ids)} item(s): ids {ids[0]}..{ids[-1]}" if ids else "nothing to put")
     return 0
@@ -131,11 +133,11 @@ def _cmd_get(args: argparse.Namespace) -> int:
 
 def _cmd_repair(args: argparse.Namespace) -> int:
     report = repair(default_fs(), args.directory, args.name)
-    if not report.changed:
+    if not report.repaired:
         console.print(f"queue {args.name}: nothing to repair")
         return 0
-    for line in report.lines():
-        console.print(f"repaired: {line}")
+    for action in report.actions:
+        console.print(f"repaired: {action}")
     return 0
 
 

@@ -8,14 +8,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 
 from engine.errors import CorruptFileError, EngineError, FormatError
-from engine.fs import FileSystem, OpenMode, crashpoint
+from engine.fs import FileSystem, OpenMode, RecoveryReport, crashpoint
 from engine.queue import checkpoint, codec, naming
+from engine.queue.attach import lock_writer, reader_files
 from engine.queue.config import QueueConfig
 from engine.queue.cursor import JournalCursor, PollingSource
-from engine.queue.segments import Segment, ids_in_valid_batches, list_segments, open_segment_handle, scan_file
+from engine.queue.segments import (
+    Segment,
+    find_tail,
+    ids_in_valid_batches,
+    list_segments,
+    open_segment_handle,
+    scan_file,
+)
 from engine.queue.state import ReaderState
 
 #: Kestrel's default journal_size, for checks made without a queue's config.
@@ -51,7 +58,7 @@ def verify_queue(
     (contiguous within one file).  Only the newest file may end in a torn record;
     that is a note (open cuts it), anywhere else it is CorruptFileError.
     Reader files: decodable, head <= tail, done ids inside (head, tail].
-    ``burnt_to``: the writer skipped ids up to it at open (see ``Queue.skipped_ids``).
+    ``burnt_to``: the writer skipped ids up to it at open (ids lost in a crash, see :mod:`engine.queue.recover`).
     A reader id more than a crash's loss past the tail (``checkpoint.crash_window``
     of ``journal_size``) is damage: CorruptFileError, as on open.
     """
@@ -92,8 +99,11 @@ def verify_queue(
             continue
         path = naming.join(directory, filename)
         head, done = checkpoint.load_reader_file(fs, path)
-        checkpoint.check_ids_in_window(fs, path, head, done, tail, checkpoint.crash_window(journal_size))
-        if head > tail:
+        if earliest is not None:  # else the reader files are the only record of the tail
+            checkpoint.check_ids_in_window(fs, path, head, done, tail, checkpoint.crash_window(journal_size))
+        if head > tail and earliest is None:
+            notes.append(f"{path}: head {head}, and no item in the journal: the next id will be above it")
+        elif head > tail:
             notes.append(f"{path}: head {head} is past the tail {tail} (clamped on open)")
         outside = [i for i in done if i <= head or i > tail]
         if outside:
@@ -166,8 +176,6 @@ def queue_stats(
     fs: FileSystem, directory: str, queue: str, max_item_size: int = codec.DEFAULT_MAX_ITEM_SIZE
 ) -> dict[str, object]:
     """Stats of a queue from its files alone (no locks needed)."""
-    from engine.queue.queue import find_tail
-
     segments = list_segments(fs, directory, queue, max_item_size)
     if not segments:
         raise EngineError(f"{directory}: queue {queue!r} has no writer files")
@@ -209,25 +217,9 @@ def iter_file_records(
         pos = end
 
 
-@dataclass
-class RepairReport:
-    """What :func:`repair` changed.  Empty lists: nothing was wrong."""
-
-    truncated: list[str] = field(default_factory=list)  # "path: cut N bytes at offset X (ids ...)"
-    reset_readers: list[str] = field(default_factory=list)
-    removed_temps: list[str] = field(default_factory=list)
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.truncated or self.reset_readers or self.removed_temps)
-
-    def lines(self) -> list[str]:
-        return self.truncated + self.reset_readers + self.removed_temps
-
-
 def repair(
     fs: FileSystem, directory: str, queue: str, max_item_size: int = codec.DEFAULT_MAX_ITEM_SIZE
-) -> RepairReport:
+) -> RecoveryReport:
     """Make a damaged queue openable again, reporting everything dropped.
 
     * a writer file with a bad or incomplete record is cut at that record (the bytes
@@ -236,12 +228,14 @@ def repair(
       still in the journal minus one: nothing is lost, items it had confirmed are
       delivered again (at-least-once), never silently skipped; so is one whose head
       is past the journal's tail (damage), and done ids past the tail are dropped;
-    Takes the writer lock: the queue must not be open.
-    """
-    from engine.queue.queue import _lock_file, reader_files
+    * stray checkpoint temporaries are removed.
 
-    report = RepairReport()
-    lock = _lock_file(fs, naming.join(directory, naming.writer_lock_name(queue)), "queue writer")
+    Returns the repairs as a :class:`RecoveryReport` (``cut``, ``reset``,
+    ``dropped``, ``removed``), empty when nothing was wrong.  Takes the writer
+    lock: the queue must not be open.
+    """
+    report = RecoveryReport(path=naming.join(directory, queue))
+    lock = lock_writer(fs, directory, queue)
     try:
         segments: list[Segment] = list_segments(fs, directory, queue, max_item_size)
         previous = 0
@@ -264,9 +258,7 @@ def repair(
                         lost += f", including {len(dropped)} checksummed item(s) after the damage" + (
                             f" (ids {dropped[0]}..{dropped[-1]})" if dropped else ""
                         )
-                    report.truncated.append(
-                        f"{seg.path}: cut {cut} bytes at offset {scan.good_end} ({scan.problem}); lost {lost}"
-                    )
+                    report.cut(seg.path, scan.good_end, cut, f"{scan.problem}; lost {lost}")
                     handle.truncate(scan.good_end)
                     crashpoint("queue.repair.before-fsync")
                     handle.fsync()
@@ -283,35 +275,51 @@ def repair(
             except CorruptFileError as exc:
                 head = (earliest - 1) if earliest is not None else previous
                 checkpoint.write_reader_file(fs, path, head, (), int(time.time() * 1000))
-                report.reset_readers.append(
-                    f"{path}: unreadable ({exc}); reset to head {head}: "
-                    f"items {head + 1}..{previous} will be delivered again"
+                report.add(
+                    "reset",
+                    path,
+                    1,
+                    "heads",
+                    detail=f"unreadable ({exc}); reset to head {head}: "
+                    f"items {head + 1}..{previous} will be delivered again",
                 )
                 continue
             # Ids past the journal's tail (a flipped bit, or confirmations of items a
             # crash took back) name nothing in the journal.  A head there cannot be
             # trusted: reset it (redeliver, never skip); done ids there are dropped.
+            # Unless the journal holds no item at all: then the reader files are the
+            # only record of the last id, and resetting them would reuse ids.
+            if earliest is None:
+                continue
             if old_head > previous:
                 head = (earliest - 1) if earliest is not None else previous
                 checkpoint.write_reader_file(fs, path, head, (), int(time.time() * 1000))
-                report.reset_readers.append(
-                    f"{path}: head {old_head} is past the journal tail {previous}; reset to head {head}: "
-                    f"items {head + 1}..{previous} will be delivered again"
+                report.add(
+                    "reset",
+                    path,
+                    1,
+                    "heads",
+                    detail=f"head {old_head} is past the journal tail {previous}; reset to head {head}: "
+                    f"items {head + 1}..{previous} will be delivered again",
                 )
             elif done and max(done) > previous:
                 beyond = [i for i in done if i > previous]
                 kept = [i for i in done if i <= previous]
                 checkpoint.write_reader_file(fs, path, old_head, kept, int(time.time() * 1000))
-                report.reset_readers.append(
-                    f"{path}: dropped {len(beyond)} done id(s) past the journal tail {previous} "
-                    f"({beyond[0]}..{beyond[-1]}); head {old_head} kept"
+                report.add(
+                    "dropped",
+                    path,
+                    len(beyond),
+                    "ids",
+                    detail=f"done ids past the journal tail {previous} ({beyond[0]}..{beyond[-1]}); "
+                    f"head {old_head} kept",
                 )
         for filename in fs.listdir(directory):
             if naming.is_temp(queue, filename):
                 fs.unlink(naming.join(directory, filename))
-                report.removed_temps.append(f"{naming.join(directory, filename)}: stray checkpoint temporary removed")
-        if report.changed:
+                report.add("removed", naming.join(directory, filename), 1, "files", detail="stray checkpoint temporary")
+        if report.repaired:
             fs.fsync_dir(directory)
     finally:
-        lock.close()
+        lock.release()
     return report

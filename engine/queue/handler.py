@@ -1,26 +1,27 @@
-"""``engine inspect`` / ``engine verify`` support for queue journals (seed 000)."""
+"""``engine inspect`` / ``engine verify`` support for queue journals (libkestrel journal).
+
+Every callback reads through the file system it is given (the tests pass the
+crash simulator), never the real one behind its back."""
 
 from __future__ import annotations
 
-import os.path
 from collections.abc import Mapping
 
 from engine.errors import CorruptFileError, EngineError, FormatError
 from engine.formats import FormatHandler
-from engine.fs import default_fs
-from engine.queue import checkpoint, codec
+from engine.fs import FileSystem
+from engine.queue import checkpoint, codec, naming
 from engine.queue.diagnose import queue_names, queue_stats, verify_queue
 from engine.queue.segments import open_segment_handle, scan_file
 
 
-def _sniff(path: str, head: bytes, is_dir: bool) -> bool:
+def _sniff(fs: FileSystem, path: str, head: bytes, is_dir: bool) -> bool:
     if not is_dir:
         return codec.check_magic(head, codec.WRITER_MAGIC) or codec.check_magic(head, codec.READER_MAGIC)
-    fs = default_fs()
     for name in queue_names(fs, path):
         for filename in fs.listdir(path):
             if filename.startswith(name + "."):
-                full = os.path.join(path, filename)
+                full = naming.join(path, filename)
                 if fs.isdir(full):
                     continue
                 with fs.open(full) as handle:
@@ -30,8 +31,8 @@ def _sniff(path: str, head: bytes, is_dir: bool) -> bool:
     return False
 
 
-def _file_kind(path: str) -> str:
-    with default_fs().open(path) as handle:
+def _file_kind(fs: FileSystem, path: str) -> str:
+    with fs.open(path) as handle:
         head = handle.read_at(0, codec.MAGIC_SIZE)
     if head == codec.WRITER_MAGIC:
         return "writer"
@@ -40,8 +41,7 @@ def _file_kind(path: str) -> str:
     raise FormatError(path, 0, "a libkestrel journal magic", head.hex(" ") or "an empty file")
 
 
-def _summarize(path: str) -> Mapping[str, object]:
-    fs = default_fs()
+def _summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
     if fs.isdir(path):
         out: dict[str, object] = {"kind": "queue directory"}
         for name in queue_names(fs, path):
@@ -53,7 +53,7 @@ def _summarize(path: str) -> Mapping[str, object]:
                 + ", ".join(f"reader {r['reader']!r}: {r['items']} items" for r in readers)
             )
         return out
-    kind = _file_kind(path)
+    kind = _file_kind(fs, path)
     if kind == "reader":
         head, done = checkpoint.load_reader_file(fs, path)
         return {"kind": "reader checkpoint", "head": head, "done out of order": len(done), "bytes": fs.file_size(path)}
@@ -75,8 +75,7 @@ def _summarize(path: str) -> Mapping[str, object]:
     return summary
 
 
-def _verify(path: str) -> list[str]:
-    fs = default_fs()
+def _verify(fs: FileSystem, path: str) -> list[str]:
     if fs.isdir(path):
         notes: list[str] = []
         names = queue_names(fs, path)
@@ -85,7 +84,7 @@ def _verify(path: str) -> list[str]:
         for name in names:
             notes.extend(verify_queue(fs, path, name))
         return notes
-    kind = _file_kind(path)
+    kind = _file_kind(fs, path)
     if kind == "reader":
         checkpoint.load_reader_file(fs, path)
         return []

@@ -1,9 +1,9 @@
-"""File names of a queue's journal (seed 000 plus our lock files).
+"""File names of a queue's journal (the libkestrel journal's, plus this engine's lock files).
 
 * writer files  ``<queue>.<n>``          n = a strictly increasing number (ms clock);
 * reader files  ``<queue>.read.<reader>`` (``<queue>.read.`` is the default reader);
 * temporaries   ``<queue>.read.<reader>~~<ms>`` (a checkpoint being written);
-* ours: ``<queue>.lock`` (the writer's lock) and ``<queue>.rlock.<reader>`` (a
+* this engine's: ``<queue>.lock`` (the writer's lock) and ``<queue>.rlock.<reader>`` (a
   reader's lock).  libkestrel ignores them: they are neither numeric nor ``read.``.
 """
 

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from engine.errors import ClosedError
-from engine.fs import FileHandle, FileSystem
+from engine.fs import FileSystem, HeldLock
 from engine.queue import checkpoint, codec, naming
 from engine.queue.config import QueueConfig
 from engine.queue.cursor import JournalCursor, JournalSource
@@ -73,7 +73,7 @@ class Reader:
         source: JournalSource,
         state: ReaderState,
         config: QueueConfig,
-        lock_handle: FileHandle,
+        lock: HeldLock,
         clock: Callable[[], float],
         punt: Punt | None,
         tail: Callable[[], int],
@@ -86,7 +86,7 @@ class Reader:
         self._source = source
         self._state = state
         self._config = config
-        self._lock_handle = lock_handle
+        self._reader_lock = lock
         self._clock = clock
         self._punt = punt
         self._tail = tail
@@ -488,4 +488,4 @@ class Reader:
             with self._lock:
                 self._closed = True
                 self._cursor.close()
-                self._lock_handle.close()
+                self._reader_lock.release()

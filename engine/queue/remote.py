@@ -15,26 +15,44 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from engine.errors import EngineError
-from engine.fs import FileSystem
-from engine.queue import checkpoint
+from engine.fs import FileSystem, RecoveryReport
+from engine.queue import checkpoint, naming
+from engine.queue.attach import attach_reader, reader_files
 from engine.queue.config import QueueConfig
 from engine.queue.cursor import PollingSource
 from engine.queue.reader import Item, Reader
-from engine.queue.segments import Segment
+from engine.queue.segments import Segment, earliest_id, find_tail
 
 log = logging.getLogger("engine.queue")
 
 
-class RemoteReader(Reader):
-    """A :class:`Reader` that owns its checkpoint thread and its punt queues."""
+class MovedItemSink(Protocol):
+    """Where a remote reader moves items (error / expired): another queue's writer."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def put_moved(self, item: Item) -> int: ...
+
+    def close(self) -> None: ...
+
+
+#: Opens the writer of another queue of the same directory (``Queue.open``).
+OpenQueue = Callable[..., MovedItemSink]
+
+
+class RemoteReader(Reader):
+    """A :class:`Reader` that owns its checkpoint thread and its punt queues.
+
+    ``recovery`` says what attaching it clamped (empty when its file was clean).
+    """
+
+    def __init__(self, *args: Any, open_queue: OpenQueue, recovery: RecoveryReport, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.recovery = recovery
+        self._open_queue = open_queue
         self._stop = threading.Event()
-        self._punt_queues: dict[str, Any] = {}
+        self._punt_queues: dict[str, MovedItemSink] = {}
         self.checkpoint_failure: BaseException | None = None
         self._thread = threading.Thread(target=self._loop, name=f"queue-reader-{self.name}", daemon=True)
         self._thread.start()
@@ -50,14 +68,11 @@ class RemoteReader(Reader):
 
     def punt_to(self, target: str, item: Item) -> None:
         """Move an item to another queue: this process opens that queue's writer."""
-        from engine.queue.queue import Queue
-
         other = self._punt_queues.get(target)
         if other is None:
-            other = Queue.open(self.directory, target, fs=self._fs, clock=self._clock, sync=self._config.sync)
+            other = self._open_queue(self.directory, target, fs=self._fs, clock=self._clock, sync=self._config.sync)
             self._punt_queues[target] = other
-        expire = None if item.expire_time is None else item.expire_time / 1000
-        other._put_batch([(item.data, expire)], error_count=item.error_count)
+        other.put_moved(item)
 
     def close(self, *, checkpoint_first: bool = True) -> None:
         self._stop.set()
@@ -84,27 +99,34 @@ def open_remote_reader(
     fs: FileSystem,
     clock: Callable[[], float],
     config: QueueConfig,
+    open_queue: OpenQueue,
 ) -> RemoteReader:
-    """See :meth:`Queue.open_reader`."""
-    from engine.queue.queue import attach_reader, earliest_id, find_tail
-
+    """See :meth:`Queue.open_reader` (which passes itself as ``open_queue``)."""
     source = PollingSource(fs, directory, queue, config.max_item_size, config.poll_interval)
     segments: list[Segment] = source.segment_list(fresh=True)
     if not segments:
         raise EngineError(f"{directory}: queue {queue!r} has no writer files (open it with Queue.open first)")
     tail = find_tail(fs, segments, config.max_item_size)
-    lock, state, notes = attach_reader(
+    earliest = earliest_id(segments)
+    window: int | None = checkpoint.crash_window(config.journal_size)
+    if earliest is None:
+        # No file holds an item: the reader files are the only record of the last
+        # id (as for the writer's open, see engine.queue.recover).
+        window = None
+        tail, _ = checkpoint.highest_mentioned(fs, reader_files(fs, directory, queue).values(), tail, None)
+    report = RecoveryReport(path=naming.join(directory, naming.reader_name(queue, name)))
+    lock, state = attach_reader(
         fs,
         directory,
         queue,
         name,
         tail=tail,
-        earliest=earliest_id(segments),
+        earliest=earliest,
         stamp_ms=int(clock() * 1000),
-        window=checkpoint.crash_window(config.journal_size),
+        report=report,
+        window=window,
     )
-    for note in notes:
-        log.warning("queue %s reader %r: %s", queue, name, note)
+    report.log(log)
     holder: list[RemoteReader] = []
 
     def current_tail() -> int:
@@ -121,12 +143,14 @@ def open_remote_reader(
         source=source,
         state=state,
         config=config,
-        lock_handle=lock,
+        lock=lock,
         clock=clock,
         punt=punt,
         tail=current_tail,
+        open_queue=open_queue,
+        recovery=report,
     )
     holder.append(reader)
-    if notes:
+    if report.repaired:
         reader._dirty = True
     return reader

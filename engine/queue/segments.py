@@ -1,4 +1,4 @@
-"""Reading writer files: the chunked record scanner, first ids, and the tail scan.
+"""Writer files: the chunked record scanner, first ids, the tail scan, creation.
 
 A queue's writer files ("segments") hold PUT records with increasing ids.  Nothing
 here keeps items in memory: a :class:`RecordScanner` holds one read buffer (a chunk
@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 
 from engine.errors import CorruptFileError, FormatError
-from engine.fs import FileHandle, FileSystem
+from engine.fs import FileHandle, FileSystem, create_file
 from engine.queue import codec, naming
 
 log = logging.getLogger("engine.queue")
@@ -314,12 +314,45 @@ def ids_in_valid_batches(data: bytes, start: int) -> list[int]:
         floor = hit + 1 + codec.CHECK.size
 
 
+def find_tail(fs: FileSystem, segments: list[Segment], max_item_size: int) -> int:
+    """The id of the last PUT, from the newest file that holds one (read-only);
+    0 when no file holds a PUT."""
+    for index in range(len(segments) - 1, -1, -1):
+        seg = segments[index]
+        if seg.first_id is None:
+            continue
+        with open_segment_handle(fs, seg.path) as handle:
+            scan = scan_file(handle, seg.path, max_item_size)
+        if scan.last_id is not None:
+            return scan.last_id
+    return 0
+
+
+def earliest_id(segments: list[Segment]) -> int | None:
+    """The first id still in the journal (None when no file holds a PUT)."""
+    for seg in segments:
+        if seg.first_id is not None:
+            return seg.first_id
+    return None
+
+
+def create_segment(fs: FileSystem, directory: str, queue: str, segments: list[Segment], now_ms: int) -> Segment:
+    """Create the next writer file of ``queue`` (numbered by the ms clock, above
+    every file in ``segments`` and every name taken) and return it.
+
+    :func:`create_file` fsyncs the header and then the directory: the name never
+    points at a file without its header once the directory entry is durable.
+    """
+    number = now_ms
+    if segments:
+        number = max(number, segments[-1].number + 1)
+    while fs.exists(naming.join(directory, naming.writer_name(queue, number))):
+        number += 1
+    path = naming.join(directory, naming.writer_name(queue, number))
+    create_file(fs, path, SEGMENT_HEADER).close()
+    return Segment(number, path, None)
+
+
 def corrupt(path: str, exc: codec.BadRecord) -> CorruptFileError:
     """A codec BadRecord as the typed error, with the file name."""
     return CorruptFileError(path, exc.offset, exc.expected, exc.found)
-
-
-def scan_tail_or_raise(fs: FileSystem, path: str, max_item_size: int) -> TailScan:
-    """Scan ``path`` read-only (verify, inspect)."""
-    with open_segment_handle(fs, path) as handle:
-        return scan_file(handle, path, max_item_size)

@@ -117,28 +117,29 @@ class ReaderState:
         merged.sort()
         self.gaps = merged
 
-    def clamp(self, earliest: int | None, tail: int) -> list[str]:
+    def clamp(self, earliest: int | None, tail: int) -> list[tuple[str, int, str, str]]:
         """Clamp the head into [earliest - 1, tail]; drop done ids outside (head, tail].
 
-        Returns notes describing what changed (reported by the caller).  ``earliest``
+        Returns what changed as ``(kind, count, unit, detail)`` repairs in the terms
+        of :class:`engine.fs.RecoveryReport` (the caller records them).  ``earliest``
         is the first id still in the journal, None when the journal holds no item.
         """
-        notes = []
+        repairs: list[tuple[str, int, str, str]] = []
         low = (earliest - 1) if earliest is not None else tail
         if self.head > tail:
-            notes.append(f"head {self.head} is past the journal tail {tail}: clamped")
+            repairs.append(("reset", 1, "heads", f"head {self.head} is past the journal tail {tail}: clamped"))
             self.head = tail
         if self.head < low:
             self.head = low  # ids below the journal's first item are gone: done
         # Range operations on the sorted set: O(ids dropped), whatever their values.
         dropped = [*self.done.irange(maximum=self.head), *self.done.irange(minimum=tail + 1)]
         if dropped:
-            notes.append(f"dropped {len(dropped)} done ids outside ({self.head}, {tail}]")
+            repairs.append(("dropped", len(dropped), "ids", f"done ids outside ({self.head}, {tail}]"))
             for i in dropped:
                 self._discard(i)
         self.gaps = [(max(lo, self.head + 1), min(hi, tail)) for lo, hi in self.gaps if hi > self.head and lo <= tail]
         self._swallow()
-        return notes
+        return repairs
 
     def pending(self, tail: int) -> int:
         """How many ids in (head, tail] are not done."""

@@ -20,19 +20,27 @@ import dataclasses
 import importlib
 import json
 import re
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from engine.applog.codec import (
+    ENTRY_SIZE,
+    HEADER_SIZE,
+    IDX_MAGIC,
+    INDEX_ENTRY,
+    LOG_MAGIC,
+    RECORD_HEADER,
+    RECORD_HEADER_SIZE,
+    check_header,
+)
+from engine.applog.view import START_FILE
 from engine.errors import ConfigError, CorruptFileError
 from engine.fs import FileHandle, FileSystem, resolve
 from engine.spark import logcodec as lc
 
 SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
 MANIFEST = "_SHARDS.json"
-#: The append-log store's ``truncate_before`` checkpoint: records below it are gone.
-START_FILE = "log-start-index"
 
 
 @dataclass(frozen=True)
@@ -112,20 +120,20 @@ def dataset_logs(path: str, fs: FileSystem | None = None) -> list[LogDir]:
 
 
 def _entry_at(h: FileHandle, pos: int) -> tuple[int, int, int]:
-    raw = h.read_at(lc.HEADER_SIZE + lc.INDEX_ENTRY * pos, lc.INDEX_ENTRY)
-    if len(raw) < lc.INDEX_ENTRY:
-        raise CorruptFileError(h.path, lc.HEADER_SIZE + lc.INDEX_ENTRY * pos, "a whole index entry",
+    raw = h.read_at(HEADER_SIZE + ENTRY_SIZE * pos, ENTRY_SIZE)
+    if len(raw) < ENTRY_SIZE:
+        raise CorruptFileError(h.path, HEADER_SIZE + ENTRY_SIZE * pos, "a whole index entry",
                                f"{len(raw)} bytes")
-    t, i, o = struct.unpack(lc.INDEX_FMT, raw)
+    t, i, o = INDEX_ENTRY.unpack(raw)
     return t, i, o
 
 
 def _record_end(log: FileHandle, offset: int, log_size: int) -> int | None:
     """Where the record at ``offset`` ends, or None if it does not fit (yet)."""
-    if offset < lc.HEADER_SIZE or offset + lc.RECORD_HEADER > log_size:
+    if offset < HEADER_SIZE or offset + RECORD_HEADER_SIZE > log_size:
         return None
-    size, _flags, _t = struct.unpack(lc.RECORD_FMT, log.read_at(offset, lc.RECORD_HEADER))
-    end = offset + lc.RECORD_HEADER + size
+    size, _flags, _t = RECORD_HEADER.unpack(log.read_at(offset, RECORD_HEADER_SIZE))
+    end = offset + RECORD_HEADER_SIZE + size
     return end if end <= log_size else None
 
 
@@ -134,12 +142,12 @@ def open_segment(fs: FileSystem, log_path: str, first_index: int) -> Segment:
     idx_path = log_path[:-4] + ".idx"
     with fs.open(log_path) as log:
         log_size = log.size()
-        header = lc.decode_header(log.read_at(0, lc.HEADER_SIZE), log_path, lc.LOG_MAGIC)
+        header = check_header(log.read_at(0, HEADER_SIZE), LOG_MAGIC, log_path)
         if not fs.exists(idx_path):
-            return Segment(log_path, idx_path, first_index, 0, lc.HEADER_SIZE, header.ttl_ns, None, None)
+            return Segment(log_path, idx_path, first_index, 0, HEADER_SIZE, header.ttl_ns, None, None)
         with fs.open(idx_path) as idx:
-            lc.decode_header(idx.read_at(0, lc.HEADER_SIZE), idx_path, lc.IDX_MAGIC)
-            n = max(0, (idx.size() - lc.HEADER_SIZE) // lc.INDEX_ENTRY)
+            check_header(idx.read_at(0, HEADER_SIZE), IDX_MAGIC, idx_path)
+            n = max(0, (idx.size() - HEADER_SIZE) // ENTRY_SIZE)
 
             def fits(pos: int) -> int | None:
                 return _record_end(log, _entry_at(idx, pos)[2], log_size)
@@ -161,7 +169,7 @@ def open_segment(fs: FileSystem, log_path: str, first_index: int) -> Segment:
                 end = fits(n - 1) if n else None
             first_t = _entry_at(idx, 0)[0] if n else None
             last_t = _entry_at(idx, n - 1)[0] if n else None
-    return Segment(log_path, idx_path, first_index, n, end if end is not None else lc.HEADER_SIZE,
+    return Segment(log_path, idx_path, first_index, n, end if end is not None else HEADER_SIZE,
                    header.ttl_ns, first_t, last_t)
 
 
@@ -293,18 +301,18 @@ def read_range(
         pos = start
         while pos < stop:
             n = min(batch_records, stop - pos)
-            idx_off = lc.HEADER_SIZE + lc.INDEX_ENTRY * pos
+            idx_off = HEADER_SIZE + ENTRY_SIZE * pos
             # One entry more than needed, when there is one, says where the last record ends.
             extra = 1 if pos + n < seg.count else 0
-            raw = idx.read_at(idx_off, lc.INDEX_ENTRY * (n + extra))
+            raw = idx.read_at(idx_off, ENTRY_SIZE * (n + extra))
             entries = lc.decode_index(raw)
             if len(entries) < n + extra:
-                raise CorruptFileError(seg.idx_path, idx_off + lc.INDEX_ENTRY * len(entries),
+                raise CorruptFileError(seg.idx_path, idx_off + ENTRY_SIZE * len(entries),
                                        "an index entry (the file shrank while being read)")
             base = int(entries["offset"][0])
             end = int(entries["offset"][n]) if extra else seg.end_offset
             if end <= base:
-                raise CorruptFileError(seg.idx_path, idx_off + lc.INDEX_ENTRY * n + 16,
+                raise CorruptFileError(seg.idx_path, idx_off + ENTRY_SIZE * n + 16,
                                        f"a log offset past {base}", str(end))
             log_bytes = log.read_at(base, end - base)
             yield lc.decode_run(log_bytes, base, entries[:n], seg.log_path, seg.first_index + pos, idx_off)

@@ -1,12 +1,14 @@
 """The shard/commit/abort protocol of the append-log sink (no Spark needed).
 
-Layout of a dataset written by the sink (all of it ours, documented in
+Layout of a dataset written by the sink (this engine's, around LOG/IDX logs, documented in
 ``docs/pipeline.md``)::
 
     DATASET/
       _SHARDS.json                 manifest: {"version": 1, "shards": ["job-<id>/shard-...", ...]}
       _LOCK                        taken while a job commits or cleans up
-      job-<id>/shard-<part>-<attempt>/   one append log (LOG/IDX segments) per task
+      job-<id>/shard-<part>-<attempt>/   one append log (LOG/IDX segments with their
+                                         .crc files) per task, written by the
+                                         store's own segment writer
 
 * Every task writes its own shard under its job's directory, fsyncs its files
   and directories, and returns a :class:`ShardCommit` message.  A shard no
@@ -27,6 +29,7 @@ delete, which keeps the protocol within what the crash simulator models.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import time
@@ -36,10 +39,10 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from engine.applog.codec import MAX_RECORD_SIZE, RECORD_HEADER_SIZE
+from engine.applog.writer import SegmentWriter, create_segment
 from engine.errors import ConfigError
-from engine.fs import FileHandle, FileSystem, atomic_write, crashpoint, create_file, make_dirs, resolve
-from engine.fs.base import OpenMode
-from engine.spark import logcodec as lc
+from engine.fs import FileSystem, HeldLock, atomic_write, crashpoint, make_dirs, resolve, take_lock
 from engine.spark.logfiles import MANIFEST, SEGMENT_RE, join, read_manifest
 
 log = logging.getLogger("engine.spark")
@@ -50,6 +53,9 @@ LOCK = "_LOCK"
 WRITE_COLUMNS = {"data", "time", "time_ns", "flags"}
 IGNORED_COLUMNS = {"log", "segment", "index"}
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
+#: Encoded bytes a shard writer keeps before writing them (also written at the end
+#: of every batch).
+SINK_BUFFER_BYTES = 1 << 20
 
 
 def new_job_id() -> str:
@@ -86,9 +92,12 @@ def remove_tree(fs: FileSystem, path: str) -> None:
 class ShardWriter:
     """Writes one task's rows as an append log under its job's directory.
 
-    Records get indexes 0, 1, ... and rotate to a new segment once a segment
-    reaches ``segment_bytes`` (checked between batches, so a segment may exceed it
-    by one batch).  Times must not go backwards, as in any append log.
+    The segments are written by the append-log store's own segment writer
+    (:class:`engine.applog.writer.SegmentWriter`): the same encoder, the same
+    ``.crc`` checksum files, the same write and sync order, and the same rule for
+    starting a new segment (a record that would push the log past
+    ``segment_bytes`` goes to a new one, unless the segment is empty).  Records
+    get indexes 0, 1, ...; times must not go backwards, as in any append log.
     """
 
     def __init__(self, dataset: str, job_id: str, shard: str, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
@@ -103,28 +112,33 @@ class ShardWriter:
         self.next_index = 0
         self.last_time = -(1 << 63)
         self.bytes = 0
-        self._log: FileHandle | None = None
-        self._idx: FileHandle | None = None
+        self._writer: SegmentWriter | None = None
         self._segments = 0
         self._result: ShardCommit | None = None
         make_dirs(self.fs, self.dir)
 
-    def _roll(self) -> None:
+    def _roll(self) -> SegmentWriter:
+        """Seal the current segment and start the next one at ``next_index``."""
+        base = self.next_index if self._writer is None else self._writer.seg.end
         self._close_segment()
-        name = f"{self.next_index:020d}"
+        seg = create_segment(self.fs, self.dir, base, self.ttl_ns)
         self._segments += 1
-        self._log = create_file(self.fs, join(self.dir, name + ".log"), lc.encode_header(lc.LOG_MAGIC, self.ttl_ns))
-        self._idx = create_file(self.fs, join(self.dir, name + ".idx"), lc.encode_header(lc.IDX_MAGIC, self.ttl_ns))
+        self._writer = SegmentWriter(seg, self.segment_bytes, SINK_BUFFER_BYTES, self._roll, self._flush)
+        return self._writer
+
+    def _flush(self) -> None:
+        if self._writer is not None:
+            self._writer.flush()
 
     def _close_segment(self) -> None:
-        for h in (self._log, self._idx):
-            if h is not None:
-                # The segment is final: its data must be durable before the driver
-                # can publish the shard (the log before the index, as the store does).
-                crashpoint("spark.sink.before-segment-fsync")
-                h.fsync()
-                h.close()
-        self._log = self._idx = None
+        writer = self._writer
+        if writer is not None:
+            # The segment is final: its data must be durable before the driver can
+            # publish the shard (log, checksums, then index, as the store does).
+            crashpoint("spark.sink.before-segment-fsync")
+            writer.seal()
+            writer.seg.close()
+            self._writer = None
 
     def write(self, data: pa.Array, times_ns: np.ndarray | None = None, flags: np.ndarray | None = None) -> None:
         """Append a column of payloads (with optional times in ns and flags)."""
@@ -133,6 +147,8 @@ class ShardWriter:
             raise ConfigError(f"{self.shard}: the shard is finished")
         if n == 0:
             return
+        if data.null_count:
+            raise ConfigError(f"{self.shard}: record data must not be null")
         if times_ns is None:
             now = max(time.time_ns(), self.last_time)
             times_ns = np.full(n, now, dtype=np.int64)
@@ -144,15 +160,23 @@ class ShardWriter:
         flags_arr = np.zeros(n, dtype=np.int64) if flags is None else np.asarray(flags, dtype=np.int64)
         if np.any((flags_arr < 0) | (flags_arr > 0xFFFFFFFF)):
             raise ConfigError(f"{self.shard}: flags must fit in an unsigned 32-bit integer")
-        if self._log is None or (self._log.size() >= self.segment_bytes and self.next_index > 0):
+        if not (pa.types.is_binary(data.type) or pa.types.is_large_binary(data.type)):
+            data = data.cast(pa.binary())
+        payloads: list[bytes] = data.to_pylist()
+        if any(len(p) > MAX_RECORD_SIZE for p in payloads):
+            raise ConfigError(f"{self.shard}: a record's data is larger than the format's 4 GiB limit")
+        if self._writer is None:
             self._roll()
-        assert self._log is not None and self._idx is not None
-        run = lc.encode_run(data, times_ns, flags_arr, self.next_index, self._log.size())
-        self._log.append(run.log)
-        self._idx.append(run.index)
+        # Runs of rows sharing time and flags: one call of the segment writer each
+        # (it starts new segments as they fill and flushes every SINK_BUFFER_BYTES).
+        cuts = np.flatnonzero((times_ns[1:] != times_ns[:-1]) | (flags_arr[1:] != flags_arr[:-1])) + 1
+        bounds = [0, *cuts.tolist(), n]
+        for a, b in itertools.pairwise(bounds):
+            self._writer.add(payloads[a:b], int(flags_arr[a]), int(times_ns[a]))  # type: ignore[union-attr]
+        self._flush()
         self.next_index += n
         self.last_time = int(times_ns[-1])
-        self.bytes += len(run.log)
+        self.bytes += RECORD_HEADER_SIZE * n + sum(map(len, payloads))
 
     def finish(self) -> ShardCommit:
         """Make the shard durable and describe it for the driver's commit (idempotent)."""
@@ -168,10 +192,9 @@ class ShardWriter:
 
     def abort(self) -> None:
         """Remove this task's shard (a failed task leaves nothing)."""
-        for h in (self._log, self._idx):
-            if h is not None and not h.closed:
-                h.close()
-        self._log = self._idx = None
+        if self._writer is not None:
+            self._writer.seg.close()
+            self._writer = None
         remove_tree(self.fs, self.dir)
 
 
@@ -216,14 +239,9 @@ def _streams(fs: FileSystem, dataset: str) -> dict[str, int]:
     return {str(k): int(v) for k, v in streams.items()} if isinstance(streams, dict) else {}
 
 
-def _lock(fs: FileSystem, dataset: str) -> FileHandle:
-    h = fs.open(join(dataset, LOCK), OpenMode.CREATE)
-    try:
-        h.lock(exclusive=True, blocking=True)
-    except BaseException:
-        h.close()
-        raise
-    return h
+def _lock(fs: FileSystem, dataset: str) -> HeldLock:
+    """The dataset's commit lock (waits for another job's commit or cleanup)."""
+    return take_lock(fs, join(dataset, LOCK), wait=None, what="commit lock of the sink dataset")
 
 
 def listed_name(c: ShardCommit) -> str:
@@ -260,7 +278,7 @@ def commit_job(dataset: str, commits: list[ShardCommit], *, overwrite: bool,
         _remove_unlisted(fs, dataset, set(shards), jobs)
         return shards
     finally:
-        lock.close()
+        lock.release()
 
 
 def commit_stream_batch(dataset: str, commits: list[ShardCommit], *, stream: str, batch_id: int,
@@ -294,7 +312,7 @@ def commit_stream_batch(dataset: str, commits: list[ShardCommit], *, stream: str
         atomic_write(fs, mpath, json.dumps(out, indent=1).encode() + b"\n")
         return True
     finally:
-        lock.close()
+        lock.release()
 
 
 def abort_shards(dataset: str, commits: list[ShardCommit], fs: FileSystem | None = None) -> None:
@@ -353,7 +371,7 @@ def cleanup(dataset: str, fs: FileSystem | None = None) -> None:
     try:
         _remove_unlisted(fs, dataset, set(read_manifest(fs, dataset) or []), None)
     finally:
-        lock.close()
+        lock.release()
 
 
 def shard_stats(path: str, fs: FileSystem | None = None) -> int:

@@ -1,4 +1,4 @@
-"""Multiplexed stream journal on the journald version 2 format (seed 002).
+"""Multiplexed stream journal on the journald version 2 format.
 
 * :class:`StreamJournal` -- many streams written concurrently into one
   preallocated file, group-committed (``journal.open_stream(ident)``);

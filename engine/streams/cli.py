@@ -40,8 +40,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         page_size=args.page_size,
         sync_delay=args.delay_ms / 1000.0,
     )
-    if journal.recovered:
-        err_console.print(f"engine streams serve: {journal.recovery_note}")
+    if journal.recovery.repaired:
+        err_console.print(f"engine streams serve: recovered: {journal.recovery.summary()}")
     server = JournalServer(args.socket, journal, mode=int(args.mode, 8) if args.mode else None)
 
     def _stop(signum: int, frame: FrameType | None) -> None:
@@ -162,7 +162,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=DEFAULT_SYNC_DELAY * 1000,
         help="fsync delay while other streams are open (default 10)",
     )
-    serve.add_argument("--reset", action="store_true", help="start the journal over (the original's behaviour)")
+    serve.add_argument(
+        "--reset", action="store_true", help="start the journal over (the original journald server's behaviour)"
+    )
     serve.add_argument("--mode", default=None, help="socket file mode, octal")
     serve.set_defaults(func=_cmd_serve)
 

@@ -1,4 +1,4 @@
-"""A Python client for the journald socket protocol (what the original's C
+"""A Python client for the journald socket protocol (what the original journald C client's
 ``journald_open`` / ``journald_write`` / ``journald_close`` do).
 
 Wire format, all numbers 4 bytes MSB first: identifier length, identifier, then

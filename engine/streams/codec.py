@@ -1,10 +1,10 @@
-"""Bytes in, bytes out: the journald version 2 file format (seed 002).
+"""Bytes in, bytes out: the journald version 2 file format.
 
 Pure functions only (no I/O, no clock, no threads): :mod:`engine.streams.reader`
 and :mod:`engine.streams.journal` read and write the file and hand bytes here.
 Every layout is written beside its ``struct`` format.  Integers are 4 bytes,
 **MSB first**; check codes are CRC-64 (see :func:`crc64`) stored as 8
-**little-endian** bytes (the original copied the host integer; see FORMATS.md).
+**little-endian** bytes (the original journald server copied the host integer; see FORMATS.md).
 
 File::
 
@@ -75,7 +75,7 @@ U32_MASK = 0xFFFFFFFF
 #: The smallest page size we write or accept (the header must fit in page 0).
 MIN_PAGE_SIZE = 64
 #: A journal file holds at least this many pages (header, one transaction, the
-#: zero page after it, and room to wrap), as the original requires.
+#: zero page after it, and room to wrap), as the original journald server requires.
 MIN_PAGES = 4
 
 # CRC-64/GO-ISO: polynomial x^64 + x^4 + x^3 + x + 1, reflected, initial value all

@@ -1,4 +1,8 @@
-"""``engine inspect`` / ``engine verify`` support for journald files."""
+"""``engine inspect`` / ``engine verify`` support for journald files.
+
+Every callback reads through the file system it is given (the tests pass the
+crash simulator).
+"""
 
 from __future__ import annotations
 
@@ -6,24 +10,25 @@ from collections.abc import Mapping
 
 from engine.errors import CorruptFileError
 from engine.formats import FormatHandler
+from engine.fs import FileSystem
 from engine.streams import codec
 from engine.streams.reader import JournalScan
 
 
-def _sniff(path: str, head: bytes, is_dir: bool) -> bool:
+def _sniff(fs: FileSystem, path: str, head: bytes, is_dir: bool) -> bool:
     return not is_dir and head[: len(codec.MAGIC)] == codec.MAGIC
 
 
-def _scan(path: str) -> tuple[JournalScan, dict[str, int]]:
-    scan = JournalScan(path)
+def _scan(fs: FileSystem, path: str) -> tuple[JournalScan, dict[str, int]]:
+    scan = JournalScan(path, fs)
     counts = {"complete": 0, "aborted": 0, "open": 0}
     for stream in scan.streams():
         counts[stream.status] += 1
     return scan, counts
 
 
-def _summarize(path: str) -> Mapping[str, object]:
-    scan, counts = _scan(path)
+def _summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
+    scan, counts = _scan(fs, path)
     assert scan.header is not None and scan.end is not None
     end = scan.end
     page = scan.header.page_size
@@ -40,8 +45,8 @@ def _summarize(path: str) -> Mapping[str, object]:
     }
 
 
-def _verify(path: str) -> list[str]:
-    scan, counts = _scan(path)
+def _verify(fs: FileSystem, path: str) -> list[str]:
+    scan, counts = _scan(fs, path)
     assert scan.end is not None
     if scan.anomalies:
         raise CorruptFileError(path, 0, "records consistent with their streams", found="; ".join(scan.anomalies))

@@ -8,7 +8,13 @@ zero page after it, and syncs once for everybody.  The next transaction then
 overwrites that zero page, so a reader always finds the end of the journal at a
 zero type word and a torn transaction fails its check codes.
 
-Locks, in this order: ``_lock`` (the pending transaction, counters, streams) then
+Opening takes the writer lock ``<journal>.lock`` (:func:`engine.fs.take_lock`)
+before it creates or reads anything: of two processes opening or creating the
+same journal, one gets :class:`~engine.errors.LockedError`.  Opening an existing
+journal recovers it (see :meth:`StreamJournal.open`); what that repaired is in
+``journal.recovery``.
+
+Thread locks, in this order: ``_lock`` (the pending transaction, counters, streams) then
 ``_io_lock`` (the file: one write+fsync at a time, wraps included).  The commit
 leader takes the pending bytes and the file position under ``_lock``, then the
 file under ``_io_lock`` before it lets go of ``_lock``, so transactions reach the
@@ -18,24 +24,35 @@ file in the order their positions were handed out.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from types import TracebackType
 from typing import cast
 
 from engine.errors import ClosedError, ConfigError, CorruptFileError, FullError, PoisonedError
-from engine.fs import FileHandle, FileSystem, GroupCommit, OpenMode, OsFileSystem, crashpoint, create_file, resolve
+from engine.fs import (
+    FileHandle,
+    FileSystem,
+    GroupCommit,
+    HeldLock,
+    OpenMode,
+    RecoveryReport,
+    crashpoint,
+    create_file,
+    parent_dir,
+    resolve,
+    take_lock,
+)
 from engine.streams import codec
 from engine.streams.reader import JournalScan, later_records
 
 log = logging.getLogger("engine.streams")
 
-#: Data bytes per record: the original server's connection buffer (CBUFSIZE).
+#: Data bytes per record: the original journald server's connection buffer (CBUFSIZE).
 DEFAULT_RECORD_SIZE = 8192
-#: Longest identifier: the original server's IDENTSIZE.
+#: Longest identifier: the original journald server's IDENTSIZE.
 MAX_IDENT = 1024
-#: Default fsync delay while other streams are open (the original's -t 10ms).
+#: Default fsync delay while other streams are open (the original journald server's -t 10ms).
 DEFAULT_SYNC_DELAY = 0.010
 #: Pending transaction bytes above which whole pages are written out early.
 SPILL_SIZE = 1 << 20
@@ -43,15 +60,9 @@ SPILL_SIZE = 1 << 20
 _PREALLOC_CHUNK = 1 << 20
 #: Suffix of the temporary file a new journal is built in before its rename.
 CREATING_SUFFIX = ".creating"
-
-
-def default_page_size(fs: FileSystem, directory: str) -> int:
-    """The original's choice: the larger of the OS page size and the file
-    system's block size (4096 when the file system is not the real one)."""
-    page = 4096
-    if isinstance(fs, OsFileSystem):
-        page = max(os.sysconf("SC_PAGE_SIZE"), os.stat(directory or ".").st_blksize)
-    return page
+#: Suffix of the writer lock file beside the journal (``<journal>.lock``): an
+#: empty file the writer holds an exclusive ``flock`` on while it is open.
+LOCK_SUFFIX = ".lock"
 
 
 class Stream:
@@ -104,9 +115,9 @@ class Stream:
 class StreamJournal:
     """A journald version 2 file written by many concurrent streams.
 
-    Use :meth:`open`.  Counters for tests and benchmarks: ``fsyncs``,
-    ``transactions``, ``wraps``, ``recovered`` (whether opening cut a torn
-    transaction), ``recovery_note``.
+    Use :meth:`open`.  ``recovery`` is what opening repaired (a
+    :class:`~engine.fs.RecoveryReport`, empty for a clean or new journal).
+    Counters for tests and benchmarks: ``fsyncs``, ``transactions``, ``wraps``.
     """
 
     def __init__(
@@ -149,8 +160,8 @@ class StreamJournal:
         self.fsyncs = 0
         self.transactions = 0
         self.wraps = 0
-        self.recovered = False
-        self.recovery_note = ""
+        self.recovery = RecoveryReport(path)
+        self._writer_lock: HeldLock | None = None
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -170,17 +181,33 @@ class StreamJournal:
     ) -> StreamJournal:
         """Open (or create, needing ``size``) the journal at ``path``.
 
-        An existing journal is recovered: read to its end, a torn transaction
-        cut off (reported in ``recovered``/``recovery_note`` and logged), streams
-        left open by the previous writer aborted, and writing continues after
-        it with the next global record and stream numbers.  ``reset=True``
-        starts it over instead, as the original server does at every start.
+        The writer lock ``<path>.lock`` is taken first (``LockedError`` if another
+        writer has it).  An existing journal is recovered: read to its end, a
+        torn transaction cut off, streams left open by the previous writer
+        aborted (each reported in ``journal.recovery`` and logged), and writing
+        continues after it with the next global record and stream numbers.
+        ``reset=True`` starts it over instead, as the original journald server
+        does at every start.
         ``sync_delay`` is how long a commit waits for other open streams;
         ``spill_size`` how big a pending transaction grows before its whole
         pages are written out (unsynced) ahead of the commit.
         """
-        journal = cls._open(path, size, create, reset, page_size, record_size, sync_delay, preallocate, fs)
+        fs = resolve(fs)
+        if record_size <= 0:
+            raise ConfigError(f"record_size must be positive, not {record_size}")
+        if sync_delay < 0:
+            raise ConfigError(f"sync_delay must be >= 0, not {sync_delay}")
+        if not create and not fs.exists(path):
+            raise FileNotFoundError(path)  # (checked again under the lock)
+        lock = take_lock(fs, path + LOCK_SUFFIX, what="writer lock of the stream journal")
+        try:
+            journal = cls._open(path, size, create, reset, page_size, record_size, sync_delay, preallocate, fs)
+        except BaseException:
+            lock.release()
+            raise
+        journal._writer_lock = lock
         journal.spill_size = max(spill_size, journal.page_size)
+        journal.recovery.log(log)
         return journal
 
     @classmethod
@@ -194,17 +221,13 @@ class StreamJournal:
         record_size: int,
         sync_delay: float,
         preallocate: bool,
-        fs: FileSystem | None,
+        fs: FileSystem,
     ) -> StreamJournal:
-        fs = resolve(fs)
-        if record_size <= 0:
-            raise ConfigError(f"record_size must be positive, not {record_size}")
-        if sync_delay < 0:
-            raise ConfigError(f"sync_delay must be >= 0, not {sync_delay}")
+        """Create, reset or recover the journal; the caller holds the writer lock."""
         exists = fs.exists(path)
         # A blank file -- empty, or a header of zeros -- holds no journal: it is
         # what a crash during creation leaves, or a file preallocated for the
-        # original server (which writes its header at start).  Initialise it.
+        # original journald server (which writes its header at start).  Initialise it.
         blank = exists and cls._is_blank(fs, path)
         if blank and create:
             exists = False
@@ -215,20 +238,27 @@ class StreamJournal:
         if not exists:
             if size is None:
                 raise ConfigError(f"{path}: a new journal needs size=")
-            page = page_size or default_page_size(fs, os.path.dirname(path))
+            # journald's page size: the larger of the OS page size and the file
+            # system's block size.
+            page = page_size or fs.block_size(parent_dir(path))
             cls._check_geometry(page, size)
             handle = cls._create(fs, path, page, size - size % page, preallocate, reuse=blank)
-            journal = cls(path, fs, handle, page, size - size % page, record_size=record_size, sync_delay=sync_delay)
-            if blank:
-                # A reused file may hold stale records past page 1 (a header of
-                # zeros is what a crash during creation leaves): scrub them.
-                journal._scrub(2 * page, 0)
+            try:
+                journal = cls(
+                    path, fs, handle, page, size - size % page, record_size=record_size, sync_delay=sync_delay
+                )
+                if blank:
+                    # A reused file may hold stale records past page 1 (a header of
+                    # zeros is what a crash during creation leaves): scrub them.
+                    journal._scrub(2 * page, 0)
+            except BaseException:
+                handle.close()
+                raise
             return journal
         handle = fs.open(path, OpenMode.WRITE)
         try:
-            handle.lock(exclusive=True, blocking=False)
             if reset:
-                page = page_size or default_page_size(fs, os.path.dirname(path))
+                page = page_size or fs.block_size(parent_dir(path))
                 file_size = handle.size()
                 cls._check_geometry(page, file_size)
                 journal = cls(
@@ -262,7 +292,8 @@ class StreamJournal:
         # page 1, the preallocated rest), synced, and only then renamed into place
         # and the directory synced: a crash during creation leaves no journal or a
         # complete one, never a header on a file too short to open.  A reused blank
-        # file is initialised in place (it already has its size).
+        # file is initialised in place (it already has its size).  The caller
+        # holds the writer lock, so no other process builds the same journal.
         first = codec.encode_header_page(page, 0) + bytes(page)
         final_path = path
         if not reuse:
@@ -272,21 +303,19 @@ class StreamJournal:
         if reuse:
             handle = fs.open(path, OpenMode.WRITE)
             try:
-                handle.lock(exclusive=True, blocking=False)
                 handle.write_at(0, first)
                 handle.fsync()
-                fs.fsync_dir(os.path.dirname(path) or ".")
+                fs.fsync_dir(parent_dir(path))
             except BaseException:
                 handle.close()
                 raise
         else:
             handle = create_file(fs, path, first)
         try:
-            if not reuse:
-                handle.lock(exclusive=True, blocking=False)
             if preallocate:
                 # Real zeros rather than a hole: later fdatasyncs then need no
-                # block allocation (the original expects a preallocated file).
+                # block allocation (the original journald server expects a
+                # preallocated file).
                 # A reused file keeps what it has (stale records past the zero
                 # page 1 are scrubbed by the caller, see _scrub).
                 chunk = bytes(_PREALLOC_CHUNK)
@@ -301,12 +330,10 @@ class StreamJournal:
             handle.fsync()  # the size is metadata: a full fsync
             crashpoint("streams.create.after-fsync")
             if not reuse:
-                if fs.exists(final_path):
-                    raise FileExistsError(17, "journal created meanwhile by another process", final_path)
                 fs.rename(path, final_path)
                 handle.path = final_path  # the same inode, now under its real name
                 crashpoint("streams.create.before-dir-fsync")
-                fs.fsync_dir(os.path.dirname(final_path) or ".")
+                fs.fsync_dir(parent_dir(final_path))
                 crashpoint("streams.create.after-dir-fsync")
         except BaseException:
             handle.close()
@@ -339,17 +366,16 @@ class StreamJournal:
         # past its end) and, worse, the numbers the writer hands out next would
         # catch up with them.  Zero each such page before anything is written.
         scrubbed = journal._scrub(start + page if start + page <= size else start, end.next_global)
+        report = journal.recovery
         if not end.clean:
-            journal.recovered = True
-            journal.recovery_note = f"cut a torn transaction at offset {end.position}: {end.reason}"
-            log.warning("journal %s: %s", path, journal.recovery_note)
-        elif scrubbed:
-            journal.recovered = True
-            journal.recovery_note = (
-                f"cut a torn transaction after offset {end.position}: zeroed {scrubbed} page(s) holding "
-                f"intact records numbered {end.next_global} or later past the end"
-            )
-            log.warning("journal %s: %s", path, journal.recovery_note)
+            # What follows the last good record up to the zero page written below
+            # (or to the end of the file, when recovery starts a new lap instead).
+            report.cut(path, end.position, min(start + page, size) - end.position,
+                       f"torn transaction: {end.reason}")
+        if scrubbed:
+            report.cut(path, end.position, scrubbed * page,
+                       f"zeroed {scrubbed} page(s) holding intact records numbered {end.next_global} "
+                       "or later past the end (a torn transaction's pages)")
         if start + page > size:
             journal._wrap_locked()
         elif not end.clean:
@@ -362,6 +388,8 @@ class StreamJournal:
             journal.fsyncs += 1
         if scan.open_streams:
             # Their writer is gone: they can never end.  Abort them explicitly.
+            report.add("undone", path, len(scan.open_streams), "streams",
+                       detail="left open by the previous writer: aborted")
             with journal._lock:
                 for st in scan.open_streams.values():
                     ghost = Stream(journal, st.number, st.ident)
@@ -411,7 +439,7 @@ class StreamJournal:
             info = codec.encode_info(stream.total, stream.ident)
             need += codec.RECORD_OVERHEAD + len(info)
         # Room for these records, the padding and the zero page that must follow
-        # (the original's check_rotate), else wrap to page 1 first.
+        # (the original journald server's check_rotate), else wrap to page 1 first.
         if self._txn_pos + self._spilled + len(self._pending) + need + 1 + self.page_size >= self.size:
             self._wrap_locked()
             # The new lap needs this stream's INFO again (even if the stream is
@@ -452,7 +480,7 @@ class StreamJournal:
                 self._io_lock.release()
 
     def open_stream(self, ident: bytes | str) -> Stream:
-        """A new stream named ``ident`` (at most 1024 bytes, as in the original)."""
+        """A new stream named ``ident`` (at most 1024 bytes, as in the original journald server)."""
         raw = ident.encode() if isinstance(ident, str) else bytes(ident)
         if len(raw) > MAX_IDENT:
             raise ConfigError(f"stream identifier of {len(raw)} bytes; at most {MAX_IDENT}")
@@ -469,7 +497,7 @@ class StreamJournal:
             self._check_usable()
             if stream.state != "open":
                 raise ClosedError(f"stream #{stream.number} is {stream.state}")
-            # Like the original, a full buffer is journaled only when more data
+            # Like the original journald server, a full buffer is journaled only when more data
             # follows, so the last record of a stream is DATA|EOS.  Whole
             # record-sized pieces of ``data`` are journaled without copying.
             data = bytes(data)  # no copy when it is bytes already
@@ -517,7 +545,7 @@ class StreamJournal:
             self._streams.pop(stream.number, None)
             if self._closed or self._failure is not None or self._handle.poisoned:
                 return  # nothing more can be written; readers see it open, never complete
-            # Nothing journaled yet means nothing to abort (the original's rule).
+            # Nothing journaled yet means nothing to abort (the original journald server's rule).
             # The ABORT is not waited for: losing it leaves the stream open,
             # which a reader never mistakes for complete.
             if stream.records:
@@ -528,7 +556,7 @@ class StreamJournal:
         """GroupCommit's sync: write the pending transaction + a zero page, fsync."""
         if self.sync_delay > 0 and self._active > 0:
             # Other streams are still writing: give them a moment to finish and
-            # share this fsync (the original server's delayed sync).
+            # share this fsync (the original journald server's delayed sync).
             time.sleep(self.sync_delay)
         with self._lock:
             if self._failure is not None:
@@ -681,8 +709,7 @@ class StreamJournal:
             for number, stream in self._streams.items():
                 if stream._wrote_info and number not in scan.open_streams:
                     raise CorruptFileError(self.path, end.position, f"stream {number} to be open")
-            if self.recovered:
-                notes.append(self.recovery_note)
+            notes.extend(str(action) for action in self.recovery.actions)
             return notes
 
     def close(self) -> None:
@@ -699,7 +726,11 @@ class StreamJournal:
         finally:
             with self._lock:
                 self._closed = True
-            self._handle.close()
+            try:
+                self._handle.close()
+            finally:
+                if self._writer_lock is not None:
+                    self._writer_lock.release()
 
     def __enter__(self) -> StreamJournal:
         return self

@@ -2,7 +2,7 @@
 
 :class:`JournalScan` walks the transactions from page 1, checks every check code
 and that the global record numbers run without a gap, and turns records into
-:class:`Event` objects the way the original ``journal-read``/``journal-dump`` do
+:class:`Event` objects the way the original journald ``journal-read``/``journal-dump`` do
 (``init`` / ``append`` / ``end`` / ``abort``, then ``unfinished`` for streams left
 open).  The first record that fails a check is the end of the journal: after a
 crash that is the torn, unsynced transaction; the scan stops there cleanly and
@@ -165,8 +165,8 @@ class JournalScan:
 
     ``anomalies`` lists records that passed their checks but make no sense for
     their stream (data for an unknown stream, a record number out of sequence,
-    an INFO for a stream already open): the original reader warns about them and
-    so do we; :meth:`StreamJournal.verify` treats them as corruption.
+    an INFO for a stream already open): the original journald reader warns about
+    them and so does this one; :meth:`StreamJournal.verify` treats them as corruption.
     """
 
     def __init__(
@@ -391,7 +391,7 @@ def read_events(path: str, fs: FileSystem | None = None, *, strict_end: bool = T
 
     ``strict_end=False`` believes a zero page is the end without probing past
     it (for files whose writer may leave newer-numbered records there, such as
-    the original server after a restart, which numbers records from 0 again).
+    the original journald server after a restart, which numbers records from 0 again).
     """
     return JournalScan(path, fs, strict_end=strict_end)
 

@@ -1,6 +1,6 @@
 """A journald-protocol server over a Unix stream socket, backed by StreamJournal.
 
-Per connection (the original's ``socketio.c`` states, one thread each here):
+Per connection (the original journald server's ``socketio.c`` states, one thread each here):
 
 1. read the identifier length (u32, MSB first) and the identifier;
 2. read length-prefixed strings, feeding their bytes to the stream (which cuts
@@ -10,7 +10,7 @@ Per connection (the original's ``socketio.c`` states, one thread each here):
 4. a client that disconnects before the zero length gets its stream aborted.
 
 Any failure (journal full, poisoned by an fsync error, an identifier longer than
-the original's 1024 bytes) is answered with a 0 byte.  Group commit comes from
+the original journald server's 1024 bytes) is answered with a 0 byte.  Group commit comes from
 the journal: a closing stream's fsync waits ``sync_delay`` (10 ms by default)
 while other streams are open, so concurrent connections share it.
 """
@@ -61,7 +61,7 @@ class JournalServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
     daemon_threads = True
     allow_reuse_address = False
-    request_queue_size = 128  # the original's listen backlog
+    request_queue_size = 128  # the original journald server's listen backlog
 
     def __init__(self, socket_path: str, journal: StreamJournal, *, mode: int | None = None) -> None:
         self.socket_path = socket_path
@@ -156,7 +156,7 @@ class JournalServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
 
 def _remove_stale_socket(path: str) -> None:
-    """Remove ``path`` if it is a socket (the original unlinks before bind)."""
+    """Remove ``path`` if it is a socket (the original journald server unlinks before bind)."""
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:

@@ -4,7 +4,7 @@ Workload: single appends, bursts of single appends and batches (``append_many``)
 of self-describing payloads with random flags, and ``truncate_before`` at random
 points.  1 KiB segments, so that segments roll and are deleted often.  Sessions
 alternate between ``sync="always"`` and a period with an explicit ``sync()``
-before each operation is acknowledged (the native fast path's mode).
+before each operation is acknowledged (records buffered across appends).
 
 Oracle (issue 9: "indexes dense, times non-decreasing, data identical"):
 
@@ -37,8 +37,9 @@ from stress.core import MIN_PAYLOAD, Op, Session, Step, StoreAdapter, Violation,
 
 OPTIONS: dict[str, Any] = {"segment_bytes": 1024, "sync": "always"}
 #: About every other session writes with a period instead and syncs
-#: explicitly before acknowledging each operation, so that the native fast path
-#: of ``append`` (not used under "always") meets crashes, kills and readers too.
+#: explicitly before acknowledging each operation, so that records buffered
+#: across appends (flushed only when the buffer fills) meet crashes, kills and
+#: readers too.
 PERIODIC_OPTIONS: dict[str, Any] = {"segment_bytes": 1024, "sync": 3600, "buffer_bytes": 600}
 _SESSIONS = itertools.count()
 
@@ -64,7 +65,7 @@ class AppLogSession(Session):
             got = self.log.append_many([(payload(0, tag, size), flags) for tag, size, flags in op[1]])
             return ("append_many", got.start, got.stop)
         if kind == "burst":
-            # Single appends back to back (the fast path's case), acknowledged
+            # Single appends back to back (buffered under a period), acknowledged
             # as one batch.
             first = self.log.append(*_burst_args(op[1][0]))
             for item in op[1][1:]:

@@ -13,7 +13,9 @@ Oracle (issue 9: "batches whole or absent, sequence numbers contiguous"):
 * every acknowledged batch is there (``highest`` never goes backwards);
 * ``lowest`` is right after the last acknowledged ``delete_to`` (or the one in
   flight), and nothing else disappears;
-* ``verify()`` passes; readers beside the writer see only whole, contiguous batches.
+* ``verify()`` passes; readers beside the writer see only whole, contiguous batches;
+* the writer's open reports (``journal.recovery``) only the repairs a crash can call
+  for, and a second open after it reports none (recovery finishes its work).
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ from engine.fs import FileSystem, OsFileSystem, make_dirs
 from stress.core import MIN_PAYLOAD, Op, Session, Step, StoreAdapter, Violation, count_read, payload, payload_ok
 
 IDS = ("alpha", "beta", "gamma")
+
+#: What an event journal's open may repair (its RecoveryReport's kinds): a torn or
+#: uncommitted tail cut, a chain tip's link and the data length reset, meta entries
+#: rebuilt from the chains, a stray meta.tmp removed.
+OPEN_REPAIRS = frozenset({"cut", "reset", "rebuilt", "removed"})
 
 
 class EventsSession(Session):
@@ -68,9 +75,16 @@ IdState = tuple[int, int, list[tuple[int, bytes]]]
 
 
 def read_journal(fs: FileSystem, root: str, *, writer: bool = True) -> dict[str, IdState]:
-    """Every id's (lowest, highest, replayed events), after recovery and verify."""
+    """Every id's (lowest, highest, replayed events), after recovery and verify.
+
+    The writer's open must report only repairs it can make, and reopening after
+    it must find nothing more to repair.
+    """
     journal = EventJournal.open(root, sync="always", fs=fs) if writer else EventJournal.open_read_only(root, fs=fs)
     try:
+        odd = [str(a) for a in journal.recovery.actions if a.kind not in OPEN_REPAIRS]
+        if odd:
+            raise Violation(f"opening the event journal reported repairs it never makes: {odd}")
         journal.verify()
         out = {}
         for pid in journal.persistence_ids():
@@ -78,6 +92,10 @@ def read_journal(fs: FileSystem, root: str, *, writer: bool = True) -> dict[str,
             out[pid] = (journal.lowest_sequence_nr(pid), journal.highest_sequence_nr(pid), events)
     finally:
         journal.close()
+    if writer:
+        with EventJournal.open(root, sync="always", fs=fs) as again:
+            if again.recovery.repaired:
+                raise Violation(f"a second open after recovery repaired again: {again.recovery.summary()}")
     return out
 
 

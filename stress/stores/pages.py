@@ -26,16 +26,16 @@ from typing import Any
 
 from engine.errors import EngineError, LockedError
 from engine.fs import FileSystem, OsFileSystem, make_dirs
-from engine.pages import PageError, PageStore, RecoveryNeededError, store_codec
+from engine.pages import PageError, PageReader, PageStore, RecoveryNeededError, store_codec
 from stress.core import Op, Session, Step, StoreAdapter, Violation, count_read, payload
 
 PAGE = 512
 # Checkpoints every 2 KB, or up to 4 KB while many pages are pending (the adaptive
 # policy of the defaults, scaled down so that stress runs reach it often).
 OPTIONS: dict[str, Any] = {"checkpoint_bytes": 2048, "checkpoint_max_bytes": 4096}
-# Every third writer session commits with the exact header (three writes per commit),
-# the others with one pre-linked write: a journal one form left behind after a crash
-# is recovered by a writer of the other form too.
+# Every third writer session writes committed pages to the store file at each
+# commit (apply="commit"), the others at checkpoints: a store one left behind
+# after a crash is recovered by a writer of the other kind too.
 _sessions = itertools.count()
 
 
@@ -96,8 +96,8 @@ def _write(m: PagesModel, page: int, tag: int, size: int, offset: int) -> None:
 
 class PagesSession(Session):
     def __init__(self, fs: FileSystem, root: str) -> None:
-        exact = next(_sessions) % 3 == 2
-        self.store = PageStore.open(_path(root), page_size=PAGE, fs=fs, exact_header=exact, **OPTIONS)
+        apply = "commit" if next(_sessions) % 3 == 2 else "checkpoint"
+        self.store = PageStore.open(_path(root), page_size=PAGE, fs=fs, apply=apply, **OPTIONS)
 
     def run(self, op: Op) -> Any:
         if op[0] == "checkpoint":
@@ -132,7 +132,11 @@ class PagesSession(Session):
 
 def read_store(fs: FileSystem, root: str, *, readonly: bool = False) -> PagesModel:
     """Open (recover), verify, and read the logical state."""
-    store = PageStore.open(_path(root), fs=fs, readonly=readonly, create=False, **({} if readonly else OPTIONS))
+    store: PageStore | PageReader
+    if readonly:
+        store = PageStore.open_reader(_path(root), fs=fs)
+    else:
+        store = PageStore.open(_path(root), fs=fs, create=False, **OPTIONS)
     try:
         store.verify()
         free = store.free_pages
@@ -235,11 +239,11 @@ class PagesAdapter(StoreAdapter):
         a fault.
         """
         fs = OsFileSystem()
-        store = None
+        store: PageReader | None = None
         while not stop():
             try:
                 if store is None:
-                    store = PageStore.open(_path(root), fs=fs, readonly=True, create=False)
+                    store = PageStore.open_reader(_path(root), fs=fs)
                 store.verify()
                 for page in store.live_pages:
                     try:

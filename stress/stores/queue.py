@@ -75,6 +75,12 @@ class QueueModel:
     max_id: int = 0
 
 
+#: What a queue's open may repair (its RecoveryReport's kinds): a torn tail cut, a
+#: half-created file's header rebuilt, stray temporaries removed, lost ids skipped
+#: (reset), reader heads clamped (reset) or done ids outside the journal dropped.
+OPEN_REPAIRS = frozenset({"cut", "rebuilt", "removed", "reset", "dropped"})
+
+
 def read_queue(fs: FileSystem, root: str) -> list[tuple[int, bytes]]:
     """Open the queue, verify it, and list what the default reader delivers.
 
@@ -83,6 +89,9 @@ def read_queue(fs: FileSystem, root: str) -> list[tuple[int, bytes]]:
     """
     queue = Queue.open(root, NAME, fs=fs, **OPTIONS)
     try:
+        odd = [str(a) for a in queue.recovery.actions if a.kind not in OPEN_REPAIRS]
+        if odd:
+            raise Violation(f"opening the queue reported repairs it never makes: {odd}")
         queue.verify()
         reader = queue.reader("")
         out = []
@@ -188,7 +197,6 @@ class QueueAdapter(StoreAdapter):
     def damage_is_truncation(self, clean: Any, damaged: Any) -> bool:
         # The newest file's torn tail is cut: the last items go, the rest is unchanged.
         return list(damaged) == list(clean)[: len(damaged)]
-
 
     def prepare_readers(self, fs: FileSystem, root: str, count: int) -> None:
         """Create fanout readers ``stress-r<i>`` for the reader processes.

@@ -12,7 +12,9 @@ Oracle (issue 9: "closed streams complete and byte-identical, aborted never comp
 * a stream reads as complete only if its close was acknowledged or in flight, and
   then with exactly its bytes;
 * an aborted stream never reads as complete;
-* ``verify()`` passes after recovery.
+* ``verify()`` passes after recovery;
+* the writer's open reports (``journal.recovery``) only the repairs a crash can call
+  for, and a second open after it reports none (recovery finishes its work).
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ from stress.core import (
 
 PAGE = 512
 PAGES = 64
+
+#: What a stream journal's open may repair (its RecoveryReport's kinds): a torn
+#: transaction cut (zeroed), streams a dead writer left open aborted (undone).
+OPEN_REPAIRS = frozenset({"cut", "undone"})
 
 
 def _path(root: str) -> str:
@@ -129,10 +135,16 @@ class StreamsAdapter(StoreAdapter):
     def _read(self, fs: FileSystem, root: str) -> tuple[list[Any], int]:
         journal = StreamJournal.open(_path(root), create=False, fs=fs)
         try:
+            odd = [str(a) for a in journal.recovery.actions if a.kind not in OPEN_REPAIRS]
+            if odd:
+                raise Violation(f"opening the stream journal reported repairs it never makes: {odd}")
             journal.verify()
             wraps = journal.wraps
         finally:
             journal.close()
+        with StreamJournal.open(_path(root), create=False, fs=fs) as again:
+            if again.recovery.repaired:
+                raise Violation(f"a second open after recovery repaired again: {again.recovery.summary()}")
         return list(read_streams(_path(root), fs)), wraps
 
     def check(self, fs: FileSystem, root: str, base: Any, acked: list[Step], inflight: Op | None) -> Any:

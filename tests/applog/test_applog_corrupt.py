@@ -11,6 +11,9 @@ from engine.applog import AppendLog, LogReader
 from engine.applog.codec import entry_offset, segment_name
 from engine.applog.handler import HANDLER
 from engine.errors import CorruptFileError, FormatError
+from engine.fs import default_fs
+
+FS = default_fs()
 
 
 def _make(path: str, n: int = 6, segment_bytes: int = 1 << 20) -> None:
@@ -59,7 +62,7 @@ def test_index_disagreeing_in_the_middle_is_corruption(tmp_path: os.PathLike[str
         with pytest.raises(CorruptFileError):
             reader.verify()
     with pytest.raises(CorruptFileError):
-        HANDLER.verify(d)
+        HANDLER.verify(FS, d)
 
 
 def test_log_damaged_in_the_middle_is_corruption(tmp_path: os.PathLike[str]) -> None:
@@ -106,7 +109,7 @@ def test_torn_tail_is_cut_and_reported(tmp_path: os.PathLike[str], caplog: pytes
     with caplog.at_level(logging.WARNING, logger="engine.applog"):
         log = AppendLog.open(d)
     try:
-        assert log.recovery.truncated_log_bytes == 18
+        assert log.recovery.total("cut", "bytes") == 18
         assert any("recovered" in r.message for r in caplog.records)
         assert os.path.getsize(logf) == size and log.next_index == 6
         log.verify()
@@ -120,7 +123,7 @@ def test_missing_index_is_rebuilt(tmp_path: os.PathLike[str]) -> None:
     for base in (0, 8):
         os.unlink(os.path.join(d, segment_name(base, ".idx")))
     with AppendLog.open(d) as log:
-        assert log.recovery.rebuilt_entries == 4 + 3  # segments [0,4) and [8,11)
+        assert log.recovery.total("rebuilt", "entries") == 4 + 3  # segments [0,4) and [8,11)
         assert [r.data for r in log.scan()] == [b"payload-%d" % k for k in range(12)]
         log.verify()
 
@@ -130,7 +133,8 @@ def test_orphan_index_is_removed(tmp_path: os.PathLike[str]) -> None:
     _make(d, n=12, segment_bytes=16 + 4 * 25)
     os.unlink(os.path.join(d, segment_name(0, ".log")))  # an interrupted deletion
     with AppendLog.open(d) as log:
-        assert sorted(log.recovery.removed_files) == [segment_name(0, ".crc"), segment_name(0, ".idx")]
+        removed = sorted(os.path.basename(a.path) for a in log.recovery.of("removed"))
+        assert removed == [segment_name(0, ".crc"), segment_name(0, ".idx")]
         assert log.first_index == 4
     assert not os.path.exists(os.path.join(d, segment_name(0, ".idx")))
     assert not os.path.exists(os.path.join(d, segment_name(0, ".crc")))
@@ -142,16 +146,35 @@ def test_handler_sniffs_and_handles_truncated_files(tmp_path: os.PathLike[str]) 
     logf = os.path.join(d, segment_name(0, ".log"))
     with open(logf, "rb") as f:
         head = f.read(64)
-    assert HANDLER.sniff(d, b"", True) and HANDLER.sniff(logf, head, False)
-    assert not HANDLER.sniff(logf, b"LOG\x02", False)
-    summary = HANDLER.summarize(d)
+    assert HANDLER.sniff(FS, d, b"", True) and HANDLER.sniff(FS, logf, head, False)
+    assert not HANDLER.sniff(FS, logf, b"LOG\x02", False)
+    summary = HANDLER.summarize(FS, d)
     assert summary["records"] == 6 and summary["segments"] == 1
-    assert HANDLER.summarize(logf)["records"] == 6
+    assert HANDLER.summarize(FS, logf)["records"] == 6
     short = os.path.join(d, "short")
     os.mkdir(short)
     with open(os.path.join(short, segment_name(0, ".log")), "wb") as f:
         f.write(head[:10])
     with pytest.raises(CorruptFileError) as info:
-        HANDLER.summarize(os.path.join(short, segment_name(0, ".log")))
+        HANDLER.summarize(FS, os.path.join(short, segment_name(0, ".log")))
     assert info.value.offset == 10, "a truncated header is reported where the file ends"
-    assert HANDLER.verify(logf) == ["6 records, checksums verified"]
+    assert HANDLER.verify(FS, logf) == ["6 records, checksums verified"]
+
+
+def test_handler_reads_through_the_file_system_it_is_given() -> None:
+    """inspect/verify callbacks take the file system first: a log that exists only
+    in the crash simulator is recognised, summarised and verified."""
+    from stress.simfs import SimFS
+
+    sim = SimFS()
+    with AppendLog.open("/db/log", fs=sim) as log:
+        for k in range(3):
+            log.append(b"r%d" % k, time_ns=10 + k)
+    logf = "/db/log/" + segment_name(0, ".log")
+    with sim.open(logf) as h:
+        head = h.read_at(0, 64)
+    assert HANDLER.sniff(sim, "/db/log", b"", True) and HANDLER.sniff(sim, logf, head, False)
+    assert HANDLER.summarize(sim, "/db/log")["records"] == 3
+    assert HANDLER.summarize(sim, logf)["records"] == 3
+    assert HANDLER.verify(sim, logf) == ["3 records, checksums verified"]
+    assert HANDLER.verify(sim, "/db/log") == []

@@ -27,10 +27,12 @@ from engine.applog.codec import (
 )
 from engine.applog.handler import HANDLER
 from engine.errors import CorruptFileError
-from engine.fs import OpenMode, make_dirs
+from engine.fs import OpenMode, default_fs, make_dirs
 from stress.simfs import SimFS
 
 DIR = "/db"
+
+FS = default_fs()
 
 
 def _patch(path: str, offset: int, data: bytes) -> None:
@@ -66,10 +68,10 @@ def test_crc_file_bytes(tmp_path: os.PathLike[str]) -> None:
         "00000000 00000000 d007000000000000"
     )
     assert crc_offset(1) == HEADER_SIZE + 4
-    assert HANDLER.sniff(crcf, crc[:16], False)
-    summary = HANDLER.summarize(crcf)
+    assert HANDLER.sniff(FS, crcf, crc[:16], False)
+    summary = HANDLER.summarize(FS, crcf)
     assert summary["checksums"] == 2 and summary["records"] == 2
-    assert "checksums verified" in HANDLER.verify(crcf)[0]
+    assert "checksums verified" in HANDLER.verify(FS, crcf)[0]
 
 
 def test_crc_codec() -> None:
@@ -112,7 +114,7 @@ def test_property_damage_is_cut_at_the_tail_and_an_error_in_the_middle(
         h.write_at(at, bytes([byte[0] ^ 0x5A]))
     if victim == len(sizes) - 1:
         with AppendLog.open(DIR, fs=sim) as log:
-            assert log.recovery.torn_records == 1
+            assert log.recovery.total("cut", "records") == 1
             assert [r.data for r in log.scan()] == expected[:-1]
             assert log.verify() == []
     else:
@@ -207,9 +209,9 @@ def test_checksum_mismatch_in_the_middle_is_corruption(tmp_path: os.PathLike[str
         with pytest.raises(CorruptFileError):
             reader.verify()
     with pytest.raises(CorruptFileError):
-        HANDLER.verify(d)
+        HANDLER.verify(FS, d)
     with pytest.raises(CorruptFileError):
-        HANDLER.verify(logf)
+        HANDLER.verify(FS, logf)
 
 
 def test_checksum_mismatch_at_the_tail_is_cut_and_reported(
@@ -225,9 +227,10 @@ def test_checksum_mismatch_at_the_tail_is_cut_and_reported(
         assert any("torn tail" in n for n in reader.verify())
     with caplog.at_level(logging.WARNING, logger="engine.applog"):
         with AppendLog.open(d) as log:
-            assert log.recovery.torn_records == 1
-            assert log.recovery.dropped_entries == 1 and log.recovery.crc_dropped_bytes == 4
-            assert log.recovery.truncated_log_bytes == 16 + 9
+            assert log.recovery.total("cut", "records") == 1
+            assert log.recovery.total("dropped", "entries") == 1
+            assert sum(a.count for a in log.recovery.of("dropped") if a.path == crcf) == 4
+            assert log.recovery.total("cut", "bytes") == 16 + 9
             assert log.next_index == 2 and [r.data for r in log.scan()] == [b"payload-0", b"payload-1"]
             assert log.verify() == []
     assert "torn" in caplog.text
@@ -243,7 +246,7 @@ def test_missing_checksum_cuts_the_record(tmp_path: os.PathLike[str]) -> None:
     _logf, _idxf, crcf = _files(d)
     os.truncate(crcf, HEADER_SIZE + 4 + 2)  # entry 1 torn, entry 2 gone
     with AppendLog.open(d) as log:
-        assert log.next_index == 1 and log.recovery.torn_records == 1
+        assert log.next_index == 1 and log.recovery.total("cut", "records") == 1
         assert log.verify() == []
 
 
@@ -277,7 +280,7 @@ def test_segments_without_crc_still_open(tmp_path: os.PathLike[str]) -> None:
         assert [r.data for r in log.scan()] == [b"payload-%d" % k for k in range(11)]
     assert os.path.exists(os.path.join(d, segment_name(10, ".crc")))
     assert not os.path.exists(os.path.join(d, segment_name(8, ".crc")))
-    assert HANDLER.summarize(os.path.join(d, segment_name(0, ".log")))["checksums (.crc)"].startswith("no")
+    assert HANDLER.summarize(FS, os.path.join(d, segment_name(0, ".log")))["checksums (.crc)"].startswith("no")
 
 
 def test_empty_segment_without_crc_gets_one(tmp_path: os.PathLike[str]) -> None:

@@ -230,7 +230,7 @@ def test_reader_never_sees_an_entry_without_its_record(logdir: str) -> None:
         notes = reader.verify()
         assert any("torn tail" in n for n in notes)
     with AppendLog.open(logdir) as log:
-        assert log.recovery.dropped_entries == 1 and log.next_index == 2
+        assert log.recovery.total("dropped", "entries") == 1 and log.next_index == 2
 
 
 def test_follow_in_process(logdir: str) -> None:
@@ -378,3 +378,41 @@ def test_expire_does_not_count_records_already_truncated(tmp_path: os.PathLike[s
         assert log.truncate_before(1) == 1
         assert log.expire(now=1061) == 1
         assert log.first_index == log.next_index == 2
+
+
+def test_a_second_writer_is_refused_naming_the_lock_file(logdir: str) -> None:
+    from engine.errors import LockedError
+
+    with AppendLog.open(logdir, sync="never") as log:
+        log.append(b"x", time_ns=1)
+        for wait in (0, 0.01):
+            with pytest.raises(LockedError) as err:
+                AppendLog.open(logdir, lock_wait=wait)
+            assert err.value.path == logdir + "/.lock" and "writer lock" in str(err.value)
+    with AppendLog.open(logdir, lock_wait=None) as again:  # free again once closed
+        assert again.next_index == 1 and not again.recovery.repaired
+
+
+def test_recovery_is_the_shared_report_logged_once(logdir: str, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from engine.fs import RecoveryReport
+
+    with AppendLog.open(logdir) as log:
+        for k in range(3):
+            log.append(b"record-%d" % k, time_ns=10 + k)
+    logf = os.path.join(logdir, segment_name(0, ".log"))
+    with open(logf, "ab") as f:
+        f.write(b"\x05\x00\x00\x00" + bytes(4))  # half a record header: a torn append
+    os.unlink(os.path.join(logdir, segment_name(0, ".idx")))
+    with caplog.at_level(logging.WARNING, logger="engine.applog"):
+        with AppendLog.open(logdir) as log:
+            rep = log.recovery
+            assert isinstance(rep, RecoveryReport) and rep.repaired
+            assert rep.total("cut", "bytes") == 8 and rep.total("rebuilt", "entries") == 3
+            assert rep.total("cut", "records") == 1  # the torn append
+            assert [a.kind for a in rep.actions] == ["cut", "cut", "rebuilt"]
+            assert rep.to_dict()["repaired"] is True
+    assert sum("recovered" in r.message for r in caplog.records) == 1
+    with AppendLog.open(logdir) as log:
+        assert not log.recovery.repaired and log.recovery.summary() == "clean"

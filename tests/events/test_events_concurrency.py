@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import subprocess
 import sys
 import textwrap
 import threading
+from multiprocessing.synchronize import Barrier
 from pathlib import Path
+from typing import Any
 
-from engine.events import EventJournal
+from engine.errors import LockedError
+from engine.events import LOCK_NAME, EventJournal
 
 WRITER = textwrap.dedent("""
     import sys
@@ -93,5 +97,46 @@ def test_reader_process_beside_writer_process(tmp_path: Path) -> None:
         if child.poll() is None:
             child.kill()
     with EventJournal.open(d) as j:
-        assert j.recovered_bytes == 0 and j.repairs == []
+        assert not j.recovery.repaired and j.recovery.actions == []
         assert _check_snapshot(j) == 5 * 180
+
+
+def _race_to_create(directory: str, start: Barrier, hold: Barrier, out: Any) -> None:
+    """Child: open (creating) the journal when both are ready; report; keep it
+    open until the other child has tried too."""
+    start.wait()
+    try:
+        journal = EventJournal.open(directory)
+    except LockedError as exc:
+        out.put(("locked", exc.path))
+        hold.wait()
+        return
+    except Exception as exc:  # reported to the parent, which fails the test
+        out.put((type(exc).__name__, str(exc)))
+        hold.wait()
+        return
+    out.put(("opened", None))
+    hold.wait()
+    journal.write("p", [(1, b"x")])
+    journal.close()
+
+
+def test_two_processes_racing_to_create_the_same_journal(tmp_path: Path) -> None:
+    """The writer lock is taken before anything is created: of two processes
+    creating the same journal at once, one opens it and the other gets
+    LockedError naming the lock file (never FileExistsError or a half-made file)."""
+    ctx = multiprocessing.get_context("fork")
+    for round_ in range(10):
+        d = str(tmp_path / f"j{round_}")
+        start, hold, out = ctx.Barrier(2), ctx.Barrier(2), ctx.Queue()
+        children = [ctx.Process(target=_race_to_create, args=(d, start, hold, out)) for _ in range(2)]
+        for child in children:
+            child.start()
+        results = sorted(out.get(timeout=60) for _ in children)
+        for child in children:
+            child.join(timeout=60)
+            assert child.exitcode == 0
+        assert results == [("locked", f"{d}/{LOCK_NAME}"), ("opened", None)]
+        with EventJournal.open(d) as journal:
+            assert not journal.recovery.repaired
+            assert [e.payload for e in journal.replay("p")] == [b"x"] and journal.verify() == []

@@ -19,6 +19,7 @@ from engine.errors import EngineError, PoisonedError
 from engine.events import EventJournal
 from engine.fs import make_dirs
 from stress.faults import FaultyFS
+from stress.simevents import Create, Mark, Rename, Sync, Truncate, Unlink, Write
 from stress.simfs import SimFS
 
 # Small reservations keep the simulated images small while still exercising them.
@@ -155,13 +156,13 @@ def test_straddling_ids_use_atomic_rewrite() -> None:
             journal.write(f"pre{i:03d}", [(2, b"b")])
         # 29-byte blocks from offset 8: the fields of some of the 40 cross a sector;
         # their meta update waits (the links committed the batches) ...
-        assert journal._meta_deferred
+        assert journal._meta.deferred
         journal.verify()
     # ... and close replaced the meta file atomically with everything up to date.
-    assert journal.meta_rewrites > 0
+    assert journal._meta.rewrites > 0
     with EventJournal.open("/db", fs=sim, preallocate=PREALLOC) as journal:
         assert all(journal.highest_sequence_nr(f"pre{i:03d}") == 2 for i in range(40))
-        assert journal.rolled_forward == 0
+        assert not journal.recovery.repaired
 
 
 def test_fault_injection_every_operation() -> None:
@@ -288,15 +289,14 @@ def _reordered_images(sim: SimFS, samples: int, seed: int) -> Iterator[tuple[lis
     pending: dict[int, list[tuple[Any, ...]]] = {}
     marks: list[Op] = []
     for event in sim.trace:
-        kind = event[0]
-        if kind == "mark":
-            marks.append(event[1])
+        if isinstance(event, Mark):
+            marks.append(event.label)
             continue
-        if kind == "create":
-            path_of[event[2]] = event[1]
-            durable[event[2]], current[event[2]], pending[event[2]] = b"", bytearray(), []
-        elif kind == "write":
-            _, ino, offset, data = event
+        if isinstance(event, Create):
+            path_of[event.ino] = event.path
+            durable[event.ino], current[event.ino], pending[event.ino] = b"", bytearray(), []
+        elif isinstance(event, Write):
+            ino, offset, data = event.ino, event.offset, event.data
             buf = current[ino]
             if len(buf) < offset:
                 buf.extend(bytes(offset - len(buf)))
@@ -306,20 +306,19 @@ def _reordered_images(sim: SimFS, samples: int, seed: int) -> Iterator[tuple[lis
                 cut = min(offset + len(data), (pos // 512 + 1) * 512)
                 pending[ino].append(("w", pos, data[pos - offset : cut - offset], pos // 512))
                 pos = cut
-        elif kind == "trunc":
-            _, ino, size = event
+        elif isinstance(event, Truncate):
+            ino, size = event.ino, event.size
             del current[ino][size:]
             current[ino].extend(bytes(size - len(current[ino])))
             pending[ino].append(("t", size))
-        elif kind == "fsync":
-            durable[event[1]], pending[event[1]] = bytes(current[event[1]]), []
-        elif kind == "rename":
-            src_ino = next(i for i, p in path_of.items() if p == event[1])
-            for i in [i for i, p in path_of.items() if p == event[2]]:
+        elif isinstance(event, Sync):
+            durable[event.ino], pending[event.ino] = bytes(current[event.ino]), []
+        elif isinstance(event, Rename):
+            for i in [i for i, p in path_of.items() if p == event.dst]:
                 del path_of[i]
-            path_of[src_ino] = event[2]
-        elif kind == "unlink":
-            for i in [i for i, p in path_of.items() if p == event[1]]:
+            path_of[event.ino] = event.dst
+        elif isinstance(event, Unlink):
+            for i in [i for i, p in path_of.items() if p == event.path]:
                 del path_of[i]
         else:
             continue
@@ -411,7 +410,7 @@ def test_reordered_meta_sectors_of_a_straddling_entry() -> None:
     make_dirs(sim, "/db")
     with EventJournal.open("/db", fs=sim, preallocate=4096) as journal:
         run_ops(journal, sim, ops)
-    start = next(i for i, e in enumerate(sim.trace) if e[0] == "mark" and e[1] == ops[17])
+    start = next(i for i, e in enumerate(sim.trace) if isinstance(e, Mark) and e.label == ops[17])
     checked = 0
     for marks, files in _reordered_images(sim, samples=12, seed=9):
         acked = len(marks)
@@ -442,10 +441,11 @@ def test_stale_meta_is_rolled_forward_along_the_links() -> None:
     image = sim.durable_image()  # power loss now: only what was synced survives
     journal.close()
     with EventJournal.open("/db", fs=image.fs(), preallocate=PREALLOC) as reopened:
-        assert reopened.rolled_forward == 2
+        # Meta was behind the links for both ids: a "rebuilt" action, nothing cut.
+        assert [(a.kind, a.count, a.unit) for a in reopened.recovery.actions] == [("rebuilt", 2, "entries")]
         assert [tuple(e) for e in reopened.replay("a")] == [(1, b"one"), (2, b"two"), (3, b"three"), (4, b"four")]
         assert [tuple(e) for e in reopened.replay("b")] == [(2, b"dos")]
-        assert reopened.recovered_bytes == 0 and reopened.verify() == []
+        assert reopened.verify() == [str(reopened.recovery.actions[0])]
     # A reader rolls forward too (in memory), without writing anything.
     with EventJournal.open_read_only("/db", fs=image.fs()) as reader:
         assert reader.highest_sequence_nr("a") == 4 and reader.lowest_sequence_nr("b") == 2

@@ -39,7 +39,8 @@ def test_write_replay_highest_and_reopen(jdir: str) -> None:
         assert [e.payload for e in j.replay("b")] == [b"b1"]
         j.write("b", [(2, b"b2")])
         assert j.verify() == []
-    assert sorted(p.name for p in Path(jdir).iterdir()) == ["data", "meta"]
+    # The files of the format, and the writer lock.
+    assert sorted(p.name for p in Path(jdir).iterdir()) == [".lock", "data", "meta"]
 
 
 def test_replay_ranges_and_max(jdir: str) -> None:
@@ -231,10 +232,10 @@ def test_torn_tail_is_cut_and_reported(jdir: str, caplog: pytest.LogCaptureFixtu
     raw[4:8] = struct.pack(">i", len(raw) - 8)
     data_path.write_bytes(bytes(raw))
     with caplog.at_level(logging.WARNING, logger="engine.events"), EventJournal.open(jdir) as j:
-        assert j.recovered_bytes == 20
+        assert j.recovery.total("cut", "bytes") == 20 and j.recovery.of("cut")[0].offset == end
         assert any("uncommitted" in r.getMessage() for r in caplog.records)
         assert seqs(j, "a") == [1]
-        assert j.verify() == j.repairs  # only the notes of what open repaired
+        assert j.verify() == [str(a) for a in j.recovery.actions]  # only what open repaired
         j.write("a", [(2, b"two")])
     assert data_path.stat().st_size == end + 27
 
@@ -328,7 +329,7 @@ def test_damaged_meta_is_not_mistaken_for_a_torn_tail(jdir: str) -> None:
     # The files were not touched by the refused opens; salvage cuts on request.
     with EventJournal.open(jdir, salvage=True) as j:
         assert seqs(j, "id2") == [1, 2] and j.persistence_ids() == ["id2"]
-        assert j.recovered_bytes > 0
+        assert j.recovery.total("cut") > 0
 
 
 def test_sync_never_crash_needs_salvage() -> None:
@@ -352,7 +353,7 @@ def test_sync_never_crash_needs_salvage() -> None:
     with pytest.raises(CorruptFileError):
         EventJournal.open("/db", fs=fs2)
     with EventJournal.open("/db", fs=fs2, salvage=True) as j2:
-        assert seqs(j2, "a") == [1] and seqs(j2, "b") == [1] and j2.verify() == j2.repairs
+        assert seqs(j2, "a") == [1] and seqs(j2, "b") == [1] and j2.verify() == [str(a) for a in j2.recovery.actions]
     j.close()
 
 
@@ -398,4 +399,64 @@ def test_sync_counts_per_batch_shape() -> None:
         j.write("b", [(1, b"new id")])
         assert counter.ops - before == 3
     with EventJournal.open("/db", fs=sim) as j:
-        assert seqs(j, "a") == [1, 2, 3, 4, 5] and j.rolled_forward == 0
+        assert seqs(j, "a") == [1, 2, 3, 4, 5] and not j.recovery.repaired
+
+
+def test_writer_lock_is_the_lock_file_and_recovery_is_empty_when_clean(jdir: str) -> None:
+    """The writer lock is ``DIR/.lock`` (named by LockedError); a new or cleanly
+    closed journal reports no recovery; a reader's report is always empty."""
+    with EventJournal.open(jdir) as j:
+        assert not j.recovery.repaired and j.recovery.summary() == "clean"
+        # The shared report replaced the journal's own recovery attributes.
+        assert not any(hasattr(j, name) for name in ("recovered_bytes", "repairs", "rolled_forward"))
+        j.write("a", [(1, b"1")])
+        with pytest.raises(LockedError) as info:
+            EventJournal.open(jdir)
+        assert info.value.path == jdir + "/.lock"
+        with EventJournal.open_read_only(jdir) as reader:
+            assert not reader.recovery.repaired
+    with EventJournal.open(jdir) as j:  # released on close
+        assert j.recovery.actions == [] and "recovery" in j.stats()
+
+
+def test_create_false_on_an_empty_directory_leaves_nothing(tmp_path: Path) -> None:
+    d = tmp_path / "empty"
+    d.mkdir()
+    with pytest.raises(ConfigError):
+        EventJournal.open(str(d), create=False)
+    assert list(d.iterdir()) == []
+
+
+def test_stray_meta_tmp_is_removed_and_reported() -> None:
+    sim = SimFS()
+    make_dirs(sim, "/db")
+    with EventJournal.open("/db", fs=sim) as j:
+        j.write("a", [(1, b"1")])
+    with sim.open("/db/meta.tmp", "c") as handle:  # a crash during an atomic meta rewrite
+        handle.write_at(0, b"APFM")
+    with EventJournal.open("/db", fs=sim) as j:
+        assert [(a.kind, a.path, a.count, a.unit) for a in j.recovery.actions] == [
+            ("removed", "/db/meta.tmp", 1, "files")]
+        assert seqs(j, "a") == [1]
+    assert not sim.exists("/db/meta.tmp")
+
+
+def test_format_handler_reads_through_the_given_file_system() -> None:
+    """The handler's callbacks take the file system first: a journal that exists
+    only in the crash simulator is recognised, summarised and verified."""
+    from engine.events.handler import HANDLER
+
+    sim = SimFS()
+    make_dirs(sim, "/db")
+    with EventJournal.open("/db", fs=sim) as j:
+        j.write("a", [(1, b"1"), (2, b"2")])
+    assert HANDLER.sniff(sim, "/db", b"", True)
+    assert not HANDLER.sniff(sim, "/", b"", True)
+    with sim.open("/db/data") as handle:
+        head = handle.read_at(0, 64)
+    assert HANDLER.sniff(sim, "/db/data", head, False)
+    summary = HANDLER.summarize(sim, "/db")
+    assert summary["persistence ids"] == 1 and summary["live events"] == 2
+    assert HANDLER.summarize(sim, "/db/meta")["persistence ids"] == 1
+    assert HANDLER.verify(sim, "/db") == []
+    assert HANDLER.verify(sim, "/db/data") == []

@@ -83,6 +83,7 @@ class Reader:
 def _both(data: bytes, args: tuple[int, ...], fail_at: int = -1, wrong_type_at: int = -1) -> Any:
     """Run both walkers on the same input; assert equal outcomes; return the result."""
     outcomes = []
+    assert read_runs_native is not None  # the callers are marked @native
     for walk in (read_runs_py, read_runs_native):
         reader = Reader(data, fail_at, wrong_type_at)
         try:

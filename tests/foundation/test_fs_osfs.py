@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from engine.errors import ClosedError, LockedError, PoisonedError
+from engine.errors import ClosedError, DiskFullError, EngineError, LockedError, PoisonedError
 from engine.fs import OpenMode, OsFileSystem, atomic_write, create_file, make_dirs
 from stress.faults import FaultyFS
 
@@ -130,14 +130,71 @@ def test_failed_fsync_poisons_handle(tmp_path, fs) -> None:  # type: ignore[no-u
 
 
 def test_failed_write_raises_oserror_then_poisons(tmp_path, fs) -> None:  # type: ignore[no-untyped-def]
-    faulty = FaultyFS(fs, fail_at=2, errno=errno.ENOSPC)
+    faulty = FaultyFS(fs, fail_at=2, errno=errno.EIO)
     handle = faulty.open(str(tmp_path / "f"), OpenMode.CREATE)
     with pytest.raises(OSError) as info:
         handle.append(b"data")
-    assert info.value.errno == errno.ENOSPC
-    with pytest.raises(PoisonedError):
+    assert info.value.errno == errno.EIO and not isinstance(info.value, PoisonedError)
+    with pytest.raises(PoisonedError, match="earlier write failed"):
         handle.append(b"data")
     handle.close()
+
+
+@pytest.mark.parametrize("op", ["append", "write_at", "write_parts_at", "write_many_at", "truncate", "fsync",
+                                "write_durable_at"])
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT])
+def test_disk_full_is_one_typed_error(tmp_path, fs, op, code) -> None:  # type: ignore[no-untyped-def]
+    """ENOSPC/EDQUOT from any mutating operation is DiskFullError: an EngineError,
+    a PoisonedError and an OSError, saying which operation failed; later writes and
+    syncs raise it again until the file is reopened."""
+    # op 1: the create; for the sync case op 2 is a write that succeeds
+    faulty = FaultyFS(fs, fail_at=3 if op == "fsync" else 2, errno=code)
+    path = str(tmp_path / "f")
+    handle = faulty.open(path, OpenMode.CREATE)
+    calls = {
+        "append": lambda: handle.append(b"data"),
+        "write_at": lambda: handle.write_at(0, b"data"),
+        "write_parts_at": lambda: handle.write_parts_at(0, [b"da", b"ta"]),
+        "write_many_at": lambda: handle.write_many_at([(0, b"d"), (9, b"a")]),
+        "truncate": lambda: handle.truncate(10),
+        "fsync": handle.fsync,
+        "write_durable_at": lambda: handle.write_durable_at(0, [b"data"]),
+    }
+    if op == "fsync":
+        handle.write_at(0, b"x")
+    with pytest.raises(DiskFullError) as info:
+        calls[op]()
+    err = info.value
+    assert isinstance(err, EngineError) and isinstance(err, OSError) and isinstance(err, PoisonedError)
+    assert err.errno == code and err.path == path
+    assert "no space left" in str(err) and path in str(err)
+    with pytest.raises(DiskFullError):
+        handle.append(b"more")
+    with pytest.raises(DiskFullError):
+        handle.fsync()
+    handle.close()
+    with faulty.open(path, OpenMode.WRITE) as again:  # a reopen (space freed) works
+        faulty.fail_at = None
+        again.write_at(0, b"ok")
+        again.fsync()
+
+
+def test_poisoned_error_says_which_operation_failed(tmp_path, fs) -> None:  # type: ignore[no-untyped-def]
+    faulty = FaultyFS(fs, fail_at=3, errno=errno.EIO)
+    handle = faulty.open(str(tmp_path / "f"), OpenMode.CREATE)
+    handle.write_at(0, b"x")
+    with pytest.raises(PoisonedError, match="earlier fsync failed") as info:
+        handle.fsync()
+    assert info.value.operation == "fsync"
+    with pytest.raises(PoisonedError, match="earlier fsync failed"):
+        handle.write_at(0, b"y")
+    handle.close()
+
+
+def test_block_size(tmp_path, fs) -> None:  # type: ignore[no-untyped-def]
+    size = fs.block_size(str(tmp_path))
+    assert size >= os.sysconf("SC_PAGE_SIZE") and size % 512 == 0
+    assert fs.block_size(str(tmp_path)) == max(os.sysconf("SC_PAGE_SIZE"), os.stat(tmp_path).st_blksize)
 
 
 def test_persistent_faults_and_counting(tmp_path, fs) -> None:  # type: ignore[no-untyped-def]

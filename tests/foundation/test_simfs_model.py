@@ -8,10 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.errors import LockedError
+from engine.errors import LockedError, PoisonedError
 from engine.fs import FileHandle, OpenMode, make_dirs
-from stress.faults import FaultyFS
-from stress.simfs import SimFS
+from stress.attack_sim import current_image
+from stress.faults import FaultyFS, OpKind
+from stress.simevents import Mark, Sync, Truncate, Write
+from stress.simfs import CrashState, SimFS
 
 
 def states(sim: SimFS, **kw):  # type: ignore[no-untyped-def]
@@ -196,7 +198,7 @@ def test_durable_prefix_property(ops) -> None:  # type: ignore[no-untyped-def]
             history.append((len(sim.trace), f.read_all(), []))
     for state in sim.crash_states(limit=400, seed=1, points=range(history[0][0], len(sim.trace) + 1)):
         epoch = max(h for h in history if h[0] <= state.index)
-        taken = sum(1 for e in sim.trace[epoch[0] : state.index] if e[0] in ("write", "trunc"))
+        taken = sum(1 for e in sim.trace[epoch[0] : state.index] if isinstance(e, Write | Truncate))
         assert _legal(state.files["/d/f"], epoch[1], epoch[2][:taken]), state.describe()
 
 
@@ -232,8 +234,83 @@ def test_parts_write_is_one_unsynced_write() -> None:
     sim, f = _synced_a_file()
     f.write_parts_at(256, [b"B" * 256, bytearray(b"C" * 256), memoryview(b"D" * 256)])
     assert f.read_all() == b"A" * 256 + b"B" * 256 + b"C" * 256 + b"D" * 256
-    assert sim.trace[-1][0] == "write"
+    assert isinstance(sim.trace[-1], Write) and sim.trace[-1].data == b"B" * 256 + b"C" * 256 + b"D" * 256
     before = {s.files["/d/f"] for s in states(sim, points=[len(sim.trace)])}
     assert b"A" * 1024 in before and f.read_all() in before
     f.fsync()
     assert {s.files["/d/f"] for s in states(sim, points=[len(sim.trace)])} == {f.read_all()}
+
+
+def _digest(files: dict[str, bytes], dirs: set[str]) -> str:
+    return CrashState(0, files, dirs, [], "", "").digest()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_sampling_always_includes_both_extremes_of_every_crash_point(seed: int) -> None:
+    """Far more crash points than ``limit`` (the old sampler then dropped half of
+    the points): still, at every point, the image where nothing unsynced survived
+    and the one where everything did (whole) are among the states."""
+    sim = SimFS()
+    make_dirs(sim, "/d")
+    handles = [sim.open(f"/d/f{i}", OpenMode.NEW) for i in range(3)]
+    expected: set[str] = set()
+    for round_ in range(40):
+        h = handles[round_ % 3]
+        h.append(bytes([round_]) * 1300)  # tearable: the "everything" option is not the last one
+        if round_ % 7 == 6:
+            h.fsync()
+        if round_ % 11 == 10:
+            sim.fsync_dir("/d")
+        if round_ % 13 == 12:
+            h.truncate(700)
+        expected.add(sim.durable_image().digest())
+        expected.add(_digest(*current_image(sim)))
+    got = {s.digest() for s in sim.crash_states(limit=30, seed=seed)}
+    stats = sim.last_stats
+    assert stats is not None and not stats.exhaustive and stats.operations > 30
+    assert expected <= got, f"{len(expected - got)} extreme images missing"
+
+
+def test_trace_holds_typed_events() -> None:
+    sim, f = _synced_a_file()
+    sim.mark("acked")
+    f.truncate(10)
+    trace = sim.trace
+    assert isinstance(trace[-2], Mark) and trace[-2].label == "acked"
+    assert trace[-1] == Truncate(trace[-3].ino, 10) and isinstance(trace[-3], Sync)  # type: ignore[union-attr]
+    assert sim.operation_count() == len(trace) - 1
+    with pytest.raises(AttributeError):
+        trace[-1].size = 3  # type: ignore[misc]  # frozen
+
+
+def test_faulty_delegates_block_size_and_durable_writes() -> None:
+    class Blocky(SimFS):
+        def block_size(self, path: str) -> int:
+            return 65536
+
+    sim = Blocky()
+    faulty = FaultyFS(sim)
+    assert faulty.block_size("/") == 65536
+    make_dirs(faulty, "/d")
+    with faulty.open("/d/f", OpenMode.NEW) as f:
+        f.fsync()
+        faulty.fsync_dir("/d")
+        f.write_at(0, b"A" * 10)  # unsynced
+        f.write_durable_at(512, [b"C" * 512])
+    # The simulator saw a durable write (those bytes only), not a whole-file sync.
+    after = {s.files["/d/f"] for s in states(sim, points=[len(sim.trace)])}
+    assert after == {bytes(512) + b"C" * 512, b"A" * 10 + bytes(502) + b"C" * 512}
+    assert [e.kind for e in faulty.log[-2:]] == [OpKind.WRITE, OpKind.FSYNC]
+
+
+def test_faulty_durable_write_that_fails_its_sync_is_written_not_durable() -> None:
+    sim, _ = _synced_a_file()
+    faulty = FaultyFS(sim, kinds=("fsync",))
+    f = faulty.open("/d/f", OpenMode.WRITE)
+    faulty.fail_at = 1
+    with pytest.raises(PoisonedError):
+        f.write_durable_at(0, [b"Z" * 512])
+    assert sim.open("/d/f").read_at(0, 512) == b"Z" * 512
+    assert faulty.failed_since(0, OpKind.FSYNC)[0].path == "/d/f"
+    after = {s.files["/d/f"] for s in states(sim, points=[len(sim.trace)])}
+    assert b"A" * 1024 in after  # not durable: the crash may lose it

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass, field
+
+import pytest
 
 from engine.pages import PageStore
 
@@ -78,3 +81,13 @@ def assert_matches(store: PageStore, model: Model) -> None:
     assert got.pages.keys() == model.pages.keys()
     for page, data in model.pages.items():
         assert got.pages[page] == data, f"page {page} differs"
+
+
+def use_pure_crc32c(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make engine.pages.crc32c compute with its pure-Python table, as it does when
+    google-crc32c is not installed."""
+    from engine.pages import crc32c
+
+    monkeypatch.setattr(crc32c, "extend", crc32c.extend_pure)
+    monkeypatch.setattr(crc32c, "value", lambda data: crc32c.extend_pure(0, data))
+    monkeypatch.setattr(crc32c, "extend_all", lambda crc, pieces: functools.reduce(crc32c.extend_pure, pieces, crc))

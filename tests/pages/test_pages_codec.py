@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from engine.pages import codec, store_codec
 from engine.pages.codec import Alloc, Marker, Modify, Remove
 from engine.pages.journal import scan
+from tests.pages.pages_helpers import use_pure_crc32c
 
 
 def h(text: str) -> bytes:
@@ -196,8 +197,9 @@ WORKED_EXAMPLE = """
 67 45 23 01 68 0b 1a 3b
 """
 
-# The same with exact_header=True: COMPLETE carries "C32C" and a CRC-32C, the
-# header's last and tx1's next are rewritten by the second commit.
+# The same as the previous version wrote it with exact_header=True (still read):
+# COMPLETE carries "C32C" and a CRC-32C, the header's last and tx1's next were
+# rewritten by the second commit.
 WORKED_EXAMPLE_EXACT = """
 4a 52 4e 4c 14 00 00 00 00 00 00 00 6c 00 00 00
 00 00 00 00 00 00 00 00 00 00 00 00 6c 00 00 00
@@ -231,7 +233,8 @@ def test_worked_example_crcs_by_hand() -> None:
 
 
 def test_exact_worked_example_crcs_by_hand() -> None:
-    """The CRC-32C covers prev, created and the ops (not next, not flags)."""
+    """The previous version's "C32C" form: the CRC-32C covers prev, created and
+    the ops (not next, not flags); it still parses."""
     raw = h(WORKED_EXAMPLE_EXACT)
     assert google_crc32c.value(h("0000000000000000 00f1536500000000") + raw[45:0x5F]) == 0x4B215875
     assert google_crc32c.value(h("1400000000000000 00f1536500000000") + raw[0x6C + 25 : 0xBB]) == 0x6DB1F05E
@@ -280,10 +283,10 @@ def test_worked_example_of_the_docs(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(store_module.time, "time", lambda: 1_700_000_000.0)
     monkeypatch.setattr(journal_module, "_new_salt", lambda: 0x0123456789ABCDEF)
-    for exact, expected in ((False, WORKED_EXAMPLE), (True, WORKED_EXAMPLE_EXACT)):
+    for expected in (WORKED_EXAMPLE,):
         sim = SimFS()
         make_dirs(sim, "/d")
-        store = PageStore.open("/d/ex.db", page_size=512, exact_header=exact, fs=sim)
+        store = PageStore.open("/d/ex.db", page_size=512, fs=sim)
         with store.transaction() as tx:
             page = tx.allocate()
             tx.write(page, 0, b"hi")
@@ -295,3 +298,36 @@ def test_worked_example_of_the_docs(monkeypatch: pytest.MonkeyPatch) -> None:
         assert header == h("454e475041474553 0100 0000 00020000 0100000000000000 0002000000000000 00000000 9f564285")
         # The reset: header zeroed, the first transaction's header and first op header wiped.
         assert sim.snapshot()["/d/ex.db-journal"][:50] == h("4a524e4c") + bytes(46)
+
+
+def test_pure_python_crc32c_matches_google_crc32c() -> None:
+    """The table-driven fallback gives the values google-crc32c gives (the format
+    fixes the algorithm, not the library)."""
+    import random
+
+    from engine.pages import crc32c
+
+    rng = random.Random(5)
+    assert crc32c.extend_pure(0, b"123456789") == 0xE3069283  # the CRC-32C check value
+    for size in (0, 1, 7, 64, 513, 4096):
+        data = rng.randbytes(size)
+        assert crc32c.extend_pure(0, data) == google_crc32c.value(data) == crc32c.value(data)
+        start = rng.randrange(2**32)
+        assert crc32c.extend_pure(start, data) == google_crc32c.extend(start, data) == crc32c.extend(start, data)
+    pieces = [rng.randbytes(rng.randrange(100)) for _ in range(20)]
+    joined = b"".join(pieces)
+    assert crc32c.extend_all(0, pieces) == crc32c.extend_pure(0, joined) == google_crc32c.value(joined)
+
+
+def test_linked_transactions_check_with_the_pure_crc32c(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without google-crc32c the writer writes the same "C32L" bytes and the reader
+    checks them the same way."""
+
+    ops = [codec.encode_alloc(512, 0, 0), *codec.encode_modify(512, 0, b"\0\0", b"hi")]
+    fast = codec.encode_linked_transaction_parts(20, 0, 7, ops, 99)
+    use_pure_crc32c(monkeypatch)
+    slow = codec.encode_linked_transaction_parts(20, 0, 7, ops, 99)
+    assert slow == fast
+    raw = codec.encode_file_header(20, 20) + fast[0] + b"".join(fast[1]) + fast[2]
+    tx = codec.parse_transaction(raw, 20)
+    assert tx.problem is None and tx.crc_checked and tx.salt == 99

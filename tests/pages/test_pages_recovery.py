@@ -64,15 +64,15 @@ def test_complete_unflagged_transaction_is_redone(path: str, caplog: pytest.LogC
     ops = [codec.encode_alloc(3 * PS, 0, 0), modify(3, 10, b"\0\0\0", b"new"), modify(1, 0, b"one", b"ONE")]
     write_journal(path, [codec.encode_transaction(0, 1, ops)])
     with caplog.at_level(logging.WARNING, "engine.pages"), PageStore.open(path) as store:
-        assert store.recovery.redone == 1
+        assert store.recovery.total("redone") == 1
         assert store.page_count == 3
         assert store.read(3, 10, 3) == b"new" and store.read(1, 0, 3) == b"ONE"
         store.verify()
-    assert "redid 1" in caplog.text
+    assert "redone 1 transactions" in caplog.text
     with open(journal_path(path), "rb") as f:
         assert f.read(20) == codec.encode_file_header(0, 0)  # reset (the space is reused)
     with PageStore.open(path) as store:  # idempotent: nothing left to do
-        assert store.recovery.redone == 0 and store.read(3, 10, 3) == b"new"
+        assert store.recovery.total("redone") == 0 and store.read(3, 10, 3) == b"new"
 
 
 def test_original_transaction_without_crc_is_redone(path: str) -> None:
@@ -87,7 +87,7 @@ def test_flagged_transaction_is_not_redone(path: str) -> None:
     raw[codec.TX_FLAGS_OFFSET] = codec.JRNL_COMPLETE
     write_journal(path, [bytes(raw)])
     with PageStore.open(path) as store:
-        assert store.recovery.skipped_applied == 1
+        assert not store.recovery.repaired  # flagged: nothing to redo
         assert store.read(2, 0, 3) == b"two"
 
 
@@ -96,7 +96,7 @@ def test_incomplete_only_transaction_truncates_to_20_bytes(path: str) -> None:
     write_journal(path, [raw])
     with PageStore.open(path) as store:
         assert store.read(1, 0, 3) == b"one"
-        assert store.recovery.truncations == 1 and store.recovery.journal_notes
+        assert store.recovery.total("cut", "bytes") > 0 and len(store.recovery.of("cut")) == 1
     with open(journal_path(path), "rb") as f:
         assert f.read() == codec.encode_file_header(0, 0)
 
@@ -109,7 +109,7 @@ def test_incomplete_last_transaction_is_cut_and_earlier_kept(path: str) -> None:
     poke(journal_path(path), size - 4, b"\0\0\0\0")  # CRC does not match: a torn write
     with PageStore.open(path) as store:
         assert store.read(1, 0, 3) == b"uno" and store.read(2, 0, 3) == b"two"
-        assert any(f"at {offsets[1]} cut off" in n for n in store.recovery.journal_notes)
+        assert f"at {offsets[1]} cut off" in store.recovery.summary()
 
 
 def test_header_last_behind_a_linked_append(path: str) -> None:
@@ -120,7 +120,7 @@ def test_header_last_behind_a_linked_append(path: str) -> None:
     poke(journal_path(path), 12, offsets[0].to_bytes(8, "little"))  # last = first tx
     with PageStore.open(path) as store:
         assert store.read(1, 0, 3) == b"uno" and store.read(2, 0, 3) == b"two"
-        assert store.recovery.cut_bytes == len(b)
+        assert store.recovery.total("cut", "bytes") == len(b)
 
 
 def test_last_next_pointing_elsewhere_is_cleared(path: str) -> None:
@@ -135,8 +135,8 @@ def test_last_next_pointing_elsewhere_is_cleared(path: str) -> None:
     poke(journal_path(path), off_a + codec.TX_NEXT_OFFSET, off_b.to_bytes(8, "little"))
     with PageStore.open(path) as store:
         assert store.read(1, 0, 3) == b"uno" and store.read(2, 0, 3) == b"two"
-        assert any(f"next pointer {off_b} cleared" in n for n in store.recovery.journal_notes)
-        assert store.recovery.cut_bytes == 16 + len(b)
+        assert f"next pointer {off_b} cleared" in store.recovery.summary()
+        assert store.recovery.total("cut", "bytes") == 16 + len(b)
 
 
 def test_rolled_back_transaction_is_undone(path: str) -> None:
@@ -146,7 +146,7 @@ def test_rolled_back_transaction_is_undone(path: str) -> None:
     write_journal(path, [codec.encode_transaction(0, 2, ops), later])
     poke(path, 1 * PS, b"AAA")  # part of it reached the store
     with PageStore.open(path) as store:
-        assert store.recovery.undone == 1 and store.recovery.redone == 1
+        assert store.recovery.total("undone") == 1 and store.recovery.total("redone") == 1
         assert store.read(1, 0, 3) == b"one" and store.read(2, 0, 3) == b"TOO"
         store.verify()
 
@@ -274,7 +274,7 @@ def test_interrupted_flush_mark(path: str) -> None:
     with pytest.raises(RecoveryNeededError):
         PageStore.open(path, readonly=True)
     with PageStore.open(path) as store:
-        assert store.recovery.redone == 1 and store.read(1, 0, 3) == b"uno"
+        assert store.recovery.total("redone") == 1 and store.read(1, 0, 3) == b"uno"
     with open(path, "rb") as f:
         assert store_codec.decode_header(f.read(40)).flags == 0
     with PageStore.open(path, readonly=True) as reader:
@@ -314,7 +314,7 @@ def test_damaged_page_bytes_are_detected(path: str, caplog: pytest.LogCaptureFix
     with caplog.at_level(logging.WARNING, "engine.pages"), PageStore.open(path) as store:
         assert store.read(2, 0, 3) == b"two"
         store.verify()
-    assert "building it from the store" in caplog.text
+    assert "rebuilt" in caplog.text and "checksums" in caplog.text
 
 
 def test_damaged_checksum_file(path: str) -> None:
@@ -401,7 +401,7 @@ def test_linked_chain_past_the_header_is_redone(path: str) -> None:
     state = scan(journal_path(path), raw)
     assert [tx.offset for tx in state.txs] == offsets and state.linked == 2 and not state.cut and state.needs_repair
     with PageStore.open(path) as store:
-        assert store.recovery.redone == 3 and not store.recovery.journal_notes
+        assert store.recovery.total("redone") == 3 and not store.recovery.of("cut")
         assert store.read(1, 0, 4) == b"eins" and store.read(2, 0, 3) == b"dos"
         store.verify()
 
@@ -411,7 +411,7 @@ def test_linked_chain_with_a_torn_last_transaction_is_cut(path: str, caplog: pyt
     with open(journal_path(path), "r+b") as f:
         f.truncate(os.path.getsize(journal_path(path)) - 3)  # the second one's CRC is cut short
     with caplog.at_level(logging.WARNING, "engine.pages"), PageStore.open(path) as store:
-        assert store.recovery.redone == 1 and store.recovery.cut_bytes > 0
+        assert store.recovery.total("redone") == 1 and store.recovery.total("cut", "bytes") > 0
         assert store.read(1, 0, 3) == b"uno" and store.read(2, 0, 3) == b"two"
     assert f"unfinished transaction at {offsets[1]} cut off" in caplog.text
 
@@ -449,3 +449,31 @@ def test_damage_inside_a_linked_chain_is_corruption(path: str) -> None:
     with pytest.raises(CorruptFileError, match="next pointer") as info:
         PageStore.open(path)
     assert info.value.offset == offsets[1] + 8
+
+
+def test_previous_versions_c32c_three_place_journal_is_recovered(path: str) -> None:
+    """A journal the previous version wrote with ``exact_header=True`` ("C32C"
+    COMPLETE, header and links rewritten per commit) and then crashed: redone, and
+    the journal left at rest."""
+    ops = [[modify(1, 0, b"one", b"uno")], [modify(2, 0, b"two", b"dos")]]
+    out = bytearray(codec.encode_file_header(0, 0))
+    offsets: list[int] = []
+    for i, tx_ops in enumerate(ops):
+        prev = offsets[-1] if offsets else 0
+        raw = codec.encode_transaction(prev, 100 + i, tx_ops, algorithm=codec.CRC_32C)
+        off = len(out)
+        if prev:
+            out[prev + 8 : prev + 16] = off.to_bytes(8, "little")
+        out += raw
+        offsets.append(off)
+    out[0:20] = codec.encode_file_header(offsets[0], offsets[-1])
+    with open(journal_path(path), "wb") as f:
+        f.write(out)
+    state = scan(journal_path(path), bytes(out))
+    assert [tx.offset for tx in state.txs] == offsets and all(tx.crc_checked for tx in state.txs)
+    assert not state.needs_repair
+    with PageStore.open(path) as store:
+        assert store.recovery.total("redone") == 2 and not store.recovery.of("cut")
+        assert store.read(1, 0, 3) == b"uno" and store.read(2, 0, 3) == b"dos"
+    with open(journal_path(path), "rb") as f:
+        assert f.read(20) == codec.encode_file_header(0, 0)

@@ -341,7 +341,8 @@ def test_corrupt_reader_file_raises_and_repair_reports(tmp_path: Path) -> None:
         Queue.open(d, "q")
     assert info.value.path == path and info.value.offset == 13
     report = repair(__import__("engine.fs", fromlist=["default_fs"]).default_fs(), d, "q")
-    assert report.reset_readers and "delivered again" in report.reset_readers[0]
+    (reset,) = report.of("reset")
+    assert reset.unit == "heads" and "delivered again" in reset.detail
     q = Queue.open(d, "q", **NOCKPT)
     assert [i.data for i in q.reader()] == [b"a", b"b"]
     q.close()
@@ -378,7 +379,7 @@ def test_corrupt_middle_record_raises_with_offset_and_open_stays_lazy() -> None:
         q.verify()
     q.close()
     report = repair(sim, "/db", "q")
-    assert report.truncated and "lost ids" in report.truncated[0]
+    assert report.of("cut") and "lost ids" in report.of("cut")[0].detail
 
 
 def test_reads_a_libkestrel_file_without_check_records() -> None:
@@ -434,7 +435,7 @@ def test_repaired_gap_does_not_block_the_head() -> None:
         h.write_at(0, bytes(data))
         h.fsync()
     report = repair(sim, "/db", "q")
-    assert report.truncated
+    assert report.of("cut")
     q = Queue.open("/db", "q", fs=sim, **NOCKPT)
     r = q.reader()
     got = [item.id for item in r]

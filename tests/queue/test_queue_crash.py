@@ -151,9 +151,10 @@ def test_torn_tail_is_cut_and_reported() -> None:
             items = [it.data for it in r]
             assert items[:1] == [b"x" * 10], state.describe()
             assert items[1:] in ([], [b"y" * 700]), state.describe()
-            if q2.torn_tail_bytes:
+            if q2.recovery.total("cut", "bytes"):
                 torn += 1
-                assert q2.recovery_notes and "torn tail" in q2.recovery_notes[0]
+                (cut,) = q2.recovery.of("cut")
+                assert "torn tail" in cut.detail and cut.path.startswith("/db/q.")
             q2.verify()
         finally:
             q2.close()

@@ -129,7 +129,8 @@ def test_repair_drops_the_damaged_done_id_keeps_the_head_and_the_backlog() -> No
     sim = queue_with_out_of_order_confirm()
     flip(sim, READER, 21, 5)
     report = repair(sim, "/db", "jobs")
-    assert any("dropped 1 done id" in line and "head 1 kept" in line for line in report.lines()), report.lines()
+    (dropped,) = report.of("dropped")
+    assert (dropped.path, dropped.count, dropped.unit) == (READER, 1, "ids") and "head 1 kept" in dropped.detail, report
     with no_hang():
         q = Queue.open("/db", "jobs", fs=sim, **NOCKPT)
     # Id 3's confirmation was the damaged one: it is delivered again (at-least-once).
@@ -142,7 +143,8 @@ def test_repair_resets_a_damaged_head_to_redeliver_never_to_skip() -> None:
     sim = queue_with_out_of_order_confirm()
     flip(sim, READER, 12, 4)
     report = repair(sim, "/db", "jobs")
-    assert any("head 1152921504606846977 is past the journal tail 5" in line for line in report.lines())
+    (reset,) = report.of("reset")
+    assert "head 1152921504606846977 is past the journal tail 5" in reset.detail, report
     q = Queue.open("/db", "jobs", fs=sim, **NOCKPT)
     assert [i.data for i in q.reader()] == [b"item-%d" % i for i in range(1, 6)]
     q.close()
@@ -158,7 +160,8 @@ def test_ids_within_the_crash_window_are_burnt_as_one_range() -> None:
     write_file(sim, READER, codec.encode_reader_file(1, [3, far]))
     with no_hang():
         q = Queue.open("/db", "jobs", fs=sim, **NOCKPT)
-        assert q.skipped_ids == (6, far) and q.recovery_notes
+        (burnt,) = q.recovery.of("reset")
+        assert (burnt.path, burnt.count, burnt.unit) == (READER, far - 5, "ids") and f"ids 6..{far}" in burnt.detail
         assert q.put(b"after") == far + 1
         r = q.reader()
         assert len(r) == 4  # items 2, 4, 5 and "after": the burnt range is not pending

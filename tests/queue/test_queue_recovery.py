@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from engine.errors import CorruptFileError
+from engine.fs import lock as lock_module
 from engine.fs import make_dirs, set_crashpoint_hook
 from engine.queue import Queue, codec, repair
-from engine.queue import queue as queue_module
 from engine.queue.segments import SEGMENT_HEADER
 from stress.simfs import CrashState, SimFS
 
@@ -76,7 +76,8 @@ def test_repair_cuts_mid_file_damage_and_reports_the_checksummed_items_dropped()
     data[offsets[1] + 25] ^= 0xFF
     write_file(sim, path, bytes(data))
     report = repair(sim, "/db", "q")
-    (line,) = report.truncated
+    (cut,) = report.of("cut")
+    line = str(cut)
     assert f"offset {offsets[1]}" in line and "3 checksummed item(s) after the damage (ids 3..5)" in line
     q = Queue.open("/db", "q", fs=sim, **NOCKPT)
     assert [i.data for i in q.reader()] == [b"item-0"]
@@ -91,7 +92,7 @@ def test_damage_in_the_last_batch_is_still_a_torn_tail() -> None:
     data[offsets[4] + 25] ^= 0xFF  # the last batch: nothing valid after it
     write_file(sim, path, bytes(data))
     q = Queue.open("/db", "q", fs=sim, **NOCKPT)
-    assert q.torn_tail_bytes == len(data) - offsets[4]
+    assert q.recovery.total("cut", "bytes") == len(data) - offsets[4]
     assert [i.data for i in q.reader()] == [b"item-%d" % i for i in range(4)]
     q.close()
 
@@ -102,7 +103,7 @@ def test_zeros_after_damage_are_a_torn_tail() -> None:
     data[offsets[3] :] = bytes(len(data) - offsets[3])  # zeros: a torn, preallocated tail
     write_file(sim, path, bytes(data))
     q = Queue.open("/db", "q", fs=sim, **NOCKPT)
-    assert q.torn_tail_bytes > 0 and q.tail_id == 3
+    assert q.recovery.total("cut", "bytes") > 0 and q.tail_id == 3
     q.close()
 
 
@@ -116,7 +117,7 @@ def test_libkestrel_file_keeps_the_old_rule_mid_file_damage_is_cut() -> None:
     write_file(sim, "/db/old.1321401903634", bytes(data))
     write_file(sim, "/db/old.read.", codec.encode_reader_file(0, []))
     q = Queue.open("/db", "old", fs=sim, **NOCKPT)
-    assert q.tail_id == 2 and q.torn_tail_bytes == len(data) - bad
+    assert q.tail_id == 2 and q.recovery.total("cut", "bytes") == len(data) - bad
     q.close()
 
 
@@ -160,7 +161,7 @@ def test_new_put_after_crash_does_not_reuse_an_id_a_reader_confirmed() -> None:
     image = crash_after_remote_confirm_of_unsynced_put()
     fs2 = image.fs()
     q = Queue.open("/db", "q", fs=fs2, sync="always", **NOCKPT)
-    tail_at_open, skipped, notes = q.tail_id, getattr(q, "skipped_ids", None), list(q.recovery_notes)
+    tail_at_open, burnt = q.tail_id, [(a.count, a.unit, a.detail) for a in q.recovery.of("reset")]
     new_id = q.put(b"acknowledged after the crash")
     q.verify()
     q.close()
@@ -171,7 +172,8 @@ def test_new_put_after_crash_does_not_reuse_an_id_a_reader_confirmed() -> None:
     remote.confirm(item.id)
     assert remote.get(0) is None
     remote.close()
-    assert (tail_at_open, skipped, new_id) == (2, (2, 2), 3) and notes
+    assert (tail_at_open, new_id) == (2, 3)
+    assert burnt == [(1, "ids", "ids 2..2 lost before they were durable: the next id is 3")]
     q = Queue.open("/db", "q", fs=fs2, **NOCKPT)
     q.verify()
     q.close()
@@ -316,7 +318,7 @@ def test_reader_open_waits_out_the_writers_lock_probe(monkeypatch: pytest.Monkey
         sleeps.append(seconds)
         probe.close()
 
-    monkeypatch.setattr(queue_module.time, "sleep", sleep)
+    monkeypatch.setattr(lock_module.time, "sleep", sleep)  # the wait of engine.fs.lock
     r = q.reader("x")
     assert sleeps and [i.id for i in r] == list(range(1, 11))  # it took over the default
     q.close()

@@ -102,7 +102,7 @@ def test_times_must_not_go_backwards_and_columns_are_checked(tmp_path: object) -
 def test_every_crash_state_shows_a_whole_number_of_jobs() -> None:
     sim = SimFS()
     make_dirs(sim, "/db")
-    states = [{}]  # dataset content after each acknowledged commit
+    states: list[dict[str, list[bytes]]] = [{}]  # dataset content after each acknowledged commit
     c1 = write_shard(sim, "/db/out", "1", "s0", "a", 12)
     c2 = write_shard(sim, "/db/out", "1", "s1", "b", 9)
     commit_job("/db/out", [c1, c2], overwrite=False, fs=sim)  # type: ignore[list-item]
@@ -194,3 +194,39 @@ def test_stream_batches_are_published_once() -> None:
     c2 = write_shard(sim, "/db/out", "j", "x", "c", 1)
     commit_job("/db/out", [c2], overwrite=False, fs=sim)  # type: ignore[list-item]
     assert not commit_stream_batch("/db/out", [], stream="q", batch_id=1, fs=sim)
+
+
+def test_shards_are_written_by_the_store_segment_writer(tmp_path: object) -> None:
+    """A shard's segments are what the append-log store writes for the same records:
+    the same .log, .idx and .crc bytes (one segment writer), so the store's own
+    reader and writer open them, checksums verified."""
+    import os
+
+    from engine.applog import AppendLog, LogReader
+
+    ds = str(tmp_path) + "/out"
+    data = [b"r%d" % i * (1 + i % 4) for i in range(40)]
+    times = np.repeat(np.arange(20, dtype=np.int64) * 10, 2)  # runs of equal times
+    flags = np.arange(40, dtype=np.int64) % 3
+    w = ShardWriter(ds, "1", "s", segment_bytes=200)
+    for a in range(0, 40, 9):
+        w.write(pa.array(data[a:a + 9]), times[a:a + 9], flags[a:a + 9])
+    shard = w.finish()
+    assert shard.records == 40 and shard.bytes == 16 * 40 + sum(map(len, data))
+    store_dir = str(tmp_path) + "/store"
+    with AppendLog.open(store_dir, ttl=0, segment_bytes=200, sync="never") as log:
+        for d, t, f in zip(data, times.tolist(), flags.tolist()):
+            log.append(d, f, t)
+    shard_dir = ds + "/job-1/s"
+
+    def files(path: str) -> dict[str, bytes]:
+        return {n: open(os.path.join(path, n), "rb").read() for n in sorted(os.listdir(path))
+                if n.endswith((".log", ".idx", ".crc"))}
+
+    got, want = files(shard_dir), files(store_dir)
+    assert sum(n.endswith(".crc") for n in got) == sum(n.endswith(".log") for n in got) > 1
+    assert got == want
+    with LogReader.open(shard_dir) as reader:
+        assert reader.verify() == [] and [r.data for r in reader.scan()] == data
+    with AppendLog.open(shard_dir, sync="never") as again:
+        assert not again.recovery.repaired and again.verify() == []

@@ -185,7 +185,7 @@ def test_reads_original_file_with_short_tail_transaction() -> None:
     assert got == {b"x": ("complete", b"q" * n), b"y": ("complete", b"next")}
     # And our writer continues such a file correctly.
     journal = StreamJournal.open("/j", fs=sim)
-    assert not journal.recovered
+    assert not journal.recovery.repaired
     with journal.open_stream("z") as s:
         s.write(b"ours")
     journal.verify()

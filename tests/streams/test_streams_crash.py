@@ -7,6 +7,7 @@ from typing import Any
 
 from engine.fs import make_dirs
 from engine.streams import StreamJournal, codec, read_streams
+from stress.simevents import Mark, Write
 from stress.simfs import SimFS
 
 PAGE = 512
@@ -150,10 +151,9 @@ def test_crash_states_with_early_page_writes() -> None:
     )
     assert checked > 30, sim.last_stats
     trace = sim.trace
-    created = next(i for i, e in enumerate(trace) if e[0] == "mark")
-    kinds = [e[0] for e in trace[created:]]
+    created = next(i for i, e in enumerate(trace) if isinstance(e, Mark))
     # Writes not followed by an fsync right away: the early page writes happened.
-    assert any(a == "write" and b == "write" for a, b in itertools.pairwise(kinds))
+    assert any(isinstance(a, Write) and isinstance(b, Write) for a, b in itertools.pairwise(trace[created:]))
 
 
 def test_crash_states_behind_the_server(tmp_path: object) -> None:

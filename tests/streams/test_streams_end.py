@@ -86,18 +86,19 @@ def test_zeroed_range_spanning_pages_is_an_error() -> None:
 
 
 def test_engine_verify_reports_a_zeroed_transaction_on_disk(tmp_path: Path) -> None:
+    from engine.fs import default_fs
     from engine.streams.handler import HANDLER
 
     path = str(tmp_path / "j")
     journal = StreamJournal.open(path, size=32 * PAGE, page_size=PAGE, sync_delay=0)
     starts = [_stream(journal, f"d{i}", 200) for i in range(3)]
     journal.close()
-    HANDLER.verify(path)
+    HANDLER.verify(default_fs(), path)
     with open(path, "r+b") as f:  # test code damaging a file on purpose
         f.seek(starts[1])
         f.write(bytes(PAGE))
     with pytest.raises(CorruptFileError) as info:
-        HANDLER.verify(path)
+        HANDLER.verify(default_fs(), path)
     assert info.value.offset == starts[1]
 
 
@@ -198,7 +199,7 @@ def test_recovery_cuts_records_a_lost_first_page_leaves_behind(caplog: pytest.Lo
         _names(sim)
     with caplog.at_level(logging.WARNING, logger="engine.streams"):
         reopened = StreamJournal.open(PATH, fs=sim, sync_delay=0)
-    assert reopened.recovered and "zeroed 2 page(s)" in reopened.recovery_note
+    assert any("zeroed 2 page(s)" in a.detail for a in reopened.recovery.of("cut"))
     reopened.verify()
     _stream(reopened, "after", 50)
     reopened.verify()
@@ -243,7 +244,7 @@ def test_file_restarted_by_the_original_server() -> None:
     lenient = [(s.ident, s.status) for s in read_streams("/j", sim, strict_end=False)]
     assert lenient == [(b"new", "complete")]
     journal = StreamJournal.open("/j", fs=sim, sync_delay=0)
-    assert journal.recovered and "zeroed" in journal.recovery_note
+    assert any("zeroed" in a.detail for a in journal.recovery.of("cut"))
     journal.verify()
     journal.close()
     assert [(s.ident, s.status) for s in read_streams("/j", sim)] == [(b"new", "complete")]

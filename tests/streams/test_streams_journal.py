@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import threading
+from multiprocessing.synchronize import Barrier
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -188,7 +191,8 @@ def test_reopen_recovers_and_continues() -> None:
     fs2 = sim.durable_image().fs()
     journal2 = StreamJournal.open("/db/j", fs=fs2, record_size=100)
     assert journal2.next_global == g + 1  # the ABORT written for "hanging"
-    assert not journal2.recovered
+    # Nothing was torn; the stream the dead writer left open was aborted.
+    assert [(a.kind, a.count, a.unit) for a in journal2.recovery.actions] == [("undone", 1, "streams")]
     with journal2.open_stream("b") as s:
         assert s.number == hanging.number + 1
         s.write(b"b" * 10)
@@ -370,3 +374,100 @@ def test_global_record_numbers_wrap_at_2_32() -> None:
     reopened = StreamJournal.open("/db/j", fs=sim, record_size=100)
     assert reopened.next_global == numbers[-1] + 1
     reopened.close()
+
+
+def _race_to_create(path: str, start: Barrier, hold: Barrier, out: Any) -> None:
+    """Child: create the journal when both are ready; report; keep it open until
+    the other child has tried too."""
+    start.wait()
+    try:
+        journal = StreamJournal.open(path, size=16 * 4096, page_size=4096)
+    except LockedError as exc:
+        out.put(("locked", exc.path))
+        hold.wait()
+        return
+    except Exception as exc:  # reported to the parent, which fails the test
+        out.put((type(exc).__name__, str(exc)))
+        hold.wait()
+        return
+    out.put(("opened", None))
+    hold.wait()
+    with journal.open_stream("s") as stream:
+        stream.write(b"x")
+    journal.close()
+
+
+def test_two_processes_racing_to_create_the_same_journal(tmp_path: object) -> None:
+    """The writer lock (``<journal>.lock``) is taken before the journal is built:
+    of two processes creating it at once, one does and the other gets LockedError
+    naming the lock file (never FileExistsError, never a clobbered journal)."""
+    ctx = multiprocessing.get_context("fork")
+    for round_ in range(10):
+        path = os.path.join(str(tmp_path), f"j{round_}")
+        start, hold, out = ctx.Barrier(2), ctx.Barrier(2), ctx.Queue()
+        children = [ctx.Process(target=_race_to_create, args=(path, start, hold, out)) for _ in range(2)]
+        for child in children:
+            child.start()
+        results = sorted(out.get(timeout=60) for _ in children)
+        for child in children:
+            child.join(timeout=60)
+            assert child.exitcode == 0
+        assert results == [("locked", path + ".lock"), ("opened", None)]
+        assert _streams(path) == {b"s": ("complete", 0, b"x")}
+        assert sorted(os.listdir(os.path.dirname(path))) == sorted(
+            n for r in range(round_ + 1) for n in (f"j{r}", f"j{r}.lock"))
+
+
+def test_lock_file_and_recovery_report_of_a_clean_journal(tmp_path: object) -> None:
+    """A new or cleanly closed journal reports no recovery; the lock is released
+    on close (another writer may then open) and held while open (a second open,
+    even in the same process, gets LockedError naming the lock file)."""
+    path = os.path.join(str(tmp_path), "j")
+    journal = StreamJournal.open(path, size=16 * 4096, page_size=4096)
+    assert not journal.recovery.repaired and journal.recovery.summary() == "clean"
+    # The shared report replaced the journal's own recovery attributes.
+    assert not hasattr(journal, "recovered") and not hasattr(journal, "recovery_note")
+    with pytest.raises(LockedError) as info:
+        StreamJournal.open(path, create=False)
+    assert info.value.path == path + ".lock"
+    journal.close()
+    with StreamJournal.open(path, create=False) as again:
+        assert not again.recovery.repaired
+        assert again.verify() == []
+
+
+class _BigBlocks(SimFS):
+    """A simulated file system whose block size is 8 KiB."""
+
+    def block_size(self, path: str) -> int:
+        return 8192
+
+
+def test_default_page_size_is_the_file_systems_block_size() -> None:
+    sim = _BigBlocks()
+    make_dirs(sim, "/db")
+    with StreamJournal.open("/db/j", size=8 * 8192, fs=sim) as journal:
+        assert journal.page_size == 8192
+    with StreamJournal.open("/db/j", fs=sim) as journal:  # an existing journal keeps its page size
+        assert journal.page_size == 8192 and not journal.recovery.repaired
+    plain = SimFS()
+    make_dirs(plain, "/db")
+    with StreamJournal.open("/db/j", size=8 * 4096, fs=plain) as journal:
+        assert journal.page_size == 4096
+
+
+def test_format_handler_reads_through_the_given_file_system() -> None:
+    """The handler's callbacks take the file system first: a journal that exists
+    only in the crash simulator is recognised, summarised and verified."""
+    from engine.streams.handler import HANDLER
+
+    sim, journal = _sim_journal()
+    with journal.open_stream("a") as stream:
+        stream.write(b"x" * 10)
+    journal.close()
+    with sim.open("/db/j") as handle:
+        head = handle.read_at(0, 64)
+    assert HANDLER.sniff(sim, "/db/j", head, False)
+    assert not HANDLER.sniff(sim, "/db", b"", True)
+    assert HANDLER.summarize(sim, "/db/j")["records"] == 2
+    assert HANDLER.verify(sim, "/db/j") == []

@@ -97,7 +97,7 @@ def test_capture_warnings_sees_engine_warnings_only_inside() -> None:
 
     with capture_warnings() as warned:
         logging.getLogger("engine.somewhere").warning("torn tail cut")
-        logging.getLogger("elsewhere").warning("not ours")
+        logging.getLogger("elsewhere").warning("not engine's")
     logging.getLogger("engine.somewhere").warning("after")
     assert warned.messages() == ["torn tail cut"]
 
@@ -166,3 +166,24 @@ def test_the_runner_prints_seed_and_counts_and_fails_on_a_violation(capsys) -> N
     assert "seed 3" in out and "crash states" in out
     assert status in (0, 1)
     assert ("violation(s)" in out) and (status == 0) == ("seed 3: 0 violation(s)" in out)
+
+
+# -- a store that does not import fails loudly ---------------------------------------------------------
+
+
+def test_a_store_that_does_not_import_fails_the_runner(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Never "not available, skipped": a broken store is an error naming it."""
+    import sys
+
+    import pytest
+
+    from stress.stores import AdapterImportError
+
+    monkeypatch.delitem(sys.modules, "stress.stores.queue", raising=False)
+    monkeypatch.setitem(sys.modules, "engine.queue", None)  # "import engine.queue" now raises ImportError
+    with pytest.raises(AdapterImportError, match=r"the queue store cannot be attacked: stress\.stores\.queue"):
+        get_adapter("queue")
+    assert stress_main(["--store", "streams", "--store", "queue", "--bounded", "--seed", "3"]) == 2
+    captured = capsys.readouterr()
+    assert "stress.stores.queue failed to import" in captured.err and "engine.queue" in captured.err
+    assert "crash states" not in captured.out  # nothing ran: the run failed before any attack

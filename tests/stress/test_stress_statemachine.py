@@ -23,9 +23,7 @@ from engine.errors import EngineError
 from stress.attack_sim import ROOT
 from stress.core import Session, Step, capture_warnings
 from stress.simfs import SimFS
-from stress.stores import ADAPTER_MODULES, available, get_adapter
-
-STATUS = available()
+from stress.stores import ADAPTER_MODULES, get_adapter
 
 
 def machine_for(name: str) -> type[RuleBasedStateMachine]:
@@ -108,8 +106,6 @@ def run_machine(name: str, examples: int = 20) -> None:
 
 @pytest.mark.parametrize("store", sorted(ADAPTER_MODULES))
 def test_store_state_machine_with_power_loss(store: str) -> None:
-    if STATUS[store] is not None:
-        pytest.skip(f"{store}: {STATUS[store]}")
     LOSSES.clear()
     run_machine(store)
     assert sum(LOSSES) >= 10, f"only {sum(LOSSES)} power losses were exercised"

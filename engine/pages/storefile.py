@@ -1,0 +1,131 @@
+"""What the writer, the reader and the transaction share about the store file:
+its typed errors, reading its header, the page checks, the file names, and how
+committed page images are written into it.
+
+The store file (ENGPAGES, ``docs/formats/pagestore.md``) sits at ``path``; its
+JRNL journal at ``path + "-journal"``, its page checksums at ``path + "-sums"``
+and the writers' lock at ``path + "-lock"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Set
+
+from engine.errors import CorruptFileError, EngineError, FormatError
+from engine.fs import FileHandle
+from engine.pages import store_codec
+from engine.pages.store_codec import StoreHeader
+
+LOCK_SUFFIX = "-lock"
+
+
+class PageError(EngineError, ValueError):
+    """A page id that was never allocated or is free, or a range outside the page."""
+
+    def __init__(self, path: str, page: object, offset: int, reason: str) -> None:
+        self.path = path
+        self.page = page
+        self.offset = offset
+        self.reason = reason
+        super().__init__(f"{path}: page {page!r} (byte offset {offset}): {reason}")
+
+    def __reduce__(self) -> tuple[type, tuple[str, object, int, str]]:
+        return (type(self), (self.path, self.page, self.offset, self.reason))
+
+
+class RecoveryNeededError(EngineError):
+    """A read-only open found journal transactions no writer has applied yet."""
+
+
+def lock_path(store_path: str) -> str:
+    """The writers' lock file of the store at ``store_path``."""
+    return store_path + LOCK_SUFFIX
+
+
+def read_header(path: str, handle: FileHandle) -> StoreHeader:
+    """The store file's header; FormatError for a foreign file, CorruptFileError for damage."""
+    raw = handle.read_at(0, store_codec.HEADER_SIZE)
+    try:
+        return store_codec.decode_header(raw)
+    except store_codec.ForeignMagic as exc:
+        raise FormatError(path, 0, *str(exc).split(", ", 1)) from exc
+    except ValueError as exc:
+        expected, _, found = str(exc).partition(", ")
+        raise CorruptFileError(path, 0, expected, found or None) from exc
+
+
+def check_live(path: str, page: object, count: int, is_free: bool, page_size: int) -> None:
+    """PageError unless ``page`` is an allocated page id (1..``count``, not free)."""
+    if not isinstance(page, int) or isinstance(page, bool) or not 1 <= page <= count:
+        off = page * page_size if isinstance(page, int) else 0
+        raise PageError(path, page, off, f"never allocated (pages are 1..{count})")
+    if is_free:
+        raise PageError(path, page, page * page_size, "is free")
+
+
+def slice_page(path: str, page: int, data: bytes | bytearray, offset: int, size: int | None, ps: int) -> bytes:
+    """``data[offset:offset + size]`` of a page image (all of the rest without ``size``)."""
+    if size is None:
+        size = ps - offset
+    if offset < 0 or size < 0 or offset + size > ps:
+        raise PageError(
+            path, page, page * ps + max(offset, 0), f"range [{offset}:{offset + size}] is outside the {ps}-byte page"
+        )
+    return bytes(data[offset : offset + size])
+
+
+def merge_ranges(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted, merged byte ranges (overlapping or touching ranges become one)."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            if end > merged[-1][1]:
+                merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def check_store_size(path: str, header: StoreHeader, size: int) -> None:
+    """CorruptFileError if a store file of ``size`` bytes is too short for its header."""
+    need = (header.page_count + 1) * header.page_size
+    if size < need:
+        raise CorruptFileError(path, size, f"{need} bytes for {header.page_count} pages", f"{size}")
+
+
+def write_pages(
+    handle: FileHandle,
+    ps: int,
+    images: dict[int, bytes | bytearray],
+    whole: Set[int],
+    ranges: Iterable[tuple[int, int]],
+) -> None:
+    """Write page images into the store file (unsynced): the pages in ``whole``
+    entirely, of the others only the byte ``ranges`` (absolute offsets) the
+    journal holds after-images for, so that a write a crash tears damages only
+    bytes that redo rewrites.
+
+    Whole pages go out as one vectored write per run of consecutive pages,
+    straight from the images (no join: a run can be thousands of pages); ranges
+    are merged where adjacent or overlapping (a whole page covers any range of it).
+    """
+    write_parts_at = handle.write_parts_at
+    run: list[int] = []
+    for page in sorted(whole):
+        if run and page != run[-1] + 1:
+            write_parts_at(run[0] * ps, [images[p] for p in run])
+            run = []
+        run.append(page)
+    if run:
+        write_parts_at(run[0] * ps, [images[p] for p in run])
+    spans = ranges if not whole else [span for span in ranges if span[0] // ps not in whole]
+    for start, end in merge_ranges(spans):
+        parts: list[bytes | bytearray | memoryview] = []
+        pos = start
+        while pos < end:
+            page, off = divmod(pos, ps)
+            stop = min(end, (page + 1) * ps)
+            image = images[page]
+            parts.append(image if stop - pos == ps else memoryview(image)[off : off + stop - pos])
+            pos = stop
+        write_parts_at(start, parts)

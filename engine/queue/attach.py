@@ -1,0 +1,164 @@
+"""Reader files and the queue's locks: what the writer, readers in other processes
+and the diagnostics share.
+
+Every lock of a queue comes from :mod:`engine.fs.lock`:
+
+* ``<queue>.lock``: the writer's lock (one writer per queue across processes;
+  ``engine queue repair`` takes it too);
+* ``<queue>.rlock.<reader>``: a reader's lock (one process at a time owns a reader
+  name).  A reader opening waits :data:`READER_LOCK_PATIENCE` for it, because the
+  writer probes it for a moment (:func:`reader_being_created`) and a reader must not
+  fail because of that.
+
+:func:`attach_reader` is how both kinds of reader (in the writer's process and in
+another one) lock their name and load or create their checkpoint file.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from engine.errors import LockedError
+from engine.fs import FileSystem, HeldLock, RecoveryReport, probe_lock, take_lock
+from engine.queue import checkpoint, naming
+from engine.queue.state import ReaderState
+
+log = logging.getLogger("engine.queue")
+
+#: How long a reader opening waits for its lock before LockedError (seconds): the
+#: writer probes the lock of a reader that has no file yet for a few microseconds
+#: (see :func:`reader_being_created`).
+READER_LOCK_PATIENCE = 0.05
+
+
+def lock_writer(fs: FileSystem, directory: str, queue: str) -> HeldLock:
+    """The writer lock of ``queue`` (LockedError at once if another writer has it)."""
+    return take_lock(fs, naming.join(directory, naming.writer_lock_name(queue)), what=f"writer lock of queue {queue!r}")
+
+
+def lock_reader(fs: FileSystem, directory: str, queue: str, reader: str, *, patience: bool = True) -> HeldLock:
+    """The lock of reader ``reader`` of ``queue``, waiting :data:`READER_LOCK_PATIENCE`
+    for it when ``patience`` (LockedError if another process or handle keeps it)."""
+    return take_lock(
+        fs,
+        naming.join(directory, naming.reader_lock_name(queue, reader)),
+        wait=READER_LOCK_PATIENCE if patience else 0.0,
+        what=f"lock of reader {reader!r} of queue {queue!r}",
+    )
+
+
+def reader_files(fs: FileSystem, directory: str, queue: str, listing: list[str] | None = None) -> dict[str, str]:
+    """Reader name -> path of every reader file of ``queue`` (in ``listing``, the
+    directory's names, when given)."""
+    found = {}
+    for filename in fs.listdir(directory) if listing is None else listing:
+        reader = naming.parse_reader(queue, filename)
+        if reader is not None:
+            found[reader] = naming.join(directory, filename)
+    return found
+
+
+def reader_being_created(fs: FileSystem, directory: str, queue: str, listing: list[str]) -> str | None:
+    """The name of a reader that holds its lock but has no file in ``listing``: a
+    reader being created (or taking over the default one) right now, or None.
+
+    :func:`attach_reader` takes the reader's lock before it decides where the reader
+    starts and writes its file, so until that file exists the writer must not
+    retire anything on the strength of the reader files alone.  A lock file
+    nobody holds (a removed reader, a crash) is ignored.
+    """
+    have = {naming.parse_reader(queue, f) for f in listing}
+    for filename in listing:
+        reader = naming.parse_reader_lock(queue, filename)
+        if reader is not None and reader not in have and probe_lock(fs, naming.join(directory, filename)):
+            return reader
+    return None
+
+
+def remove_stray_temporaries(fs: FileSystem, directory: str, queue: str, report: RecoveryReport) -> None:
+    """Delete the checkpoint temporaries (``<reader file>~~<ms>``) of readers nobody
+    holds: a crash between writing one and renaming it left it behind."""
+    for filename in fs.listdir(directory):
+        if not naming.is_temp(queue, filename):
+            continue
+        reader = filename[len(queue) + len(".read.") :].split(naming.TEMP_MARK)[0]
+        try:
+            lock = lock_reader(fs, directory, queue, reader, patience=False)
+        except LockedError:
+            continue  # its reader is open (maybe checkpointing right now)
+        with lock:
+            path = naming.join(directory, filename)
+            fs.unlink(path)
+        report.add("removed", path, 1, "files", detail="stray checkpoint temporary")
+
+
+def _load_state(
+    fs: FileSystem,
+    path: str,
+    *,
+    tail: int,
+    earliest: int | None,
+    window: int | None,
+    report: RecoveryReport,
+) -> ReaderState:
+    """A reader file's state, clamped into the journal (each clamp recorded)."""
+    head, done = checkpoint.load_reader_file(fs, path)
+    if window is not None:
+        checkpoint.check_ids_in_window(fs, path, head, done, tail, window)
+    state = ReaderState(head, done)
+    for kind, count, unit, detail in state.clamp(earliest, tail):
+        report.add(kind, path, count, unit, detail=detail)
+    return state
+
+
+def attach_reader(
+    fs: FileSystem,
+    directory: str,
+    queue: str,
+    name: str,
+    *,
+    tail: int,
+    earliest: int | None,
+    stamp_ms: int,
+    report: RecoveryReport,
+    window: int | None = None,
+) -> tuple[HeldLock, ReaderState]:
+    """Lock reader ``name`` and load (or create) its state.
+
+    A new named reader takes over the default reader's file and backlog if the
+    default is the only reader (fanout: "the first named reader takes over the
+    default one"); otherwise it starts at the current tail.  Returns the lock and
+    the state, clamped into the journal; each clamp is added to ``report``.
+    ``window``: ids more than this past ``tail`` are damage, not a crash's loss
+    (CorruptFileError, see :func:`checkpoint.check_ids_in_window`).
+    """
+    naming.check_queue_name(name)
+    lock = lock_reader(fs, directory, queue, name)
+    try:
+        path = naming.join(directory, naming.reader_name(queue, name))
+        files = reader_files(fs, directory, queue)
+        if name in files:
+            return lock, _load_state(fs, path, tail=tail, earliest=earliest, window=window, report=report)
+        if name != "" and set(files) == {""}:
+            try:
+                default_lock: HeldLock | None = lock_reader(fs, directory, queue, "")
+            except LockedError:
+                default_lock = None  # the default reader is in use: start at the tail
+            if default_lock is not None:
+                with default_lock:
+                    state = _load_state(fs, files[""], tail=tail, earliest=earliest, window=window, report=report)
+                    # Write the named file first, then drop the default: a crash in
+                    # between leaves two readers with the same backlog (safe).
+                    checkpoint.write_reader_file(fs, path, state.head, state.done, stamp_ms)
+                    fs.unlink(files[""])
+                    fs.fsync_dir(directory)
+                    log.info("queue %s: reader %r took over the default reader at head %d", queue, name, state.head)
+                    return lock, state
+        state = ReaderState(tail, ())
+        # Persist at once: the writer decides which files to delete from the reader
+        # files on disk, and must see that this reader needs everything after tail.
+        checkpoint.write_reader_file(fs, path, state.head, state.done, stamp_ms)
+        return lock, state
+    except BaseException:
+        lock.release()
+        raise

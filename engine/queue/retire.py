@@ -1,0 +1,91 @@
+"""Retiring writer files: which ones every reader has passed, and deleting them.
+
+The writer decides from the reader files on disk (for readers open in its own
+process: their head as last checkpointed), never from memory alone, so that a
+crash right after a deletion cannot leave a reader file pointing into a deleted
+file.  The newest file is never retired, nor the newest file that holds a PUT:
+the journal must always hold the tail id, or a reopen could not tell the next id
+from the files (see :func:`retirable`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from engine.fs import FileSystem, crashpoint, make_dirs
+from engine.queue import checkpoint, naming
+from engine.queue.attach import reader_being_created, reader_files
+from engine.queue.reader import Reader
+from engine.queue.segments import Segment
+
+log = logging.getLogger("engine.queue")
+
+
+def durable_heads(fs: FileSystem, directory: str, queue: str, live: Mapping[str, Reader]) -> list[int] | None:
+    """Each reader's head as on disk (``live`` readers: as last checkpointed).
+
+    None when the reader files cannot be trusted this round, and nothing may be
+    retired: a reader is being created (it holds its lock, its file is not written
+    yet), or a reader file vanished or appeared while we read them (a named reader
+    taking over the default one writes its file, then deletes the default's:
+    reading the old name after the delete must not make its backlog look unheld).
+    The next checkpoint round tries again.
+    """
+    listing = fs.listdir(directory)
+    files = reader_files(fs, directory, queue, listing)
+    heads = []
+    for reader, path in files.items():
+        open_reader = live.get(reader)
+        if open_reader is not None and not open_reader.closed:
+            heads.append(open_reader.durable_head)
+            continue
+        try:
+            heads.append(checkpoint.load_reader_file(fs, path)[0])
+        except FileNotFoundError:
+            return None  # removed or renamed meanwhile
+    # After the loads: a reader that took its lock before this point and has not
+    # written its file yet could start below the heads just read.
+    creating = reader_being_created(fs, directory, queue, listing)
+    if creating is not None:
+        log.info("queue %s: reader %r is being created: no file retired this round", queue, creating)
+        return None
+    if set(reader_files(fs, directory, queue)) != set(files):
+        return None  # a reader file appeared or went while we read them
+    return heads
+
+
+def retirable(segments: list[Segment], floor: int) -> list[Segment]:
+    """The oldest files whose every id is at or below ``floor`` (the lowest reader
+    head), stopping at the first file still needed.
+
+    A file is retired only when a LATER file holds a PUT: the newest file that
+    holds one is kept even once every reader has passed it (the files after it
+    are empty, as after a crash right after a rotation created a file).  It is
+    what tells a reopen the tail id; without it the next open would start ids
+    again from the reader checkpoints alone, or refuse them as being too far
+    past an empty journal.
+    """
+    doomed: list[Segment] = []
+    for index, seg in enumerate(segments[:-1]):  # the newest file is never deleted
+        later = next((s.first_id for s in segments[index + 1 :] if s.first_id is not None), None)
+        if later is None or later - 1 > floor:
+            break
+        doomed.append(seg)
+    return doomed
+
+
+def remove_files(fs: FileSystem, directory: str, doomed: list[Segment], archive: str | None) -> None:
+    """Delete (or move into ``archive``) the ``doomed`` writer files, durably."""
+    if archive is not None:
+        make_dirs(fs, archive)
+    for seg in doomed:
+        if archive is not None:
+            fs.rename(seg.path, naming.join(archive, seg.path.rsplit("/", 1)[-1]))
+        else:
+            fs.unlink(seg.path)
+    crashpoint("queue.retire.before-dir-fsync")
+    fs.fsync_dir(directory)
+    if archive is not None:
+        fs.fsync_dir(archive)
+    crashpoint("queue.retire.after-dir-fsync")
