@@ -261,7 +261,7 @@ class FileHandle(ABC):
         if self._poison is not None:
             raise self._poisoned_error()
         if not self.writable:
-            return  # nothing of ours to make durable
+            return  # a read-only handle has written nothing to make durable
         try:
             self._raw_sync(data_only)
         except OSError as exc:

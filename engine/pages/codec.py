@@ -15,7 +15,7 @@ data, and a JRNL reader skips it by its size (as the original YeltsinDB reader
 does); engine's writer puts a checksum of the transaction there.  It lets
 recovery tell a torn tail from a whole one even if the disk reordered unsynced
 writes.  The forms, told apart by the data's size (anything else, e.g. the
-original writer's empty COMPLETE, is not checked):
+original YeltsinDB writer's empty COMPLETE, is not checked):
 
 * 16 bytes, the one form engine writes: ``"C32L"``, u64 chain salt, u32 CRC-32C
   (Castagnoli, :mod:`engine.pages.crc32c`: the same values whatever library

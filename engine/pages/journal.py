@@ -8,7 +8,6 @@ transaction in it is applied to the store and the store is synced.
 
 from __future__ import annotations
 
-import logging
 import secrets
 from dataclasses import dataclass, field
 
@@ -16,8 +15,6 @@ from engine.errors import CorruptFileError, FormatError, LockedError
 from engine.fs import FileHandle, FileSystem, OpenMode, crashpoint, lock_handle
 from engine.pages import codec
 from engine.pages.codec import ParsedTx
-
-log = logging.getLogger("engine.pages")
 
 JOURNAL_SUFFIX = "-journal"
 

@@ -82,6 +82,11 @@ assert (_I32.size, _U32.size, _I64.size) == (4, 4, 8)
 #: Sanity bound on error_count when judging a record (a torn tail is random bytes).
 MAX_ERROR_COUNT = 1 << 24
 
+#: The largest item a writer accepts by default (``QueueConfig.max_item_size``).  It
+#: bounds what a *writer* takes, never what a reader reads: a valid file may hold
+#: bigger items (a writer configured for more wrote them).  Decoders bound a
+#: record's data only by the format (a non-negative i32) and by the bytes the file
+#: really holds, so a reader never allocates more than the file's own size.
 DEFAULT_MAX_ITEM_SIZE = 16 * 1024 * 1024
 
 
@@ -117,7 +122,7 @@ class ReadDone:
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    """Ours: crc32 and length of the records written since the previous CHECK."""
+    """This engine's addition: crc32 and length of the records written since the previous CHECK."""
 
     crc: int
     length: int
@@ -151,6 +156,29 @@ class BadRecord(Exception):
         self.offset = offset
         self.expected = expected
         self.found = found
+
+    def shifted(self, delta: int) -> BadRecord:
+        """The same error with its offsets moved by ``delta`` (buffer -> file)."""
+        return BadRecord(self.offset + delta, self.expected, self.found)
+
+
+class ChecksumMismatch(BadRecord):
+    """The CHECK record at ``check_offset`` does not match the bytes it covers,
+    which start at ``offset`` (the damage is somewhere in ``[offset, check_offset)``)."""
+
+    def __init__(self, offset: int, check_offset: int, covered: int, length: int) -> None:
+        super().__init__(
+            offset,
+            f"records matching the CHECK record at offset {check_offset}",
+            f"a crc32 mismatch over {covered} bytes"
+            + ("" if covered == length else f" (the CHECK covers {length} bytes)"),
+        )
+        self.check_offset = check_offset
+        self.covered = covered
+        self.length = length
+
+    def shifted(self, delta: int) -> BadRecord:
+        return ChecksumMismatch(self.offset + delta, self.check_offset + delta, self.covered, self.length)
 
 
 # -- encoding ---------------------------------------------------------------------
@@ -224,22 +252,35 @@ def encode_read_done(xids: Iterable[int]) -> bytes:
     return bytes((READ_DONE_BYTE,)) + READ_DONE_HEADER.pack(8 * len(ids)) + struct.pack(f"<{len(ids)}q", *ids)
 
 
+#: An empty CHECK record (9 bytes): first in every file this engine writes, it says
+#: "every run of records in this file is followed by a CHECK that covers it".
+EMPTY_CHECK = bytes((CHECK_BYTE,)) + CHECK.pack(0, 0)
+assert len(EMPTY_CHECK) == 1 + CHECK.size and zlib.crc32(b"") == 0
+
+
 def encode_reader_file(head: int, done: Iterable[int]) -> bytes:
-    """A whole reader checkpoint file: magic, READ_HEAD, one sorted READ_DONE."""
-    return READER_MAGIC + encode_read_head(head) + encode_read_done(sorted(done))
+    """A whole reader checkpoint file: magic, an empty CHECK, READ_HEAD, one sorted
+    READ_DONE, and the CHECK (crc32, length) of those two records.
+
+    The CHECKs are this engine's addition (the libkestrel reader logs "skipping
+    unknown entry" for each and ignores it); :func:`decode_reader_file` verifies
+    them and still reads files without them (the previous version's, libkestrel's).
+    """
+    records = encode_read_head(head) + encode_read_done(sorted(done))
+    return READER_MAGIC + EMPTY_CHECK + records + encode_check(records)
 
 
 # -- decoding ---------------------------------------------------------------------
 
 
-def decode_record(
-    buf: bytes | memoryview, pos: int, *, max_item_size: int = DEFAULT_MAX_ITEM_SIZE
-) -> tuple[Record | None, int]:
+def decode_record(buf: bytes | memoryview, pos: int) -> tuple[Record | None, int]:
     """Decode the record at ``buf[pos:]``; returns ``(record, end)``.
 
     ``(None, pos)`` means the end marker (command byte 0x00) or the end of ``buf``
     exactly at a record boundary.  Raises :class:`Incomplete` when ``buf`` ends
-    inside the record and :class:`BadRecord` for impossible field values.
+    inside the record and :class:`BadRecord` for impossible field values.  A data
+    length is bounded by the format only (a non-negative i32): one that runs past
+    ``buf`` is :class:`Incomplete`, so nothing is allocated beyond ``buf``.
     """
     size = len(buf)
     if pos >= size:
@@ -260,8 +301,8 @@ def decode_record(
             length, errors, xid, add_time, expire = PUT_HEADER_EXPIRY.unpack_from(buf, pos + 1)
         else:
             raise BadRecord(pos, "PUT with 6 or 8 header words", f"{words}")
-        if length < 0 or length > max_item_size:
-            raise BadRecord(pos, f"PUT data size in [0, {max_item_size}]", str(length))
+        if length < 0:
+            raise BadRecord(pos, "a PUT data size >= 0", str(length))
         if xid <= 0:
             raise BadRecord(pos, "a positive item id", str(xid))
         if errors < 0 or errors > MAX_ERROR_COUNT:
@@ -295,8 +336,8 @@ def decode_record(
         if words == 0:
             raise BadRecord(pos, "a data-carrying command with a length word")
         (length,) = _I32.unpack_from(buf, pos + 1)
-        if length < 0 or length > max_item_size:
-            raise BadRecord(pos, "a plausible data length", str(length))
+        if length < 0:
+            raise BadRecord(pos, "a data length >= 0", str(length))
         end += length
         if end > size:
             raise Incomplete(pos)
@@ -304,38 +345,57 @@ def decode_record(
 
 
 _new_tuple = tuple.__new__
+_crc32 = zlib.crc32
+_unpack_check = CHECK.unpack_from
 
 
 def decode_batch(
-    buf: bytes, pos: int, *, max_item_size: int = DEFAULT_MAX_ITEM_SIZE, max_records: int = 4096
-) -> tuple[list[Record], int, str]:
-    """Decode consecutive records from ``buf[pos:]`` quickly (the readers' hot loop).
+    buf: bytes, pos: int, out: list[Put], crc: int | None = None, covered: int = 0, *, max_records: int = 4096
+) -> tuple[int, str, int, int, int]:
+    """Append the PUTs of consecutive records from ``buf[pos:]`` to ``out`` quickly
+    (the readers' hot loop), verifying the CHECK records it passes.
 
-    Returns ``(records, end, stop)`` with ``stop`` one of ``"end"`` (the buffer ended
-    at a record boundary), ``"incomplete"`` (it ended inside one, at ``end``),
-    ``"marker"`` (0x00 at ``end``), ``"more"`` (``max_records`` reached, or a bad
-    record at ``end`` that the next call will raise as :class:`BadRecord`).
-    PUTs take an inlined path; everything else goes through :func:`decode_record`.
+    ``crc`` is None for a file without CHECK records (written by libkestrel): every
+    PUT counts as verified.  Otherwise ``out`` may already hold PUTs decoded after
+    the last CHECK (not yet vouched for), ``crc``/``covered`` are the crc32 and
+    length of their bytes (0, 0 at a CHECK boundary), and each CHECK met must match
+    the bytes since the previous one, or :class:`ChecksumMismatch` is raised
+    (offsets relative to ``buf``, negative when the batch began before it).
+
+    Returns ``(end, stop, verified, crc, covered)``: only ``out[:verified]`` are
+    vouched for by a CHECK; the rest await the CHECK after them, and ``crc`` /
+    ``covered`` describe the bytes after the last CHECK up to ``end``.  ``stop`` is
+    ``"end"`` (the buffer ended at a record boundary), ``"incomplete"`` (it ended
+    inside one, at ``end``), ``"marker"`` (0x00 at ``end``) or ``"more"``
+    (``max_records`` reached, or a bad record at ``end`` that the next call raises
+    as :class:`BadRecord`).  PUTs take an inlined path; other records go through
+    :func:`decode_record` and are skipped (only PUTs are items).
     """
-    out: list[Record] = []
     append = out.append
     size = len(buf)
     unpack6 = PUT_HEADER.unpack_from
     unpack8 = PUT_HEADER_EXPIRY.unpack_from
     new, put_cls, max_errors = _new_tuple, Put, MAX_ERROR_COUNT  # locals: this loop is hot
+    checked = crc is not None
+    since = pos  # where the bytes not yet folded into ``crc`` start
+    verified = 0
+    stop = "more"
     for _ in range(max_records):
         if pos >= size:
-            return out, pos, "end"
+            stop = "end"
+            break
         cmd = buf[pos]
         if cmd == 0x86:  # PUT without expiry: by far the most common record
             start = pos + 25
             if start > size:
-                return out, pos, "incomplete"
+                stop = "incomplete"
+                break
             length, errors, xid, add_time = unpack6(buf, pos + 1)
             end = start + length
-            if 0 <= length <= max_item_size and xid > 0 and 0 <= errors <= max_errors:
+            if length >= 0 and xid > 0 and 0 <= errors <= max_errors:
                 if end > size:
-                    return out, pos, "incomplete"
+                    stop = "incomplete"
+                    break
                 # tuple.__new__ skips NamedTuple's Python-level __new__ (same object).
                 append(new(put_cls, (xid, buf[start:end], add_time, None, errors)))
                 pos = end
@@ -343,34 +403,47 @@ def decode_batch(
         elif cmd == 0x88:
             start = pos + 33
             if start > size:
-                return out, pos, "incomplete"
+                stop = "incomplete"
+                break
             length, errors, xid, add_time, expire = unpack8(buf, pos + 1)
             end = start + length
-            if 0 <= length <= max_item_size and xid > 0 and 0 <= errors <= max_errors:
+            if length >= 0 and xid > 0 and 0 <= errors <= max_errors:
                 if end > size:
-                    return out, pos, "incomplete"
+                    stop = "incomplete"
+                    break
                 append(new(put_cls, (xid, buf[start:end], add_time, expire, errors)))
                 pos = end
                 continue
         elif cmd == 0x22:
             if pos + 9 > size:
-                return out, pos, "incomplete"
-            pos += 9  # readers skip CHECKs (only recovery verifies them)
+                stop = "incomplete"
+                break
+            if checked:
+                want, length = _unpack_check(buf, pos + 1)
+                total = covered + pos - since
+                if length != total or _crc32(memoryview(buf)[since:pos], crc) != want:
+                    raise ChecksumMismatch(pos - total, pos, total, length)
+                crc, covered, since = 0, 0, pos + 9
+                verified = len(out)
+            pos += 9
             continue
         # Anything else (and PUTs with impossible fields, to get the right error).
         try:
-            record, end = decode_record(buf, pos, max_item_size=max_item_size)
+            record, end = decode_record(buf, pos)
         except Incomplete:
-            return out, pos, "incomplete"
+            stop = "incomplete"
+            break
         except BadRecord:
-            if out:
-                return out, pos, "more"
+            if verified:
+                break  # "more": the good records first, the error on the next call
             raise
         if record is None:
-            return out, pos, "marker"
-        append(record)
-        pos = end
-    return out, pos, "more"
+            stop = "marker"
+            break
+        pos = end  # not a PUT (a valid one takes the paths above): skipped
+    if not checked:
+        return pos, stop, len(out), 0, 0
+    return pos, stop, verified, _crc32(memoryview(buf)[since:pos], crc), covered + pos - since
 
 
 def check_magic(head: bytes, magic: bytes) -> bool:
@@ -382,22 +455,38 @@ def decode_reader_file(data: bytes) -> tuple[int, list[int]]:
     """``(head, done ids)`` of a whole reader file (magic already checked by caller).
 
     Later READ_HEAD / READ_DONE records replace earlier ones, as in libkestrel.
-    Raises :class:`Incomplete` / :class:`BadRecord` (reader files are written whole
-    and renamed into place, so any damage is corruption).
+    Every CHECK record must match the bytes since the previous one (or the magic),
+    and a file that starts with an (empty) CHECK must end with a CHECK covering its
+    records: truncating it, or damaging either CHECK, is then detected too.  Files
+    without CHECKs (the previous version's, libkestrel's) are read as before.  A
+    reader file always holds a READ_HEAD.  Raises :class:`Incomplete` /
+    :class:`BadRecord` (reader files are written whole and renamed into place, so
+    any damage is corruption).
     """
-    pos = MAGIC_SIZE
-    head = 0
+    pos = since = MAGIC_SIZE
+    head: int | None = None
     done: list[int] = []
+    checked = vouched = False
     while True:
         record, end = decode_record(data, pos)
         if record is None:
             if end < len(data) and any(data[end:]):
                 raise BadRecord(end, "only zero bytes after the end marker")
-            return head, done
+            break
         if isinstance(record, ReadHead):
             head = record.xid
         elif isinstance(record, ReadDone):
             done = list(record.xids)
-        elif isinstance(record, (Put, Check)):
-            raise BadRecord(pos, "READ_HEAD or READ_DONE in a reader file", type(record).__name__)
+        elif isinstance(record, Check):
+            if not check_matches(record, data[since:pos]):
+                raise ChecksumMismatch(since, pos, pos - since, record.length)
+            checked = checked or pos == MAGIC_SIZE
+            vouched, since = record.length > 0, end
+        elif isinstance(record, Put):
+            raise BadRecord(pos, "READ_HEAD or READ_DONE in a reader file", "PUT")
         pos = end
+    if checked and (since != pos or not vouched):
+        raise BadRecord(since, "a CHECK record covering the reader records", "the file ends without one")
+    if head is None:
+        raise BadRecord(MAGIC_SIZE, "a READ_HEAD record", "none in the file")
+    return head, done

@@ -30,7 +30,6 @@ class JournalSource(Protocol):
     """What a cursor needs from whoever owns the writer files."""
 
     fs: FileSystem
-    max_item_size: int
 
     def segment_list(self, *, fresh: bool = False) -> list[Segment]: ...
 
@@ -57,10 +56,13 @@ class PollingSource:
     """Writer files seen from another process: poll sizes and the directory."""
 
     def __init__(self, fs: FileSystem, directory: str, queue: str, max_item_size: int, poll_interval: float) -> None:
+        # ``max_item_size`` is not used: a reader reads whatever item a valid file
+        # holds, bounded by the file's size (the limit is what a writer accepts).
+        # The argument stays until engine/spark/queuesource.py stops passing it.
+        del max_item_size
         self.fs = fs
         self.directory = directory
         self.queue = queue
-        self.max_item_size = max_item_size
         self.poll_interval = poll_interval
         self._segments: list[Segment] = []
         self._listed_at = 0.0
@@ -86,7 +88,7 @@ class PollingSource:
             if seg is None:
                 path = naming.join(self.directory, filename)
                 try:
-                    seg = Segment(number, path, read_first_id(self.fs, path, self.max_item_size))
+                    seg = Segment(number, path, read_first_id(self.fs, path))
                 except FileNotFoundError:
                     continue
             found.append(seg)
@@ -151,7 +153,7 @@ class JournalCursor:
     def _open(self, segment: Segment) -> None:
         self.close()
         self._handle = open_segment_handle(self.source.fs, segment.path, allow_short=True)
-        self._scanner = RecordScanner(self._handle, codec.MAGIC_SIZE, self.source.max_item_size)
+        self._scanner = RecordScanner(self._handle, codec.MAGIC_SIZE)
         self.segment = segment
 
     def _start(self) -> bool:
@@ -221,25 +223,31 @@ class JournalCursor:
             assert self.segment is not None and self._handle is not None and self._scanner is not None
             limit, growing = self.source.readable_end(self.segment, self._handle)
             start = self._scanner.offset
+            scanner = self._scanner
             try:
-                records = self._scanner.next_batch(limit)
+                records = scanner.next_batch(limit)
             except codec.BadRecord as exc:
                 raise corrupt(self.segment.path, exc) from None
             if not records:
                 if growing:
-                    return False  # wait for more (an incomplete record is being written)
-                if self._scanner.stop == "incomplete":
+                    return False  # wait for more (a record or its CHECK is being written)
+                if scanner.stop == "incomplete":
+                    raise CorruptFileError(self.segment.path, scanner.offset, "a whole record", "the file ends inside it")
+                if scanner.unverified:
+                    # A finished file whose last records no CHECK vouches for: damage
+                    # (the writer ends every write with one), never delivered.
                     raise CorruptFileError(
-                        self.segment.path, self._scanner.offset, "a whole record", "the file ends inside it"
+                        self.segment.path,
+                        scanner.offset - scanner.unverified,
+                        "a CHECK record after the records from here",
+                        "the file ends without one",
                     )
                 if not self._advance():
                     return False
                 continue
             last, after, gaps = self.last_id, self.after_id, self.gaps
-            append, put_cls = self._ready.append, codec.Put  # hot loop: locals
-            for record in records:
-                if type(record) is not put_cls:
-                    continue  # CHECK and unknown commands are skipped
+            append = self._ready.append  # hot loop: locals
+            for record in records:  # PUTs only, each vouched for by its CHECK
                 xid = record[0]
                 if xid != last + 1:
                     if xid <= last:

@@ -58,7 +58,7 @@ def _summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
         head, done = checkpoint.load_reader_file(fs, path)
         return {"kind": "reader checkpoint", "head": head, "done out of order": len(done), "bytes": fs.file_size(path)}
     with open_segment_handle(fs, path) as handle:
-        scan = scan_file(handle, path, codec.DEFAULT_MAX_ITEM_SIZE)
+        scan = scan_file(handle, path)
     summary: dict[str, object] = {
         "kind": "writer journal",
         "bytes": scan.size,
@@ -89,7 +89,7 @@ def _verify(fs: FileSystem, path: str) -> list[str]:
         checkpoint.load_reader_file(fs, path)
         return []
     with open_segment_handle(fs, path) as handle:
-        scan = scan_file(handle, path, codec.DEFAULT_MAX_ITEM_SIZE)
+        scan = scan_file(handle, path)
     if scan.valid_after is not None:
         raise scan.mid_file_error(path)
     if scan.problem:

@@ -59,16 +59,15 @@ def recover(
 ) -> Recovered:
     """Bring ``queue``'s files to a consistent state (the caller holds the writer
     lock) and say where the writer goes on; each repair is added to ``report``."""
-    max_item_size = config.max_item_size
     remove_stray_temporaries(fs, directory, queue, report)
-    segments = list_segments(fs, directory, queue, max_item_size)
+    segments = list_segments(fs, directory, queue)
     if not segments:
         segments.append(create_segment(fs, directory, queue, segments, now_ms))
     newest = segments[-1]
     handle = fs.open(newest.path, OpenMode.WRITE)
     try:
-        end, last_id = _recover_newest(handle, newest, segments, max_item_size, report)
-        tail = last_id if last_id is not None else find_tail(fs, segments[:-1], max_item_size)
+        end, last_id = _recover_newest(handle, newest, segments, report)
+        tail = last_id if last_id is not None else find_tail(fs, segments[:-1])
         skipped, tail = _burn_mentioned_ids(fs, directory, queue, config, segments, tail, report)
         if not reader_files(fs, directory, queue):
             # A queue always has at least the default reader, so items are kept.
@@ -84,7 +83,7 @@ def recover(
 
 
 def _recover_newest(
-    handle: FileHandle, newest: Segment, segments: list[Segment], max_item_size: int, report: RecoveryReport
+    handle: FileHandle, newest: Segment, segments: list[Segment], report: RecoveryReport
 ) -> tuple[int, int | None]:
     """Repair the newest writer file (half-created header, torn tail); returns
     where its valid records end and its last id (None: it holds no PUT)."""
@@ -102,7 +101,7 @@ def _recover_newest(
     if head != codec.WRITER_MAGIC:
         raise FormatError(newest.path, 0, "writer journal magic 27 64 26 03", head.hex(" ") or "an empty file")
     previous_first = max((s.first_id for s in segments[:-1] if s.first_id is not None), default=0)
-    scan = scan_file(handle, newest.path, max_item_size, after_id=previous_first)
+    scan = scan_file(handle, newest.path, after_id=previous_first)
     if scan.valid_after is not None:
         # Checksummed data after the damage: not a torn tail.  Cutting would drop
         # acknowledged items; `engine queue repair` is the explicit way out.

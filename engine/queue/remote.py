@@ -106,7 +106,7 @@ def open_remote_reader(
     segments: list[Segment] = source.segment_list(fresh=True)
     if not segments:
         raise EngineError(f"{directory}: queue {queue!r} has no writer files (open it with Queue.open first)")
-    tail = find_tail(fs, segments, config.max_item_size)
+    tail = find_tail(fs, segments)
     earliest = earliest_id(segments)
     window: int | None = checkpoint.crash_window(config.journal_size)
     if earliest is None:

@@ -31,24 +31,41 @@ class Segment:
 
 
 class RecordScanner:
-    """Sequential, resumable record reader over one open file.
+    """Sequential, resumable record reader over one open file, from its first record.
 
     ``next(limit)`` returns the next whole record that ends at or before ``limit``,
     or None, setting :attr:`stop` to ``"end"`` (exactly at ``limit``), ``"incomplete"``
     (a record starts before ``limit`` but does not end by it: torn, or still being
     written) or ``"marker"`` (the 0x00 end marker).  Malformed bytes raise
     :class:`codec.BadRecord` carrying the absolute offset.  ``limit`` may grow
-    between calls (a tailing reader).
+    between calls (a tailing reader).  No size limit but the file's: a record's
+    data length is trusted only as far as the file holds its bytes.
+
+    :meth:`next_batch` (the readers' path) returns PUTs only once a CHECK record has
+    vouched for them, in files that start with a CHECK (this engine's): a damaged
+    byte is a :class:`codec.ChecksumMismatch`, never a delivered item.
     """
 
-    def __init__(self, handle: FileHandle, offset: int, max_item_size: int, chunk: int = CHUNK) -> None:
+    def __init__(self, handle: FileHandle, offset: int, chunk: int = CHUNK) -> None:
         self.handle = handle
         self.offset = offset
-        self.max_item_size = max_item_size
         self.stop = ""
         self._chunk = chunk
         self._buf = b""
         self._buf_off = offset
+        # next_batch's verification state: whether the file uses CHECKs (decided by
+        # its first record; None until read), the PUTs decoded after the last CHECK
+        # (not handed out yet) and the crc32 / length of their bytes.
+        self.checked: bool | None = None if offset == codec.MAGIC_SIZE else False
+        self._pending: list[codec.Put] = []
+        self._crc = 0
+        self._covered = 0
+
+    @property
+    def unverified(self) -> int:
+        """Bytes decoded after the last CHECK (files with CHECKs): records that no
+        CHECK has vouched for yet, and that :meth:`next_batch` has not returned."""
+        return self._covered
 
     def span(self, start: int, end: int) -> bytes:
         """The raw bytes ``[start, end)`` of the file (from the buffer if there)."""
@@ -56,38 +73,53 @@ class RecordScanner:
             return self._buf[start - self._buf_off : end - self._buf_off]
         return self.handle.read_at(start, end - start)
 
-    def next_batch(self, limit: int, max_records: int = 4096) -> list[codec.Record]:
-        """Up to ``max_records`` whole records ending by ``limit`` (fast path).
+    def next_batch(self, limit: int, max_records: int = 4096) -> list[codec.Put]:
+        """The next verified PUTs (up to about ``max_records`` records decoded) of
+        records ending by ``limit`` (the readers' fast path).
 
         An empty list means nothing more now; :attr:`stop` says why, as for
-        :meth:`next`.  A malformed record is raised only once the good records
-        before it have been returned.
+        :meth:`next`, and :attr:`unverified` how many bytes after the last CHECK
+        wait for theirs.  A malformed record or a CHECK that does not match is
+        raised only once the verified records before it have been returned.
         """
         while True:
+            buf = self._buf
             pos = self.offset - self._buf_off
-            if 0 <= pos < len(self._buf):
+            if 0 <= pos < len(buf):
+                if self.checked is None:
+                    # Files this engine writes start with an (empty) CHECK.
+                    self.checked = buf[pos] == codec.CHECK_BYTE
+                pending = self._pending
                 try:
-                    records, end, stop = codec.decode_batch(
-                        self._buf, pos, max_item_size=self.max_item_size, max_records=max_records
+                    end, stop, verified, self._crc, self._covered = codec.decode_batch(
+                        buf, pos, pending, self._crc if self.checked else None, self._covered, max_records=max_records
                     )
                 except codec.BadRecord as exc:
-                    raise codec.BadRecord(self._buf_off + exc.offset, exc.expected, exc.found) from None
+                    raise exc.shifted(self._buf_off) from None
                 self.offset = self._buf_off + end
-                if stop == "marker" and not records:
+                if verified == len(pending):
+                    self._pending = []
+                    ready = pending
+                else:
+                    ready = pending[:verified]
+                    del pending[:verified]
+                if ready:
+                    return ready
+                if stop == "marker":
                     self.stop = "marker"
-                    return records
-                if records:
-                    return records
-                # nothing whole in the buffer from here: read more below
+                    return ready
+                if stop == "more":
+                    continue  # nothing vouched for yet, more records in the buffer
+                # nothing whole (or verified) in the buffer from here: read more below
             have_end = max(self._buf_off + len(self._buf), self.offset)
             if have_end >= limit:
                 self.stop = "incomplete" if self.offset < limit else "end"
                 return []
-            pending = max(0, have_end - self.offset)
-            want = min(max(self._chunk, 2 * pending), limit - self.offset)
+            pending_bytes = max(0, have_end - self.offset)
+            want = min(max(self._chunk, 2 * pending_bytes), limit - self.offset)
             data = self.handle.read_at(self.offset, want)
             self._buf, self._buf_off = data, self.offset
-            if len(data) <= pending:
+            if len(data) <= pending_bytes:
                 self.stop = "incomplete" if data else "end"
                 return []
 
@@ -96,7 +128,7 @@ class RecordScanner:
             pos = self.offset - self._buf_off
             if 0 <= pos < len(self._buf):
                 try:
-                    record, end = codec.decode_record(self._buf, pos, max_item_size=self.max_item_size)
+                    record, end = codec.decode_record(self._buf, pos)
                 except codec.Incomplete:
                     pass  # fall through and read more
                 except codec.BadRecord as exc:
@@ -150,14 +182,14 @@ def open_segment_handle(fs: FileSystem, path: str, *, allow_short: bool = False)
     return handle
 
 
-def read_first_id(fs: FileSystem, path: str, max_item_size: int) -> int | None:
+def read_first_id(fs: FileSystem, path: str) -> int | None:
     """The id of the first PUT in ``path`` (None if it has none yet).
 
     Reads only the first record(s): this is what keeps open O(files), not O(items).
     A damaged first record is ignored here (the cursor that reaches it reports it).
     """
     with open_segment_handle(fs, path, allow_short=True) as handle:
-        scanner = RecordScanner(handle, codec.MAGIC_SIZE, max_item_size, chunk=4096)
+        scanner = RecordScanner(handle, codec.MAGIC_SIZE, chunk=4096)
         size = handle.size()
         while True:
             try:
@@ -170,14 +202,14 @@ def read_first_id(fs: FileSystem, path: str, max_item_size: int) -> int | None:
                 return record.xid
 
 
-def list_segments(fs: FileSystem, directory: str, queue: str, max_item_size: int) -> list[Segment]:
+def list_segments(fs: FileSystem, directory: str, queue: str) -> list[Segment]:
     """The writer files of ``queue``, oldest first, with their first ids."""
     found = []
     for filename in fs.listdir(directory):
         number = naming.parse_writer(queue, filename)
         if number is not None:
             path = naming.join(directory, filename)
-            found.append(Segment(number, path, read_first_id(fs, path, max_item_size)))
+            found.append(Segment(number, path, read_first_id(fs, path)))
     found.sort(key=lambda seg: seg.number)
     return found
 
@@ -210,7 +242,7 @@ class TailScan:
         )
 
 
-def scan_file(handle: FileHandle, path: str, max_item_size: int, *, after_id: int = 0) -> TailScan:
+def scan_file(handle: FileHandle, path: str, *, after_id: int = 0) -> TailScan:
     """Scan a whole writer file and say where its valid records end.
 
     Used on the newest file at open (to find the tail id and a torn tail) and by
@@ -223,7 +255,7 @@ def scan_file(handle: FileHandle, path: str, max_item_size: int, *, after_id: in
     catches a record whose header survived but whose data is zeros or garbage.
     """
     size = handle.size()
-    scanner = RecordScanner(handle, codec.MAGIC_SIZE, max_item_size)
+    scanner = RecordScanner(handle, codec.MAGIC_SIZE)
     last: int | None = None
     count = 0
     problem: str | None = None
@@ -314,7 +346,7 @@ def ids_in_valid_batches(data: bytes, start: int) -> list[int]:
         floor = hit + 1 + codec.CHECK.size
 
 
-def find_tail(fs: FileSystem, segments: list[Segment], max_item_size: int) -> int:
+def find_tail(fs: FileSystem, segments: list[Segment]) -> int:
     """The id of the last PUT, from the newest file that holds one (read-only);
     0 when no file holds a PUT."""
     for index in range(len(segments) - 1, -1, -1):
@@ -322,7 +354,7 @@ def find_tail(fs: FileSystem, segments: list[Segment], max_item_size: int) -> in
         if seg.first_id is None:
             continue
         with open_segment_handle(fs, seg.path) as handle:
-            scan = scan_file(handle, seg.path, max_item_size)
+            scan = scan_file(handle, seg.path)
         if scan.last_id is not None:
             return scan.last_id
     return 0

@@ -16,7 +16,7 @@ from rich.console import Console
 from engine.fs import atomic_write, default_fs, make_dirs
 from engine.streams.journal import DEFAULT_SYNC_DELAY, StreamJournal
 from engine.streams.reader import Event, JournalScan
-from engine.streams.server import JournalServer
+from engine.streams.server import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, JournalServer
 
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -42,7 +42,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     )
     if journal.recovery.repaired:
         err_console.print(f"engine streams serve: recovered: {journal.recovery.summary()}")
-    server = JournalServer(args.socket, journal, mode=int(args.mode, 8) if args.mode else None)
+    server = JournalServer(
+        args.socket,
+        journal,
+        mode=int(args.mode, 8) if args.mode else None,
+        max_connections=args.max_connections,
+        idle_timeout=args.idle_timeout if args.idle_timeout > 0 else None,
+    )
 
     def _stop(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
@@ -166,6 +172,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--reset", action="store_true", help="start the journal over (the original journald server's behaviour)"
     )
     serve.add_argument("--mode", default=None, help="socket file mode, octal")
+    serve.add_argument(
+        "--max-connections",
+        type=int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        help=f"connections served at once; more are answered 0 and closed (default {DEFAULT_MAX_CONNECTIONS})",
+    )
+    serve.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=DEFAULT_IDLE_TIMEOUT,
+        help=f"seconds a client may send nothing before its stream is aborted (0: never; "
+        f"default {DEFAULT_IDLE_TIMEOUT:g})",
+    )
     serve.set_defaults(func=_cmd_serve)
 
     dump = sub.add_parser("dump", help="one line per record event (journal-dump)")

@@ -105,10 +105,42 @@ def encode_file_header(page_size: int, first_global: int) -> bytes:
     return body + check_code(body)
 
 
+# Writer mark (engine only; the original journald server writes NULs there and
+# its reader never looks), 16 bytes right after the file header, at offset 32:
+#   8s tag "engine/j" | 8-byte check code over the 32 header bytes + the tag
+# It says "this lap was written by engine's writer", whose every open scrubs
+# stale records numbered ahead of the end; the reader then treats an intact
+# record ahead of the end as damage.  The original server rewrites page 0 whole
+# at each start (no mark) and leaves stale records behind: without the mark the
+# reader reads as the original does, to the first zero type word.
+MARK_TAG = b"engine/j"
+MARK_SIZE = len(MARK_TAG) + CHECK_SIZE
+assert MARK_SIZE == 16
+#: Bytes of page 0 to read for the header and the mark.
+HEAD_SIZE = FILE_HEADER_SIZE + MARK_SIZE
+assert HEAD_SIZE == 48 <= 64  # fits the smallest page (MIN_PAGE_SIZE)
+
+
+def encode_mark(header: bytes) -> bytes:
+    """The 16 mark bytes that follow the 32 ``header`` bytes."""
+    return MARK_TAG + check_code(bytes(header[:FILE_HEADER_SIZE]) + MARK_TAG)
+
+
+def has_mark(head: bytes) -> bool:
+    """Whether page 0 (its first :data:`HEAD_SIZE` bytes) carries engine's mark.
+
+    Any non-zero byte where the mark goes counts (a damaged mark must not turn
+    damage detection off); only the original server's NULs do not.
+    """
+    area = head[FILE_HEADER_SIZE:HEAD_SIZE]
+    return area.count(0) != len(area)
+
+
 def encode_header_page(page_size: int, first_global: int) -> bytes:
-    """Page 0: the header padded with NULs to ``page_size`` bytes."""
+    """Page 0: the header and engine's mark, padded with NULs to ``page_size`` bytes."""
     header = encode_file_header(page_size, first_global)
-    return header + bytes(page_size - len(header))
+    head = header + encode_mark(header)
+    return head + bytes(page_size - len(head))
 
 
 def decode_file_header(data: bytes, path: str = "<journal>") -> FileHeader:

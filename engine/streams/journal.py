@@ -376,6 +376,16 @@ class StreamJournal:
             report.cut(path, end.position, scrubbed * page,
                        f"zeroed {scrubbed} page(s) holding intact records numbered {end.next_global} "
                        "or later past the end (a torn transaction's pages)")
+        if not scan.marked and start + page <= size:
+            # A file the original server (or an older engine) wrote: now that
+            # nothing stale is numbered ahead of the end, mark page 0 so readers
+            # probe past the end for damage (the header bytes are unchanged).
+            head = codec.encode_header_page(page, scan.header.first_global)[: codec.HEAD_SIZE]
+            handle.write_at(0, head)
+            crashpoint("streams.mark.before-fsync")
+            handle.fdatasync()
+            journal.fsyncs += 1
+            log.info("journal %s: page 0 marked as written by engine's writer", path)
         if start + page > size:
             journal._wrap_locked()
         elif not end.clean:

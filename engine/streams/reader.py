@@ -13,7 +13,8 @@ record number of the current lap, and older records beyond the newest
 transaction fail the global record number check.
 
 A clean end (a zero page at a transaction start) is checked before it is
-believed: zeroed damage in the middle of a journal looks exactly like it.
+believed, in a journal engine's writer wrote (its mark in page 0, see
+:func:`codec.has_mark`): zeroed damage in the middle of a journal looks exactly like it.
 Transactions start at page boundaries, so :func:`later_records` probes every
 later page start (one small read each) for a record whose check code verifies
 and whose global record number is at or ahead of the one the journal would
@@ -22,6 +23,17 @@ the region at the end is damaged, and the scan raises CorruptFileError naming
 its offset.  Records of an older lap (after a wrap) have lower numbers and do
 not count.  The writer never leaves such records behind in a journal it has
 opened (see ``StreamJournal._scrub``), so in a closed journal they are damage.
+
+A file without the mark was written by the original journald server, which
+numbers records from 0 again at each start over the old records without
+scrubbing them: it is read as the original ``journal-dump`` reads it, to the
+first zero type word at a transaction start, and nothing past it is probed.
+
+A live journal (a writer busy in it) is read as the original reader reads it:
+what was committed when each part was read.  A transaction being written is
+not a hole: before the probe's find is called damage, the end is read again,
+and if the writer has since written there (or started a new lap: the header
+changed), the scan ends cleanly where it found the end.
 """
 
 from __future__ import annotations
@@ -41,6 +53,10 @@ _CHUNK = 1 << 20
 
 #: How many scans ended at something other than a clean end (tests read it).
 torn_scans = 0
+
+#: Reads of page 0 tried before a header whose check code fails is corrupt
+#: (a live writer may be rewriting it).
+_HEADER_RETRIES = 3
 
 #: Global record numbers are compared modulo 2**32: a number less than this far
 #: ahead of the expected one (or equal to it) is "at or ahead"; anything else is
@@ -170,13 +186,22 @@ class JournalScan:
     """
 
     def __init__(
-        self, path: str, fs: FileSystem | None = None, *, handle: FileHandle | None = None, strict_end: bool = True
+        self,
+        path: str,
+        fs: FileSystem | None = None,
+        *,
+        handle: FileHandle | None = None,
+        strict_end: bool | None = None,
     ) -> None:
         self.path = path
         #: Probe past a clean end for records that show the journal goes on
-        #: (damage) and raise.  The writer's recovery turns it off: there such
-        #: records are a torn transaction's pages, which it cuts and reports.
+        #: (damage) and raise.  ``None``: when page 0 carries engine's mark (a
+        #: file the original server wrote may hold stale records there).  The
+        #: writer's recovery turns it off: there such records are a torn
+        #: transaction's pages, which it cuts and reports.
         self.strict_end = strict_end
+        #: Whether page 0 carries engine's writer mark (set by the scan).
+        self.marked = False
         self._fs = resolve(fs)
         self._handle = handle
         self.header: codec.FileHeader | None = None
@@ -222,9 +247,10 @@ class JournalScan:
     def _scan(self, handle: FileHandle) -> Iterator[Event]:
         size = handle.size()
         self.file_size = size
-        head = handle.read_at(0, codec.FILE_HEADER_SIZE)
-        header = codec.decode_file_header(head, self.path)
+        head, header = self._read_header(handle)
         self.header = header
+        self.marked = codec.has_mark(head)
+        strict = self.marked if self.strict_end is None else self.strict_end
         page = header.page_size
         limit = size - size % page
         if limit < 2 * page:
@@ -242,12 +268,16 @@ class JournalScan:
             if codec.WORD.unpack(src.read(pos, codec.WORD.size))[0] == codec.EOT:
                 # Both writers end the journal with a whole zero page; a zero
                 # type word followed by anything else is a damaged record.
-                if pos + page > limit or src.read(pos, page).count(0) != page:
+                if pos + page > limit:
+                    stop = (pos, False, "a zero type word not followed by a zero page")
+                elif handle.read_at(pos, page).count(0) != page and not self._written_since(
+                    handle, head, pos, expected
+                ):
                     stop = (pos, False, "a zero type word not followed by a zero page")
                 else:
                     stop = (pos, True, "end of journal")
-                    if self.strict_end:
-                        self._check_real_end(handle, pos, page, limit, expected)
+                    if strict:
+                        self._check_real_end(handle, head, pos, page, limit, expected)
                 break
             # Records of one transaction.
             while True:
@@ -309,10 +339,47 @@ class JournalScan:
                 )
             yield Event("unfinished", st.number, st.record, st.offset, st.ident, position=-1)
 
-    def _check_real_end(self, handle: FileHandle, pos: int, page: int, limit: int, expected: int) -> None:
+    def _read_header(self, handle: FileHandle) -> tuple[bytes, codec.FileHeader]:
+        """Page 0's first bytes and the decoded header.
+
+        A writer starting a new lap rewrites the header while a reader may be
+        reading it; a read whose check code fails is retried a few times, and
+        only a header that fails twice with the same bytes is corrupt.
+        """
+        head = handle.read_at(0, codec.HEAD_SIZE)
+        for _ in range(_HEADER_RETRIES):
+            try:
+                return head, codec.decode_file_header(head, self.path)
+            except CorruptFileError:
+                again = handle.read_at(0, codec.HEAD_SIZE)
+                if again == head:
+                    raise
+                head = again
+        return head, codec.decode_file_header(head, self.path)
+
+    def _written_since(self, handle: FileHandle, head: bytes, pos: int, expected: int) -> bool:
+        """Whether a live writer has written at the end ``pos`` since the scan
+        found it there (a fresh read: an intact record numbered ``expected``),
+        or started a new lap (page 0 changed).  Then what the scan read up to
+        ``pos`` was the committed journal at that moment and ``pos`` its end."""
+        raw_head = handle.read_at(pos, codec.RECORD_HEADER_SIZE)
+        if len(raw_head) == codec.RECORD_HEADER_SIZE:
+            rh = codec.decode_record_header(raw_head)
+            if rh.type != codec.EOT and rh.global_record == expected:
+                raw = handle.read_at(pos, codec.RECORD_OVERHEAD + rh.length)
+                if len(raw) == codec.RECORD_OVERHEAD + rh.length and codec.record_check_ok(raw, 0, rh.length):
+                    return True
+        return handle.read_at(0, codec.HEAD_SIZE) != head
+
+    def _check_real_end(
+        self, handle: FileHandle, head: bytes, pos: int, page: int, limit: int, expected: int
+    ) -> None:
         """Raise if an intact record at or ahead of ``expected`` sits at a later
-        page start: the zero page at ``pos`` is damage, not the end."""
+        page start: the zero page at ``pos`` is damage, not the end (unless a
+        live writer has written at ``pos`` since: see :meth:`_written_since`)."""
         for offset, number in later_records(handle, pos + page, limit, page, expected):
+            if self._written_since(handle, head, pos, expected):
+                return
             raise CorruptFileError(
                 self.path,
                 pos,
@@ -386,16 +453,18 @@ class JournalScan:
                 self._anomaly(f"stream {number}: record type 0x{rtype:x} has no known type bit; ignored", position)
 
 
-def read_events(path: str, fs: FileSystem | None = None, *, strict_end: bool = True) -> JournalScan:
+def read_events(path: str, fs: FileSystem | None = None, *, strict_end: bool | None = None) -> JournalScan:
     """The journal's events, as an iterable :class:`JournalScan` (see its ``end``).
 
-    ``strict_end=False`` believes a zero page is the end without probing past
-    it (for files whose writer may leave newer-numbered records there, such as
-    the original journald server after a restart, which numbers records from 0 again).
+    ``strict_end`` (default: whether page 0 carries engine's mark) probes past a
+    zero page for records showing the journal goes on (damage).  Without the
+    mark -- a file the original journald server wrote, which after a restart
+    numbers records from 0 again over older ones -- a zero page is the end, as
+    for the original reader.
     """
     return JournalScan(path, fs, strict_end=strict_end)
 
 
-def read_streams(path: str, fs: FileSystem | None = None, *, strict_end: bool = True) -> Iterator[StreamData]:
+def read_streams(path: str, fs: FileSystem | None = None, *, strict_end: bool | None = None) -> Iterator[StreamData]:
     """Whole streams (ident, start offset, data, status complete/aborted/open)."""
     return JournalScan(path, fs, strict_end=strict_end).streams()

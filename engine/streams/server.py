@@ -10,7 +10,13 @@ Per connection (the original journald server's ``socketio.c`` states, one thread
 4. a client that disconnects before the zero length gets its stream aborted.
 
 Any failure (journal full, poisoned by an fsync error, an identifier longer than
-the original journald server's 1024 bytes) is answered with a 0 byte.  Group commit comes from
+the original journald server's 1024 bytes) is answered with a 0 byte.
+
+Bounded: at most ``max_connections`` connections are served at once (a thread
+each; the original server served a fixed 10 with ``select``); one more is
+answered with a 0 byte and closed at once, with a log line.  A connection idle
+for ``idle_timeout`` seconds (no byte from the client) is closed, its stream
+aborted, with a log line; so is a malformed one (an identifier too long).  Group commit comes from
 the journal: a closing stream's fsync waits ``sync_delay`` (10 ms by default)
 while other streams are open, so concurrent connections share it.
 """
@@ -26,7 +32,7 @@ import struct
 import threading
 from typing import Any
 
-from engine.errors import EngineError
+from engine.errors import ConfigError, EngineError
 from engine.fs import default_fs
 from engine.streams.journal import MAX_IDENT, StreamJournal
 
@@ -38,6 +44,11 @@ assert LENGTH.size == 4
 
 #: Bytes read from a connection at a time.
 READ_SIZE = 64 * 1024
+
+#: Connections served at once by default; more are refused (answered 0).
+DEFAULT_MAX_CONNECTIONS = 256
+#: Seconds a connection may send nothing before it is closed (stream aborted).
+DEFAULT_IDLE_TIMEOUT = 60.0
 
 ACK_OK = b"\x01"
 ACK_FAIL = b"\x00"
@@ -56,20 +67,37 @@ class JournalServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     ``serve_forever()`` in the calling thread, or :meth:`start` for a background
     thread; :meth:`stop` shuts down and removes the socket.  The journal stays
     open (its owner closes it).  Counters: ``committed``, ``aborted``,
-    ``rejected``.
+    ``rejected``, ``refused`` (over ``max_connections``), ``timed_out``.
     """
 
     daemon_threads = True
     allow_reuse_address = False
     request_queue_size = 128  # the original journald server's listen backlog
 
-    def __init__(self, socket_path: str, journal: StreamJournal, *, mode: int | None = None) -> None:
+    def __init__(
+        self,
+        socket_path: str,
+        journal: StreamJournal,
+        *,
+        mode: int | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+    ) -> None:
+        if max_connections < 1:
+            raise ConfigError(f"max_connections must be at least 1, not {max_connections}")
+        if idle_timeout is not None and idle_timeout <= 0:
+            raise ConfigError(f"idle_timeout must be positive (or None), not {idle_timeout}")
         self.socket_path = socket_path
         self.journal = journal
+        self.max_connections = max_connections
+        self.idle_timeout = idle_timeout
         self.committed = 0
         self.aborted = 0
         self.rejected = 0
+        self.refused = 0
+        self.timed_out = 0
         self._count_lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(max_connections)
         self._thread: threading.Thread | None = None
         _remove_stale_socket(socket_path)
         super().__init__(socket_path, _Handler)
@@ -80,12 +108,42 @@ class JournalServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         with self._count_lock:
             setattr(self, name, getattr(self, name) + 1)
 
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve the connection in a thread of its own if a slot is free; else
+        answer 0 and close it now (the accepting thread never blocks)."""
+        if not self._slots.acquire(blocking=False):
+            self._count("refused")
+            log.warning(
+                "journald: refused a connection: %d connections open (max_connections)", self.max_connections
+            )
+            try:
+                request.sendall(ACK_FAIL)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
     def _serve_connection(self, sock: socket.socket) -> None:
+        sock.settimeout(self.idle_timeout)
         rfile = sock.makefile("rb", buffering=READ_SIZE)
         try:
             answer = self._run_protocol(rfile)
             if answer is not None:
                 sock.sendall(answer)
+        except TimeoutError:
+            self._count("timed_out")
+            log.warning("journald: closed a connection idle for %s s (its stream aborted)", self.idle_timeout)
         except OSError as exc:  # the client went away while we answered
             log.debug("journald connection: %s", exc)
         finally:
@@ -99,6 +157,7 @@ class JournalServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         (ident_len,) = LENGTH.unpack(head)
         if ident_len > MAX_IDENT:
             self._count("rejected")
+            log.warning("journald: refused a client: identifier of %d bytes (at most %d)", ident_len, MAX_IDENT)
             return ACK_FAIL
         ident = rfile.read(ident_len)
         if len(ident) < ident_len:
@@ -135,7 +194,8 @@ class JournalServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             self._count("rejected")
             return ACK_FAIL
         except BaseException:
-            stream.abort()
+            stream.abort()  # an idle timeout too (TimeoutError): the stream never ends
+            self._count("aborted")
             raise
 
     def start(self) -> threading.Thread:

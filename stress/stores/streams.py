@@ -227,9 +227,13 @@ class StreamsAdapter(StoreAdapter):
         while not stop():
             try:
                 streams = list(read_streams(path, fs))
-            except (EngineError, FileNotFoundError):
+            except FileNotFoundError:
                 time.sleep(0.01)
                 continue
+            except EngineError as exc:
+                # A live journal reads as what is committed: a transaction being
+                # written (or a new lap) is never damage.
+                return f"a reader of the live journal failed: {type(exc).__name__}: {exc}"
             for st in streams:
                 if st.complete and st.data and split_payloads(st.data) is None:
                     return f"stream {st.ident!r} reads complete but its data is not whole payloads"

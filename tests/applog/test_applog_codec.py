@@ -179,6 +179,6 @@ def test_check_header_names_file_and_offset() -> None:
     with pytest.raises(FormatError) as info:
         check_header(good[:3] + b"\x02" + good[4:], LOG_MAGIC, "/x.log")
     assert info.value.offset == 3, "a wrong version is reported at the version byte"
-    with pytest.raises(CorruptFileError) as info:
+    with pytest.raises(CorruptFileError) as short:
         check_header(good[:5], LOG_MAGIC, "/x.log")
-    assert info.value.offset == 5, "a short header is reported where the file ends"
+    assert short.value.offset == 5, "a short header is reported where the file ends"

@@ -416,3 +416,20 @@ def test_recovery_is_the_shared_report_logged_once(logdir: str, caplog: pytest.L
     assert sum("recovered" in r.message for r in caplog.records) == 1
     with AppendLog.open(logdir) as log:
         assert not log.recovery.repaired and log.recovery.summary() == "clean"
+
+
+def test_indexes_end_at_the_largest_i64_with_a_typed_error(logdir: str) -> None:
+    from engine.applog.codec import INT64_MAX, LOG_MAGIC, encode_header
+
+    base = INT64_MAX - 1
+    os.makedirs(logdir, exist_ok=True)
+    with open(os.path.join(logdir, segment_name(base, ".log")), "wb") as f:
+        f.write(encode_header(LOG_MAGIC, 0))  # a segment created just before a crash
+    with AppendLog.open(logdir, sync="never") as log:
+        assert log.append(b"last", time_ns=5) == base
+        for attempt in (lambda: log.append(b"x"), lambda: log.append_many([b"x", b"y"])):
+            with pytest.raises(ConfigError, match="index out of range"):
+                attempt()
+        assert log.next_index == INT64_MAX
+    with AppendLog.open(logdir) as log:
+        assert [r.data for r in log.scan(base)] == [b"last"] and log.verify() == []

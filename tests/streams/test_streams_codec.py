@@ -43,7 +43,10 @@ def test_file_header_bytes() -> None:
     assert expected.hex() == "6a6f75726e616c640000000200001000000000000000000066ea306c912765fa"
     assert codec.encode_file_header(4096, 0) == expected
     page = codec.encode_header_page(4096, 0)
-    assert len(page) == 4096 and page[:32] == expected and page[32:] == bytes(4064)
+    # engine's mark: tag "engine/j" + the check code over header + tag, then NULs.
+    mark = b"engine/j" + struct.pack("<Q", crc64_reference(expected + b"engine/j"))
+    assert len(page) == 4096 and page[:32] == expected and page[32:48] == mark and page[48:] == bytes(4048)
+    assert codec.has_mark(page) and not codec.has_mark(expected + bytes(16))
     header = codec.decode_file_header(page, "j")
     assert (header.version, header.page_size, header.first_global, header.option_length) == (2, 4096, 0, 0)
 

@@ -219,32 +219,86 @@ def test_reset_scrubs_the_old_records() -> None:
     assert len(starts) == 4
 
 
+def _raw_record(rtype: int, g: int, stream: int, record: int, data: bytes) -> bytes:
+    """One record, byte by byte: five MSB-first words, data, CRC-64 (LSB first)."""
+    import struct
+
+    from streams_helpers import crc64_reference
+
+    head = struct.pack(">IIIII", rtype, g, stream, record, len(data))
+    return head + data + struct.pack("<Q", crc64_reference(head + data))
+
+
+def _restarted_image() -> bytes:
+    """A journal as the original server leaves it after a restart, built by hand:
+    page 0 = its header (first global 0, NULs after it: no engine mark); the new
+    run's one transaction at page 1 (stream "new": INFO, DATA|EOS, numbers 0-1),
+    the zero page at page 2; then the old run's transactions at pages 3..6,
+    numbered 5.. (ahead of the new run's next number, 2) -- stale, never erased."""
+    import struct
+
+    from streams_helpers import crc64_reference
+
+    body = struct.pack(">8sIIII", b"journald", 2, PAGE, 0, 0)
+    image = bytearray(16 * PAGE)
+    image[:32] = body + struct.pack("<Q", crc64_reference(body))
+    txn = _raw_record(1, 0, 0, 0, b"\0\0\0\0new") + _raw_record(6, 1, 0, 0, b"n" * 20)
+    image[PAGE : PAGE + len(txn)] = txn
+    g = 5
+    for n in range(4):
+        old = _raw_record(1, g, n, 0, b"\0\0\0\0" + f"old{n}".encode()) + _raw_record(6, g + 1, n, 0, b"o" * 300)
+        at = (3 + n) * PAGE
+        image[at : at + len(old)] = old
+        g += 2
+    return bytes(image)
+
+
 def test_file_restarted_by_the_original_server() -> None:
     """The original numbers records from 0 again at each start and leaves the
-    older ones past the end: a strict read reports them, ``strict_end=False``
-    reads the file, and our writer's recovery scrubs them."""
-    from streams_helpers import OriginalWriter
-
-    first = OriginalWriter(PAGE, 16 * PAGE)
-    for n in range(4):
-        first.connect(n, f"old{n}".encode())
-        first.data(n, b"o" * 600)
-        first.end(n)
-        first.sync()
-    second = OriginalWriter(PAGE, 16 * PAGE)  # the restart: header again, page 1 on
-    second.connect(0, b"new")
-    second.data(0, b"n" * 20)
-    second.end(0)
-    second.sync()
-    image = bytearray(first.file)
-    image[: second.pos + PAGE] = second.file[: second.pos + PAGE]
-    sim = SimFS.from_image({"/j": bytes(image)}, {"/"})
+    older ones past the end: read it as journal-dump does (to the zero page),
+    and our writer's recovery scrubs them and marks page 0."""
+    image = _restarted_image()
+    sim = SimFS.from_image({"/j": image}, {"/"})
+    assert [(s.ident, s.status, s.data) for s in read_streams("/j", sim)] == [(b"new", "complete", b"n" * 20)]
+    # Asked to, a strict read reports the stale records as the journal going on.
     with pytest.raises(CorruptFileError):
-        list(read_streams("/j", sim))
-    lenient = [(s.ident, s.status) for s in read_streams("/j", sim, strict_end=False)]
-    assert lenient == [(b"new", "complete")]
+        list(read_streams("/j", sim, strict_end=True))
     journal = StreamJournal.open("/j", fs=sim, sync_delay=0)
     assert any("zeroed" in a.detail for a in journal.recovery.of("cut"))
     journal.verify()
     journal.close()
+    opened = sim.snapshot()["/j"]
+    assert codec.has_mark(opened) and opened[:32] == image[:32]
     assert [(s.ident, s.status) for s in read_streams("/j", sim)] == [(b"new", "complete")]
+
+
+def test_cli_reads_a_file_restarted_by_the_original_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from engine.cli import main
+
+    path = str(tmp_path / "j")
+    Path(path).write_bytes(_restarted_image())
+    assert main(["streams", "dump", path]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "stream          0 record          0 offset          0 init ident(3)='new'",
+        "stream          0 record          0 offset          0 append bytes 20",
+        "stream          0 record          1 offset         20 end",
+    ]
+    assert main(["verify", path]) == 0
+    outdir = str(tmp_path / "out")
+    assert main(["streams", "extract", path, "--out", outdir]) == 0
+    assert [p.read_bytes() for p in Path(outdir).iterdir()] == [b"n" * 20]
+
+
+def test_a_hole_in_a_marked_journal_is_still_reported() -> None:
+    """The mark keeps the probe on for files engine wrote: zeroing a transaction
+    start in the middle is an error, not an end."""
+    sim = SimFS()
+    starts, journal = _build(sim, [100, 900, 100, 100])
+    journal.close()
+    assert codec.has_mark(sim.snapshot()[PATH])
+    _zero(sim, starts[1], PAGE)
+    with pytest.raises(CorruptFileError):
+        list(read_streams(PATH, sim))

@@ -208,3 +208,84 @@ def test_serve_command(tmp_path: object) -> None:
     assert proc.returncode == 0
     assert not os.path.exists(sock_path)
     assert [(x.ident, x.data, x.status) for x in read_streams(journal_path)] == [(b"id", b"abc", "complete")]
+
+
+def _bounded(tmp_path: object, **kw: object) -> tuple[str, str, StreamJournal, JournalServer]:
+    base = str(tmp_path)
+    sock_path = os.path.join(base, "b")
+    journal_path = os.path.join(base, "b.jd")
+    journal = StreamJournal.open(journal_path, size=1 << 20, page_size=4096)
+    server = JournalServer(sock_path, journal, **kw)  # type: ignore[arg-type]
+    server.start()
+    return sock_path, journal_path, journal, server
+
+
+def test_connections_over_the_limit_are_refused_and_threads_stay_bounded(
+    tmp_path: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    sock_path, journal_path, journal, server = _bounded(tmp_path, max_connections=4, idle_timeout=None)
+    before = threading.active_count()
+    idle: list[socket.socket] = []
+    try:
+        with caplog.at_level("WARNING", logger="engine.streams"):
+            # Four idle connections hold the four slots (each has named its stream).
+            for i in range(4):
+                s = _raw(sock_path)
+                ident = f"idle{i}".encode()
+                s.sendall(struct.pack(">I", len(ident)) + ident)
+                idle.append(s)
+            while journal.open_streams < 4:
+                threading.Event().wait(0.01)
+            # Every further one is answered 0 and closed at once, threads bounded.
+            for _ in range(40):
+                s = _raw(sock_path)
+                assert _recv_all(s) == b"\x00"
+                s.close()
+            assert threading.active_count() <= before + 4
+        assert server.refused == 40
+        assert sum("refused a connection" in r.getMessage() for r in caplog.records) == 40
+        # A slot freed is a slot served again.
+        idle.pop().close()
+        while journal.open_streams > 3:
+            threading.Event().wait(0.01)
+        with Client(sock_path, "after") as c:
+            c.write(b"ok")
+    finally:
+        for s in idle:
+            s.close()
+        server.stop()
+        journal.close()
+    done = {st.ident: st.status for st in read_streams(journal_path)}
+    assert done[b"after"] == "complete"
+
+
+def test_idle_connection_is_closed_and_its_stream_aborted(
+    tmp_path: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    sock_path, journal_path, journal, server = _bounded(tmp_path, idle_timeout=0.2)
+    try:
+        with caplog.at_level("WARNING", logger="engine.streams"):
+            s = _raw(sock_path)
+            s.sendall(struct.pack(">I", 4) + b"idle" + struct.pack(">I", 9000) + b"x" * 9000)
+            assert _recv_all(s) == b""  # closed by the server, no acknowledgement
+            s.close()
+            while server.timed_out < 1:
+                threading.Event().wait(0.01)
+        assert any("idle for" in r.getMessage() for r in caplog.records)
+        assert server.aborted == 1 and server.committed == 0
+    finally:
+        server.stop()
+        journal.close()
+    assert [(st.ident, st.status) for st in read_streams(journal_path)] == [(b"idle", "aborted")]
+
+
+def test_malformed_client_is_logged(served: tuple[str, str, StreamJournal, JournalServer],
+                                    caplog: pytest.LogCaptureFixture) -> None:
+    sock_path, _, _, server = served
+    with caplog.at_level("WARNING", logger="engine.streams"):
+        s = _raw(sock_path)
+        s.sendall(struct.pack(">I", 5000))
+        assert _recv_all(s) == b"\x00"
+        s.close()
+    assert server.rejected == 1
+    assert any("identifier of 5000 bytes" in r.getMessage() for r in caplog.records)

@@ -1,0 +1,57 @@
+"""Registering the engine data sources with a SparkSession.
+
+Every source is part of engine: one whose module fails to import is an error
+naming it, never a source silently missing from ``spark.read.format(...)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from engine.spark.shipping import ship_package
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
+#: (short name, module, class) of every source.
+SOURCES = (
+    ("engine-log", "engine.spark.logsource", "EngineLogDataSource"),
+    ("engine-queue", "engine.spark.queuesource", "EngineQueueDataSource"),
+    ("engine-streams", "engine.spark.streamsource", "EngineStreamsDataSource"),
+    ("engine-events", "engine.spark.eventsource", "EngineEventsDataSource"),
+    ("engine-pages", "engine.spark.pagesource", "EnginePagesDataSource"),
+)
+
+
+def _source(module: str, cls: str) -> type:
+    try:
+        found: type = getattr(importlib.import_module(module), cls)
+    except (ImportError, AttributeError) as exc:
+        raise ImportError(f"the Spark source {module}.{cls} failed to import ({type(exc).__name__}: {exc})",
+                          name=module) from exc
+    return found
+
+
+def available_sources() -> list[str]:
+    """The short names of every engine source (each is checked to import)."""
+    for _name, module, cls in SOURCES:
+        _source(module, cls)
+    return [name for name, _module, _cls in SOURCES]
+
+
+def register(spark: SparkSession) -> list[str]:
+    """Register every engine source with ``spark``; returns their names.
+
+    Also sets ``spark.sql.python.filterPushdown.enabled`` so that the readers'
+    ``pushFilters`` is called (index/time ranges, ids, reader names), and ships
+    the engine package to the executors (``addPyFile``) when they could not import
+    it otherwise (not installed, and not on a local worker's ``PYTHONPATH``).
+    """
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    ship_package(spark)
+    names = []
+    for name, module, cls in SOURCES:
+        spark.dataSource.register(_source(module, cls))
+        names.append(name)
+    return names
