@@ -132,7 +132,7 @@ def attach_reader(
     ``window``: ids more than this past ``tail`` are damage, not a crash's loss
     (CorruptFileError, see :func:`checkpoint.check_ids_in_window`).
     """
-    naming.check_queue_name(name)
+    naming.check_reader_name(queue, name)
     lock = lock_reader(fs, directory, queue, name)
     try:
         path = naming.join(directory, naming.reader_name(queue, name))

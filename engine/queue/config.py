@@ -7,6 +7,7 @@ from typing import Any
 
 from engine.errors import ConfigError
 from engine.fs import SyncPolicy
+from engine.queue import naming
 from engine.queue.codec import DEFAULT_MAX_ITEM_SIZE
 
 
@@ -59,6 +60,14 @@ class QueueConfig:
                 raise ConfigError(f"{name} must be positive")
         if self.max_errors is not None and self.error_queue is None:
             pass  # items over max_errors are dropped (logged)
+
+    def check_names(self, queue: str) -> None:
+        """ConfigError unless ``queue`` is a valid queue name (no collision with
+        another queue's files, short enough) and the ``expired`` / ``error_queue``
+        targets are valid too and not ``queue`` itself."""
+        naming.check_queue_name(queue)
+        naming.check_target(queue, "expired", self.expired)
+        naming.check_target(queue, "error_queue", self.error_queue)
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> QueueConfig:

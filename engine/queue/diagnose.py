@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 
-from engine.errors import CorruptFileError, EngineError, FormatError
+from engine.errors import ConfigError, CorruptFileError, EngineError, FormatError
 from engine.fs import FileSystem, OpenMode, RecoveryReport, crashpoint
 from engine.queue import checkpoint, codec, naming
 from engine.queue.attach import lock_writer, reader_files
@@ -38,14 +38,23 @@ def queue_names(fs: FileSystem, directory: str) -> list[str]:
             names.add(base)
         elif ".read." in filename and "~" not in filename:
             names.add(filename.split(".read.", 1)[0])
-    return sorted(names)
+    # ``a.read.5`` is reader 5 of ``a``, not a writer file of a queue ``a.read``
+    # (such names are refused: naming.check_queue_name).
+    return sorted(name for name in names if _valid_queue_name(name))
+
+
+def _valid_queue_name(name: str) -> bool:
+    try:
+        naming.check_queue_name(name)
+    except ConfigError:
+        return False
+    return True
 
 
 def verify_queue(
     fs: FileSystem,
     directory: str,
     queue: str,
-    max_item_size: int = codec.DEFAULT_MAX_ITEM_SIZE,
     *,
     live_tail: int | None = None,
     live_end: int | None = None,
@@ -63,7 +72,7 @@ def verify_queue(
     of ``journal_size``) is damage: CorruptFileError, as on open.
     """
     notes: list[str] = []
-    segments = list_segments(fs, directory, queue, max_item_size)
+    segments = list_segments(fs, directory, queue)
     if not segments:
         raise EngineError(f"{directory}: queue {queue!r} has no writer files")
     previous = 0
@@ -71,7 +80,7 @@ def verify_queue(
     for index, seg in enumerate(segments):
         newest = index == len(segments) - 1
         with open_segment_handle(fs, seg.path) as handle:
-            scan = scan_file(handle, seg.path, max_item_size, after_id=previous)
+            scan = scan_file(handle, seg.path, after_id=previous)
         end = live_end if (newest and live_end is not None) else scan.size
         if scan.valid_after is not None and scan.good_end < end:
             raise scan.mid_file_error(seg.path)
@@ -127,7 +136,6 @@ def disk_reader_stats(
     queue: str,
     reader: str,
     tail: int,
-    max_item_size: int = codec.DEFAULT_MAX_ITEM_SIZE,
     clock: Callable[[], float] = time.time,
 ) -> dict[str, object]:
     """A reader's figures from its file (open reads are not journaled: unknown)."""
@@ -135,7 +143,7 @@ def disk_reader_stats(
     head, done = checkpoint.load_reader_file(fs, path)
     state = ReaderState(head, done)
     oldest = None
-    source = PollingSource(fs, directory, queue, max_item_size, 0.001)
+    source = PollingSource(fs, directory, queue, codec.DEFAULT_MAX_ITEM_SIZE, 0.001)
     cursor = JournalCursor(source, head)
     try:
         while True:
@@ -172,19 +180,17 @@ def journal_bytes_after(fs: FileSystem, segments: list[Segment], head: int, tail
     return total
 
 
-def queue_stats(
-    fs: FileSystem, directory: str, queue: str, max_item_size: int = codec.DEFAULT_MAX_ITEM_SIZE
-) -> dict[str, object]:
+def queue_stats(fs: FileSystem, directory: str, queue: str) -> dict[str, object]:
     """Stats of a queue from its files alone (no locks needed)."""
-    segments = list_segments(fs, directory, queue, max_item_size)
+    segments = list_segments(fs, directory, queue)
     if not segments:
         raise EngineError(f"{directory}: queue {queue!r} has no writer files")
-    tail = find_tail(fs, segments, max_item_size)
+    tail = find_tail(fs, segments)
     readers = []
     for filename in fs.listdir(directory):
         reader = naming.parse_reader(queue, filename)
         if reader is not None:
-            readers.append(disk_reader_stats(fs, directory, queue, reader, tail, max_item_size))
+            readers.append(disk_reader_stats(fs, directory, queue, reader, tail))
     return {
         "queue": queue,
         "tail_id": tail,
@@ -195,31 +201,50 @@ def queue_stats(
     }
 
 
-def iter_file_records(
-    fs: FileSystem, path: str, max_item_size: int = codec.DEFAULT_MAX_ITEM_SIZE
-) -> Iterator[tuple[int, codec.Record]]:
-    """(offset, record) for every record of a writer or reader file; raises on damage."""
+def iter_file_records(fs: FileSystem, path: str) -> Iterator[tuple[int, codec.Record]]:
+    """(offset, record) for every record of a writer or reader file; raises on damage.
+
+    Every CHECK record must match the bytes since the previous one.  In a file that
+    starts with a CHECK (this engine's), records are yielded only once the CHECK
+    after them has matched, so damaged bytes are never shown as data: the damage
+    is a CorruptFileError naming the start of the records the CHECK covers.
+    """
     with fs.open(path) as handle:
         data = handle.read_all()
     if not (codec.check_magic(data, codec.WRITER_MAGIC) or codec.check_magic(data, codec.READER_MAGIC)):
         raise FormatError(path, 0, "a libkestrel journal magic", data[:4].hex(" ") or "an empty file")
-    pos = codec.MAGIC_SIZE
+    pos = since = codec.MAGIC_SIZE
+    checked = False
+    held: list[tuple[int, codec.Record]] = []  # records waiting for their CHECK
     while True:
         try:
-            record, end = codec.decode_record(data, pos, max_item_size=max_item_size)
+            record, end = codec.decode_record(data, pos)
         except codec.Incomplete as exc:
             raise CorruptFileError(path, exc.offset, "a whole record", "the file ends inside it") from None
         except codec.BadRecord as exc:
             raise CorruptFileError(path, exc.offset, exc.expected, exc.found) from None
         if record is None:
-            return
-        yield pos, record
+            break
+        if isinstance(record, codec.Check):
+            if not codec.check_matches(record, data[since:pos]):
+                raise CorruptFileError(
+                    path, since, f"records matching the CHECK record at offset {pos}", "a crc32 mismatch"
+                )
+            checked = checked or pos == codec.MAGIC_SIZE
+            yield from held
+            held.clear()
+            yield pos, record
+            since = end
+        elif checked:
+            held.append((pos, record))
+        else:
+            yield pos, record
         pos = end
+    if checked and since != pos:
+        raise CorruptFileError(path, since, "a CHECK record after the records from here", "the file ends without one")
 
 
-def repair(
-    fs: FileSystem, directory: str, queue: str, max_item_size: int = codec.DEFAULT_MAX_ITEM_SIZE
-) -> RecoveryReport:
+def repair(fs: FileSystem, directory: str, queue: str) -> RecoveryReport:
     """Make a damaged queue openable again, reporting everything dropped.
 
     * a writer file with a bad or incomplete record is cut at that record (the bytes
@@ -234,16 +259,17 @@ def repair(
     ``dropped``, ``removed``), empty when nothing was wrong.  Takes the writer
     lock: the queue must not be open.
     """
+    naming.check_queue_name(queue)  # before its lock file is created
     report = RecoveryReport(path=naming.join(directory, queue))
     lock = lock_writer(fs, directory, queue)
     try:
-        segments: list[Segment] = list_segments(fs, directory, queue, max_item_size)
+        segments: list[Segment] = list_segments(fs, directory, queue)
         previous = 0
         for index, seg in enumerate(segments):
             with fs.open(seg.path, OpenMode.WRITE) as handle:
                 if handle.read_at(0, codec.MAGIC_SIZE) != codec.WRITER_MAGIC:
                     raise FormatError(seg.path, 0, "writer journal magic 27 64 26 03", handle.read_at(0, 4).hex(" "))
-                scan = scan_file(handle, seg.path, max_item_size, after_id=previous)
+                scan = scan_file(handle, seg.path, after_id=previous)
                 if scan.good_end < scan.size:
                     later = next((s.first_id for s in segments[index + 1 :] if s.first_id is not None), None)
                     lost = (

@@ -131,10 +131,8 @@ class Queue:
         Options are :class:`QueueConfig` fields.  Raises LockedError if another
         writer has it open, CorruptFileError / FormatError on damaged files.
         """
-        naming.check_queue_name(name)
-        if not name:
-            raise ConfigError("queue name must not be empty")
         cfg = QueueConfig.from_kwargs(**config)
+        cfg.check_names(name)  # before any file is created
         fs = resolve(fs)
         make_dirs(fs, directory)
         writer_lock = lock_writer(fs, directory, name)
@@ -490,6 +488,7 @@ class Queue:
             reader = self._readers.pop(name, None)
         if reader is not None:
             reader.close(checkpoint_first=False)
+        naming.check_reader_name(self.name, name)
         with lock_reader(self.fs, self.directory, self.name, name, patience=False):
             path = naming.join(self.directory, naming.reader_name(self.name, name))
             if self.fs.exists(path):
@@ -580,9 +579,7 @@ class Queue:
                 readers.append(entry)
             else:
                 readers.append(
-                    disk_reader_stats(
-                        self.fs, self.directory, self.name, name, self._tail, self.max_item_size, self._clock
-                    )
+                    disk_reader_stats(self.fs, self.directory, self.name, name, self._tail, self._clock)
                 )
         return {
             "queue": self.name,
@@ -602,7 +599,6 @@ class Queue:
             self.fs,
             self.directory,
             self.name,
-            self.max_item_size,
             live_tail=tail,
             live_end=self._written_end,
             burnt_to=0 if self._skipped is None else self._skipped[1],

@@ -75,9 +75,9 @@ def test_out_of_order_confirm_is_journaled_as_read_done() -> None:
     r.confirm([items[1].id, items[3].id])  # type: ignore[union-attr]
     q.checkpoint()
     data = sim.snapshot()["/db/q.read."]
-    assert data == bytes.fromhex(
-        "263c260302 000000000000000091 10000000 0200000000000000 0400000000000000".replace(" ", "")
-    )
+    records = bytes.fromhex("02 0000000000000000 91 10000000 0200000000000000 0400000000000000".replace(" ", ""))
+    # magic, the empty CHECK (this engine's: "CHECKs follow"), the records, their CHECK
+    assert data == codec.READER_MAGIC + bytes(9).replace(b"\x00", b"\x22", 1) + records + codec.encode_check(records)
     r.confirm(items[0].id)  # type: ignore[union-attr]
     assert r.head == 2 and r.done_ids == (4,)
     q.close()
@@ -461,6 +461,11 @@ def test_tailing_reader_waits_for_a_partly_written_record(tmp_path: Path) -> Non
     assert remote.get(timeout=0.01) is None
     with open(newest, "ab") as f:
         f.write(record[20:])
+    # Whole, but no CHECK vouches for it yet (the writer appends it in the same
+    # write): not delivered.
+    assert remote.get(timeout=0.01) is None
+    with open(newest, "ab") as f:
+        f.write(codec.encode_check(record))
     item = remote.get(timeout=10)
     assert item is not None and item.data == b"half-written item"
     remote.close()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import struct
+import zlib
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -54,9 +57,28 @@ def test_read_done_length_not_multiple_of_8_is_rejected() -> None:
 
 
 def test_reader_file_bytes() -> None:
-    expected = h("26 3c 26 03  02 0400000000000000  91 08000000 0600000000000000")
+    records = h("02 0400000000000000  91 08000000 0600000000000000")
+    expected = h("26 3c 26 03  22 00000000 00000000") + records + h("22") + struct.pack("<II", zlib.crc32(records), 22)
     assert codec.encode_reader_file(4, [6]) == expected
     assert codec.decode_reader_file(expected) == (4, [6])
+    # The previous version's layout (and libkestrel's): no CHECK records, still read.
+    assert codec.decode_reader_file(h("26 3c 26 03") + records) == (4, [6])
+
+
+def test_every_damage_to_a_checksummed_reader_file_is_detected() -> None:
+    """Each single flipped bit, and every truncation, of a reader file with CHECKs
+    raises (none decodes to other ids): the checksum covers what the id-window
+    rules cannot (a done id turned into another plausible one)."""
+    good = codec.encode_reader_file(7, [9, 12, 40])
+    for byte in range(codec.MAGIC_SIZE, len(good)):
+        for bit in range(8):
+            bad = bytearray(good)
+            bad[byte] ^= 1 << bit
+            with pytest.raises((codec.BadRecord, codec.Incomplete)):
+                codec.decode_reader_file(bytes(bad))
+    for size in range(codec.MAGIC_SIZE, len(good)):
+        with pytest.raises((codec.BadRecord, codec.Incomplete)):
+            codec.decode_reader_file(good[:size])
 
 
 def test_unknown_commands_are_skipped() -> None:
@@ -109,11 +131,18 @@ def test_bad_records(blob: bytes, why: str) -> None:
         codec.decode_record(blob, 0)
 
 
-def test_item_bigger_than_max_is_bad() -> None:
-    rec = codec.encode_put(1, 1, b"x" * 100)
+def test_a_data_length_is_bounded_by_the_bytes_there_not_by_a_configured_size() -> None:
+    """Decoders know no max_item_size (a writer's limit): a length the buffer holds
+    is read whatever its size; one past the buffer is Incomplete (nothing is
+    allocated for it); a negative one is bad."""
+    rec = codec.encode_put(1, 1, b"x" * (codec.DEFAULT_MAX_ITEM_SIZE + 1))
+    put, end = codec.decode_record(rec, 0)
+    assert isinstance(put, codec.Put) and len(put.data) == codec.DEFAULT_MAX_ITEM_SIZE + 1 and end == len(rec)
+    huge = h("86 ffffff7f 00000000 0100000000000000 0000000000000000")  # 2**31 - 1 bytes announced
+    with pytest.raises(codec.Incomplete):
+        codec.decode_record(huge, 0)
     with pytest.raises(codec.BadRecord):
-        codec.decode_record(rec, 0, max_item_size=99)
-    assert codec.decode_record(rec, 0, max_item_size=100)[1] == len(rec)
+        codec.decode_record(h("86 ffffffff 00000000 0100000000000000 0000000000000000"), 0)
 
 
 puts = st.builds(
@@ -179,4 +208,8 @@ def test_check_record_and_the_documented_example() -> None:
     assert codec.check_matches(check, blob[13:76])  # type: ignore[arg-type]
     assert not codec.check_matches(check, blob[13:75] + b"\x00")  # type: ignore[arg-type]
     reader = codec.encode_reader_file(1, [3])
-    assert reader == h("26 3c 26 03 02 01 00 00 00 00 00 00 00 91 08 00 00 00 03 00 00 00 00 00 00 00")
+    assert reader == h(
+        "26 3c 26 03 22 00 00 00 00 00 00 00 00 02 01 00"
+        "00 00 00 00 00 00 91 08 00 00 00 03 00 00 00 00"
+        "00 00 00 22 %s 16 00 00 00" % struct.pack("<I", zlib.crc32(reader[13:35])).hex()
+    )

@@ -63,8 +63,13 @@ def write_file(sim: SimFS, path: str, data: bytes) -> None:
         h.fsync()
 
 
-def queue_with_out_of_order_confirm(**config: Any) -> SimFS:
-    """Items 1..5 put; the reader confirmed 1 and 3: head 1, READ_DONE [3]."""
+def queue_with_out_of_order_confirm(*, checksummed: bool = False, **config: Any) -> SimFS:
+    """Items 1..5 put; the reader confirmed 1 and 3: head 1, READ_DONE [3].
+
+    The reader file is left in the previous version's layout (no CHECK records,
+    as libkestrel writes it too) unless ``checksummed``: the id-window rules below
+    are what guards such files, whose damage no checksum can catch.
+    """
     sim = SimFS()
     make_dirs(sim, "/db")
     q = Queue.open("/db", "jobs", fs=sim, **NOCKPT, **config)
@@ -74,6 +79,8 @@ def queue_with_out_of_order_confirm(**config: Any) -> SimFS:
     assert first is not None and second is not None and third is not None
     r.confirm([first.id, third.id])  # item 2 stays open: not confirmed, not journaled
     q.close()
+    if not checksummed:
+        write_file(sim, READER, codec.READER_MAGIC + codec.encode_read_head(1) + codec.encode_read_done([3]))
     return sim
 
 
