@@ -116,63 +116,101 @@ grow(PyObject *buf, Py_ssize_t extra, Py_ssize_t *old)
     return PyByteArray_Resize(buf, *old + extra);
 }
 
-/* encode_batch(items, start, flags, time_ns, index, offset, limit, seg_count,
- *              log_out, crc_out, idx_out) -> int: see engine.applog.batch. */
+/* Replace state[k] by ``value`` (a new reference, stolen). */
+static void
+set_state(PyObject *state, Py_ssize_t k, PyObject *value)
+{
+    PyObject *old = PyList_GET_ITEM(state, k);
+    PyList_SET_ITEM(state, k, value);
+    Py_DECREF(old); /* an int: no finalizer, no Python code runs */
+}
+
+/* Positions in the write state (engine.applog.batch). */
+enum { LOG_OUT, CRC_OUT, IDX_OUT, BASE, NEXT_INDEX, LOG_SIZE, LIMIT, LAST_TIME, STATE_SIZE };
+
+/* encode_batch(items, flags, time_ns, state) -> int: see engine.applog.batch. */
 static PyObject *
 encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 11) {
-        PyErr_Format(PyExc_TypeError, "encode_batch() takes 11 positional arguments but %zd were given", nargs);
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "encode_batch() takes 4 positional arguments but %zd were given", nargs);
         return NULL;
     }
+    /* One record (bytes) is a batch of one: item_at points at the argument. */
     PyObject *items = args[0];
-    if (!PyList_CheckExact(items) && !PyTuple_CheckExact(items)) {
-        PyErr_SetString(PyExc_TypeError, "encode_batch: items must be a list or a tuple");
+    PyObject **item_at;
+    Py_ssize_t n;
+    if (PyBytes_CheckExact(items)) {
+        item_at = (PyObject **)&args[0];
+        n = 1;
+    } else if (PyList_CheckExact(items)) {
+        item_at = ((PyListObject *)items)->ob_item;
+        n = PyList_GET_SIZE(items);
+    } else if (PyTuple_CheckExact(items)) {
+        item_at = ((PyTupleObject *)items)->ob_item;
+        n = PyTuple_GET_SIZE(items);
+    } else {
+        PyErr_SetString(PyExc_TypeError, "encode_batch: items must be bytes, a list or a tuple");
         return NULL;
     }
-    static const char *names[7] = {"start", "flags", "time_ns", "index", "offset", "limit", "seg_count"};
-    long long v[7];
-    int of[7];
-    for (int k = 0; k < 7; k++) {
-        if (get_int(args[1 + k], names[k], &v[k], &of[k]) < 0)
-            return NULL;
+    long long flags, t;
+    int of_flags, of_t;
+    if (get_int(args[1], "flags", &flags, &of_flags) < 0 || get_int(args[2], "time_ns", &t, &of_t) < 0)
+        return NULL;
+    PyObject *state = args[3];
+    if (!PyList_CheckExact(state) || PyList_GET_SIZE(state) != STATE_SIZE) {
+        PyErr_SetString(PyExc_TypeError, "encode_batch: state must be a list of 8");
+        return NULL;
     }
-    long long start = v[0], flags = v[1], t = v[2], index = v[3], offset = v[4], limit = v[5], seg_count = v[6];
-    PyObject *log_out = args[8], *crc_out = args[9], *idx_out = args[10];
+    PyObject *log_out = PyList_GET_ITEM(state, LOG_OUT);
+    PyObject *crc_out = PyList_GET_ITEM(state, CRC_OUT);
+    PyObject *idx_out = PyList_GET_ITEM(state, IDX_OUT);
     if (!PyByteArray_CheckExact(log_out) || !PyByteArray_CheckExact(crc_out) || !PyByteArray_CheckExact(idx_out)) {
-        PyErr_SetString(PyExc_TypeError, "encode_batch: the output buffers must be bytearrays");
+        PyErr_SetString(PyExc_TypeError, "encode_batch: the state's buffers must be bytearrays");
         return NULL;
     }
     if (log_out == crc_out || log_out == idx_out || crc_out == idx_out) {
-        PyErr_SetString(PyExc_ValueError, "encode_batch: the output buffers must be three different bytearrays");
+        PyErr_SetString(PyExc_ValueError, "encode_batch: the state's buffers must be three different bytearrays");
         return NULL;
     }
-    Py_ssize_t n = PyList_CheckExact(items) ? PyList_GET_SIZE(items) : PyTuple_GET_SIZE(items);
-    PyObject **item_at = PyList_CheckExact(items) ? ((PyListObject *)items)->ob_item : ((PyTupleObject *)items)->ob_item;
-    if (of[0] || start < 0 || start > (long long)n) {
-        PyErr_SetString(PyExc_ValueError, "encode_batch: start is out of range");
-        return NULL;
+    static const char *names[5] = {"state[BASE]", "state[NEXT_INDEX]", "state[LOG_SIZE]", "state[LIMIT]",
+                                   "state[LAST_TIME]"};
+    long long v[5];
+    int of[5];
+    for (int k = 0; k < 5; k++) {
+        if (get_int(PyList_GET_ITEM(state, BASE + k), names[k], &v[k], &of[k]) < 0)
+            return NULL;
     }
-    if (of[1] || flags < 0 || flags > MAX_FLAGS) {
+    long long base = v[0], index = v[1], offset = v[2], limit = v[3], last_time = v[4];
+    if (of_flags || flags < 0 || flags > MAX_FLAGS) {
         PyErr_SetString(PyExc_ValueError, "encode_batch: flags must be a u32");
         return NULL;
     }
-    if (of[2] || of[5]) {
-        PyErr_SetString(PyExc_ValueError, "encode_batch: time_ns and limit must be i64");
+    if (of_t) {
+        PyErr_SetString(PyExc_ValueError, "encode_batch: time_ns must be an i64");
         return NULL;
     }
-    if (of[4] || of[6] || offset < 0 || seg_count < 0) {
-        PyErr_SetString(PyExc_ValueError, "encode_batch: offset and seg_count must be i64 >= 0");
+    if (of[3] || of[4]) {
+        PyErr_SetString(PyExc_ValueError, "encode_batch: the state's limit and last time must be i64");
         return NULL;
     }
-    if (of[3] || index < 0 || index > LLONG_MAX - ((long long)n - start)) {
-        PyErr_SetString(PyExc_ValueError, "encode_batch: index out of range");
+    if (of[0] || of[1] || base < 0 || base > index || index > LLONG_MAX - (long long)n) {
+        PyErr_SetString(PyExc_ValueError, "encode_batch: index out of range (state[BASE], state[NEXT_INDEX])");
         return NULL;
     }
-    /* Every item checked before anything is appended; the total saturates. */
+    if (of[2] || offset < 0) {
+        PyErr_SetString(PyExc_ValueError, "encode_batch: the state's log size must be an i64 >= 0");
+        return NULL;
+    }
+    if (t < last_time) {
+        PyErr_SetString(PyExc_ValueError,
+                        "encode_batch: time_ns is earlier than the newest record's: times never go backwards");
+        return NULL;
+    }
+    /* Every item checked before anything changes; the total saturates. */
     unsigned long long total = 0;
-    for (Py_ssize_t i = (Py_ssize_t)start; i < n; i++) {
+    for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = item_at[i];
         if (!PyBytes_CheckExact(item)) {
             PyErr_Format(PyExc_TypeError, "encode_batch: item %zd is not bytes", i);
@@ -192,34 +230,41 @@ encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     /* How many fit (no overflow below: offset + total <= LLONG_MAX). */
     long long pos = offset;
-    Py_ssize_t stop = (Py_ssize_t)start;
+    Py_ssize_t stop = 0;
     Py_ssize_t log_bytes = 0;
     for (; stop < n; stop++) {
         long long rec = RECORD_HEADER_SIZE + (long long)PyBytes_GET_SIZE(item_at[stop]);
-        if (pos + rec > limit && (seg_count || stop > (Py_ssize_t)start))
+        if (pos + rec > limit && (index > base || stop > 0))
             break; /* the caller starts a new segment for the rest */
         pos += rec;
         log_bytes += (Py_ssize_t)rec;
     }
-    Py_ssize_t count = stop - (Py_ssize_t)start;
-    /* Grow the three buffers together; undo on failure (the reference's rule). */
+    PyObject *result = PyLong_FromSsize_t(n - stop);
+    if (result == NULL)
+        return NULL;
+    if (stop == 0)
+        return result; /* nothing fits: nothing changes (like the reference's empty appends) */
+    /* The state's new values first, then the buffers grown together: a failure
+     * of either leaves everything as it was (the reference's rule). */
+    PyObject *new_index = PyLong_FromLongLong(index + (long long)stop);
+    PyObject *new_size = new_index == NULL ? NULL : PyLong_FromLongLong(pos);
     Py_ssize_t log0 = 0, crc0 = 0, idx0 = 0;
-    if (grow(log_out, log_bytes, &log0) < 0)
-        return NULL;
-    if (grow(crc_out, count * CRC_SIZE, &crc0) < 0) {
+    if (new_size == NULL || grow(log_out, log_bytes, &log0) < 0)
+        goto fail;
+    if (grow(crc_out, stop * CRC_SIZE, &crc0) < 0) {
         PyByteArray_Resize(log_out, log0);
-        return NULL;
+        goto fail;
     }
-    if (grow(idx_out, count * ENTRY_SIZE, &idx0) < 0) {
+    if (grow(idx_out, stop * ENTRY_SIZE, &idx0) < 0) {
         PyByteArray_Resize(log_out, log0);
         PyByteArray_Resize(crc_out, crc0);
-        return NULL;
+        goto fail;
     }
     unsigned char *lp = (unsigned char *)PyByteArray_AS_STRING(log_out) + log0;
     unsigned char *cp = (unsigned char *)PyByteArray_AS_STRING(crc_out) + crc0;
     unsigned char *ip = (unsigned char *)PyByteArray_AS_STRING(idx_out) + idx0;
     pos = offset;
-    for (Py_ssize_t i = (Py_ssize_t)start; i < stop; i++) {
+    for (Py_ssize_t i = 0; i < stop; i++) {
         PyObject *item = item_at[i];
         Py_ssize_t size = PyBytes_GET_SIZE(item);
         put_u32(lp, (uint32_t)size);
@@ -228,20 +273,29 @@ encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         memcpy(lp + RECORD_HEADER_SIZE, PyBytes_AS_STRING(item), (size_t)size);
         put_u32(cp, crc_update(0, lp, (size_t)size + RECORD_HEADER_SIZE));
         put_u64(ip, (uint64_t)t);
-        put_u64(ip + 8, (uint64_t)(index + (i - (Py_ssize_t)start)));
+        put_u64(ip + 8, (uint64_t)(index + i));
         put_u64(ip + 16, (uint64_t)pos);
         pos += RECORD_HEADER_SIZE + size;
         lp += RECORD_HEADER_SIZE + size;
         cp += CRC_SIZE;
         ip += ENTRY_SIZE;
     }
-    return PyLong_FromSsize_t(stop);
+    set_state(state, NEXT_INDEX, new_index);
+    set_state(state, LOG_SIZE, new_size);
+    Py_INCREF(args[2]);
+    set_state(state, LAST_TIME, args[2]);
+    return result;
+
+fail:
+    Py_XDECREF(new_index);
+    Py_XDECREF(new_size);
+    Py_DECREF(result);
+    return NULL;
 }
 
 static PyMethodDef module_methods[] = {
     {"encode_batch", (PyCFunction)(void (*)(void))encode_batch, METH_FASTCALL,
-     "encode_batch(items, start, flags, time_ns, index, offset, limit, seg_count, log_out, crc_out, idx_out)"
-     " -> int; see engine.applog.batch.encode_batch"},
+     "encode_batch(items, flags, time_ns, state) -> int; see engine.applog.batch.encode_batch"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,17 +1,36 @@
-"""Encoding a batch of LOG/IDX records into a segment's pending buffers.
+"""Encoding LOG/IDX records into a segment's pending buffers.
 
 :func:`encode_batch` is the one encoder of records in the append log: the
 writer's ``append`` and ``append_many`` and the Spark sink's shards all go
-through it (via :class:`engine.applog.writer.SegmentWriter`).  It is a pure codec
-function (no I/O, no clock, no state): its inputs are the records and where they
-go, its outputs are bytes appended to three caller-owned ``bytearray`` buffers.
+through it (via :meth:`engine.applog.writer.SegmentWriter.add`).  It is a codec
+function (no I/O, no clock): its inputs are the records and the segment's write
+state, its outputs are bytes appended to the three buffers the state names and
+the state's new extent.
+
+The write state of a segment is one small list (``state``, see
+:func:`new_state`), so that the encoder reads what it needs in one argument and
+leaves the new extent there for the next call::
+
+    state[LOG_OUT]    bytearray  the log bytes not yet written to the file
+    state[CRC_OUT]    bytearray  their .crc entries
+    state[IDX_OUT]    bytearray  the segment's index (file header + entries): the
+                                 writer keeps all of it in memory for readers
+    state[BASE]       int        index of the segment's first record
+    state[NEXT_INDEX] int        index the next record gets (BASE: the segment is empty)
+    state[LOG_SIZE]   int        the log's size with the pending bytes (the next
+                                 record's offset)
+    state[LIMIT]      int        the size a record may not push the log past
+                                 (unless the segment is empty: it then takes one
+                                 record of any size)
+    state[LAST_TIME]  int        the newest record's time (INT64_MIN: none); a
+                                 record's time is never earlier
 
 ``engine/applog/_native.c`` holds its compiled twin (``encode_batch``), chosen
 once per process at import by :mod:`engine.applog.writer`; this function is the
 reference, which ``ENGINE_PURE_PYTHON=1`` runs and which the parity tests
 (``tests/applog/test_applog_native.py``) compare it against, on valid and
-hostile arguments: same return value, same bytes, same exception type and
-message.
+hostile arguments: same return value, same bytes, same state, same exception
+type and message.
 
 Per record (layouts in :mod:`engine.applog.codec`)::
 
@@ -40,6 +59,26 @@ from engine.applog.codec import (
 
 assert CRC_ENTRY.size == CRC_SIZE and INDEX_ENTRY.size == ENTRY_SIZE and RECORD_HEADER.size == RECORD_HEADER_SIZE
 
+#: Positions in a segment's write state (see the module docstring).
+LOG_OUT, CRC_OUT, IDX_OUT, BASE, NEXT_INDEX, LOG_SIZE, LIMIT, LAST_TIME = range(8)
+STATE_SIZE = 8
+
+
+def new_state(
+    log_out: bytearray,
+    crc_out: bytearray,
+    idx_out: bytearray,
+    base: int,
+    next_index: int,
+    log_size: int,
+    limit: int,
+    last_time: int,
+) -> list[Any]:
+    """A segment's write state, in the layout :func:`encode_batch` reads."""
+    state: list[Any] = [log_out, crc_out, idx_out, base, next_index, log_size, limit, last_time]
+    assert len(state) == STATE_SIZE
+    return state
+
 
 def _int(value: Any, name: str) -> int:
     if type(value) is not int:
@@ -47,59 +86,55 @@ def _int(value: Any, name: str) -> int:
     return value
 
 
-def encode_batch(
-    items: list[bytes] | tuple[bytes, ...],
-    start: int,
-    flags: int,
-    time_ns: int,
-    index: int,
-    offset: int,
-    limit: int,
-    seg_count: int,
-    log_out: bytearray,
-    crc_out: bytearray,
-    idx_out: bytearray,
-) -> int:
-    """Encode ``items[start:]`` (all with ``flags`` and ``time_ns``) as records
-    ``index, index + 1, ...`` of a segment whose log is ``offset`` bytes long and
-    already holds ``seg_count`` records, while they fit ``limit`` (the segment's
-    size limit); return the position in ``items`` of the first record not encoded
-    (``len(items)`` when all were).
+def encode_batch(items: bytes | list[bytes] | tuple[bytes, ...], flags: int, time_ns: int, state: list[Any]) -> int:
+    """Encode ``items`` (one record as ``bytes``, or a list or tuple of them, all
+    with ``flags`` and ``time_ns``) as the segment's next records while they fit
+    ``state[LIMIT]``; return how many of them did not fit (0: all were encoded).
 
-    A record fits when its end is at most ``limit`` or the segment holds no record
-    yet (an empty segment takes one record of any size).
+    A record fits when its end is at most the limit or the segment holds no
+    record yet.  The encoded records' bytes go to the state's buffers, and the
+    state's ``NEXT_INDEX``, ``LOG_SIZE`` and ``LAST_TIME`` move past them.
 
-    Every argument is checked before anything is appended: a ``TypeError`` or
-    ``ValueError`` leaves the buffers as they were (the buffers are grown together,
-    so a failure to grow one leaves all three unchanged).
+    Every argument is checked before anything changes: a ``TypeError`` or
+    ``ValueError`` leaves the buffers and the state as they were (the buffers are
+    grown together, so a failure to grow one leaves all three unchanged).
     """
-    if type(items) is not list and type(items) is not tuple:
-        raise TypeError("encode_batch: items must be a list or a tuple")
-    start = _int(start, "start")
+    if type(items) is bytes:
+        records: list[bytes] | tuple[bytes, ...] = (items,)
+    elif type(items) is list or type(items) is tuple:
+        records = items
+    else:
+        raise TypeError("encode_batch: items must be bytes, a list or a tuple")
     flags = _int(flags, "flags")
     time_ns = _int(time_ns, "time_ns")
-    index = _int(index, "index")
-    offset = _int(offset, "offset")
-    limit = _int(limit, "limit")
-    seg_count = _int(seg_count, "seg_count")
+    if type(state) is not list or len(state) != STATE_SIZE:
+        raise TypeError(f"encode_batch: state must be a list of {STATE_SIZE}")
+    log_out, crc_out, idx_out = state[LOG_OUT], state[CRC_OUT], state[IDX_OUT]
     if type(log_out) is not bytearray or type(crc_out) is not bytearray or type(idx_out) is not bytearray:
-        raise TypeError("encode_batch: the output buffers must be bytearrays")
+        raise TypeError("encode_batch: the state's buffers must be bytearrays")
     if log_out is crc_out or log_out is idx_out or crc_out is idx_out:
-        raise ValueError("encode_batch: the output buffers must be three different bytearrays")
-    n = len(items)
-    if not 0 <= start <= n:
-        raise ValueError("encode_batch: start is out of range")
+        raise ValueError("encode_batch: the state's buffers must be three different bytearrays")
+    base = _int(state[BASE], "state[BASE]")
+    index = _int(state[NEXT_INDEX], "state[NEXT_INDEX]")
+    offset = _int(state[LOG_SIZE], "state[LOG_SIZE]")
+    limit = _int(state[LIMIT], "state[LIMIT]")
+    last_time = _int(state[LAST_TIME], "state[LAST_TIME]")
+    n = len(records)
     if not 0 <= flags <= MAX_FLAGS:
         raise ValueError("encode_batch: flags must be a u32")
-    if not INT64_MIN <= time_ns <= INT64_MAX or not INT64_MIN <= limit <= INT64_MAX:
-        raise ValueError("encode_batch: time_ns and limit must be i64")
-    if not 0 <= offset <= INT64_MAX or not 0 <= seg_count <= INT64_MAX:
-        raise ValueError("encode_batch: offset and seg_count must be i64 >= 0")
-    if not 0 <= index <= INT64_MAX - (n - start):
-        raise ValueError("encode_batch: index out of range")
+    if not INT64_MIN <= time_ns <= INT64_MAX:
+        raise ValueError("encode_batch: time_ns must be an i64")
+    if not INT64_MIN <= limit <= INT64_MAX or not INT64_MIN <= last_time <= INT64_MAX:
+        raise ValueError("encode_batch: the state's limit and last time must be i64")
+    if not 0 <= base <= index <= INT64_MAX - n:
+        raise ValueError("encode_batch: index out of range (state[BASE], state[NEXT_INDEX])")
+    if not 0 <= offset <= INT64_MAX:
+        raise ValueError("encode_batch: the state's log size must be an i64 >= 0")
+    if time_ns < last_time:
+        raise ValueError("encode_batch: time_ns is earlier than the newest record's: times never go backwards")
     total = 0
-    for i in range(start, n):
-        item = items[i]
+    for i in range(n):
+        item = records[i]
         if type(item) is not bytes:
             raise TypeError(f"encode_batch: item {i} is not bytes")
         if len(item) > MAX_RECORD_SIZE:
@@ -111,17 +146,17 @@ def encode_batch(
     crc_part = bytearray()
     idx_part = bytearray()
     pos = offset
-    i = start
+    i = 0
     while i < n:
-        data = items[i]
+        data = records[i]
         end = pos + RECORD_HEADER_SIZE + len(data)
-        if end > limit and (seg_count or i > start):
+        if end > limit and (index > base or i):
             break  # the caller starts a new segment for the rest
         head = RECORD_HEADER.pack(len(data), flags, time_ns)
         log_part += head
         log_part += data
         crc_part += CRC_ENTRY.pack(zlib.crc32(data, zlib.crc32(head)))
-        idx_part += INDEX_ENTRY.pack(time_ns, index + (i - start), pos)
+        idx_part += INDEX_ENTRY.pack(time_ns, index + i, pos)
         pos = end
         i += 1
     lens = (len(log_out), len(crc_out), len(idx_out))
@@ -134,4 +169,8 @@ def encode_batch(
             if len(buf) > size:
                 del buf[size:]
         raise
-    return i
+    if i:
+        state[NEXT_INDEX] = index + i
+        state[LOG_SIZE] = pos
+        state[LAST_TIME] = time_ns
+    return n - i

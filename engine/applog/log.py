@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
+from engine.applog.batch import LAST_TIME
 from engine.applog.codec import (
     HEADER_SIZE,
     INT64_MAX,
@@ -49,7 +50,7 @@ from engine.applog.opening import open_segments
 from engine.applog.segment import Record, Segment
 from engine.applog.view import START_FILE, LogView
 from engine.applog.writer import SegmentWriter, create_segment
-from engine.errors import ConfigError, CorruptFileError, PoisonedError
+from engine.errors import ClosedError, ConfigError, CorruptFileError, PoisonedError
 from engine.fs import (
     FileSystem,
     GroupCommit,
@@ -109,8 +110,7 @@ class AppendLog(LogView):
         self._held: HeldLock | None = None
         # The active segment's writer (None until open() and after close()).
         self._writer: SegmentWriter | None = None
-        self._last_time = INT64_MIN  # newest record's time (INT64_MIN: none yet)
-        self._dirty = False
+        self._synced_end = 0  # the writer's next index at the last sync
         self._failure: BaseException | None = None
         #: What open() repaired (empty when the log was closed cleanly).
         self.recovery = RecoveryReport(self.directory)
@@ -172,10 +172,9 @@ class AppendLog(LogView):
         self._bases = [s.base for s in opened.segments]
         self._start = opened.start
         self.ttl_ns = opened.ttl_ns
-        self._last_time = next(
-            (s.last_time for s in reversed(self._segments) if s.last_time is not None), INT64_MIN
-        )
-        self._writer = self._new_writer(self._segments[-1])
+        last_time = next((s.last_time for s in reversed(self._segments) if s.last_time is not None), INT64_MIN)
+        self._writer = self._new_writer(self._segments[-1], last_time)
+        self._synced_end = self._writer.next_index
         self.recovery.log(log)
         if self.sync_policy.always:
             self._gc = GroupCommit(self._sync_files, name=self.directory)
@@ -188,17 +187,24 @@ class AppendLog(LogView):
     def _has_unsynced(self) -> bool:
         """Whether records were appended since the last sync (the periodic syncer
         skips a round otherwise)."""
-        return self._dirty
+        writer = self._writer
+        return writer is not None and writer.next_index != self._synced_end
 
     # ==================================================================================
     # writing
     # ==================================================================================
-    def _check_writable(self) -> None:
+    def _check_writable(self) -> SegmentWriter:
+        """The active segment's writer, or ClosedError/PoisonedError (also when the
+        background syncer failed)."""
         self._check_open()
         if self._failure is not None:
             raise PoisonedError(self.directory, self._failure)
         if self._periodic is not None:
             self._periodic.check()
+        writer = self._writer
+        if writer is None:
+            raise ClosedError(f"{self.directory}: append log is closed")
+        return writer
 
     def _fail(self, exc: BaseException) -> None:
         """Remember the first failure of a write or sync: the files' state is
@@ -208,7 +214,9 @@ class AppendLog(LogView):
                 self._failure = exc
 
     def _stamp(self, time_ns: int | None) -> int:
-        last = self._last_time
+        """The time of the next record: ``time_ns`` checked, or the clock (never
+        earlier than the newest record).  Under the lock, writable."""
+        last = self._writer.last_time  # type: ignore[union-attr]
         if time_ns is None:
             now = _time_ns()
             # The clock may step back (NTP); times in a log never do.
@@ -236,31 +244,41 @@ class AppendLog(LogView):
         ``time_ns`` defaults to the wall clock (never earlier than the newest
         record); an explicit time earlier than the newest record raises ConfigError.
         Under ``sync="always"`` the record is durable when this returns.
+
+        The record goes to :meth:`SegmentWriter.add` as it is (the encoder takes
+        one ``bytes`` as a batch of one), which checks the flags and the size;
+        what it refuses becomes a ConfigError here, with nothing appended.
         """
         if type(data) is not bytes:
             data = bytes(data)
-        if type(flags) is not int or not 0 <= flags <= MAX_FLAGS or len(data) > MAX_RECORD_SIZE:
-            self._check_record(data, flags)
-        with self._lock:
+        # acquire/try/finally rather than ``with``: the same lock and release on
+        # every exit, one of the costs of each call that can be made smaller.
+        lock = self._lock
+        lock.acquire()
+        try:
+            writer = self._writer
             # (A failed background sync sets _failure too: see _sync_files_locked.)
-            if self._failure is not None or self._closed:
-                self._check_writable()
+            if writer is None or self._failure is not None:
+                writer = self._check_writable()
             if time_ns is None:
                 t = _time_ns()
-                if t < self._last_time:  # the clock stepped back (NTP): times never do
-                    t = self._last_time
+                last = writer.state[LAST_TIME]
+                if t < last:  # the clock stepped back (NTP): times never do
+                    t = last
             else:
                 t = self._stamp(time_ns)
             try:
-                index = self._writer.add((data,), flags, t)  # type: ignore[union-attr]
-            except ValueError as exc:  # what the encoder says of arguments checked above
+                index = writer.add(data, flags, t)
+            except (TypeError, ValueError) as exc:  # the encoder refuses the arguments
+                self._check_record(data, flags)
                 raise ConfigError(f"{self.directory}: cannot append: {exc}") from exc
-            self._last_time = t
-            self._dirty = True
-            if self._gc is None:
+            gc = self._gc
+            if gc is None:
                 return index
-            ticket = self._gc.ticket()
-        self._gc.wait(ticket)
+            ticket = gc.ticket()
+        finally:
+            lock.release()
+        gc.wait(ticket)
         return index
 
     def append_many(
@@ -279,8 +297,7 @@ class AppendLog(LogView):
         self._check_record(b"", flags)
         items = records if isinstance(records, list) else list(records)
         with self._lock:
-            self._check_writable()
-            first = self._segments[-1].end
+            first = self._check_writable().next_index
             if set(map(type, items)) <= _BYTES_ONLY:  # C-level check of every item
                 t = self._stamp(time_ns)
                 if items and max(map(len, items)) > MAX_RECORD_SIZE:
@@ -297,11 +314,9 @@ class AppendLog(LogView):
             for run, fl, t in runs:
                 try:
                     self._writer.add(run, fl, t)  # type: ignore[union-attr]
-                except ValueError as exc:  # what the encoder says of arguments checked above
+                except (TypeError, ValueError) as exc:  # what the encoder says of arguments checked above
                     raise ConfigError(f"{self.directory}: cannot append: {exc}") from exc
-                self._last_time = t
-                self._dirty = True
-            end = self._segments[-1].end
+            end = self._writer.next_index  # type: ignore[union-attr]
             if self._gc is None:
                 return range(first, end)
             ticket = self._gc.ticket()
@@ -312,7 +327,7 @@ class AppendLog(LogView):
         """Validate mixed items (bytes or tuples) and give each its time."""
         fixed = None if time_ns is None else self._stamp(time_ns)
         now = _time_ns()  # one clock reading for the items without a time
-        last = self._last_time
+        last = self._writer.last_time  # type: ignore[union-attr]
         batch: list[tuple[bytes, int, int]] = []
         for item in items:
             if isinstance(item, tuple):
@@ -345,13 +360,16 @@ class AppendLog(LogView):
             raise
         self._segments.append(seg)
         self._bases.append(seg.base)
-        self._writer = self._new_writer(seg)
+        self._writer = self._new_writer(seg, writer.last_time)
         return self._writer
 
-    def _new_writer(self, seg: Segment) -> SegmentWriter:
-        """The writer of the active segment: a full segment rolls over, a full
-        buffer is flushed (a failure of either poisons the log)."""
-        return SegmentWriter(seg, self.segment_bytes, self.buffer_bytes, self._roll_locked, self._flush_locked)
+    def _new_writer(self, seg: Segment, last_time: int) -> SegmentWriter:
+        """The writer of the active segment (``last_time``: the log's newest
+        record's): a full segment rolls over, a full buffer is flushed (a failure
+        of either poisons the log)."""
+        return SegmentWriter(
+            seg, self.segment_bytes, self.buffer_bytes, self._roll_locked, self._flush_locked, last_time
+        )
 
     def _flush_locked(self) -> None:
         """Write the buffered records: log bytes, checksums, then index entries."""
@@ -383,7 +401,8 @@ class AppendLog(LogView):
                 raise PoisonedError(self.directory, self._failure)
             self._flush_locked()
             writer = self._writer
-            self._dirty = False
+            assert writer is not None
+            self._synced_end = writer.next_index
         assert writer is not None
         try:
             writer.sync()
@@ -403,7 +422,7 @@ class AppendLog(LogView):
         # Buffered records become readable by writing them out first.  A record
         # already in the files needs nothing: its segment's state is the flushed one.
         writer = self._writer
-        if writer is None or (index is not None and index < writer.flushed_end):
+        if writer is None or (index is not None and index < writer.seg.end):
             return
         if writer.unflushed and self._failure is None:
             self._flush_locked()
@@ -447,6 +466,7 @@ class AppendLog(LogView):
         the first segment that has not expired, so the log stays contiguous."""
         with self._sync_lock, self._lock:
             self._check_writable()
+            self._flush_locked()  # the segments' times include every record appended
             now = time.time_ns() if now is None else now
             victims: list[Segment] = []
             for seg in self._segments:

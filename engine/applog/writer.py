@@ -7,10 +7,12 @@ one shard per task).  So every segment on disk, whoever wrote it, has its
 
 1. :meth:`SegmentWriter.add` encodes records (:func:`encode_batch`) into memory:
    log bytes and ``.crc`` entries into pending buffers, index entries into the
-   in-memory copy of the segment's index;
+   in-memory copy of the segment's index, the new extent into the writer's
+   state (one small list the encoder reads and updates);
 2. :meth:`SegmentWriter.flush` writes the pending log bytes, then the checksums,
    then the index entries, so another process never meets an index entry whose
-   record or checksum is not in the files yet;
+   record or checksum is not in the files yet; then the segment object takes
+   the new extent, so readers in this process see what readers elsewhere see;
 3. :meth:`SegmentWriter.sync` fdatasyncs the log, the ``.crc`` file, **then** the
    index: a durable index entry always names a durable, checksummed record, which
    is what lets recovery tell a torn tail from damage in the middle (see
@@ -31,19 +33,27 @@ caller decides what they poison.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import struct
+from collections.abc import Callable
+from typing import Any
 
+from engine.applog.batch import CRC_OUT, LAST_TIME, LOG_OUT, LOG_SIZE, NEXT_INDEX, new_state
 from engine.applog.batch import encode_batch as encode_batch_reference
-from engine.applog.codec import CRC_MAGIC, HEADER_SIZE, IDX_MAGIC, LOG_MAGIC, encode_header
+from engine.applog.codec import CRC_MAGIC, HEADER_SIZE, IDX_MAGIC, INT64_MIN, LOG_MAGIC, encode_header
 from engine.applog.segment import Segment, crc_path, idx_path, log_path
 from engine.fs import FileHandle, FileSystem, crashpoint, create_file
 from engine.native import load as load_native
 
 _native = load_native("engine.applog._native")
 
+_TIME = struct.Struct("<q")  # an index entry's first field: i64 time_ns (8 bytes)
+assert _TIME.size == 8
+
 #: The record encoder of this process: the compiled twin when built, else the
-#: pure-Python reference (same arguments, results, bytes and errors).
-encode_batch: Callable[..., int] = _native.encode_batch if _native is not None else encode_batch_reference
+#: pure-Python reference (same arguments, results, bytes, state and errors).
+encode_batch: Callable[[Any, int, int, list[Any]], int] = (
+    _native.encode_batch if _native is not None else encode_batch_reference
+)
 
 
 def create_segment(fs: FileSystem, directory: str, base: int, ttl_ns: int) -> Segment:
@@ -73,19 +83,25 @@ class SegmentWriter:
     """The write side of one segment (see the module docstring).
 
     ``seg`` must have its three files open and its index in memory
-    (``seg.mem_idx``); its ``count``, ``log_size`` and times include the records
-    added but not yet flushed, which is what readers in this process see.
+    (``seg.mem_idx``).  The segment object describes what is in its files (its
+    ``count``, ``log_size`` and times are those of the flushed records, which
+    readers see); the writer's ``state`` (:func:`engine.applog.batch.new_state`)
+    describes what was added, flushed or not: the encoder reads it and moves it
+    on, and :meth:`flush` publishes it to the segment once the bytes are written.
     ``segment_bytes`` is the size a record may not push the log past (unless the
-    segment is empty: it then takes one record of any size).
+    segment is empty: it then takes one record of any size).  ``last_time``: the
+    newest time of the records before this segment (INT64_MIN: none), which no
+    record's time may precede.
 
     The owner (the store, or the Spark sink) says what happens when the segment
     is full and when the buffer is: ``roll()`` seals this segment (:meth:`seal`),
     creates the next one (:func:`create_segment`) and returns its writer;
-    ``on_full()`` flushes (the store also poisons itself if that fails).
+    ``on_full()`` flushes (the store also poisons itself if that fails).  A
+    writer flushes (``on_full()``) before it calls ``roll()``, so the owner sees
+    the segment's final extent.
     """
 
-    __slots__ = ("buffer_bytes", "flushed_crc", "flushed_end", "flushed_idx", "flushed_log", "on_full", "pend_crc",
-                 "pend_log", "roll", "seg", "segment_bytes")
+    __slots__ = ("buffer_bytes", "flushed_crc", "flushed_idx", "on_full", "roll", "seg", "state")
 
     def __init__(
         self,
@@ -94,87 +110,105 @@ class SegmentWriter:
         buffer_bytes: int,
         roll: Callable[[], SegmentWriter],
         on_full: Callable[[], object],
+        last_time: int | None = None,
     ) -> None:
         if seg.mem_idx is None or seg.idx is None or seg.crc is None:
             raise ValueError(f"{seg.log_path}: a segment writer needs the index in memory and a .crc file")
         self.seg = seg
-        self.segment_bytes = segment_bytes
         self.buffer_bytes = buffer_bytes
         self.roll = roll
         self.on_full = on_full
-        self.pend_log = bytearray()  # log bytes of the records not yet written
-        self.pend_crc = bytearray()  # their .crc entries
-        self.flushed_log = seg.log_size  # bytes of the log in the file
+        if last_time is None:
+            last_time = INT64_MIN if seg.last_time is None else seg.last_time
+        elif seg.last_time is not None:
+            last_time = max(last_time, seg.last_time)
+        # Log bytes and .crc entries of the records not yet written go to two
+        # pending buffers; index entries go straight to the in-memory index.
+        self.state = new_state(
+            bytearray(), bytearray(), seg.mem_idx, seg.base, seg.end, seg.log_size, segment_bytes, last_time
+        )
         self.flushed_crc = seg.crc.size()  # bytes of the .crc file in the file
         self.flushed_idx = len(seg.mem_idx)  # bytes of the index in the file
-        self.flushed_end = seg.end  # records in the files
+
+    @property
+    def next_index(self) -> int:
+        """The index the next record added gets."""
+        index: int = self.state[NEXT_INDEX]
+        return index
+
+    @property
+    def last_time(self) -> int:
+        """The newest record's time (INT64_MIN: none yet)."""
+        last: int = self.state[LAST_TIME]
+        return last
 
     @property
     def unflushed(self) -> bool:
         """Whether records were added since the last flush."""
-        return self.seg.end != self.flushed_end
+        return bool(self.state[NEXT_INDEX] != self.seg.end)
 
-    def add(self, items: Sequence[bytes], flags: int, time_ns: int) -> int:
-        """Encode ``items`` (exact ``bytes``, all with ``flags`` and ``time_ns``,
-        which the caller has checked: not earlier than the newest record) as the
-        log's next records and return the index of the first.
+    def add(self, items: bytes | list[bytes] | tuple[bytes, ...], flags: int, time_ns: int) -> int:
+        """Encode ``items`` (one record as exact ``bytes``, or a list or tuple of
+        them, all with ``flags`` and ``time_ns``, not earlier than the newest
+        record) as the log's next records and return the index of the first.
 
-        Records that do not fit this segment go to the next ones (``roll()``);
-        once the pending bytes reach ``buffer_bytes``, ``on_full()`` is called.
         This is the one path by which records are written: the store's ``append``
-        and ``append_many`` and the Spark sink all come here.  One loop turn per
-        segment the items span, one :func:`encode_batch` call in each.
+        (one record) and ``append_many`` and the Spark sink all come here.  One
+        :func:`encode_batch` call encodes what fits the segment; records that do
+        not fit go to the next ones (:meth:`_spill`); once the pending bytes reach
+        ``buffer_bytes``, ``on_full()`` is called.  The encoder's ``TypeError``
+        or ``ValueError`` (bad arguments) changes nothing.
         """
-        writer = self
-        seg = self.seg
-        count = seg.count
-        first = index = seg.base + count
-        start = 0
-        n = len(items)
-        while True:
-            pend = writer.pend_log
-            before = len(pend)
-            stop: int = encode_batch(
-                items, start, flags, time_ns, index, seg.log_size, writer.segment_bytes, count,
-                pend, writer.pend_crc, seg.mem_idx,
-            )
-            if stop != start:
-                if not count:
-                    seg.first_time = time_ns
-                seg.count = count + stop - start
-                seg.log_size += len(pend) - before
-                seg.last_time = time_ns
-            if stop == n:
-                break
-            writer = writer.roll()
-            seg = writer.seg
-            count = seg.count
-            index = seg.base + count
-            start = stop
-        if len(pend) >= writer.buffer_bytes:
-            writer.on_full()
+        state = self.state
+        first: int = state[NEXT_INDEX]
+        left = encode_batch(items, flags, time_ns, state)
+        if left:
+            self._spill(items, left, flags, time_ns)
+        elif len(state[LOG_OUT]) >= self.buffer_bytes:
+            self.on_full()
         return first
 
+    def _spill(self, items: bytes | list[bytes] | tuple[bytes, ...], left: int, flags: int, time_ns: int) -> None:
+        """Put the ``left`` last of ``items`` in the next segments (flushing this
+        one, then ``roll()``, for each segment they fill)."""
+        writer = self
+        while left:
+            if type(items) is not bytes:
+                items = items[len(items) - left :]
+            writer.on_full()
+            writer = writer.roll()
+            left = encode_batch(items, flags, time_ns, writer.state)
+        if len(writer.state[LOG_OUT]) >= writer.buffer_bytes:
+            writer.on_full()
+
     def flush(self) -> None:
-        """Write the added records: log bytes, then checksums, then index entries."""
+        """Write the added records (log bytes, then checksums, then index
+        entries), then publish them: the segment's extent becomes the state's."""
         seg = self.seg
-        if seg.end == self.flushed_end:
+        state = self.state
+        end: int = state[NEXT_INDEX]
+        if end == seg.end:
             return
         assert seg.mem_idx is not None and seg.idx is not None and seg.crc is not None
+        pend_log: bytearray = state[LOG_OUT]
+        pend_crc: bytearray = state[CRC_OUT]
         # write_parts_at writes the buffers themselves (no copy on the OS; the
         # crash simulator keeps its own).  Checksums after the records, index
         # entries last: a reader in another process never meets an entry whose
         # record or checksum is not written.
-        seg.log.write_parts_at(self.flushed_log, (self.pend_log,))
-        seg.crc.write_parts_at(self.flushed_crc, (self.pend_crc,))
+        seg.log.write_parts_at(seg.log_size, (pend_log,))
+        seg.crc.write_parts_at(self.flushed_crc, (pend_crc,))
         with memoryview(seg.mem_idx) as mem:
             seg.idx.write_parts_at(self.flushed_idx, (mem[self.flushed_idx :],))
-        self.flushed_crc += len(self.pend_crc)
-        self.pend_log.clear()
-        self.pend_crc.clear()
-        self.flushed_log = seg.log_size
+        self.flushed_crc += len(pend_crc)
         self.flushed_idx = len(seg.mem_idx)
-        self.flushed_end = seg.end
+        pend_log.clear()
+        pend_crc.clear()
+        if not seg.count:
+            seg.first_time = _TIME.unpack_from(seg.mem_idx, HEADER_SIZE)[0]
+        seg.count = end - seg.base
+        seg.log_size = state[LOG_SIZE]
+        seg.last_time = state[LAST_TIME]
 
     def sync(self) -> None:
         """fdatasync what :meth:`flush` wrote: the log, the checksums, then the

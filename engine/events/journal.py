@@ -3,8 +3,10 @@
 A journal is a directory holding two files, named as in akka-persistence-file-journal:
 ``meta`` (one block per persistence id: first/last block offsets and highest
 sequence number) and ``data`` (every id's event blocks, interleaved, each id a
-doubly linked list), plus the writer lock ``.lock``.  The format has no checksum
-and no commit record, so this implementation adds a commit protocol (see
+doubly linked list), plus the writer lock ``.lock`` and the checksum side files
+``data.crc`` / ``meta.crc`` (:mod:`engine.events.sums`: the format has no room for
+a checksum; every read path checks them).  The format has no commit record, so
+this implementation adds a commit protocol (see
 ``docs/formats/events.md``): a batch is committed by the link that joins it to
 its id's chain (the old last block's ``next``), and a link is only written once
 what it points to is durable -- or, for a batch inside one 512-byte sector, in the
@@ -20,12 +22,22 @@ file's cache updates are :mod:`engine.events.metafile`; replay's walk is
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
+import zlib
 from collections.abc import Iterable, Iterator
 from itertools import chain
 
-from engine.errors import ClosedError, ConfigError, CorruptFileError, FormatError, FullError, PoisonedError
+from engine.errors import (
+    ClosedError,
+    ConfigError,
+    CorruptFileError,
+    DiskFullError,
+    FormatError,
+    FullError,
+    PoisonedError,
+)
 from engine.events.blocks import DEFAULT_READAHEAD, BlockReader
 from engine.events.codec import (
     BLOCK_HEADER_SIZE,
@@ -38,20 +50,39 @@ from engine.events.codec import (
     encode_id,
     sector_crossing,
 )
-from engine.events.layout import DATA_NAME, LOCK_NAME, META_NAME, META_TMP_NAME, Entry, IdInfo, join
+from engine.events.layout import (
+    DATA_NAME,
+    DATA_SUMS_NAME,
+    LOCK_NAME,
+    META_NAME,
+    META_SUMS_NAME,
+    META_TMP_NAME,
+    Entry,
+    IdInfo,
+    join,
+)
 from engine.events.metafile import MetaFile
-from engine.events.recovery import Loaded, load, open_files, remove_stray_tmp, roll_meta_forward
+from engine.events.recovery import (
+    Loaded,
+    complete_meta_sums,
+    load,
+    open_files,
+    remove_stray_tmp,
+    roll_meta_forward,
+)
+from engine.events.sumfiles import SUMS_SYNC_EVERY, DataSums, MetaSums, load_data_sums, open_meta_sums
 from engine.events.runs import (
     ANY_PREVIOUS,
     MIN_WINDOW,
     RUN_DONE,
     RUN_MORE,
     Event,
+    ReadAt,
     RunResult,
     read_runs,
     run_error,
 )
-from engine.events.verify import verify_journal
+from engine.events.verify import verify_journal, verify_sums
 from engine.fs import (
     FileHandle,
     FileSystem,
@@ -71,6 +102,17 @@ log = logging.getLogger("engine.events")
 DEFAULT_PREALLOCATE = 256 * 1024
 #: Replay decodes at most this many events ahead of its consumer.
 RUN_CHUNK = 1024
+
+
+def _disk_full(exc: BaseException, path: str) -> BaseException:
+    """``exc`` typed: a raw ENOSPC/EDQUOT ``OSError`` (from a directory
+    operation: creating a file, the rename of a meta rewrite) becomes
+    :class:`DiskFullError`; file writes and syncs get it from the seam already."""
+    if isinstance(exc, OSError) and not isinstance(exc, DiskFullError) and exc.errno in (
+        errno.ENOSPC, errno.EDQUOT
+    ):
+        return DiskFullError(exc.filename or path, exc.errno, "write")
+    return exc
 
 
 class SequenceNumberError(ConfigError):
@@ -102,7 +144,12 @@ class EventJournal:
         self.directory = directory
         self.data_path = join(directory, DATA_NAME)
         self.meta_path = join(directory, META_NAME)
+        self._fs = fs
         self._data = data
+        self._dsums = DataSums(join(directory, DATA_SUMS_NAME), None)
+        self._msums = MetaSums(join(directory, META_SUMS_NAME), None, [])
+        # Per id: replay checked every batch of its chain up to this sequence number.
+        self._checked: dict[str, int] = {}
         self._meta = MetaFile(fs, self.meta_path, join(directory, META_TMP_NAME), meta,
                               durable=sync.always and not read_only)
         self._writer_lock = lock
@@ -160,6 +207,18 @@ class EventJournal:
         crash of a ``sync="never"`` writer several batches may be uncommitted:
         ``salvage=True`` then cuts whatever is past the committed end.
         """
+        try:
+            return cls._open_writer(directory, create, sync, max_data_size, readahead, preallocate, salvage, fs)
+        except OSError as exc:
+            typed = _disk_full(exc, directory)
+            if typed is exc:
+                raise
+            raise typed from exc
+
+    @classmethod
+    def _open_writer(cls, directory: str, create: bool, sync: object, max_data_size: int, readahead: int,
+                     preallocate: int, salvage: bool, fs: FileSystem | None) -> EventJournal:
+        """:meth:`open`'s work (its errors typed by the caller)."""
         fs = resolve(fs)
         policy = SyncPolicy.parse(sync)
         if policy.mode == "periodic":
@@ -186,9 +245,16 @@ class EventJournal:
         try:
             report = journal.recovery
             remove_stray_tmp(fs, directory, journal._meta.tmp_path, report)
-            loaded = load(data, meta, data_path, meta_path, report=report, salvage=salvage)
+            journal._msums = open_meta_sums(fs, journal._msums.path, writer=True)
+            if salvage:
+                # Keep whatever meta still says; its checksums are rebuilt from it.
+                journal._msums.clear()
+            loaded = load(data, meta, data_path, meta_path, report=report, meta_sums=journal._msums,
+                          salvage=salvage)
             journal._install(loaded)
-            roll_meta_forward(journal._meta, journal._entries, loaded.rolled, report)
+            roll_meta_forward(journal._meta, journal._entries, loaded, report)
+            complete_meta_sums(journal._msums, journal._entries, report)
+            journal._dsums = load_data_sums(fs, journal._dsums.path, data, data_path, loaded.end, report)
         except BaseException:
             journal._release()
             raise
@@ -246,8 +312,18 @@ class EventJournal:
         attempts = 5
         for attempt in range(attempts):
             try:
-                self._install(load(self._data, self._meta.handle, self.data_path, self.meta_path,
-                                            report=None))
+                self._msums.close()
+                self._dsums.close()
+                self._msums = open_meta_sums(self._fs, self._msums.path, writer=False)
+                loaded = load(self._data, self._meta.handle, self.data_path, self.meta_path, report=None,
+                              meta_sums=self._msums)
+                self._dsums = load_data_sums(self._fs, self._dsums.path, self._data, self.data_path, loaded.end,
+                                             None)
+                self._install(loaded)
+                if len(self._msums.entries) < len(loaded.entries):
+                    log.warning("event journal %s: %d persistence id(s) have no checksum in %s (a writer "
+                                "crashed before syncing it, or the journal predates it)", self.directory,
+                                len(loaded.entries) - len(self._msums.entries), self._msums.path)
                 return
             except FormatError:
                 raise  # a foreign file does not change by re-reading it
@@ -273,6 +349,9 @@ class EventJournal:
         self._check_open()
         if self.read_only:
             raise ConfigError(f"{self.directory}: journal was opened read-only")
+        if isinstance(self._failure, DiskFullError):
+            # A full disk stays a full disk (free space and reopen).
+            raise DiskFullError(self._failure.path, self._failure.errno or errno.ENOSPC, self._failure.operation)
         if self._failure is not None:
             raise PoisonedError(self.directory, self._failure)
 
@@ -332,6 +411,9 @@ class EventJournal:
             single = linked and not sector_crossing(start, len(blob))
             try:
                 self._data.write_at(start, blob)
+                # Its checksum before anything links to it (the last block's
+                # ``next`` is 0 as written, which is how the checksum counts it).
+                self._dsums.append(start, new_end, offsets[-1], zlib.crc32(blob))
                 self._data.write_at(DATA_LENGTH_FIELD, I32.pack(new_end - DATA_HEADER_SIZE))
                 if new_end > self._allocated and self.preallocate:
                     # Reserve zeros past the batch: later batches then overwrite
@@ -355,6 +437,8 @@ class EventJournal:
                         self._sync_data("events.write.link")
                 if entry is None:
                     # A new id has no chain to link onto: its meta block is the commit.
+                    # Its checksum entry first (synced with the sums, or rebuilt).
+                    self._msums.put(len(self._entries), raw_id, expected)
                     meta_offset = self._meta.append_block(persistence_id, offsets[0], offsets[-1], highest)
                     entry = Entry(persistence_id, meta_offset, offsets[0], offsets[-1], highest, expected)
                     self._entries[persistence_id] = entry
@@ -366,11 +450,15 @@ class EventJournal:
                         entry.first_seq = expected
                     entry.first, entry.last, entry.highest = first, offsets[-1], highest
             except BaseException as exc:
-                self._failure = exc
+                self._failure = _disk_full(exc, self.directory)
+                if self._failure is not exc:
+                    raise self._failure from exc
                 raise
             self._end = new_end
             self._allocated = max(self._allocated, new_end)
             self.batches_written += 1
+            if self.sync.always and self._dsums.unsynced >= SUMS_SYNC_EVERY:
+                self._sync_sums()
 
     def delete_to(self, persistence_id: str, sequence_nr: int) -> None:
         """Delete the id's events up to and including ``sequence_nr``.
@@ -399,9 +487,17 @@ class EventJournal:
                     raise CorruptFileError(self.data_path, offset, f"sequence number {to + 1}",
                                            str(new_first_seq))
             try:
+                # The checksummed first live number first, durably: after a crash
+                # between the two files, recovery moves meta's first to it.
+                self._msums.put(list(self._entries).index(persistence_id), persistence_id.encode("utf-8"),
+                                new_first_seq)
+                if self.sync.always:
+                    self._msums.sync()
                 self._meta.set_fields(entry, new_first, entry.last, entry.highest, durable=True)
             except BaseException as exc:
-                self._failure = exc
+                self._failure = _disk_full(exc, self.directory)
+                if self._failure is not exc:
+                    raise self._failure from exc
                 raise
             entry.first, entry.first_seq = new_first, new_first_seq
 
@@ -409,6 +505,17 @@ class EventJournal:
     def _link(self, last: int, first: int) -> None:
         """Point the id's last block's ``next`` at the first block of a new batch."""
         self._data.write_at(last + BLOCK_NEXT_FIELD, I32.pack(first))
+
+    def _sync_sums(self) -> None:
+        """Sync the checksum side files (in rounds, and on close)."""
+        try:
+            self._dsums.sync()
+            self._msums.sync()
+        except BaseException as exc:
+            self._failure = _disk_full(exc, self.directory)
+            if self._failure is not exc:
+                raise self._failure from exc
+            raise
 
     def _sync_data(self, what: str) -> None:
         if self.sync.always:
@@ -450,11 +557,26 @@ class EventJournal:
         # chunk is walked now: most replays are done in one call of the walker
         # and need no generator at all.
         cap = max_(self.readahead, BLOCK_HEADER_SIZE)
-        walked = read_runs(self._data.read_at, first, ANY_PREVIOUS, lo, hi, limit, cap, min(MIN_WINDOW, cap),
-                           RUN_CHUNK)
+        read_at = self._read_for(persistence_id, hi)
+        walked = read_runs(read_at, first, ANY_PREVIOUS, lo, hi, limit, cap, min(MIN_WINDOW, cap), RUN_CHUNK)
         if walked[5] == RUN_DONE:
+            if read_at is not self._data.read_at:
+                self._checked[persistence_id] = hi
             return iter(walked[0])
-        return chain.from_iterable(self._runs(first, ANY_PREVIOUS, lo, hi, limit, walked))
+        return chain.from_iterable(self._runs(first, ANY_PREVIOUS, lo, hi, limit, walked, persistence_id))
+
+    def _read_for(self, persistence_id: str | None, hi: int) -> ReadAt:
+        """The data file's ``read_at`` for a replay up to ``hi``: checking the
+        batches it reads against ``data.crc``, unless the id's chain was checked
+        that far already (committed bytes never change)."""
+        if not self._dsums.present or (persistence_id is not None and self._checked.get(persistence_id, 0) >= hi):
+            return self._data.read_at
+        return self._checked_read
+
+    def _checked_read(self, offset: int, length: int) -> bytes:
+        """``read_at`` of data after checking the batches under ``[offset, offset + length)``."""
+        self._dsums.check(self._data.read_at, offset, offset + length, self.data_path)
+        return self._data.read_at(offset, length)
 
     def _locate(self, first: int, last: int, first_seq: int, highest: int, lo: int, hi: int,
                 limit: int) -> Iterator[list[Event]]:
@@ -491,7 +613,7 @@ class EventJournal:
         return self._runs(offset, header.previous, lo, hi, limit)
 
     def _runs(self, offset: int, prev: int, expected: int, hi: int, limit: int,
-              walked: RunResult | None = None) -> Iterator[list[Event]]:
+              walked: RunResult | None = None, whole_id: str | None = None) -> Iterator[list[Event]]:
         """Yield blocks ``expected..hi`` following ``next`` links from ``offset``, as
         lists of Events (up to :data:`RUN_CHUNK` per list); ``walked`` is the result
         of a first walker call already made from that state.
@@ -503,7 +625,7 @@ class EventJournal:
         typed error where the walk stopped at a broken block.  The first window is
         4 KiB (block sizes are not known yet).
         """
-        read_at = self._data.read_at
+        read_at = self._read_for(whole_id, hi)
         walk = read_runs
         cap = max_(self.readahead, BLOCK_HEADER_SIZE)
         want = min(MIN_WINDOW, cap)
@@ -515,6 +637,8 @@ class EventJournal:
             if events:
                 yield events
             if status == RUN_DONE:
+                if whole_id is not None and read_at is not self._data.read_at:
+                    self._checked[whole_id] = hi
                 return
             if status != RUN_MORE:
                 raise run_error(status, detail, offset, prev, expected, limit, self.data_path)
@@ -585,10 +709,12 @@ class EventJournal:
         and returns notes: what recovery repaired on open, then what the check found."""
         with self._lock:
             self._check_open()
-            return [str(action) for action in self.recovery.actions] + verify_journal(
+            notes = [str(action) for action in self.recovery.actions] + verify_journal(
                 self._data, self.data_path, self._end, self.meta_path,
                 [(e.pid, e.first, e.last, e.highest) for e in self._entries.values()],
                 strict_links=not self.read_only)
+            return notes + verify_sums(self._dsums, self._msums, self._data, self.data_path, self._end,
+                                       len(self._entries), strict=not self.read_only)
 
     # -- closing ----------------------------------------------------------------------
     def close(self) -> None:
@@ -598,6 +724,17 @@ class EventJournal:
                 return
             try:
                 if not self.read_only and self._failure is None:
+                    self._flush_on_close()
+            finally:
+                self._closed = True
+                self._release()
+
+    def _flush_on_close(self) -> None:
+        """Everything durable as the original's reader expects it (close's work)."""
+        try:
+            if True:
+                if True:
+                    self._sync_sums()
                     if self._data.size() > self._end:
                         # Leave exactly what the akka-persistence-file-journal
                         # writer would: no reserved zeros.
@@ -613,7 +750,8 @@ class EventJournal:
     def _release(self) -> None:
         """Close both files, then let the writer lock go (closing must release
         everything it can)."""
-        for close, path in ((self._meta.close, self.meta_path), (self._data.close, self.data_path)):
+        for close, path in ((self._meta.close, self.meta_path), (self._data.close, self.data_path),
+                            (self._dsums.close, self._dsums.path), (self._msums.close, self._msums.path)):
             try:
                 close()
             except Exception:

@@ -17,6 +17,10 @@ DATA_NAME = "data"
 #: Temporary name used while the meta file is rewritten atomically (this
 #: implementation's addition; deleted on open).
 META_TMP_NAME = "meta.tmp"
+#: Checksum side files (this implementation's addition, see engine.events.sums):
+#: one CRC per batch of ``data``, one per block of ``meta``.
+DATA_SUMS_NAME = "data.crc"
+META_SUMS_NAME = "meta.crc"
 #: The writer lock (this implementation's addition): an empty file a writer holds
 #: an exclusive ``flock`` on from before it creates anything until it closes.
 LOCK_NAME = ".lock"

@@ -14,7 +14,15 @@ in the journal's :class:`~engine.fs.RecoveryReport`:
 * ``reset`` – the ``next`` link of a chain tip left pointing at such a batch, the
   data header's length;
 * ``rebuilt`` – meta entries brought up to the chains' ends (normal after a crash
-  of a ``sync="always"`` writer: meta is synced in rounds).
+  of a ``sync="always"`` writer: meta is synced in rounds); checksum entries of
+  ``data.crc`` / ``meta.crc`` missing for committed blocks and ids (synced in
+  rounds too; all of them for a journal written before the side files existed);
+* ``reset`` – also a meta block's ``first`` that disagrees with the first live
+  sequence number its checksummed ``meta.crc`` entry holds (a crash between the
+  two writes of ``delete_to``, or damage to ``first``): the entry wins.
+
+Every meta block with a ``meta.crc`` entry must match its checksum (its size,
+id and first live sequence number), else the journal is corrupt.
 
 A reader runs the same load without repairing: it sees what was committed.
 """
@@ -46,6 +54,8 @@ from engine.events.codec import (
 )
 from engine.events.layout import Entry
 from engine.events.metafile import MetaFile
+from engine.events.sumfiles import MetaSums
+from engine.events.sums import id_crc, id_sum_offset
 from engine.fs import FileHandle, FileSystem, OpenMode, RecoveryReport, crashpoint, create_file
 
 
@@ -58,6 +68,7 @@ class Loaded:
     entries: dict[str, Entry]
     end: int  # the committed end of ``data`` (header included)
     rolled: list[str]  # ids whose chain runs past meta's last block
+    refirsted: list[str]  # ids whose meta ``first`` was corrected from meta.crc
 
 
 def remove_stray_tmp(fs: FileSystem, directory: str, tmp: str, report: RecoveryReport) -> None:
@@ -144,14 +155,17 @@ def load(
     meta_path: str,
     *,
     report: RecoveryReport | None,
+    meta_sums: MetaSums,
     salvage: bool = False,
 ) -> Loaded:
     """Read meta, check every id's anchors in data, and find the committed end.
 
     With a ``report`` (the writer) the tails are repaired and recorded; without
-    (a reader) nothing is written.
+    (a reader) nothing is written.  ``meta_sums`` is re-read after meta (a
+    writer writes an id's entry before the meta size that commits the id).
     """
     meta_bytes = meta.read_all()
+    sums = meta_sums.reload()
     magic, blocks_size = decode_meta_header(meta_bytes[:META_HEADER_SIZE], meta_path)
     committed_meta = META_HEADER_SIZE + blocks_size
     if len(meta_bytes) < committed_meta:
@@ -170,12 +184,30 @@ def load(
     end = DATA_HEADER_SIZE
     dangling: list[int] = []
     rolled: list[str] = []
-    for block in blocks:
+    refirsted: list[str] = []
+    if len(sums) > len(blocks) + 1 and not salvage:
+        # A crash leaves at most one checksummed id past the committed meta blocks
+        # (the new id in flight); more means meta lost committed blocks.
+        raise CorruptFileError(meta_path, 4, f"at most one id past the {len(blocks)} committed meta blocks "
+                               f"({meta_sums.path})", f"{len(sums)} checksummed ids (meta lost blocks; open "
+                               "with salvage=True to cut them anyway)")
+    for index, block in enumerate(blocks):
         first_seq = block.highest + 1
+        raw_id = block.persistence_id.encode("utf-8")
+        summed = sums[index] if index < len(sums) else None
+        if summed is not None and id_crc(raw_id, summed[0]) != summed[1]:
+            raise CorruptFileError(meta_path, block.offset,
+                                   f"a meta block matching its checksum {summed[1]:08x} in {meta_sums.path}",
+                                   f"checksum {id_crc(raw_id, summed[0]):08x} (id {block.persistence_id!r}, "
+                                   f"first live sequence number {summed[0]})")
         if block.last == 0:
             if block.first != 0:
                 raise CorruptFileError(meta_path, block.offset + META_FIELDS_OFFSET,
                                        "first offset 0 when the last offset is 0", str(block.first))
+            if summed is not None and summed[0] != first_seq:
+                raise CorruptFileError(meta_path, block.offset + META_FIELDS_OFFSET,
+                                       f"first live sequence number {summed[0]} of {block.persistence_id!r} "
+                                       f"({meta_sums.path})", f"no blocks and highest {block.highest}")
         else:
             last = reader.header(block.last)
             if last.sequence_nr != block.highest:
@@ -188,23 +220,32 @@ def load(
             tip, grown = _roll_forward(reader, last)
             first_seq = tip.sequence_nr + 1
             if block.first != 0:
-                first = reader.header(block.first)
-                if not 1 <= first.sequence_nr <= tip.sequence_nr:
-                    raise CorruptFileError(data_path, block.first,
-                                           f"a sequence number in [1, {tip.sequence_nr}] for "
-                                           f"{block.persistence_id!r}", str(first.sequence_nr))
-                first_seq = first.sequence_nr
+                try:
+                    first = reader.header(block.first)
+                    if not 1 <= first.sequence_nr <= tip.sequence_nr:
+                        raise CorruptFileError(data_path, block.first,
+                                               f"a sequence number in [1, {tip.sequence_nr}] for "
+                                               f"{block.persistence_id!r}", str(first.sequence_nr))
+                    first_seq = first.sequence_nr
+                except CorruptFileError:
+                    if summed is None:
+                        raise
+                    first_seq = -1  # damaged: meta.crc's number says where the first block is
             if grown:
                 rolled.append(block.persistence_id)
                 if block.first == 0:
                     first_seq = last.sequence_nr + 1
-                    block = MetaBlock(block.persistence_id, last.next, tip.offset, tip.sequence_nr, block.offset)
-                else:
-                    block = MetaBlock(block.persistence_id, block.first, tip.offset, tip.sequence_nr,
-                                      block.offset)
+                block = MetaBlock(block.persistence_id, block.first or last.next, tip.offset, tip.sequence_nr,
+                                  block.offset)
             if tip.next != 0:
                 dangling.append(tip.offset)
             end = max(end, tip.end)
+            if summed is not None and summed[0] != first_seq:
+                # meta's ``first`` disagrees with the checksummed first live number.
+                offset = _first_block(reader, tip, summed[0], block, data_path, meta_path)
+                block = MetaBlock(block.persistence_id, offset, block.last, block.highest, block.offset)
+                first_seq = summed[0]
+                refirsted.append(block.persistence_id)
         entries[block.persistence_id] = Entry(block.persistence_id, block.offset, block.first,
                                               block.last, block.highest, first_seq)
     # Past the committed end there may be zeros the writer reserved (not news) and
@@ -246,20 +287,68 @@ def load(
             if header_length != end - DATA_HEADER_SIZE:
                 report.add("reset", data_path, 1, "header fields", offset=DATA_LENGTH_FIELD,
                            detail=f"data length {header_length} corrected to {end - DATA_HEADER_SIZE}")
-    return Loaded(magic, bytes(meta_bytes[:committed_meta]), entries, end, rolled)
+    return Loaded(magic, bytes(meta_bytes[:committed_meta]), entries, end, rolled, refirsted)
 
 
-def roll_meta_forward(meta: MetaFile, entries: dict[str, Entry], rolled: list[str],
+def _first_block(reader: BlockReader, tip: BlockHeader, first_seq: int, block: MetaBlock, data_path: str,
+                 meta_path: str) -> int:
+    """Offset of the block numbered ``first_seq`` in the chain ending at ``tip``
+    (0 when ``first_seq`` is past the tip: everything deleted), walking back."""
+    if first_seq == tip.sequence_nr + 1:
+        return 0
+    if not 1 <= first_seq <= tip.sequence_nr:
+        raise CorruptFileError(meta_path, block.offset,
+                               f"a first live sequence number in [1, {tip.sequence_nr + 1}] for "
+                               f"{block.persistence_id!r} (meta.crc)", str(first_seq))
+    header = tip
+    while header.sequence_nr > first_seq:
+        prev = reader.header(header.previous)
+        if prev.next != header.offset or prev.sequence_nr != header.sequence_nr - 1:
+            raise CorruptFileError(data_path, prev.offset, f"next {header.offset} and sequence number "
+                                   f"{header.sequence_nr - 1}", f"next {prev.next} and sequence number "
+                                   f"{prev.sequence_nr}")
+        header = prev
+    return header.offset
+
+
+def roll_meta_forward(meta: MetaFile, entries: dict[str, Entry], loaded: Loaded,
                       report: RecoveryReport) -> None:
-    """Write the rolled-forward entries back to meta (durably) and record it."""
-    if not rolled:
+    """Write the rolled-forward and corrected entries back to meta (durably) and record it."""
+    changed = list(dict.fromkeys(loaded.rolled + loaded.refirsted))
+    if not changed:
         return
-    for pid in rolled:
+    for pid in changed:
         entry = entries[pid]
         meta.set_fields(entry, entry.first, entry.last, entry.highest, durable=False)
     meta.sync()
-    report.add("rebuilt", meta.path, len(rolled), "entries",
-               detail="brought up to the ends of their chains in data")
+    if loaded.rolled:
+        report.add("rebuilt", meta.path, len(loaded.rolled), "entries",
+                   detail="brought up to the ends of their chains in data")
+    if loaded.refirsted:
+        report.add("reset", meta.path, len(loaded.refirsted), "entries",
+                   detail="first block moved to the first live sequence number in meta.crc")
+
+
+def complete_meta_sums(meta_sums: MetaSums, entries: dict[str, Entry], report: RecoveryReport) -> None:
+    """Writer: drop ``meta.crc`` entries past the committed meta blocks (at most
+    one: :func:`load` refused more), add the missing ones (ids committed since
+    its last sync, or a journal older than it)."""
+    assert meta_sums.handle is not None
+    ids = list(entries.values())
+    have = len(meta_sums.entries)
+    if have > len(ids):
+        meta_sums.handle.truncate(id_sum_offset(len(ids)))
+        del meta_sums.entries[len(ids):]
+        report.cut(meta_sums.path, id_sum_offset(len(ids)), id_sum_offset(have) - id_sum_offset(len(ids)),
+                   "checksums of uncommitted meta blocks")
+    elif have < len(ids):
+        for index in range(have, len(ids)):
+            meta_sums.put(index, ids[index].pid.encode("utf-8"), ids[index].first_seq)
+        report.add("rebuilt", meta_sums.path, len(ids) - have, "entries",
+                   detail="checksums of committed meta blocks")
+    else:
+        return
+    meta_sums.sync()
 
 
 def _roll_forward(reader: BlockReader, last: BlockHeader) -> tuple[BlockHeader, bool]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from engine.errors import CorruptFileError
 from engine.events.blocks import BlockReader
 from engine.events.codec import DATA_HEADER_SIZE, decode_data_header
+from engine.events.sumfiles import DataSums, MetaSums
 from engine.fs import FileHandle
 
 
@@ -98,4 +99,28 @@ def verify_journal(
     if orphans:
         raise CorruptFileError(data_path, orphans[0], "every block in some id's chain",
                                f"{len(orphans)} orphan block(s)")
+    return notes
+
+
+def verify_sums(data_sums: DataSums, meta_sums: MetaSums, data: FileHandle, data_path: str, end: int,
+                ids: int, *, strict: bool) -> list[str]:
+    """Check every batch below ``end`` against ``data.crc`` and that the side
+    files cover the journal: all of it for a writer (``strict``: recovery
+    completed them), a note for a reader (a crashed writer's unsynced entries).
+    The meta entries' checksums were checked when the journal was loaded."""
+    notes: list[str] = []
+    if not data_sums.present or not meta_sums.present:
+        missing = [s.path for s in (data_sums, meta_sums) if not s.present]
+        if strict:
+            raise CorruptFileError(missing[0], 0, "a checksum side file", "missing")
+        return [f"no checksums: {', '.join(missing)} missing (a writer's open adds them)"]
+    data_sums.check_all(data.read_at, min(end, data_sums.covered), data_path)
+    gaps = []
+    if data_sums.covered != end:
+        gaps.append(f"{data_sums.path} covers data up to {data_sums.covered}, the committed end is {end}")
+    if len(meta_sums.entries) < ids:
+        gaps.append(f"{meta_sums.path} has {len(meta_sums.entries)} entries for {ids} persistence ids")
+    if gaps and strict:
+        raise CorruptFileError(data_sums.path, 0, "checksums of everything committed", "; ".join(gaps))
+    notes.extend(f"{gap} (a writer's open rebuilds the rest)" for gap in gaps)
     return notes

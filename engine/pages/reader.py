@@ -39,7 +39,7 @@ from engine.pages.storefile import (
 from engine.pages.sums import sums_path
 
 
-def _flushing(path: str) -> RecoveryNeededError:
+def flushing_error(path: str) -> RecoveryNeededError:
     return RecoveryNeededError(f"{path}: a writer died while writing pages; open it for writing to recover")
 
 
@@ -84,8 +84,8 @@ class PageReader:
             if page_size is not None and page_size != header.page_size:
                 raise ConfigError(f"{path}: page size is {header.page_size}, not {page_size}")
             if header.flags & store_codec.FLUSHING:
-                raise _flushing(path)
-            _check_journal_applied(fs, journal_path(path))
+                raise flushing_error(path)
+            check_journal_applied(fs, journal_path(path))
         except BaseException:
             handle.close()
             raise
@@ -185,7 +185,7 @@ class PageReader:
         header = read_header(self.path, self._handle)
         if header.flags & store_codec.FLUSHING:
             # We hold the shared lock, so no writer is flushing now: one died mid-flush.
-            raise _flushing(self.path)
+            raise flushing_error(self.path)
         self._header = header
         return header
 
@@ -258,7 +258,7 @@ class PageReader:
         return f"<PageReader {self.path!r} page_size={self.page_size}>"
 
 
-def _check_journal_applied(fs: FileSystem, jpath: str) -> None:
+def check_journal_applied(fs: FileSystem, jpath: str) -> None:
     """RecoveryNeededError if the journal holds transactions and no writer is live
     to apply them (a live writer holds the journal's lock for its lifetime)."""
     if not fs.exists(jpath):

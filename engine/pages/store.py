@@ -65,7 +65,15 @@ from engine.pages.journal import Journal, JournalScan, journal_path, scan
 from engine.pages.reader import PageReader
 from engine.pages.recovery import StoreState, check_ops, redo, undo, verify_journal, walk_free_list
 from engine.pages.store_codec import StoreHeader
-from engine.pages.storefile import check_live, check_store_size, lock_path, read_header, slice_page, write_pages
+from engine.pages.storefile import (
+    check_live,
+    check_store_size,
+    free_tail_prefix,
+    lock_path,
+    read_header,
+    slice_page,
+    write_pages,
+)
 from engine.pages.sums import PageSums, sums_path
 from engine.pages.transaction import Image, Transaction, TransactionDelta
 
@@ -179,6 +187,11 @@ class PageStore:
         self.recovery = report
         self.commits = 0
         self.checkpoints = 0
+        #: How long an explicit checkpoint()/close()/shrink() waits for readers'
+        #: snapshots (shared locks on the store file); automatic flushes never wait.
+        self.reader_wait = DEFAULT_READER_WAIT
+        #: Flushes and automatic checkpoints put off because a reader held a snapshot.
+        self.postponed = 0
 
     # -- opening ---------------------------------------------------------------------
     @overload
@@ -315,6 +328,7 @@ class PageStore:
         except BaseException:
             wlock.release()
             raise
+        store.reader_wait = reader_wait
         store.recovery.log(log)
         return store
 
@@ -612,7 +626,7 @@ class PageStore:
         try:
             self._install(delta)
             if self.apply_each_commit:
-                self._flush()
+                self._flush(wait=0)  # a reader's snapshot: the pages wait for a later flush
         except BaseException as exc:
             self._failure = exc
             raise
@@ -621,7 +635,7 @@ class PageStore:
         if size >= self.checkpoint_bytes and (
             size >= self.checkpoint_max_bytes or len(self._dirty) * self.page_size * CHECKPOINT_RATIO <= size
         ):
-            self._checkpoint()
+            self._checkpoint(wait=0)  # never makes a commit wait for readers: postponed instead
 
     def _install(self, delta: TransactionDelta) -> None:
         """Make ``delta`` the committed state in memory (header, free list, unflushed pages)."""
@@ -644,32 +658,45 @@ class PageStore:
             # left of the old list.
             self._free_order = delta.freed[::-1] + self._free_order[len(delta.allocated) :]
 
-    def _flush(self) -> None:
+    def _flush(self, wait: float | None = None) -> bool:
         """Write the committed-but-unwritten pages and header to the store (no sync).
 
-        Under the exclusive store lock, so readers see all of it or none of it.
+        Under the exclusive store lock, so readers see all of it or none of it;
+        ``wait`` bounds the wait for readers' snapshots (shared locks): past it the
+        flush is put off (False; the pages stay in memory and in the journal).
         Only the byte ranges the journal holds after-images for are written (whole
         pages for appended ones): a write torn by a crash then damages only bytes
         that redo rewrites.  Adjacent ranges become one write.
         """
         if not self._dirty and self._header == self._disk_header:
-            return
-        ps = self.page_size
-        lock_handle(self._handle, exclusive=True, wait=None, what="store file lock")
+            return True
         try:
-            # Mark the flush in progress first: if this process dies half way, readers
-            # that already have the store open see the mark, not a torn state.
-            flushing = StoreHeader(ps, self._header.page_count, self._header.free_head, flags=store_codec.FLUSHING)
-            self._handle.write_at(0, store_codec.encode_header(flushing))
-            self._disk_header = flushing
-            write_pages(self._handle, ps, self._dirty, self._whole, self._extents)
-            if self._sums is not None:
-                self._sums.update(self._dirty)
-            if self._header != self._disk_header:
-                self._handle.write_at(0, store_codec.encode_header(self._header))
-                self._disk_header = self._header
+            lock_handle(self._handle, exclusive=True, wait=wait, what="store file lock")
+        except LockedError:
+            self.postponed += 1
+            return False
+        try:
+            self._flush_locked()
         finally:
             self._handle.unlock()
+        return True
+
+    def _flush_locked(self) -> None:
+        """:meth:`_flush` with the exclusive store lock held."""
+        if not self._dirty and self._header == self._disk_header:
+            return
+        ps = self.page_size
+        # Mark the flush in progress first: if this process dies half way, readers
+        # that already have the store open see the mark, not a torn state.
+        flushing = StoreHeader(ps, self._header.page_count, self._header.free_head, flags=store_codec.FLUSHING)
+        self._handle.write_at(0, store_codec.encode_header(flushing))
+        self._disk_header = flushing
+        write_pages(self._handle, ps, self._dirty, self._whole, self._extents)
+        if self._sums is not None:
+            self._sums.update(self._dirty)
+        if self._header != self._disk_header:
+            self._handle.write_at(0, store_codec.encode_header(self._header))
+            self._disk_header = self._header
         self._cache.put_many(self._dirty)
         self._dirty.clear()
         self._extents.clear()
@@ -687,28 +714,42 @@ class PageStore:
 
     def checkpoint(self) -> None:
         """Write and sync the store, flag the journal's transactions complete and
-        reset the journal, durably: the journal is then at rest (empty)."""
+        reset the journal, durably: the journal is then at rest (empty).
+
+        Waits up to ``reader_wait`` seconds for readers' snapshots (shared locks on
+        the store file), then raises LockedError (nothing lost: the journal keeps
+        the commits).
+        """
         with self._lock:
-            self._checkpoint()
+            if not self._checkpoint(wait=self.reader_wait):
+                raise LockedError(
+                    f"{self.path}: readers held a snapshot for over {self.reader_wait:g} s; checkpoint put off",
+                    self.path,
+                )
             self._journal.sync_reset()
 
-    def _checkpoint(self) -> None:
+    def _checkpoint(self, wait: float | None) -> bool:
         """Write and sync the store, then reset the journal (the reset left for the
         next commit's sync, see ``Journal.reset``).  Commits call this when the
-        journal is due."""
+        journal is due, with ``wait=0``: a reader's snapshot puts it off to a later
+        commit (False) instead of making the commit wait."""
         with self._lock:
             self._check_writable()
             journal = self._journal
             if journal.empty:
-                return
-            # The store must be durable before the journal forgets how to redo it.
+                return True
             try:
-                self._flush()
-            except BaseException as exc:
-                self._failure = exc
-                raise
-            lock_handle(self._handle, exclusive=True, wait=None, what="store file lock")
+                lock_handle(self._handle, exclusive=True, wait=wait, what="store file lock")
+            except LockedError:
+                self.postponed += 1
+                return False
             try:
+                # The store must be durable before the journal forgets how to redo it.
+                try:
+                    self._flush_locked()
+                except BaseException as exc:
+                    self._failure = exc
+                    raise
                 self._sync_store("checkpoint")
                 assert self._sums is not None
                 self._sums.sync("checkpoint")
@@ -716,6 +757,52 @@ class PageStore:
                 self._handle.unlock()
             journal.reset()
             self.checkpoints += 1
+            return True
+
+    def shrink(self) -> int:
+        """Give the free pages at the end of the file back to the file system;
+        returns how many pages the store lost.
+
+        Checkpoints first (the journal is then at rest, so no redo can reach past
+        the new end), then drops the longest run of free pages that ends at the
+        last page *and* makes up the head of the free list (the newest frees: a
+        caller that frees the pages it wants returned last, as ``engine.kv``'s
+        compaction does, gets all of them).  The header (page count and free-list
+        head) changes in one atomic 40-byte write, synced before the file and its
+        checksums are truncated: a crash leaves the old store or the new one with
+        a longer file than it needs, which is valid.  Waits up to ``reader_wait``
+        for readers' snapshots like :meth:`checkpoint`.
+        """
+        with self._lock:
+            self.checkpoint()
+            header = self._header
+            drop = free_tail_prefix(self._free_order, header.page_count)
+            if not drop:
+                return 0
+            count = header.page_count - drop
+            rest = self._free_order[drop:]
+            ps = header.page_size
+            new = StoreHeader(ps, count, rest[0] * ps if rest else 0)
+            lock_handle(self._handle, exclusive=True, wait=self.reader_wait, what="store file lock")
+            try:
+                self._handle.write_at(0, store_codec.encode_header(new))
+                self._sync_store("shrink")
+                self._header = self._disk_header = new
+                self._handle.truncate((count + 1) * ps)
+                self._sync_store("shrink-truncate")
+                assert self._sums is not None
+                self._sums.truncate_to(count)
+                self._sums.handle.truncate(store_codec.sum_offset(count + 1))
+                self._sums.sync("shrink")
+            except BaseException as exc:
+                self._failure = exc
+                raise
+            finally:
+                self._handle.unlock()
+            self._free_order = rest
+            self._free = set(rest)
+            self._cache.discard_many(range(count + 1, count + drop + 1))
+            return drop
 
     # -- checking ------------------------------------------------------------------------
     def verify(self) -> list[str]:
@@ -762,7 +849,12 @@ class PageStore:
                 sums = self._sums
                 healthy = self._failure is None and not self._handle.poisoned and not self._journal.handle.poisoned
                 if healthy and (sums is None or not sums.handle.poisoned):
-                    self.checkpoint()
+                    try:
+                        self.checkpoint()
+                    except LockedError as exc:
+                        # A reader's snapshot outlasted reader_wait: the journal keeps
+                        # every commit and the next writable open redoes them.
+                        log.warning("%s; left to the next open's recovery", exc)
             finally:
                 self._closed = True
                 self._handle.close()

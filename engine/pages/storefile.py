@@ -129,3 +129,16 @@ def write_pages(
             parts.append(image if stop - pos == ps else memoryview(image)[off : off + stop - pos])
             pos = stop
         write_parts_at(start, parts)
+
+
+def free_tail_prefix(free_order: list[int], page_count: int) -> int:
+    """How many of the free list's first entries are exactly the last pages of
+    the store (pages ``page_count - n + 1 .. page_count`` in any order): what
+    :meth:`PageStore.shrink` can cut off with one header write."""
+    best = 0
+    low = page_count + 1
+    for n, page in enumerate(free_order, 1):
+        low = min(low, page)
+        if low == page_count - n + 1:
+            best = n  # the first n entries are a permutation of the last n pages
+    return best

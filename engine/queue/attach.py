@@ -136,29 +136,39 @@ def attach_reader(
     lock = lock_reader(fs, directory, queue, name)
     try:
         path = naming.join(directory, naming.reader_name(queue, name))
-        files = reader_files(fs, directory, queue)
-        if name in files:
+        if fs.exists(path):
             return lock, _load_state(fs, path, tail=tail, earliest=earliest, window=window, report=report)
-        if name != "" and set(files) == {""}:
+        # Only while the default reader's file exists can this reader take it over,
+        # and only then is the directory listed: creating N readers costs O(N) file
+        # operations in all, not a listing (O(N) names) each.
+        default = naming.join(directory, naming.reader_name(queue, ""))
+        if name != "" and fs.exists(default) and set(reader_files(fs, directory, queue)) == {""}:
             try:
                 default_lock: HeldLock | None = lock_reader(fs, directory, queue, "")
             except LockedError:
                 default_lock = None  # the default reader is in use: start at the tail
             if default_lock is not None:
                 with default_lock:
-                    state = _load_state(fs, files[""], tail=tail, earliest=earliest, window=window, report=report)
+                    if not fs.exists(default):  # another new reader took it over first
+                        return lock, _start_at_tail(fs, path, tail, stamp_ms)
+                    state = _load_state(fs, default, tail=tail, earliest=earliest, window=window, report=report)
                     # Write the named file first, then drop the default: a crash in
                     # between leaves two readers with the same backlog (safe).
                     checkpoint.write_reader_file(fs, path, state.head, state.done, stamp_ms)
-                    fs.unlink(files[""])
+                    fs.unlink(default)
                     fs.fsync_dir(directory)
                     log.info("queue %s: reader %r took over the default reader at head %d", queue, name, state.head)
                     return lock, state
-        state = ReaderState(tail, ())
-        # Persist at once: the writer decides which files to delete from the reader
-        # files on disk, and must see that this reader needs everything after tail.
-        checkpoint.write_reader_file(fs, path, state.head, state.done, stamp_ms)
-        return lock, state
+        return lock, _start_at_tail(fs, path, tail, stamp_ms)
     except BaseException:
         lock.release()
         raise
+
+
+def _start_at_tail(fs: FileSystem, path: str, tail: int, stamp_ms: int) -> ReaderState:
+    """A new reader's state, at ``tail``, written at once: the writer decides which
+    files to delete from the reader files on disk, and must see that this reader
+    needs everything after ``tail``."""
+    state = ReaderState(tail, ())
+    checkpoint.write_reader_file(fs, path, state.head, state.done, stamp_ms)
+    return state

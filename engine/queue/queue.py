@@ -14,13 +14,14 @@ so no reader can confirm (and checkpoint) an id that a crash then takes back.
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from engine.errors import ClosedError, ConfigError, EngineError, FullError, PoisonedError
+from engine.errors import ClosedError, ConfigError, DiskFullError, EngineError, FullError, PoisonedError
 from engine.fs import (
     FileHandle,
     FileSystem,
@@ -52,6 +53,14 @@ _HEADER_SIZE = len(SEGMENT_HEADER)
 # The PUT record layout is the codec's (see ``codec.encode_put``); bound here once.
 _pack_put, _pack_put_expiry = codec.pack_put, codec.pack_put_expiry
 _PUT_BYTE, _PUT_BYTE_EXPIRY = codec.PUT_BYTE, codec.PUT_BYTE_EXPIRY
+
+
+def _again(error: PoisonedError) -> PoisonedError:
+    """A fresh copy of the failure that stopped writes, to raise once more (maybe in
+    several threads at once), with its type."""
+    if isinstance(error, DiskFullError):
+        return DiskFullError(error.path, error.errno or errno.ENOSPC, error.operation)
+    return PoisonedError(error.path, error.cause, error.operation)
 
 
 class Queue:
@@ -110,9 +119,11 @@ class Queue:
         self._writer_lock = writer_lock
         self.deleted_files: list[str] = []
         self.checkpoint_failure: BaseException | None = None
-        #: Set when a rotation failed after the old file was closed: there is no
-        #: usable writer file, and every later write raises PoisonedError (the
-        #: fsyncgate rule, as for a handle whose fsync failed) until reopened.
+        #: The failure that stopped writes: a write or fsync of the writer file
+        #: (its handle is poisoned), or a rotation that failed after the old file
+        #: was closed (no usable writer file).  Every later write raises it again,
+        #: with its type: DiskFullError stays DiskFullError (the fsyncgate rule,
+        #: until a reopen lets recovery decide what the files hold).
         self._poisoned: PoisonedError | None = None
 
     # -- opening -------------------------------------------------------------------
@@ -229,9 +240,25 @@ class Queue:
         if self._periodic is not None:
             self._periodic.check()
         if self._poisoned is not None:
-            raise self._poisoned
+            raise _again(self._poisoned)
         if self._handle.poisoned:
             raise PoisonedError(self._handle.path)
+
+    def _wait_durable(self, gc: GroupCommit, ticket: int) -> None:
+        """Wait for the group commit; a put that shared a failed fsync raises the
+        failure itself (DiskFullError stays DiskFullError), not the group commit's
+        generic PoisonedError."""
+        try:
+            gc.wait(ticket)
+        except PoisonedError:
+            if self._poisoned is not None:
+                raise _again(self._poisoned) from None
+            raise
+
+    def _fail(self, exc: BaseException, path: str, operation: str) -> None:
+        """Remember the first failure that stopped writes (see ``_poisoned``)."""
+        if self._poisoned is None:
+            self._poisoned = exc if isinstance(exc, PoisonedError) else PoisonedError(path, exc, operation)
 
     def _flush_locked(self) -> None:
         """Write the staged records and their CHECK (caller holds ``_lock``)."""
@@ -242,7 +269,11 @@ class Queue:
         self._buffer_bytes = 0
         # One CHECK per write: recovery can tell a whole batch from a torn one.
         blob = records + codec.encode_check(records)
-        offset = self._handle.append(blob)
+        try:
+            offset = self._handle.append(blob)
+        except BaseException as exc:
+            self._fail(exc, self._handle.path, "write")
+            raise
         self._written_end = offset + len(blob)
         if not self._policy.always:
             self._visible_end = self._written_end
@@ -266,7 +297,11 @@ class Queue:
             # A rotated-out handle was fsynced whole and closed by _rotate.
             if not handle.closed:
                 crashpoint("queue.put.before-fsync")
-                handle.fdatasync()
+                try:
+                    handle.fdatasync()
+                except BaseException as exc:
+                    self._fail(exc, handle.path, "fsync")
+                    raise
                 crashpoint("queue.put.after-fsync")
         with self._lock:
             if handle is self._handle and end > self._durable_end:
@@ -284,7 +319,11 @@ class Queue:
             # reader that sees the new file knows the old one will not grow.
             # (A failed fsync here poisons ``old``, which stays the writer file.)
             crashpoint("queue.rotate.before-fsync")
-            old.fsync()
+            try:
+                old.fsync()
+            except BaseException as exc:
+                self._fail(exc, old.path, "fsync")
+                raise
             old.close()
         try:
             segment = create_segment(self.fs, self.directory, self.name, self._segments, self._now_ms())
@@ -294,7 +333,7 @@ class Queue:
             # The old file is closed and the new one may or may not be on disk (its
             # create fsync failed, say): no write may go anywhere until a reopen
             # lets recovery decide what the files hold.
-            self._poisoned = PoisonedError(old.path, exc)
+            self._fail(exc, old.path, "fsync")
             raise
         self._segments.append(segment)
         self._handle = handle
@@ -352,7 +391,7 @@ class Queue:
                 self._flush_locked()
             ticket = gc.ticket() if gc is not None else 0
         if gc is not None:
-            gc.wait(ticket)  # the sync notifies the readers
+            self._wait_durable(gc, ticket)  # the sync notifies the readers
         elif self._waiters:
             self.notify()
         return xid
@@ -389,7 +428,7 @@ class Queue:
                 self._flush_locked()
             ticket = gc.ticket() if gc is not None else 0
         if gc is not None:
-            gc.wait(ticket)
+            self._wait_durable(gc, ticket)
         elif self._waiters:
             self.notify()
         return ids
@@ -498,9 +537,8 @@ class Queue:
         self.retire_files()
 
     def _punt(self, target: str, item: Item) -> None:
-        """Move ``item`` to queue ``target`` of the same directory (error / expired)."""
-        if target == self.name:
-            raise ConfigError("an item cannot be moved to its own queue")
+        """Move ``item`` to queue ``target`` of the same directory (error / expired;
+        checked at open: a valid name, not this queue)."""
         with self._lock:
             other = self._punt_queues.get(target)
         if other is None:
@@ -519,6 +557,11 @@ class Queue:
         self.retire_files()
 
     def _checkpoint_loop(self) -> None:
+        """Checkpoint every interval.  A failure (a full disk, say) is kept in
+        :attr:`checkpoint_failure` and logged once per run of failures, and the
+        next round tries again: checkpoints resume by themselves once space is
+        freed (a reader file is rewritten whole each time).  Explicit
+        :meth:`checkpoint` and :meth:`close` raise their own failures."""
         while not self._stop.wait(self.config.checkpoint_interval):
             try:
                 for reader in list(self._readers.values()):
@@ -526,9 +569,13 @@ class Queue:
                         reader.checkpoint()
                 self.retire_files()
             except (EngineError, OSError) as exc:
+                if self.checkpoint_failure is None:
+                    log.error("queue %s: background checkpoint failed (retried every interval): %s", self.name, exc)
                 self.checkpoint_failure = exc
-                log.error("queue %s: background checkpoint failed: %s", self.name, exc)
-                return
+                continue
+            if self.checkpoint_failure is not None:
+                log.warning("queue %s: background checkpoints work again", self.name)
+                self.checkpoint_failure = None
 
     def retire_files(self) -> list[str]:
         """Delete (or archive) writer files whose items every reader has passed."""

@@ -58,13 +58,19 @@ class RemoteReader(Reader):
         self._thread.start()
 
     def _loop(self) -> None:
+        """Checkpoint every interval; a failure is kept in ``checkpoint_failure``,
+        logged once per run of failures, and retried (as the writer's loop)."""
         while not self._stop.wait(self._config.checkpoint_interval):
             try:
                 self.checkpoint()
             except (EngineError, OSError) as exc:
+                if self.checkpoint_failure is None:
+                    log.error("queue %s reader %r: checkpoint failed (retried every interval): %s", self.queue, self.name, exc)
                 self.checkpoint_failure = exc
-                log.error("queue %s reader %r: checkpoint failed: %s", self.queue, self.name, exc)
-                return
+                continue
+            if self.checkpoint_failure is not None:
+                log.warning("queue %s reader %r: checkpoints work again", self.queue, self.name)
+                self.checkpoint_failure = None
 
     def punt_to(self, target: str, item: Item) -> None:
         """Move an item to another queue: this process opens that queue's writer."""

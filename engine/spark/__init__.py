@@ -1,8 +1,7 @@
 """Apache Spark integration: PySpark data sources and a sink for every engine format.
 
 ``register(spark)`` adds the sources (``engine-log``, ``engine-queue``,
-``engine-streams``, ``engine-events``, ``engine-pages``) and switches on Python
-filter pushdown.  See ``docs/pipeline.md``.
+``engine-streams``, ``engine-events``, ``engine-pages``).  See ``docs/pipeline.md``.
 
 Only this package imports pyspark; ``import engine`` does not.
 """

@@ -9,15 +9,17 @@ numpy arrays and constants without a Python loop per row.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 from pyspark.sql.types import StructType
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, EngineError
 
+#: The PERMISSIVE mode's column (see :mod:`engine.spark.options`).
+CORRUPT_COLUMN = "_corrupt_record"
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 
@@ -52,6 +54,9 @@ def record_batch(schema: StructType, columns: Mapping[str, Any], n: int) -> pa.R
     target = arrow_schema(schema)
     arrays = []
     for field in target:
+        if field.name == CORRUPT_COLUMN and field.name not in columns:
+            arrays.append(pa.nulls(n, pa.string()))
+            continue
         if field.name not in columns:
             raise ConfigError(f"the source has no column {field.name!r}; available: {sorted(columns)}")
         value = columns[field.name]
@@ -69,3 +74,47 @@ def record_batch(schema: StructType, columns: Mapping[str, Any], n: int) -> pa.R
             raise ConfigError(f"column {field.name!r} has {len(arr)} values, expected {n}")
         arrays.append(arr)
     return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def damage_text(exc: BaseException) -> str:
+    """What a ``_corrupt_record`` value says: the error with its file and offset."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+def corrupt_batch(schema: StructType, known: Mapping[str, Any], exc: BaseException) -> pa.RecordBatch:
+    """One PERMISSIVE row for damage the store's reader reported: the columns in
+    ``known`` (which store, which file) set, the others null, ``_corrupt_record``
+    saying what is wrong and where."""
+    target = arrow_schema(schema)
+    arrays = []
+    for field in target:
+        if field.name == CORRUPT_COLUMN:
+            arrays.append(pa.array([damage_text(exc)], type=pa.string()))
+        elif field.name in known:
+            arrays.append(pa.array([known[field.name]], type=field.type))
+        else:
+            arrays.append(pa.nulls(1, field.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def guarded(schema: StructType, mode: str, batches: Iterator[pa.RecordBatch], known: Mapping[str, Any],
+            what: str) -> Iterator[pa.RecordBatch]:
+    """Batches of one partition read through a store's own reader, with ``mode``
+    applied to the damage that reader reports (an :class:`EngineError`).
+
+    FAILFAST lets the error fail the query.  The stores' readers stop at the
+    first damage (what follows cannot be trusted), so DROPMALFORMED ends the
+    partition there with a warning, and PERMISSIVE adds one row whose
+    ``_corrupt_record`` names the file and the offset.
+    """
+    import logging
+
+    try:
+        yield from batches
+    except EngineError as exc:
+        if mode == "FAILFAST":
+            raise
+        if mode == "DROPMALFORMED":
+            logging.getLogger("engine.spark").warning("%s: damaged, the rest is left out: %s", what, exc)
+            return
+        yield corrupt_batch(schema, known, exc)

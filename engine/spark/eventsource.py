@@ -3,31 +3,35 @@
 ::
 
     spark.read.format("engine-events").load("/data/events/orders")
-    ... .where("persistence_id = 'order-17' and sequence_nr between 10 and 20")
+    spark.read.format("engine-events").option("persistenceIds", "order-17")
+         .option("fromSequenceNr", 10).option("toSequenceNr", 20).load(path)
 
 Reads through :meth:`EventJournal.open_read_only` (no lock, a snapshot of what is
-committed).  Partitions: the journal's persistence ids in groups of
+committed), so every check the journal's own replay makes applies; ``mode``
+says what damage does.  Partitions: the journal's persistence ids in groups of
 ``idsPerPartition`` (default 64); each id is replayed by following its own
-linked list, so a partition never reads other ids' blocks.  Filters on
-``persistence_id`` (= / IN) and ``sequence_nr`` (ranges) are pushed down and
-applied exactly: only the matching ids are replayed, only over the range.
+linked list, so a partition never reads other ids' blocks.  ``persistenceIds``
+(comma-separated) and ``fromSequenceNr``/``toSequenceNr`` (inclusive) choose
+what is replayed (options, not filter pushdown: see engine.spark.logplan).
+Several journals can be read at once (``.load([J1, J2])``, globs).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from engine.errors import ConfigError
 from engine.events import EventJournal
-from engine.spark.batches import record_batch, repeat_string
-from engine.spark.filters import Pushdown, push
+from engine.spark.batches import guarded, record_batch, repeat_string
+from engine.spark.options import check_options, input_paths, int_option, lower, mode_option, read_schema
 from engine.spark.schemas import EVENTS_SCHEMA
 
+SOURCE = "engine-events"
+OPTIONS = ("idsPerPartition", "persistenceIds", "fromSequenceNr", "toSequenceNr", "mode")
 BATCH_EVENTS = 8192
 
 
@@ -82,41 +86,35 @@ class EventsReader(DataSourceReader):
     """Batch reader: ids grouped into partitions, each replayed by its own links."""
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
-        path = options.get("path")
-        if not path:
-            raise ConfigError("engine-events needs the journal directory: .load(DIR)")
-        self.directory = path
+        opts = lower(options)
+        check_options(SOURCE, opts, OPTIONS)
+        self.directories = input_paths(SOURCE, opts)
         self.schema = schema
-        raw = options.get("idsPerPartition", options.get("idsperpartition", "64"))
-        try:
-            self.per_partition = max(1, int(raw))
-        except ValueError as exc:
-            raise ConfigError(f"idsPerPartition={raw!r} is not an integer") from exc
-        self.pushdown = Pushdown()
-
-    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        return push(filters, self.pushdown, {"sequence_nr": "sequence_nr"}, {},
-                    {"persistence_id": "persistence_id"})
+        self.per_partition = int_option(opts, "idsPerPartition", 64) or 1
+        raw_ids = opts.get("persistenceids")
+        self.ids = None if raw_ids is None else {i.strip() for i in raw_ids.split(",")}
+        self.lo = int_option(opts, "fromSequenceNr", None, minimum=0)
+        to = int_option(opts, "toSequenceNr", None, minimum=0)
+        self.hi = None if to is None else to + 1
+        self.mode = mode_option(opts)
 
     def partitions(self) -> Sequence[InputPartition]:
-        if self.pushdown.empty:
-            return []
-        names = self.pushdown.names.get("persistence_id")
-        seq = self.pushdown.ranges.get("sequence_nr")
-        with EventJournal.open_read_only(self.directory) as journal:
-            ids = [i.persistence_id for i in journal.ids() if i.live > 0
-                   and (names is None or names.allows(i.persistence_id))
-                   and (seq is None or ((seq.lo is None or seq.lo <= i.highest)
-                        and (seq.hi is None or seq.hi > i.lowest)))]
-        lo = seq.lo if seq else None
-        hi = seq.hi if seq else None
-        return [EventsPartition(self.directory, ids[k:k + self.per_partition], lo, hi)
-                for k in range(0, len(ids), self.per_partition)]
+        parts: list[InputPartition] = []
+        for directory in self.directories:
+            with EventJournal.open_read_only(directory) as journal:
+                ids = [i.persistence_id for i in journal.ids() if i.live > 0
+                       and (self.ids is None or i.persistence_id in self.ids)
+                       and (self.lo is None or self.lo <= i.highest)
+                       and (self.hi is None or self.hi > i.lowest)]
+            parts.extend(EventsPartition(directory, ids[k:k + self.per_partition], self.lo, self.hi)
+                         for k in range(0, len(ids), self.per_partition))
+        return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         if not isinstance(partition, EventsPartition):
             return  # an empty plan is read as one InputPartition(None)
-        yield from read_events(self.schema, partition)
+        yield from guarded(self.schema, self.mode, read_events(self.schema, partition),
+                           {"journal": journal_name(partition.directory)}, partition.directory)
 
 
 class EngineEventsDataSource(DataSource):
@@ -127,7 +125,15 @@ class EngineEventsDataSource(DataSource):
         return "engine-events"
 
     def schema(self) -> StructType:
-        return EVENTS_SCHEMA
+        """The engine-events schema; checks the options when the DataFrame is defined."""
+        opts = lower(self.options)
+        check_options(SOURCE, opts, OPTIONS)
+        for key in ("idsPerPartition",):
+            int_option(opts, key, None)
+        for key in ("fromSequenceNr", "toSequenceNr"):
+            int_option(opts, key, None, minimum=0)
+        input_paths(SOURCE, opts)
+        return read_schema(EVENTS_SCHEMA, opts)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return EventsReader(dict(self.options), schema)

@@ -27,7 +27,15 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from engine.applog.codec import ENTRY_SIZE, HEADER_SIZE, INDEX_ENTRY, RECORD_HEADER, RECORD_HEADER_SIZE
+from engine.applog.codec import (
+    CRC_SIZE,
+    ENTRY_SIZE,
+    HEADER_SIZE,
+    INDEX_ENTRY,
+    RECORD_HEADER,
+    RECORD_HEADER_SIZE,
+    record_crc,
+)
 from engine.errors import ConfigError, CorruptFileError
 
 #: numpy view of one index entry (:data:`engine.applog.codec.INDEX_ENTRY`, "<qQq":
@@ -59,6 +67,11 @@ class DecodedRun:
     flags: np.ndarray  # int64 (u32 on disk)
     data: pa.Array  # binary
     sizes: np.ndarray  # int64 payload sizes
+    #: Positions in the run whose record fails its ``.crc`` checksum (empty when
+    #: every record matches, or the segment has no ``.crc`` file).
+    bad: np.ndarray | None = None
+    #: Absolute offsets of the records in the .log file.
+    offsets: np.ndarray | None = None
 
 
 def decode_run(
@@ -68,6 +81,7 @@ def decode_run(
     path: str,
     first_index: int,
     idx_base: int = HEADER_SIZE,
+    crcs: bytes | None = None,
 ) -> DecodedRun:
     """Decode the records named by ``entries`` from ``log_bytes``.
 
@@ -78,6 +92,12 @@ def decode_run(
     every record inside ``log_bytes``.  The first disagreement is reported with
     its absolute offset in ``path`` (the .log file) or in the .idx file (whose
     first entry here sits at ``idx_base``).
+
+    ``crcs`` is the run's part of the segment's ``.crc`` file (one u32 per
+    record), or None for a segment without one: each record is checked with the
+    append log's own :func:`engine.applog.codec.record_crc`, and the positions
+    that fail are returned in ``bad`` (what to do about them is the caller's
+    choice: Spark's ``mode`` option).
     """
     n = len(entries)
     if n == 0:
@@ -125,6 +145,7 @@ def decode_run(
         raise CorruptFileError(path, base_offset + int(offsets[i]) + 8,
                                f"time {int(entries['time'][i])} (from the index)",
                                str(int(headers["time"][i])))
+    bad = None if crcs is None else failing_checksums(log_bytes, offsets, ends, crcs, path, base_offset)
     data = _payload_column(buf[: int(ends[-1])], offsets, sizes)
     return DecodedRun(
         index=expected_index.astype(np.int64),
@@ -132,7 +153,26 @@ def decode_run(
         flags=headers["flags"].astype(np.int64),
         data=data,
         sizes=sizes,
+        bad=bad,
+        offsets=offsets + base_offset,
     )
+
+
+def failing_checksums(log_bytes: bytes, offsets: np.ndarray, ends: np.ndarray, crcs: bytes,
+                      path: str, base_offset: int) -> np.ndarray:
+    """Positions of the records (``log_bytes[offsets[i]:ends[i]]``) whose CRC-32
+    differs from their entry in ``crcs`` (u32 little-endian, one per record)."""
+    n = len(offsets)
+    if len(crcs) < n * CRC_SIZE:
+        raise CorruptFileError(path[:-4] + ".crc" if path.endswith(".log") else path, base_offset,
+                               f"{n} checksums", f"{len(crcs) // CRC_SIZE}")
+    want = np.frombuffer(crcs, dtype="<u4", count=n).tolist()
+    mv = memoryview(log_bytes)
+    starts = offsets.tolist()
+    bodies = (offsets + RECORD_HEADER_SIZE).tolist()
+    stops = ends.tolist()
+    bad = [i for i in range(n) if record_crc(mv[starts[i]:bodies[i]], mv[bodies[i]:stops[i]]) != want[i]]
+    return np.asarray(bad, dtype=np.int64)
 
 
 def _payload_column(buf: np.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> pa.Array:

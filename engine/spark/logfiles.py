@@ -19,12 +19,15 @@ import bisect
 import dataclasses
 import importlib
 import json
+import posixpath
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from engine.applog.codec import (
+    CRC_MAGIC,
+    CRC_SIZE,
     ENTRY_SIZE,
     HEADER_SIZE,
     IDX_MAGIC,
@@ -33,6 +36,7 @@ from engine.applog.codec import (
     RECORD_HEADER,
     RECORD_HEADER_SIZE,
     check_header,
+    crc_offset,
 )
 from engine.applog.view import START_FILE
 from engine.errors import ConfigError, CorruptFileError
@@ -104,19 +108,67 @@ def read_manifest(fs: FileSystem, path: str) -> list[str] | None:
     return list(shards)
 
 
+#: How deep :func:`dataset_logs` looks for logs under a directory.
+MAX_DEPTH = 6
+
+
 def dataset_logs(path: str, fs: FileSystem | None = None) -> list[LogDir]:
-    """The logs making up the dataset at ``path`` (one log dir, or a sink's output)."""
+    """The logs making up the dataset at ``path``.
+
+    ``path`` is a log directory (named by its last component), a sink dataset
+    (its manifest's shards, named as listed), or a directory holding such
+    (every log and dataset under it, named by their path relative to ``path``;
+    directories starting with ``_`` or ``.`` are not entered).  A fresh, empty
+    directory is an empty dataset (a sink target); anything else without a log
+    is a ConfigError.
+    """
     fs = resolve(fs)
-    shards = read_manifest(fs, path)
-    if shards is not None:
-        return [LogDir(name, join(path, name)) for name in shards]
-    if is_log_dir(fs, path):
-        name = path.rstrip("/").rsplit("/", 1)[-1]
-        return [LogDir(name, path)]
-    if fs.isdir(path):
-        # A fresh, empty directory is an empty dataset (for example a sink target).
-        return []
-    raise ConfigError(f"{path}: no append log here (no <index>.log segment and no {MANIFEST})")
+    if not fs.isdir(path):
+        raise ConfigError(f"{path}: no append log here (not a directory)")
+    found: list[LogDir] = []
+    staging: list[str] = []
+
+    def walk(directory: str, rel: str, depth: int) -> None:
+        shards = read_manifest(fs, directory)
+        if shards is not None:
+            found.extend(LogDir(f"{rel}/{name}" if rel else name, join(directory, name)) for name in shards)
+            return
+        names = sorted(fs.listdir(directory))
+        if any(SEGMENT_RE.match(n) for n in names):
+            found.append(LogDir(rel or directory.rstrip("/").rsplit("/", 1)[-1], directory))
+            return
+        if depth >= MAX_DEPTH:
+            return
+        for name in names:
+            full = join(directory, name)
+            if name.startswith(("_", ".")) or not fs.isdir(full):
+                continue
+            if name.startswith("job-") and all(n.startswith("shard-") for n in fs.listdir(full)):
+                staging.append(full)  # a sink job not published yet: invisible
+                continue
+            walk(full, f"{rel}/{name}" if rel else name, depth + 1)
+
+    walk(path, "", 0)
+    if not found and not staging and any(not n.startswith(("_", ".")) for n in fs.listdir(path)):
+        raise ConfigError(f"{path}: no append log here (no <index>.log segment or {MANIFEST}, "
+                          "here or in a directory below)")
+    return found
+
+
+def logs_of(paths: list[str], fs: FileSystem | None = None) -> list[LogDir]:
+    """The logs of several paths (as :func:`dataset_logs`), each named uniquely:
+    when two paths give the same name, every log is named by its path relative
+    to the paths' common parent directory."""
+    fs = resolve(fs)
+    logs: list[LogDir] = []
+    for p in paths:
+        seen = {x.path for x in logs}
+        logs.extend(ld for ld in dataset_logs(p, fs) if ld.path not in seen)
+    names = [ld.name for ld in logs]
+    if len(set(names)) == len(names):
+        return logs
+    parent = posixpath.dirname(posixpath.commonpath([p.rstrip("/") or "/" for p in paths]))
+    return [LogDir(posixpath.relpath(ld.path, parent) if parent else ld.path, ld.path) for ld in logs]
 
 
 def _entry_at(h: FileHandle, pos: int) -> tuple[int, int, int]:
@@ -287,36 +339,65 @@ def positions_for(
     return a, max(a, b)
 
 
+def entry_offsets(fs: FileSystem, seg: Segment, start: int, stop: int) -> list[int]:
+    """The log offsets the index entries ``[start, stop)`` of ``seg`` hold (fewer
+    when the index ends first)."""
+    if start >= stop:
+        return []
+    with fs.open(seg.idx_path) as idx:
+        entries = lc.decode_index(idx.read_at(HEADER_SIZE + ENTRY_SIZE * start, ENTRY_SIZE * (stop - start)))
+    return [int(o) for o in entries["offset"]]
+
+
+def crc_path(seg: Segment) -> str:
+    """The segment's ``.crc`` side file (the append log's per-record checksums)."""
+    return seg.log_path[:-4] + ".crc"
+
+
 def read_range(
     fs: FileSystem, seg: Segment, start: int, stop: int, batch_records: int = 65536,
 ) -> Iterator[lc.DecodedRun]:
     """Decode positions ``[start, stop)`` of ``seg`` in runs of ``batch_records``.
 
-    Each run is two reads (index entries, then the log bytes they cover) and a
-    vectorised decode; memory stays bounded by the batch size.
+    Each run is two reads (index entries, then the log bytes they cover), a third
+    for the checksums when the segment has a ``.crc`` file (every record is
+    checked against it: ``DecodedRun.bad``), and a vectorised decode; memory
+    stays bounded by the batch size.
     """
     if start >= stop:
         return
-    with fs.open(seg.idx_path) as idx, fs.open(seg.log_path) as log:
-        pos = start
-        while pos < stop:
-            n = min(batch_records, stop - pos)
-            idx_off = HEADER_SIZE + ENTRY_SIZE * pos
-            # One entry more than needed, when there is one, says where the last record ends.
-            extra = 1 if pos + n < seg.count else 0
-            raw = idx.read_at(idx_off, ENTRY_SIZE * (n + extra))
-            entries = lc.decode_index(raw)
-            if len(entries) < n + extra:
-                raise CorruptFileError(seg.idx_path, idx_off + ENTRY_SIZE * len(entries),
-                                       "an index entry (the file shrank while being read)")
-            base = int(entries["offset"][0])
-            end = int(entries["offset"][n]) if extra else seg.end_offset
-            if end <= base:
-                raise CorruptFileError(seg.idx_path, idx_off + ENTRY_SIZE * n + 16,
-                                       f"a log offset past {base}", str(end))
-            log_bytes = log.read_at(base, end - base)
-            yield lc.decode_run(log_bytes, base, entries[:n], seg.log_path, seg.first_index + pos, idx_off)
-            pos += n
+    crc_file = crc_path(seg)
+    crc = fs.open(crc_file) if fs.exists(crc_file) else None
+    try:
+        with fs.open(seg.idx_path) as idx, fs.open(seg.log_path) as log:
+            if crc is not None:
+                check_header(crc.read_at(0, HEADER_SIZE), CRC_MAGIC, crc_file)
+            pos = start
+            while pos < stop:
+                n = min(batch_records, stop - pos)
+                idx_off = HEADER_SIZE + ENTRY_SIZE * pos
+                # One entry more than needed, when there is one, says where the last record ends.
+                extra = 1 if pos + n < seg.count else 0
+                raw = idx.read_at(idx_off, ENTRY_SIZE * (n + extra))
+                entries = lc.decode_index(raw)
+                if len(entries) < n + extra:
+                    raise CorruptFileError(seg.idx_path, idx_off + ENTRY_SIZE * len(entries),
+                                           "an index entry (the file shrank while being read)")
+                base = int(entries["offset"][0])
+                end = int(entries["offset"][n]) if extra else seg.end_offset
+                if end <= base:
+                    raise CorruptFileError(seg.idx_path, idx_off + ENTRY_SIZE * n + 16,
+                                           f"a log offset past {base}", str(end))
+                log_bytes = log.read_at(base, end - base)
+                crcs = crc.read_at(crc_offset(pos), CRC_SIZE * n) if crc is not None else None
+                if crcs is not None and len(crcs) < CRC_SIZE * n:
+                    raise CorruptFileError(crc_file, crc_offset(pos) + len(crcs), f"{n} checksums", "end of file")
+                yield lc.decode_run(log_bytes, base, entries[:n], seg.log_path, seg.first_index + pos, idx_off,
+                                    crcs)
+                pos += n
+    finally:
+        if crc is not None:
+            crc.close()
 
 
 def visible_count(segments: list[Segment]) -> int:

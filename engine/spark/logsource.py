@@ -1,12 +1,15 @@
 """``engine-log``: append logs as a Spark batch source, streaming source and sink.
 
-Batch::
+Batch (a log directory, a sink dataset, a directory holding logs, globs, or
+several paths; the ``log`` column says which log a row is from)::
 
     spark.read.format("engine-log").load("/data/logs/clicks")
-    spark.read.format("engine-log").option("recordsPerPartition", 500000).load(path)
+    spark.read.format("engine-log").load(["/data/logs/clicks", "/data/logs/views"])
+    spark.read.format("engine-log").option("startingOffsets", '{"clicks": 1200}').load("/data/logs")
 
-Streaming (offsets are the next index per log; ``maxRecordsPerTrigger`` bounds a
-micro-batch; Trigger.AvailableNow stops at what existed when the query started)::
+Streaming (offsets are the next index per log; ``maxRecordsPerTrigger`` /
+``maxBytesPerTrigger`` bound a micro-batch; Trigger.AvailableNow stops at what
+existed when the query started)::
 
     spark.readStream.format("engine-log").option("maxRecordsPerTrigger", 10000).load(path)
 
@@ -15,19 +18,20 @@ Sink (each task writes its own shard, the driver publishes them atomically)::
     df.write.format("engine-log").mode("append").save("/data/out")
 
 Partitions follow the data: one per segment, and segments with more than
-``recordsPerPartition`` records are split by index ranges.  Filters on ``index``,
-``time``/``time_ns`` and ``log`` are answered from the IDX files (binary search)
-and applied exactly.
+``recordsPerPartition`` records are split by index ranges (``minPartitions``
+splits further).  Which records are read is chosen by options (Kafka-style
+positions, :mod:`engine.spark.logplan`), never by filter pushdown, which
+PySpark caches across queries of one DataFrame.  Every record is checked
+against its ``.crc`` checksum; ``mode`` says what a damaged one does.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
@@ -35,7 +39,6 @@ from pyspark.sql.datasource import (
     DataSourceReader,
     DataSourceStreamArrowWriter,
     DataSourceStreamReader,
-    Filter,
     InputPartition,
     WriterCommitMessage,
 )
@@ -50,148 +53,101 @@ from pyspark.sql.types import StructType
 from engine.errors import ConfigError
 from engine.fs import resolve
 from engine.spark import logfiles, sink
-from engine.spark.batches import ns_to_timestamp, record_batch, repeat_string
-from engine.spark.filters import Pushdown, push
-from engine.spark.logcodec import DecodedRun
+from engine.spark.logplan import (
+    LogPartition,
+    LogSpan,
+    end_positions,
+    plan,
+    read_partition,
+    spans,
+    start_positions,
+)
+from engine.spark.options import (
+    bool_option,
+    check_options,
+    input_paths,
+    int_option,
+    lower,
+    mode_option,
+    one_path,
+    read_schema,
+)
 from engine.spark.schemas import LOG_SCHEMA
 
 log = logging.getLogger("engine.spark")
 
+SOURCE = "engine-log"
 DEFAULT_RECORDS_PER_PARTITION = 1_000_000
 DEFAULT_BATCH_RECORDS = 65_536
 
+#: Options of a batch read.
+BATCH_OPTIONS = (
+    "recordsPerPartition", "batchRecords", "minPartitions", "mode", "failOnDataLoss",
+    "startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp",
+    "startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
+)
+#: Options of a streaming read.
+STREAM_OPTIONS = (
+    "recordsPerPartition", "batchRecords", "mode", "failOnDataLoss", "maxRecordsPerTrigger",
+    "maxBytesPerTrigger", "startingOffsets", "startingTimestamp", "startingOffsetsByTimestamp",
+)
+#: Options of the sink (batch and streaming).
+WRITE_OPTIONS = ("segmentBytes", "ttlSeconds", "streamName")
 
-class LogPartition(InputPartition):
-    """Positions ``[start, stop)`` of one segment of one log."""
-
-    log_name: str
-    segment: logfiles.Segment
-    start: int
-    stop: int
-
-    def __init__(self, log_name: str, segment: logfiles.Segment, start: int, stop: int) -> None:
-        super().__init__((log_name, segment.first_index, start, stop))
-        self.log_name = log_name
-        self.segment = segment
-        self.start = start
-        self.stop = stop
-
-
-def _int_option(options: dict[str, str], key: str, default: int) -> int:
-    raw = options.get(key, options.get(key.lower()))
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise ConfigError(f"option {key}={raw!r} is not an integer") from exc
-    if value <= 0:
-        raise ConfigError(f"option {key} must be positive, not {value}")
-    return value
+__all__ = ["EngineLogDataSource", "LogPartition", "LogReader", "LogStreamReader", "plan"]
 
 
-def _path(options: dict[str, str]) -> str:
-    path = options.get("path")
-    if not path:
-        raise ConfigError("engine-log needs a path: .load(PATH) or .option('path', PATH)")
-    return path
-
-
-def run_to_batch(schema: StructType, log_name: str, seg_first: int, run: DecodedRun) -> pa.RecordBatch:
-    """Columns of a decoded run -> one Arrow batch of the engine-log schema."""
-    n = len(run.index)
-    cols = {
-        "log": repeat_string(log_name, n),
-        "segment": np.full(n, seg_first, dtype=np.int64),
-        "index": run.index,
-        "time": ns_to_timestamp(run.time_ns),
-        "time_ns": run.time_ns,
-        "flags": run.flags,
-        "data": run.data,
-    }
-    return record_batch(schema, cols, n)
-
-
-def plan(
-    logs: Iterable[logfiles.LogDir],
-    per_partition: int,
-    pushdown: Pushdown | None = None,
-    index_bounds: dict[str, tuple[int, int]] | None = None,
-) -> list[LogPartition]:
-    """Partitions covering the visible records, restricted by pushed filters.
-
-    ``index_bounds`` (streaming) restricts each log to an index range ``[a, b)``.
-    """
-    pd = pushdown or Pushdown()
-    names = pd.names.get("log")
-    idx = pd.ranges.get("index")
-    tr = pd.ranges.get("time_ns")
-    out: list[LogPartition] = []
-    for ld in logs:
-        if names is not None and not names.allows(ld.name):
-            continue
-        lo = idx.lo if idx else None
-        hi = idx.hi if idx else None
-        if index_bounds is not None:
-            if ld.name not in index_bounds:
-                continue
-            a, b = index_bounds[ld.name]
-            lo = a if lo is None else max(lo, a)
-            hi = b if hi is None else min(hi, b)
-        for seg in logfiles.list_segments(ld.path):
-            if seg.visible == 0:
-                continue
-            start, stop = logfiles.positions_for(
-                resolve(None), seg, lo, hi, tr.lo if tr else None, tr.hi if tr else None)
-            while start < stop:
-                end = min(stop, start + per_partition)
-                out.append(LogPartition(ld.name, seg, start, end))
-                start = end
-    return out
-
-
-def read_partition(schema: StructType, part: LogPartition, batch_records: int) -> Iterator[pa.RecordBatch]:
-    """The Arrow batches of one partition (called on the executors)."""
-    fs = resolve(None)
-    for run in logfiles.read_range(fs, part.segment, part.start, part.stop, batch_records):
-        yield run_to_batch(schema, part.log_name, part.segment.first_index, run)
+def _logs(opts: dict[str, str]) -> list[logfiles.LogDir]:
+    return logfiles.logs_of(input_paths(SOURCE, opts))
 
 
 class LogReader(DataSourceReader):
-    """Batch reader: plan partitions from the segments, decode them to Arrow."""
+    """Batch reader: plan partitions from the segments and the options, decode to Arrow.
+
+    Everything is decided here, from the options: the reader has no
+    ``pushFilters``, so Spark filters rows itself and a plan never depends on a
+    query's filters.
+    """
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
-        self.path = _path(options)
+        opts = lower(options)
+        check_options(SOURCE, opts, BATCH_OPTIONS)
+        self.options = opts
+        self.logs = _logs(opts)
         self.schema = schema
-        self.per_partition = _int_option(options, "recordsPerPartition", DEFAULT_RECORDS_PER_PARTITION)
-        self.batch_records = _int_option(options, "batchRecords", DEFAULT_BATCH_RECORDS)
-        self.pushdown = Pushdown()
-
-    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        return push(filters, self.pushdown, {"index": "index", "time_ns": "time_ns"},
-                    {"time": "time_ns"}, {"log": "log"})
+        self.per_partition = int_option(opts, "recordsPerPartition", DEFAULT_RECORDS_PER_PARTITION) or 1
+        self.batch_records = int_option(opts, "batchRecords", DEFAULT_BATCH_RECORDS) or 1
+        self.min_partitions = int_option(opts, "minPartitions", 1) or 1
+        self.mode = mode_option(opts)
 
     def partitions(self) -> Sequence[InputPartition]:
-        if self.pushdown.empty:
-            return []
-        return plan(logfiles.dataset_logs(self.path), self.per_partition, self.pushdown)
+        found = spans(self.logs)
+        starts = start_positions(SOURCE, self.options, found)
+        ends = end_positions(SOURCE, self.options, found)
+        bounds = {name: (a, ends[name]) for name, a in starts.items()}
+        return plan(found, self.per_partition, bounds, self.min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         if not isinstance(partition, LogPartition):
             return  # an empty plan is read as one InputPartition(None)
-        yield from read_partition(self.schema, partition, self.batch_records)
+        yield from read_partition(self.schema, partition, self.batch_records, self.mode)
 
 
-def _visible_ends(path: str) -> dict[str, tuple[int, int]]:
-    """Per log: (first visible index, next index)."""
-    out = {}
-    for ld in logfiles.dataset_logs(path):
-        segs = [s for s in logfiles.list_segments(ld.path) if s.visible]
-        if segs:
-            out[ld.name] = (segs[0].first_index + segs[0].min_pos, segs[-1].stop_index)
-        else:
-            out[ld.name] = (0, 0)
-    return out
+def _bytes_upto(span: LogSpan, begin: int, budget: int) -> int:
+    """The index past the records from ``begin`` whose log bytes fit in ``budget``
+    (at least one record, so a stream always moves)."""
+    fs = resolve(None)
+    for seg in span.segments:
+        if not seg.visible or seg.stop_index <= begin:
+            continue
+        pos = max(begin - seg.first_index, seg.min_pos)
+        offsets = logfiles.entry_offsets(fs, seg, pos, seg.count)
+        # offsets[k] is where record pos+k starts; the last entry's end is the segment's end.
+        ends = [*offsets[1:], seg.end_offset]
+        base = offsets[0]
+        fit = sum(1 for e in ends if e - base <= budget)
+        return seg.first_index + pos + max(1, fit)
+    return begin
 
 
 class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -200,48 +156,71 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     The offset is ``{log name: {"index": next index}}``; indexes are global across
     a log's segments, so the index names the segment too (the one whose first index
     is the largest <= it) and survives rotation and expiry (docs/pipeline.md).
-    Records are immutable once visible, so
-    replaying any offset range gives the same rows: with a checkpoint and an
-    idempotent or transactional sink, a restart neither loses nor duplicates rows.
+    Records are immutable once visible, so replaying any offset range gives the
+    same rows: with a checkpoint and an idempotent or transactional sink, a
+    restart neither loses nor duplicates rows.  Records TTL expiry removed
+    before the query read them fail the query unless ``failOnDataLoss=false``.
     """
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
-        self.path = _path(options)
+        opts = lower(options)
+        check_options(SOURCE, opts, STREAM_OPTIONS)
+        self.options = opts
+        self.paths = input_paths(SOURCE, opts)
         self.schema = schema
-        self.per_partition = _int_option(options, "recordsPerPartition", DEFAULT_RECORDS_PER_PARTITION)
-        self.batch_records = _int_option(options, "batchRecords", DEFAULT_BATCH_RECORDS)
-        raw_max = options.get("maxRecordsPerTrigger", options.get("maxrecordspertrigger"))
-        self.max_records = None if raw_max is None else _int_option(options, "maxRecordsPerTrigger", 1)
-        self.starting = str(options.get("startingOffsets", options.get("startingoffsets", "earliest")))
-        if self.starting not in ("earliest", "latest"):
-            raise ConfigError("startingOffsets must be 'earliest' or 'latest'")
+        self.per_partition = int_option(opts, "recordsPerPartition", DEFAULT_RECORDS_PER_PARTITION) or 1
+        self.batch_records = int_option(opts, "batchRecords", DEFAULT_BATCH_RECORDS) or 1
+        self.max_records = int_option(opts, "maxRecordsPerTrigger", None)
+        self.max_bytes = int_option(opts, "maxBytesPerTrigger", None)
+        self.fail_on_data_loss = bool_option(opts, "failOnDataLoss", True)
+        self.mode = mode_option(opts)
+        raw = opts.get("startingoffsets", "earliest").strip()
+        if raw.lower() == "latest" and (opts.get("startingtimestamp") or opts.get("startingoffsetsbytimestamp")):
+            raise ConfigError(f"{SOURCE}: give startingOffsets or a starting timestamp, not both")
         self.target: dict[str, int] | None = None
+        # Check the positions now, so that a bad one fails the query's definition.
+        start_positions(SOURCE, opts, self._spans())
+
+    def _spans(self) -> list[LogSpan]:
+        return spans(logfiles.logs_of(self.paths))
+
+    def _ends(self) -> dict[str, tuple[int, int]]:
+        """Per log: (first visible index, next index)."""
+        return {s.log.name: (s.first, s.next) for s in self._spans()}
 
     def initialOffset(self) -> dict[str, Any]:
-        ends = _visible_ends(self.path)
-        which = 0 if self.starting == "earliest" else 1
-        return {name: {"index": v[which]} for name, v in sorted(ends.items())}
+        starts = start_positions(SOURCE, self.options, self._spans())
+        return {name: {"index": v} for name, v in sorted(starts.items())}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadAllAvailable() if self.max_records is None else ReadMaxRows(self.max_records)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self.target = {n: v[1] for n, v in _visible_ends(self.path).items()}
+        self.target = {n: v[1] for n, v in self._ends().items()}
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:  # type: ignore[override]
-        ends = _visible_ends(self.path)
+        found = {s.log.name: s for s in self._spans()}
         budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        byte_budget = self.max_bytes
         out: dict[str, Any] = {}
-        for name in sorted(set(ends) | set(start)):
-            first, nxt = ends.get(name, (0, 0))
+        for name in sorted(set(found) | set(start)):
+            span = found.get(name)
+            first, nxt = (span.first, span.next) if span is not None else (0, 0)
             if self.target is not None:
                 nxt = min(nxt, self.target.get(name, 0))
             begin = int(start.get(name, {"index": first})["index"])
             new_end = max(begin, nxt)
+            avail_from = max(begin, first)
+            if byte_budget is not None and span is not None and new_end > avail_from:
+                if byte_budget <= 0:
+                    new_end = begin
+                else:
+                    cut = min(new_end, _bytes_upto(span, avail_from, byte_budget))
+                    byte_budget -= _span_bytes(span, avail_from, cut)
+                    new_end = cut
             if budget is not None:
                 # Records below the first visible index were deleted (TTL expiry or
                 # truncate_before) before this query reached them; they do not count.
-                avail_from = max(begin, first)
                 take = min(max(0, new_end - avail_from), budget)
                 new_end = avail_from + take if take else begin
                 budget -= take
@@ -249,7 +228,7 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return out
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
-        return {n: {"index": v[1]} for n, v in sorted(_visible_ends(self.path).items())}
+        return {n: {"index": v[1]} for n, v in sorted(self._ends().items())}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         bounds = {}
@@ -259,25 +238,43 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 bounds[name] = (s, int(e["index"]))
         if not bounds:
             return []
-        logs = [ld for ld in logfiles.dataset_logs(self.path) if ld.name in bounds]
-        parts = plan(logs, self.per_partition, None, bounds)
+        found = [s for s in self._spans() if s.log.name in bounds]
+        parts = plan(found, self.per_partition, bounds)
         covered: dict[str, int] = {}
         for p in parts:
             covered[p.log_name] = covered.get(p.log_name, 0) + p.stop - p.start
         for name, (a, b) in bounds.items():
-            if covered.get(name, 0) < b - a:
-                log.warning("engine-log stream %s/%s: records %d..%d were deleted (expiry or "
-                            "truncation) before they were read; %d skipped",
-                            self.path, name, a, b, b - a - covered.get(name, 0))
+            lost = b - a - covered.get(name, 0)
+            if lost <= 0:
+                continue
+            what = (f"{SOURCE} stream over {', '.join(self.paths)}: records {a}..{b} of {name!r} were deleted "
+                    f"(TTL expiry or truncation) before they were read; {lost} lost")
+            if self.fail_on_data_loss:
+                raise ConfigError(what + " (set failOnDataLoss=false to skip them with a warning)")
+            log.warning("%s", what)
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         if not isinstance(partition, LogPartition):
             return  # an empty plan is read as one InputPartition(None)
-        yield from read_partition(self.schema, partition, self.batch_records)
+        yield from read_partition(self.schema, partition, self.batch_records, self.mode)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to release: log records stay until the writer's TTL expiry."""
+
+
+def _span_bytes(span: LogSpan, a: int, b: int) -> int:
+    """Log bytes of records ``[a, b)`` of a log (from the index entries)."""
+    fs = resolve(None)
+    total = 0
+    for seg in span.segments:
+        lo, hi = max(a, seg.first_index + seg.min_pos), min(b, seg.stop_index)
+        if lo >= hi:
+            continue
+        offs = logfiles.entry_offsets(fs, seg, lo - seg.first_index, hi - seg.first_index)
+        end = logfiles.entry_offsets(fs, seg, hi - seg.first_index, hi - seg.first_index + 1)
+        total += (end[0] if end else seg.end_offset) - offs[0]
+    return total
 
 
 @dataclass
@@ -289,11 +286,14 @@ class LogWriter(DataSourceArrowWriter):
     """The sink: one shard per task, published atomically by the driver's commit."""
 
     def __init__(self, options: dict[str, str], overwrite: bool) -> None:
-        self.path = _path(options)
+        opts = lower(options)
+        check_options(SOURCE, opts, WRITE_OPTIONS)
+        self.path = one_path(SOURCE, opts)
+        sink.check_target(resolve(None), self.path)
         self.overwrite = overwrite
         self.job_id = sink.new_job_id()
-        self.segment_bytes = _int_option(options, "segmentBytes", sink.DEFAULT_SEGMENT_BYTES)
-        ttl = options.get("ttlSeconds", options.get("ttlseconds"))
+        self.segment_bytes = int_option(opts, "segmentBytes", sink.DEFAULT_SEGMENT_BYTES) or 1
+        ttl = opts.get("ttlseconds")
         try:
             self.ttl_ns = 0 if ttl is None else int(float(ttl) * 1e9)
         except ValueError as exc:
@@ -331,10 +331,13 @@ class LogStreamWriter(DataSourceStreamArrowWriter):
     """
 
     def __init__(self, options: dict[str, str]) -> None:
-        self.path = _path(options)
-        self.stream = options.get("streamName", options.get("streamname", "default"))
+        opts = lower(options)
+        check_options(SOURCE, opts, WRITE_OPTIONS)
+        self.path = one_path(SOURCE, opts)
+        sink.check_target(resolve(None), self.path)
+        self.stream = opts.get("streamname", "default")
         self.job_id = "stream-" + sink.new_job_id()
-        self.segment_bytes = _int_option(options, "segmentBytes", sink.DEFAULT_SEGMENT_BYTES)
+        self.segment_bytes = int_option(opts, "segmentBytes", sink.DEFAULT_SEGMENT_BYTES) or 1
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         import uuid
@@ -370,7 +373,19 @@ class EngineLogDataSource(DataSource):
         return "engine-log"
 
     def schema(self) -> StructType:
-        return LOG_SCHEMA
+        """The engine-log schema (with ``_corrupt_record`` in PERMISSIVE mode).
+
+        Spark calls this when the DataFrame is defined (``load()``), so the
+        read options are checked here: a misspelt or malformed option fails the
+        definition, not the first query."""
+        opts = lower(self.options)
+        check_options(SOURCE, opts, set(BATCH_OPTIONS) | set(STREAM_OPTIONS))
+        for key in ("recordsPerPartition", "batchRecords", "minPartitions", "maxRecordsPerTrigger",
+                    "maxBytesPerTrigger"):
+            int_option(opts, key, None)
+        bool_option(opts, "failOnDataLoss", True)
+        input_paths(SOURCE, opts)
+        return read_schema(LOG_SCHEMA, opts)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return LogReader(dict(self.options), schema)

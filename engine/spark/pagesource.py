@@ -10,25 +10,28 @@ a free page's bytes are not data â€” the store keeps its free-list link there â€
 its ``data`` is empty).
 Reads go through ``PageStore.open(path, readonly=True)``, which takes the store's
 shared lock while reading, so a row never shows a half-applied transaction.
-Partitions are page-id ranges of ``pagesPerPartition`` (default 4096) pages; a
-filter on ``page`` (ranges) and on ``free`` is pushed down.
+Partitions are page-id ranges of ``pagesPerPartition`` (default 4096) pages.
+Every check the store's reads make (page sums) applies; ``mode`` says what
+damage does.  Several paths and globs are accepted; there is no filter
+pushdown (see engine.spark.logplan).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, EqualTo, Filter, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from engine.errors import ConfigError
 from engine.pages import PageStore
-from engine.spark.batches import record_batch, repeat_string
-from engine.spark.filters import Pushdown, push
+from engine.spark.batches import guarded, record_batch, repeat_string
+from engine.spark.options import check_options, input_paths, int_option, lower, mode_option, read_schema
 from engine.spark.schemas import PAGES_SCHEMA
 
+SOURCE = "engine-pages"
+OPTIONS = ("pagesPerPartition", "mode")
 MAGIC = b"ENGPAGES"
 BATCH_PAGES = 1024
 
@@ -67,46 +70,30 @@ def read_pages(schema: StructType, part: PagesPartition) -> Iterator[pa.RecordBa
 
 
 class PagesReader(DataSourceReader):
-    """Batch reader: page-id ranges; ``page`` ranges and ``free`` pushed down."""
+    """Batch reader: page-id ranges of each store."""
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
-        path = options.get("path")
-        if not path:
-            raise ConfigError("engine-pages needs a page store file: .load(PATH)")
-        self.path = path
+        opts = lower(options)
+        check_options(SOURCE, opts, OPTIONS)
+        self.paths = input_paths(SOURCE, opts)
         self.schema = schema
-        raw = options.get("pagesPerPartition", options.get("pagesperpartition", "4096"))
-        try:
-            self.per_partition = max(1, int(raw))
-        except ValueError as exc:
-            raise ConfigError(f"pagesPerPartition={raw!r} is not an integer") from exc
-        self.pushdown = Pushdown()
-        self.free: bool | None = None
-
-    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        rest = []
-        for f in filters:
-            if isinstance(f, EqualTo) and f.attribute == ("free",) and isinstance(f.value, bool):
-                if self.free is not None and self.free != f.value:
-                    self.pushdown.range("page").restrict(0, 0)
-                self.free = f.value
-            else:
-                rest.append(f)
-        return push(rest, self.pushdown, {"page": "page"}, {}, {})
+        self.per_partition = int_option(opts, "pagesPerPartition", 4096) or 1
+        self.mode = mode_option(opts)
 
     def partitions(self) -> Sequence[InputPartition]:
-        if self.pushdown.empty:
-            return []
-        with PageStore.open(self.path, readonly=True) as store:
-            count = store.page_count
-        lo, hi = self.pushdown.range("page").clip(1, count + 1)
-        return [PagesPartition(self.path, a, min(hi, a + self.per_partition), self.free)
-                for a in range(lo, hi, self.per_partition)]
+        parts: list[InputPartition] = []
+        for path in self.paths:
+            with PageStore.open(path, readonly=True) as store:
+                count = store.page_count
+            parts.extend(PagesPartition(path, a, min(count + 1, a + self.per_partition), None)
+                         for a in range(1, count + 1, self.per_partition))
+        return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         if not isinstance(partition, PagesPartition):
             return  # an empty plan is read as one InputPartition(None)
-        yield from read_pages(self.schema, partition)
+        yield from guarded(self.schema, self.mode, read_pages(self.schema, partition),
+                           {"store": partition.path.rstrip("/").rsplit("/", 1)[-1]}, partition.path)
 
 
 class EnginePagesDataSource(DataSource):
@@ -117,7 +104,12 @@ class EnginePagesDataSource(DataSource):
         return "engine-pages"
 
     def schema(self) -> StructType:
-        return PAGES_SCHEMA
+        """The engine-pages schema; checks the options when the DataFrame is defined."""
+        opts = lower(self.options)
+        check_options(SOURCE, opts, OPTIONS)
+        int_option(opts, "pagesPerPartition", None)
+        input_paths(SOURCE, opts)
+        return read_schema(PAGES_SCHEMA, opts)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return PagesReader(dict(self.options), schema)

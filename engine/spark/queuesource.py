@@ -5,9 +5,13 @@ journal and the reader checkpoint files alone — no lock taken, nothing changed
 
     spark.read.format("engine-queue").load("/data/queues")          # every queue
     spark.read.format("engine-queue").option("queue", "jobs").load(dir)
-    ... .where("reader = 'billing'")     # pushed down: only that reader's file is read
+    spark.read.format("engine-queue").option("reader", "billing").load(dir)  # only that reader's items
 
-One partition per (queue, reader).  Filters on ``queue`` and ``reader`` are pushed.
+One partition per (queue, reader).  ``queue`` and ``reader`` (comma-separated
+names) choose what is read; by default every queue in the directories and
+every reader with a checkpoint file (the default reader ``""`` when none has
+one).  Items are read through the queue's own journal cursor, so every check
+the queue's readers make applies; ``mode`` says what damage does.
 
 Streaming: a queue *reader* as a source whose items are confirmed once Spark has
 committed the micro-batch that carried them::
@@ -27,7 +31,7 @@ query) gets them again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -35,7 +39,6 @@ import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
-    Filter,
     InputPartition,
     SimpleDataSourceStreamReader,
 )
@@ -47,13 +50,19 @@ from engine.queue import checkpoint, codec, naming
 from engine.queue.cursor import JournalCursor, PollingSource
 from engine.queue.diagnose import queue_names
 from engine.queue.state import ReaderState
-from engine.spark.batches import ns_to_timestamp, record_batch, repeat_string
-from engine.spark.filters import Pushdown, push
+from engine.spark.batches import guarded, ns_to_timestamp, record_batch, repeat_string
+from engine.spark.options import check_options, input_paths, int_option, lower, mode_option, read_schema
 from engine.spark.schemas import QUEUE_SCHEMA
+
+SOURCE = "engine-queue"
+BATCH_OPTIONS = ("queue", "reader", "mode")
+STREAM_OPTIONS = ("queue", "reader", "maxRecordsPerTrigger")
 
 log = logging.getLogger("engine.spark")
 
 BATCH_ITEMS = 8192
+#: Items per micro-batch of the streaming source unless maxRecordsPerTrigger says otherwise.
+DEFAULT_STREAM_ITEMS = 1000
 
 
 def reader_names(fs: FileSystem, directory: str, queue: str) -> list[str]:
@@ -113,42 +122,43 @@ class QueuePartition(InputPartition):
         self.reader = reader
 
 
-def _path(options: dict[str, str]) -> str:
-    path = options.get("path")
-    if not path:
-        raise ConfigError("engine-queue needs the queue directory: .load(DIR)")
-    return path
+def _names(raw: str | None) -> set[str] | None:
+    return None if raw is None else {n.strip() for n in raw.split(",")}
 
 
 class QueueReader(DataSourceReader):
-    """Batch reader of queue backlogs."""
+    """Batch reader of queue backlogs (no filter pushdown: see engine.spark.logplan)."""
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
-        self.directory = _path(options)
-        self.queue = options.get("queue")
+        opts = lower(options)
+        check_options(SOURCE, opts, BATCH_OPTIONS)
+        self.directories = input_paths(SOURCE, opts)
+        self.queues = _names(opts.get("queue"))
+        self.readers = _names(opts.get("reader"))
+        self.mode = mode_option(opts)
         self.schema = schema
-        self.pushdown = Pushdown()
-
-    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        return push(filters, self.pushdown, {}, {}, {"queue": "queue", "reader": "reader"})
 
     def partitions(self) -> Sequence[InputPartition]:
         fs = resolve(None)
-        queues = [self.queue] if self.queue else queue_names(fs, self.directory)
-        qset = self.pushdown.names.get("queue")
-        rset = self.pushdown.names.get("reader")
         parts: list[InputPartition] = []
-        for q in queues:
-            if qset is not None and not qset.allows(q):
-                continue
-            for r in reader_names(fs, self.directory, q):
-                if rset is None or rset.allows(r):
-                    parts.append(QueuePartition(self.directory, q, r))
+        for directory in self.directories:
+            queues = queue_names(fs, directory)
+            if self.queues is not None:
+                queues = [q for q in queues if q in self.queues] if queues else sorted(self.queues)
+            for q in queues:
+                for r in reader_names(fs, directory, q):
+                    if self.readers is None or r in self.readers:
+                        parts.append(QueuePartition(directory, q, r))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         if not isinstance(partition, QueuePartition):
             return  # an empty plan is read as one InputPartition(None)
+        where = f"{partition.directory}: queue {partition.queue!r}, reader {partition.reader!r}"
+        yield from guarded(self.schema, self.mode, self._batches(partition),
+                           {"queue": partition.queue, "reader": partition.reader}, where)
+
+    def _batches(self, partition: QueuePartition) -> Iterator[pa.RecordBatch]:
         fs = resolve(None)
         buf: list[codec.Put] = []
         for put in pending_puts(fs, partition.directory, partition.queue, partition.reader):
@@ -179,17 +189,18 @@ class QueueStreamReader(SimpleDataSourceStreamReader):
     """
 
     def __init__(self, options: dict[str, str]) -> None:
-        self.directory = _path(options)
-        queue = options.get("queue")
-        if not queue:
-            raise ConfigError("engine-queue streaming needs option('queue', NAME)")
+        opts = lower(options)
+        check_options(SOURCE, opts, STREAM_OPTIONS)
+        directories = input_paths(SOURCE, opts)
+        if len(directories) != 1:
+            raise ConfigError(f"{SOURCE} streaming reads one queue directory, not {len(directories)}")
+        self.directory = directories[0]
+        queue = opts.get("queue")
+        if not queue or "," in queue:
+            raise ConfigError(f"{SOURCE} streaming needs option('queue', NAME) naming one queue")
         self.queue: str = queue
-        self.reader_name = options.get("reader", "")
-        raw = options.get("maxRecordsPerTrigger", options.get("maxrecordspertrigger", "1000"))
-        try:
-            self.max_items = int(raw)
-        except ValueError as exc:
-            raise ConfigError(f"maxRecordsPerTrigger={raw!r} is not an integer") from exc
+        self.reader_name = opts.get("reader", "")
+        self.max_items = int_option(opts, "maxRecordsPerTrigger", DEFAULT_STREAM_ITEMS) or 1
         self._reader: Any = None
         self._delivered: dict[int, Any] = {}  # id -> item, not yet confirmed
         self._lookahead: list[Any] = []
@@ -270,7 +281,12 @@ class EngineQueueDataSource(DataSource):
         return "engine-queue"
 
     def schema(self) -> StructType:
-        return QUEUE_SCHEMA
+        """The engine-queue schema; checks the read options when the DataFrame is defined."""
+        opts = lower(self.options)
+        check_options(SOURCE, opts, set(BATCH_OPTIONS) | set(STREAM_OPTIONS))
+        int_option(opts, "maxRecordsPerTrigger", None)
+        input_paths(SOURCE, opts)
+        return read_schema(QUEUE_SCHEMA, opts)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return QueueReader(dict(self.options), schema)

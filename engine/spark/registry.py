@@ -43,12 +43,12 @@ def available_sources() -> list[str]:
 def register(spark: SparkSession) -> list[str]:
     """Register every engine source with ``spark``; returns their names.
 
-    Also sets ``spark.sql.python.filterPushdown.enabled`` so that the readers'
-    ``pushFilters`` is called (index/time ranges, ids, reader names), and ships
-    the engine package to the executors (``addPyFile``) when they could not import
-    it otherwise (not installed, and not on a local worker's ``PYTHONPATH``).
+    The sources implement no filter pushdown (PySpark caches a pushed-down plan
+    across the queries of one DataFrame, which would answer them wrongly: see
+    :mod:`engine.spark.logplan`), so they work whatever
+    ``spark.sql.python.filterPushdown.enabled`` says.  The package is shipped to
+    the executors when they cannot import it (:func:`ship_package`).
     """
-    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     ship_package(spark)
     names = []
     for name, module, cls in SOURCES:

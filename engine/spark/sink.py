@@ -77,6 +77,32 @@ class ShardCommit:
     bytes: int
 
 
+def check_target(fs: FileSystem, dataset: str) -> None:
+    """ConfigError unless ``dataset`` is a sink dataset, or new, or empty.
+
+    A plain append log (an :class:`engine.applog.AppendLog` directory) or a
+    directory holding other files would get a manifest that hides them from
+    every reader of the dataset, so the sink refuses to write there.
+    """
+    if not fs.exists(dataset):
+        return
+    if not fs.isdir(dataset):
+        raise ConfigError(f"{dataset}: not a directory; the engine-log sink writes a dataset directory")
+    names = fs.listdir(dataset)
+    if MANIFEST in names:
+        return
+    if any(SEGMENT_RE.match(n) for n in names):
+        raise ConfigError(
+            f"{dataset}: a plain append log (it has log segments and no {MANIFEST}); the engine-log sink "
+            "writes datasets of shards, which would hide this log's records: write to a new directory, "
+            "or append to the log with engine.applog.AppendLog")
+    other = sorted(n for n in names if n != LOCK and not n.startswith(JOB_PREFIX))
+    if other:
+        raise ConfigError(
+            f"{dataset}: not an engine-log sink dataset (no {MANIFEST}) and not empty ({', '.join(other[:5])}); "
+            "the sink's manifest would hide what is there: write to a new or empty directory")
+
+
 def remove_tree(fs: FileSystem, path: str) -> None:
     """Delete a directory and everything under it (then fsync its parent)."""
     if not fs.exists(path):
@@ -259,6 +285,7 @@ def commit_job(dataset: str, commits: list[ShardCommit], *, overwrite: bool,
     old or the new dataset, plus at most some unlisted files.
     """
     fs = resolve(fs)
+    check_target(fs, dataset)
     make_dirs(fs, dataset)
     lock = _lock(fs, dataset)
     try:
@@ -291,6 +318,7 @@ def commit_stream_batch(dataset: str, commits: list[ShardCommit], *, stream: str
     re-run's shards are deleted instead of published.  Returns whether it published.
     """
     fs = resolve(fs)
+    check_target(fs, dataset)
     make_dirs(fs, dataset)
     lock = _lock(fs, dataset)
     try:

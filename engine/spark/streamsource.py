@@ -8,26 +8,30 @@
 One row per stream (ident, start offset, status complete / aborted / open, the
 data).  A journal file is one transaction log that can only be read from its
 start (record numbers and wrapping), so each file is one partition.  Reading goes
-through :func:`engine.streams.read_streams`, which checks every check code and
-stops cleanly at a torn transaction.  A ``status`` filter is pushed down.
+through :func:`engine.streams.read_streams`, which checks every check code
+(CRC-64) and stops cleanly at a torn transaction; ``mode`` says what damage
+does.  Several paths and globs are accepted; there is no filter pushdown (see
+engine.spark.logplan).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from engine.errors import ConfigError
 from engine.fs import resolve
-from engine.spark.batches import record_batch, repeat_string
-from engine.spark.filters import Pushdown, push
+from engine.spark.batches import guarded, record_batch, repeat_string
+from engine.spark.options import check_options, input_paths, lower, mode_option, read_schema
 from engine.spark.schemas import STREAMS_SCHEMA
 from engine.streams import read_streams
 
+SOURCE = "engine-streams"
+OPTIONS = ("mode",)
 JOURNAL_MAGIC = b"journald"
 BATCH_STREAMS = 1024
 
@@ -92,26 +96,21 @@ class StreamsReader(DataSourceReader):
     """Batch reader: one partition per journal file."""
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
-        path = options.get("path")
-        if not path:
-            raise ConfigError("engine-streams needs a journal file or directory: .load(PATH)")
-        self.path = path
+        opts = lower(options)
+        check_options(SOURCE, opts, OPTIONS)
+        self.paths = input_paths(SOURCE, opts)
         self.schema = schema
-        self.pushdown = Pushdown()
-
-    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        return push(filters, self.pushdown, {}, {}, {"status": "status", "journal": "journal"})
+        self.mode = mode_option(opts)
 
     def partitions(self) -> Sequence[InputPartition]:
-        journals = self.pushdown.names.get("journal")
-        return [StreamsPartition(p) for p in journal_files(self.path)
-                if journals is None or journals.allows(p.rsplit("/", 1)[-1])]
+        files = [f for p in self.paths for f in journal_files(p)]
+        return [StreamsPartition(p) for p in dict.fromkeys(files)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         if not isinstance(partition, StreamsPartition):
             return  # an empty plan is read as one InputPartition(None)
-        st = self.pushdown.names.get("status")
-        yield from read_journal(self.schema, partition.path, None if st is None else st.names)
+        yield from guarded(self.schema, self.mode, read_journal(self.schema, partition.path, None),
+                           {"journal": partition.path.rsplit("/", 1)[-1]}, partition.path)
 
 
 class EngineStreamsDataSource(DataSource):
@@ -122,7 +121,11 @@ class EngineStreamsDataSource(DataSource):
         return "engine-streams"
 
     def schema(self) -> StructType:
-        return STREAMS_SCHEMA
+        """The engine-streams schema; checks the options when the DataFrame is defined."""
+        opts = lower(self.options)
+        check_options(SOURCE, opts, OPTIONS)
+        input_paths(SOURCE, opts)
+        return read_schema(STREAMS_SCHEMA, opts)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return StreamsReader(dict(self.options), schema)

@@ -23,13 +23,14 @@ file in the order their positions were handed out.
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 import time
 from types import TracebackType
 from typing import cast
 
-from engine.errors import ClosedError, ConfigError, CorruptFileError, FullError, PoisonedError
+from engine.errors import ClosedError, ConfigError, CorruptFileError, DiskFullError, FullError, PoisonedError
 from engine.fs import (
     FileHandle,
     FileSystem,
@@ -63,6 +64,25 @@ CREATING_SUFFIX = ".creating"
 #: Suffix of the writer lock file beside the journal (``<journal>.lock``): an
 #: empty file the writer holds an exclusive ``flock`` on while it is open.
 LOCK_SUFFIX = ".lock"
+
+
+def _disk_full(exc: BaseException, path: str) -> BaseException:
+    """``exc`` typed: a raw ENOSPC/EDQUOT ``OSError`` (from a directory
+    operation: creating a file, a rename) becomes :class:`DiskFullError`; file
+    writes and syncs get it from the :mod:`engine.fs` seam already."""
+    if isinstance(exc, OSError) and not isinstance(exc, DiskFullError) and exc.errno in (
+        errno.ENOSPC, errno.EDQUOT
+    ):
+        return DiskFullError(exc.filename or path, exc.errno, "write")
+    return exc
+
+
+def _stopped(path: str, failure: BaseException | None) -> PoisonedError:
+    """The error every call raises after ``failure`` stopped the journal, with
+    its type: a full disk stays :class:`DiskFullError` (free space and reopen)."""
+    if isinstance(failure, DiskFullError):
+        return DiskFullError(failure.path, failure.errno or errno.ENOSPC, failure.operation)
+    return PoisonedError(path, failure)
 
 
 class Stream:
@@ -199,11 +219,17 @@ class StreamJournal:
             raise ConfigError(f"sync_delay must be >= 0, not {sync_delay}")
         if not create and not fs.exists(path):
             raise FileNotFoundError(path)  # (checked again under the lock)
-        lock = take_lock(fs, path + LOCK_SUFFIX, what="writer lock of the stream journal")
+        try:
+            lock = take_lock(fs, path + LOCK_SUFFIX, what="writer lock of the stream journal")
+        except OSError as exc:
+            raise _disk_full(exc, path + LOCK_SUFFIX) from exc
         try:
             journal = cls._open(path, size, create, reset, page_size, record_size, sync_delay, preallocate, fs)
-        except BaseException:
+        except BaseException as exc:
             lock.release()
+            typed = _disk_full(exc, path)
+            if typed is not exc:
+                raise typed from exc
             raise
         journal._writer_lock = lock
         journal.spill_size = max(spill_size, journal.page_size)
@@ -436,7 +462,7 @@ class StreamJournal:
         if self._closed:
             raise ClosedError(f"{self.path}: journal is closed")
         if self._failure is not None:
-            raise PoisonedError(self.path, self._failure)
+            raise _stopped(self.path, self._failure)
         if self._handle.poisoned:
             raise PoisonedError(self.path, None)
 
@@ -570,7 +596,7 @@ class StreamJournal:
             time.sleep(self.sync_delay)
         with self._lock:
             if self._failure is not None:
-                raise PoisonedError(self.path, self._failure)
+                raise _stopped(self.path, self._failure)
             if not self._pending and not self._spilled:
                 return  # everything already reached the disk (a wrap synced it)
             data = self._pending

@@ -441,11 +441,13 @@ def test_stale_meta_is_rolled_forward_along_the_links() -> None:
     image = sim.durable_image()  # power loss now: only what was synced survives
     journal.close()
     with EventJournal.open("/db", fs=image.fs(), preallocate=PREALLOC) as reopened:
-        # Meta was behind the links for both ids: a "rebuilt" action, nothing cut.
-        assert [(a.kind, a.count, a.unit) for a in reopened.recovery.actions] == [("rebuilt", 2, "entries")]
+        # Meta was behind the links for both ids: a "rebuilt" action, nothing cut;
+        # and the checksums of the blocks since data.crc's last sync were rebuilt.
+        assert [(a.kind, a.count, a.unit, a.path) for a in reopened.recovery.actions] == [
+            ("rebuilt", 2, "entries", "/db/meta"), ("rebuilt", 6, "entries", "/db/data.crc")]
         assert [tuple(e) for e in reopened.replay("a")] == [(1, b"one"), (2, b"two"), (3, b"three"), (4, b"four")]
         assert [tuple(e) for e in reopened.replay("b")] == [(2, b"dos")]
-        assert reopened.verify() == [str(reopened.recovery.actions[0])]
+        assert reopened.verify() == [str(a) for a in reopened.recovery.actions]
     # A reader rolls forward too (in memory), without writing anything.
     with EventJournal.open_read_only("/db", fs=image.fs()) as reader:
         assert reader.highest_sequence_nr("a") == 4 and reader.lowest_sequence_nr("b") == 2

@@ -40,7 +40,7 @@ def test_write_replay_highest_and_reopen(jdir: str) -> None:
         j.write("b", [(2, b"b2")])
         assert j.verify() == []
     # The files of the format, and the writer lock.
-    assert sorted(p.name for p in Path(jdir).iterdir()) == [".lock", "data", "meta"]
+    assert sorted(p.name for p in Path(jdir).iterdir()) == [".lock", "data", "data.crc", "meta", "meta.crc"]
 
 
 def test_replay_ranges_and_max(jdir: str) -> None:
@@ -166,9 +166,14 @@ def test_reads_files_written_with_the_original_magic(tmp_path: Path) -> None:
     d = _write_files(tmp_path / "j", meta, data)
     with EventJournal.open_read_only(d) as j:
         assert [tuple(e) for e in j.replay("P1")] == [(1, b"\x0b"), (2, b"\x0c")]
-        assert j.stats()["meta magic"] == "AKFM" and j.verify() == []
+        assert j.stats()["meta magic"] == "AKFM"
+        assert j.verify() == [f"no checksums: {d}/data.crc, {d}/meta.crc missing (a writer's open adds them)"]
     with EventJournal.open(d) as j:
+        # A writer adds the checksum side files (the original reader ignores them).
+        assert [(a.kind, a.count, a.path) for a in j.recovery.actions] == [
+            ("rebuilt", 1, f"{d}/meta.crc"), ("rebuilt", 2, f"{d}/data.crc")]
         j.write("P1", [(3, b"\x0d")])
+        assert j.verify() == [str(a) for a in j.recovery.actions]
     assert (tmp_path / "j" / "meta").read_bytes()[:4] == b"AKFM"  # kept as found
 
 
@@ -315,17 +320,28 @@ def test_damaged_meta_is_not_mistaken_for_a_torn_tail(jdir: str) -> None:
     blocks = good[8:]
     size0 = int.from_bytes(blocks[:2], "big")  # every id here is 3 bytes: equal sizes
     only = {k: blocks[k * size0 : (k + 1) * size0] for k in range(3)}
-    # Only id0 left (its last block ends the file): nothing is cut, but the other
-    # ids' blocks are now in nobody's chain, which verify() reports.
+    # Only id0 left (its last block ends the file): meta.crc checksums three ids,
+    # meta has one (a crash leaves at most one id past the committed blocks).
     meta.write_bytes(good[:4] + size0.to_bytes(4, "big") + only[0])
-    with EventJournal.open(jdir) as j, pytest.raises(CorruptFileError, match="orphan"):
+    with pytest.raises(CorruptFileError, match="salvage"):
+        EventJournal.open_read_only(jdir)
+    with pytest.raises(CorruptFileError, match="salvage"):
+        EventJournal.open(jdir)
+    # Without meta.crc (a journal older than it) the other ids' blocks are in
+    # nobody's chain, which verify() reports.
+    crc = Path(jdir) / "meta.crc"
+    saved = crc.read_bytes()
+    crc.unlink()
+    with EventJournal.open_read_only(jdir) as j, pytest.raises(CorruptFileError, match="orphan"):
         j.verify()
+    crc.write_bytes(saved)
     # Only id2 left: id0's last batch would be cut, but it links back to a block
     # that is no id's last, which a crash cannot produce: refused.
     meta.write_bytes(good[:4] + size0.to_bytes(4, "big") + only[2])
     with pytest.raises(CorruptFileError) as info:
         EventJournal.open(jdir)
-    assert info.value.path.endswith("data")
+    # (meta's first block is now id2's, which fails id0's checksum in meta.crc)
+    assert info.value.path.endswith("meta")
     # The files were not touched by the refused opens; salvage cuts on request.
     with EventJournal.open(jdir, salvage=True) as j:
         assert seqs(j, "id2") == [1, 2] and j.persistence_ids() == ["id2"]
@@ -370,6 +386,18 @@ def test_the_real_2gib_cap(tmp_path: Path) -> None:
         out.seek(last_at)
         out.write(block)
     (root / "meta").write_bytes(encode_meta([MetaBlock("P", last_at, last_at, 1)]))
+    # The checksum side files by hand: the zeros before the block are no block
+    # (the writer would rebuild entries by walking blocks from offset 8), so one
+    # entry covers them (its checksum is never checked here: replay reads only
+    # the block) and one the block.
+    from engine.events import sums
+
+    (root / "data.crc").write_bytes(
+        sums.encode_header(sums.DATA_SUMS_MAGIC)
+        + sums.encode_batch_sum(last_at, 8, 0)
+        + sums.encode_batch_sum(last_at + 25, last_at, sums.batch_crc(block, 0, 0, len(block)))
+    )
+    (root / "meta.crc").write_bytes(sums.encode_header(sums.META_SUMS_MAGIC) + sums.encode_id_sum(b"P", 1))
     with EventJournal.open(str(root), preallocate=0) as j:
         assert j.committed_size == MAX_DATA_SIZE - 100
         with pytest.raises(FullError, match="2147483647"):

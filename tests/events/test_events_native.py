@@ -209,6 +209,16 @@ def test_journal_replay_is_the_same_with_either_walker(tmp_path: Any, monkeypatc
             at = int.from_bytes(f.read(4), "big")
         f.seek(at + 12)
         f.write((at + 1).to_bytes(4, "big"))  # block 4 now links to a wrong offset
+    block4 = at
+    with EventJournal.open_read_only(d) as j:
+        # The batch holding block 4 (blocks 4-6) fails its checksum in data.crc
+        # before any of its events is handed out.
+        with pytest.raises(CorruptFileError, match="checksum") as info_err:
+            list(j.replay("id3"))
+        assert info_err.value.offset == block4
+    # Without the side file (a journal older than it), the walker's link checks
+    # find it: the first four come out, then the error.
+    os.unlink(os.path.join(d, "data.crc"))
     with EventJournal.open_read_only(d) as j:
         seen: list[int] = []
         with pytest.raises(CorruptFileError) as info_err:

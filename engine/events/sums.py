@@ -1,0 +1,105 @@
+"""Checksums of the file journal's blocks: the side files ``data.crc`` and ``meta.crc``.
+
+The file journal's ``data`` and ``meta`` have no checksum and no room for one
+(the original akka-persistence-file-journal reader reads every byte of them), so
+this implementation keeps them beside the files, as the append log keeps a
+``.crc`` beside each LOG.  The original reader never opens them.  Pure bytes in,
+bytes out (no ``os``); :mod:`engine.events.sumfiles` reads and writes the files.
+
+``data.crc`` -- one entry per *batch* (the blocks one ``write`` appended, which
+are adjacent), in file order; batches tile ``data`` from offset 8, so an entry's
+start is the previous entry's end (8 for the first)::
+
+    header  := magic "EJDC" | u32 version (1)                          8 bytes
+    entry   := i32 end | i32 last | u32 crc                           12 bytes
+
+``end`` is where the batch ends in ``data`` (exclusive), ``last`` the offset of
+its last block, ``crc`` the CRC-32 (zlib, IEEE) of the batch's bytes
+``[start, end)`` with the 4 bytes of the last block's ``next`` field
+(``last + 12``) counted as zeros: that field is the only byte of a batch that
+changes after it is written (the next batch of the id links onto it; recovery
+may reset it to 0), and it is checked by the link rules instead (the block it
+leads to must sit at that offset, link back, and continue the sequence).
+Recovery may rebuild entries one per block (``last`` = the block's start).
+
+``meta.crc`` -- one entry per meta block, in meta-file order (entry ``i`` at
+``8 + 12 i``)::
+
+    header  := magic "EJMC" | u32 version (1)                          8 bytes
+    entry   := i64 from | u32 crc                                     12 bytes
+
+``from`` is the id's first live sequence number (``highest + 1`` when every
+event was deleted): it changes only when ``delete_to`` moves it (a write after
+everything was deleted starts at exactly that number).  ``crc`` is the CRC-32 of
+the block's i16 size, ``from`` (i64) and the id's UTF-8 bytes.  The block's
+``first`` must lead to the block numbered ``from``; ``last`` and ``highest`` are
+a cache the chain in ``data`` settles (roll forward, checked blocks).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+# Side-file header: magic[4] | u32 version (1).
+SUMS_HEADER = struct.Struct(">4sI")
+assert SUMS_HEADER.size == 8
+SUMS_HEADER_SIZE = SUMS_HEADER.size
+SUMS_VERSION = 1
+DATA_SUMS_MAGIC = b"EJDC"
+META_SUMS_MAGIC = b"EJMC"
+
+# data.crc entry: i32 end | i32 last block offset | u32 crc32
+BATCH_SUM = struct.Struct(">iiI")
+assert BATCH_SUM.size == 12
+BATCH_SUM_SIZE = BATCH_SUM.size
+
+# meta.crc entry: i64 first live sequence number | u32 crc32
+ID_SUM = struct.Struct(">qI")
+assert ID_SUM.size == 12
+ID_SUM_SIZE = ID_SUM.size
+
+# What the meta checksum covers besides the id: i16 block size | i64 from.
+_ID_FIXED = struct.Struct(">hq")
+assert _ID_FIXED.size == 10
+
+#: Offset of a block's ``next`` field (see engine.events.codec.BLOCK_NEXT_FIELD).
+_NEXT = 12
+_ZERO_NEXT = bytes(4)
+
+
+def encode_header(magic: bytes) -> bytes:
+    """The 8-byte header of a side file."""
+    return SUMS_HEADER.pack(magic, SUMS_VERSION)
+
+
+def header_ok(head: bytes, magic: bytes) -> bool:
+    """Whether ``head`` is a version-1 side-file header with ``magic``."""
+    return len(head) >= SUMS_HEADER_SIZE and SUMS_HEADER.unpack_from(head, 0) == (magic, SUMS_VERSION)
+
+
+def batch_crc(buf: bytes | bytearray | memoryview, start: int, last: int, end: int) -> int:
+    """CRC-32 of ``buf[start:end]`` (a batch) with the ``next`` field of the block
+    at ``last`` (``start <= last``, ``last + 16 <= end``) counted as zeros."""
+    mv = memoryview(buf)
+    crc = zlib.crc32(mv[start : last + _NEXT])
+    crc = zlib.crc32(_ZERO_NEXT, crc)
+    return zlib.crc32(mv[last + _NEXT + 4 : end], crc)
+
+
+def encode_batch_sum(end: int, last: int, crc: int) -> bytes:
+    return BATCH_SUM.pack(end, last, crc)
+
+
+def id_crc(raw_id: bytes, first_seq: int) -> int:
+    """CRC-32 of a meta block's size, the id's first live sequence number and its id."""
+    return zlib.crc32(raw_id, zlib.crc32(_ID_FIXED.pack(26 + len(raw_id), first_seq)))
+
+
+def encode_id_sum(raw_id: bytes, first_seq: int) -> bytes:
+    return ID_SUM.pack(first_seq, id_crc(raw_id, first_seq))
+
+
+def id_sum_offset(index: int) -> int:
+    """Where the ``index``-th meta block's entry sits in ``meta.crc``."""
+    return SUMS_HEADER_SIZE + ID_SUM_SIZE * index

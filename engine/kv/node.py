@@ -1,0 +1,324 @@
+"""The key-value store's page layouts: meta page, B+tree nodes, overflow pages.
+
+Pure bytes in, bytes out (no I/O, no ``os``): :mod:`engine.kv.tree` reads and
+writes pages through the page store and calls these.  The grammar, with a worked
+hex example, is in ``docs/formats/kv.md``.  Every page is one page store page;
+little-endian throughout.
+
+Decoders check everything a damaged page could get wrong (kinds, levels, counts,
+lengths, key order, child and overflow page ids) and raise :class:`NodeError`
+with the offset *inside the page*; the tree layer turns it into a
+``CorruptFileError`` naming the store file and the absolute offset.
+"""
+
+from __future__ import annotations
+
+import operator
+import struct
+from dataclasses import dataclass
+from itertools import accumulate
+
+# -- meta page (page 1) -----------------------------------------------------------------
+#: The meta page's magic: tells a key-value store from a plain page store.
+META_MAGIC = b"ENGKVDB1"
+META_VERSION = 1
+# magic 8s | u16 version | u16 tree count | u32 reserved (0) | u64 txid
+META_HEAD = struct.Struct("<8sHHIQ")
+assert META_HEAD.size == 24
+#: Offset of the commit counter in the meta page.
+TXID_OFFSET = 16
+# per tree: u64 root page | u64 key count | u8 height | u8 reserved | u16 name length, then the name
+TREE_ENTRY = struct.Struct("<QQBBH")
+assert TREE_ENTRY.size == 20
+TXID = struct.Struct("<Q")
+
+# -- nodes and overflow pages -------------------------------------------------------------
+LEAF = 0x4C  # "L"
+BRANCH = 0x42  # "B"
+OVERFLOW = 0x4F  # "O"
+# u8 kind | u8 level (0 = leaf) | u16 count | u32 used bytes | u64 next (overflow pages; 0 in nodes)
+NODE_HEAD = struct.Struct("<BBHIQ")
+assert NODE_HEAD.size == 16
+HEAD = NODE_HEAD.size
+# An overflow reference, in a leaf's value area instead of the value: u64 first page | u32 length
+OVERFLOW_REF = struct.Struct("<QI")
+assert OVERFLOW_REF.size == 12
+#: A leaf entry's value length meaning "the value is on overflow pages".
+OVERFLOW_MARK = 0xFFFF
+#: The deepest tree decoders accept (a 2-way tree of 2**48 pages is far shallower).
+MAX_HEIGHT = 48
+#: Largest value stored on overflow pages (the reference holds a u32 length).
+MAX_VALUE = 0xFFFFFFFF
+
+
+class NodeError(ValueError):
+    """A page that is not a valid node; ``offset`` is inside the page."""
+
+    def __init__(self, offset: int, expected: str, found: str | None = None) -> None:
+        self.offset = offset
+        self.expected = expected
+        self.found = found
+        super().__init__(f"at {offset}: expected {expected}" + (f", found {found}" if found is not None else ""))
+
+
+@dataclass(frozen=True, slots=True)
+class Overflow:
+    """A value kept on a chain of overflow pages: its first page and length."""
+
+    page: int
+    length: int
+
+
+Value = bytes | Overflow
+
+
+class Leaf:
+    """A decoded leaf: sorted keys and their values (inline bytes or Overflow).
+
+    Nodes in a cache are never changed; a transaction changes a :meth:`copy`.
+    ``size`` is the encoded size in bytes, kept up to date by the tree code.
+    """
+
+    __slots__ = ("keys", "size", "vals")
+    level = 0
+
+    def __init__(self, keys: list[bytes], vals: list[Value], size: int) -> None:
+        self.keys = keys
+        self.vals = vals
+        self.size = size
+
+    def copy(self) -> Leaf:
+        return Leaf(self.keys[:], self.vals[:], self.size)
+
+
+class Branch:
+    """A decoded branch: ``len(keys) + 1`` children; child ``i`` holds the keys
+    ``k`` with ``keys[i - 1] <= k < keys[i]``."""
+
+    __slots__ = ("children", "keys", "level", "size")
+
+    def __init__(self, level: int, keys: list[bytes], children: list[int], size: int) -> None:
+        self.level = level
+        self.keys = keys
+        self.children = children
+        self.size = size
+
+    def copy(self) -> Branch:
+        return Branch(self.level, self.keys[:], self.children[:], self.size)
+
+
+Node = Leaf | Branch
+
+
+def max_entry(page_size: int) -> int:
+    """Largest encoded entry (leaf: 4 + key + inline value; branch: 10 + key).
+
+    A quarter page, so that a split leaves two halves of at least 3/8 page and a
+    node under 1/4 page can always merge with or borrow from a sibling."""
+    return page_size // 4
+
+
+def max_key(page_size: int) -> int:
+    """Longest key: its entry fits :func:`max_entry` even with an overflow reference."""
+    return page_size // 4 - 32
+
+
+def vsize(value: Value) -> int:
+    """Bytes a value takes in a leaf's value area."""
+    return len(value) if type(value) is bytes else OVERFLOW_REF.size
+
+
+def leaf_size(keys: list[bytes], vals: list[Value]) -> int:
+    return HEAD + 4 * len(keys) + sum(map(len, keys)) + sum(map(vsize, vals))
+
+
+def branch_size(keys: list[bytes]) -> int:
+    return HEAD + 10 * len(keys) + 8 + sum(map(len, keys))
+
+
+# -- encoding -------------------------------------------------------------------------------
+def encode_leaf(node: Leaf, page_size: int) -> bytes:
+    """A leaf page: header, ``count`` x (u16 key length, u16 value length or
+    OVERFLOW_MARK), the keys, then the values (or 12-byte overflow references)."""
+    keys, vals = node.keys, node.vals
+    n = len(keys)
+    lens: list[int] = []
+    parts: list[bytes] = []
+    for k, v in zip(keys, vals, strict=True):
+        if type(v) is bytes:
+            lens += (len(k), len(v))
+            parts.append(v)
+        else:
+            assert isinstance(v, Overflow)
+            lens += (len(k), OVERFLOW_MARK)
+            parts.append(OVERFLOW_REF.pack(v.page, v.length))
+    body = struct.pack(f"<{2 * n}H", *lens) + b"".join(keys) + b"".join(parts)
+    used = HEAD + len(body)
+    if used > page_size:
+        raise ValueError(f"leaf of {used} bytes does not fit a {page_size}-byte page")
+    return NODE_HEAD.pack(LEAF, 0, n, used, 0) + body + bytes(page_size - used)
+
+
+def encode_branch(node: Branch, page_size: int) -> bytes:
+    """A branch page: header, ``count`` x u16 key length, ``count + 1`` x u64
+    child page, then the keys."""
+    keys = node.keys
+    n = len(keys)
+    body = struct.pack(f"<{n}H{n + 1}Q", *map(len, keys), *node.children) + b"".join(keys)
+    used = HEAD + len(body)
+    if used > page_size:
+        raise ValueError(f"branch of {used} bytes does not fit a {page_size}-byte page")
+    return NODE_HEAD.pack(BRANCH, node.level, n, used, 0) + body + bytes(page_size - used)
+
+
+def encode_node(node: Node, page_size: int) -> bytes:
+    return encode_leaf(node, page_size) if type(node) is Leaf else encode_branch(node, page_size)  # type: ignore[arg-type]
+
+
+def encode_overflow(data: bytes, next_page: int, page_size: int) -> bytes:
+    """An overflow page: header (used = data length, next = the next page or 0), then data."""
+    assert len(data) <= page_size - HEAD
+    return NODE_HEAD.pack(OVERFLOW, 0, 0, len(data), next_page) + data + bytes(page_size - HEAD - len(data))
+
+
+# -- decoding -------------------------------------------------------------------------------
+def _ascending(keys: list[bytes]) -> bool:
+    return all(map(operator.lt, keys, keys[1:]))
+
+
+def decode_node(data: bytes, page_count: int) -> Node:
+    """A leaf or branch page; NodeError if anything in it is inconsistent.
+
+    ``page_count`` bounds child and overflow page ids (2..page_count: page 1 is
+    the meta page)."""
+    ps = len(data)
+    kind, level, n, used, nxt = NODE_HEAD.unpack_from(data)
+    if used > ps or used < HEAD or nxt:
+        raise NodeError(4, f"a node's used size in {HEAD}..{ps} and no next page", f"{used}, next {nxt}")
+    if kind == LEAF:
+        if level:
+            raise NodeError(1, "level 0 in a leaf", str(level))
+        end = HEAD + 4 * n
+        if end > used:
+            raise NodeError(2, "an entry count that fits the page", str(n))
+        lens = struct.unpack_from(f"<{2 * n}H", data, HEAD)
+        klens = lens[0::2]
+        vlens = [OVERFLOW_REF.size if v == OVERFLOW_MARK else v for v in lens[1::2]]
+        koffs = list(accumulate(klens, initial=end))
+        voffs = list(accumulate(vlens, initial=koffs[-1]))
+        if voffs[-1] != used:
+            raise NodeError(4, f"entries that end at the used size {used}", str(voffs[-1]))
+        keys = [data[a:b] for a, b in zip(koffs, koffs[1:])]
+        vals: list[Value] = [data[a:b] for a, b in zip(voffs, voffs[1:])]
+        if not _ascending(keys):
+            raise NodeError(end, "keys in strictly ascending order")
+        if OVERFLOW_MARK in lens[1::2]:
+            for i, mark in enumerate(lens[1::2]):
+                if mark == OVERFLOW_MARK:
+                    first, length = OVERFLOW_REF.unpack(vals[i])
+                    if not 2 <= first <= page_count:
+                        raise NodeError(voffs[i], f"an overflow page in 2..{page_count}", str(first))
+                    vals[i] = Overflow(first, length)
+        return Leaf(keys, vals, used)
+    if kind == BRANCH:
+        if not 1 <= level <= MAX_HEIGHT:
+            raise NodeError(1, f"a branch level in 1..{MAX_HEIGHT}", str(level))
+        end = HEAD + 10 * n + 8
+        if end > used:
+            raise NodeError(2, "a key count that fits the page", str(n))
+        fields = struct.unpack_from(f"<{n}H{n + 1}Q", data, HEAD)
+        klens, children = fields[:n], list(fields[n:])
+        koffs = list(accumulate(klens, initial=end))
+        if koffs[-1] != used:
+            raise NodeError(4, f"keys that end at the used size {used}", str(koffs[-1]))
+        keys = [data[a:b] for a, b in zip(koffs, koffs[1:])]
+        if not _ascending(keys):
+            raise NodeError(end, "separator keys in strictly ascending order")
+        if min(children) < 2 or max(children) > page_count:
+            bad = next(c for c in children if not 2 <= c <= page_count)
+            at = HEAD + 2 * n + 8 * children.index(bad)
+            raise NodeError(at, f"a child page in 2..{page_count}", str(bad))
+        return Branch(level, keys, children, used)
+    raise NodeError(0, "a leaf (0x4c) or branch (0x42) page", f"0x{kind:02x}")
+
+
+def decode_overflow(data: bytes, page_count: int) -> tuple[bytes, int]:
+    """An overflow page's data and next page (0 = last)."""
+    kind, level, n, used, nxt = NODE_HEAD.unpack_from(data)
+    if kind != OVERFLOW or level or n:
+        raise NodeError(0, "an overflow page (0x4f)", f"0x{kind:02x}")
+    if used > len(data) - HEAD:
+        raise NodeError(4, f"overflow data of at most {len(data) - HEAD} bytes", str(used))
+    if nxt and not 2 <= nxt <= page_count:
+        raise NodeError(8, f"a next overflow page in 2..{page_count}", str(nxt))
+    return data[HEAD : HEAD + used], nxt
+
+
+# -- the meta page --------------------------------------------------------------------------
+@dataclass(slots=True)
+class TreeInfo:
+    """One named tree: its root page, key count and height (1 = the root is a leaf)."""
+
+    name: bytes
+    root: int
+    count: int
+    height: int
+
+    def copy(self) -> TreeInfo:
+        return TreeInfo(self.name, self.root, self.count, self.height)
+
+
+def encode_meta(txid: int, trees: list[TreeInfo], page_size: int) -> bytes:
+    """The meta page: header (magic, version, tree count, txid), then the trees in order."""
+    parts = [META_HEAD.pack(META_MAGIC, META_VERSION, len(trees), 0, txid)]
+    for t in trees:
+        parts.append(TREE_ENTRY.pack(t.root, t.count, t.height, 0, len(t.name)) + t.name)
+    out = b"".join(parts)
+    if len(out) > page_size:
+        raise ValueError(f"{len(trees)} tree names do not fit the {page_size}-byte meta page")
+    return out + bytes(page_size - len(out))
+
+
+def tree_entry_offsets(trees: list[TreeInfo]) -> list[int]:
+    """Where each tree's entry starts in the meta page."""
+    offs, at = [], META_HEAD.size
+    for t in trees:
+        offs.append(at)
+        at += TREE_ENTRY.size + len(t.name)
+    return offs
+
+
+def encode_tree_entry(t: TreeInfo) -> bytes:
+    """The fixed part of a tree's entry (root, count, height; the name stays)."""
+    return TREE_ENTRY.pack(t.root, t.count, t.height, 0, len(t.name))
+
+
+def is_meta(data: bytes) -> bool:
+    return data[:8] == META_MAGIC
+
+
+def decode_meta(data: bytes, page_count: int) -> tuple[int, list[TreeInfo]]:
+    """The commit counter and the trees; NodeError on anything inconsistent."""
+    magic, version, n, _reserved, txid = META_HEAD.unpack_from(data)
+    if magic != META_MAGIC:
+        raise NodeError(0, "the key-value meta magic ENGKVDB1", magic.hex(" "))
+    if version != META_VERSION:
+        raise NodeError(8, f"meta version {META_VERSION}", str(version))
+    trees: list[TreeInfo] = []
+    at = META_HEAD.size
+    names: set[bytes] = set()
+    for _ in range(n):
+        if at + TREE_ENTRY.size > len(data):
+            raise NodeError(at, "a tree entry inside the page")
+        root, count, height, _r, nlen = TREE_ENTRY.unpack_from(data, at)
+        name = data[at + TREE_ENTRY.size : at + TREE_ENTRY.size + nlen]
+        if len(name) != nlen or name in names:
+            raise NodeError(at + 18, "a tree name inside the page, each name once", name.hex())
+        if not 2 <= root <= page_count:
+            raise NodeError(at, f"a root page in 2..{page_count}", str(root))
+        if not 1 <= height <= MAX_HEIGHT:
+            raise NodeError(at + 16, f"a tree height in 1..{MAX_HEIGHT}", str(height))
+        names.add(name)
+        trees.append(TreeInfo(name, root, count, height))
+        at += TREE_ENTRY.size + nlen
+    return txid, trees

@@ -1,0 +1,411 @@
+"""B+tree algorithms over decoded nodes: lookup, range scans, insert and delete
+with splits, merges and redistribution.
+
+The functions see pages only through two small interfaces: :class:`Source`
+(read a decoded node or an overflow value: the writer's committed state, a
+transaction's state, or a reader's snapshot) and :class:`Writer` (a transaction:
+copy a node for change, allocate and free pages, store values).  Node layout and
+sizes are :mod:`engine.kv.node`'s.
+
+Invariants kept (and checked by ``engine.kv.verify``): every leaf at level 0 and
+every branch one level above its children, so all leaves are ``height`` levels
+down; keys strictly ascending in a node and inside the separator range the
+parent gives; every node at most a page; every node but the root at least a
+quarter page (and a non-root branch with at least one separator).  A node that
+grows past a page splits in two halves by bytes (each at least 3/8 page, since
+an entry is at most 1/4 page); one that drops under a quarter page merges with a
+sibling when both fit one page, else the two share their entries evenly.
+
+Descents check levels and key ranges, so a damaged tree (a child pointer to an
+ancestor, a key out of order) is a CorruptFileError, never a loop or a wrong
+answer: levels strictly decrease on the way down.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+from engine.errors import CorruptFileError
+from engine.kv.node import (
+    HEAD,
+    Branch,
+    Leaf,
+    Node,
+    Overflow,
+    TreeInfo,
+    Value,
+    branch_size,
+    leaf_size,
+    vsize,
+)
+
+
+class Source(Protocol):
+    """Read access to one consistent state of the store."""
+
+    path: str
+    page_size: int
+
+    def node(self, page: int) -> Node:
+        """The decoded node at ``page`` (CorruptFileError if it is not one)."""
+        ...
+
+    def value(self, value: Value) -> bytes:
+        """An inline value as it is, an overflow value read from its chain."""
+        ...
+
+
+class Writer(Source, Protocol):
+    """A transaction's write access."""
+
+    def mutable(self, page: int) -> Node:
+        """The transaction's own copy of the node at ``page``, to change in place."""
+        ...
+
+    def new_page(self, node: Node) -> int:
+        """Allocate a page for ``node`` (a node of this transaction from now on)."""
+        ...
+
+    def free_page(self, page: int) -> None: ...
+
+    def store_value(self, value: bytes, inline: bool) -> Value:
+        """``value`` itself if ``inline``, else written to overflow pages."""
+        ...
+
+    def free_value(self, value: Value) -> None:
+        """Free an overflow value's pages (nothing for an inline value)."""
+        ...
+
+
+def corrupt(src: Source, page: int, at: int, expected: str, found: str | None = None) -> CorruptFileError:
+    return CorruptFileError(src.path, page * src.page_size + at, expected, found)
+
+
+def _checked(src: Source, page: int, level: int, lo: bytes | None, hi: bytes | None) -> Node:
+    """The node at ``page``, which the parent says is at ``level`` with keys in [lo, hi)."""
+    node = src.node(page)
+    if node.level != level:
+        raise corrupt(src, page, 1, f"a node of level {level} (its parent's level - 1)", str(node.level))
+    keys = node.keys
+    if keys and ((lo is not None and keys[0] < lo) or (hi is not None and keys[-1] >= hi)):
+        raise corrupt(src, page, HEAD, "keys inside the range its parent's separators give")
+    return node
+
+
+def find(src: Source, tree: TreeInfo, key: bytes) -> Value | None:
+    """The value stored under ``key`` (None if there is none)."""
+    page = tree.root
+    lo: bytes | None = None
+    hi: bytes | None = None
+    for level in range(tree.height - 1, 0, -1):
+        node = _checked(src, page, level, lo, hi)
+        assert type(node) is Branch
+        keys = node.keys
+        i = bisect_right(keys, key)
+        if i:
+            lo = keys[i - 1]
+        if i < len(keys):
+            hi = keys[i]
+        page = node.children[i]
+    leaf = _checked(src, page, 0, lo, hi)
+    keys = leaf.keys
+    i = bisect_left(keys, key)
+    if i < len(keys) and keys[i] == key:
+        return leaf.vals[i]  # type: ignore[union-attr]
+    return None
+
+
+def leaf_at(
+    src: Source, tree: TreeInfo, key: bytes | None, before: bool
+) -> tuple[Leaf, bytes | None, bytes | None]:
+    """The leaf holding ``key`` (``before``: the leaf holding the keys just below
+    ``key``; ``key=None``: the first, or with ``before`` the last, leaf) and the
+    separator range [lo, hi) its parents give it."""
+    page = tree.root
+    lo: bytes | None = None
+    hi: bytes | None = None
+    for level in range(tree.height - 1, 0, -1):
+        node = _checked(src, page, level, lo, hi)
+        assert type(node) is Branch
+        keys = node.keys
+        if key is None:
+            i = len(keys) if before else 0
+        else:
+            i = bisect_left(keys, key) if before else bisect_right(keys, key)
+        if i:
+            lo = keys[i - 1]
+        if i < len(keys):
+            hi = keys[i]
+        page = node.children[i]
+    leaf = _checked(src, page, 0, lo, hi)
+    assert type(leaf) is Leaf
+    return leaf, lo, hi
+
+
+#: fetch(seek, before) -> (keys, values resolved, lo, hi) of one leaf, read under
+#: whatever lock the caller's state needs.
+Fetch = Callable[[bytes | None, bool], tuple[list[bytes], list[bytes], bytes | None, bytes | None]]
+
+
+def fetcher(src: Source, tree: TreeInfo) -> Fetch:
+    """A :data:`Fetch` over ``src`` (values read at once: a later commit may
+    reuse an overflow chain's pages)."""
+
+    def fetch(seek: bytes | None, before: bool) -> tuple[list[bytes], list[bytes], bytes | None, bytes | None]:
+        leaf, lo, hi = leaf_at(src, tree, seek, before)
+        vals = leaf.vals
+        out = vals if all(type(v) is bytes for v in vals) else [src.value(v) for v in vals]
+        return leaf.keys, out, lo, hi  # type: ignore[return-value]
+
+    return fetch
+
+
+def scan(
+    fetch: Fetch, start: bytes | None, stop: bytes | None, reverse: bool
+) -> Iterator[tuple[bytes, bytes]]:
+    """(key, value) for ``start <= key < stop`` in key order (or reversed).
+
+    One leaf at a time, each found by a fresh descent from the root (through
+    ``fetch``) for the key just past the last leaf's separator: a cursor that
+    never follows stale pointers, so a writer may commit between two leaves.
+    Separators strictly increase (decrease) from one leaf to the next, so a scan
+    always ends.
+    """
+    if not reverse:
+        seek = start if start is not None else b""
+        while True:
+            keys, vals, _lo, hi = fetch(seek, False)
+            for j in range(bisect_left(keys, seek), len(keys)):
+                k = keys[j]
+                if stop is not None and k >= stop:
+                    return
+                yield k, vals[j]
+            if hi is None or (stop is not None and hi >= stop):
+                return
+            seek = hi
+    else:
+        upper = stop
+        while True:
+            keys, vals, lo, _hi = fetch(upper, True)
+            j = len(keys) if upper is None else bisect_left(keys, upper)
+            for j in range(j - 1, -1, -1):
+                k = keys[j]
+                if start is not None and k < start:
+                    return
+                yield k, vals[j]
+            if lo is None or (start is not None and lo <= start):
+                return
+            upper = lo
+
+
+# -- changes ------------------------------------------------------------------------------
+def _path_to(w: Writer, tree: TreeInfo, key: bytes) -> tuple[list[tuple[int, int]], int]:
+    """The branches from the root down to ``key``'s leaf as (page, child index), and the leaf's page."""
+    path: list[tuple[int, int]] = []
+    page = tree.root
+    lo: bytes | None = None
+    hi: bytes | None = None
+    for level in range(tree.height - 1, 0, -1):
+        node = _checked(w, page, level, lo, hi)
+        assert type(node) is Branch
+        keys = node.keys
+        i = bisect_right(keys, key)
+        if i:
+            lo = keys[i - 1]
+        if i < len(keys):
+            hi = keys[i]
+        path.append((page, i))
+        page = node.children[i]
+    _checked(w, page, 0, lo, hi)
+    return path, page
+
+
+def insert(w: Writer, tree: TreeInfo, key: bytes, value: bytes, inline: bool) -> None:
+    """Store ``value`` under ``key`` (replacing any value it had)."""
+    path, page = _path_to(w, tree, key)
+    leaf = w.mutable(page)
+    assert type(leaf) is Leaf
+    keys = leaf.keys
+    i = bisect_left(keys, key)
+    stored = w.store_value(value, inline)
+    if i < len(keys) and keys[i] == key:
+        old = leaf.vals[i]
+        leaf.vals[i] = stored
+        leaf.size += vsize(stored) - vsize(old)
+        w.free_value(old)
+    else:
+        keys.insert(i, key)
+        leaf.vals.insert(i, stored)
+        leaf.size += 4 + len(key) + vsize(stored)
+        tree.count += 1
+    _fix(w, tree, path, page)
+
+
+def delete(w: Writer, tree: TreeInfo, key: bytes) -> bool:
+    """Remove ``key``; False if it was not there."""
+    path, page = _path_to(w, tree, key)
+    leaf = w.node(page)
+    keys = leaf.keys
+    i = bisect_left(keys, key)
+    if i == len(keys) or keys[i] != key:
+        return False
+    leaf = w.mutable(page)
+    assert type(leaf) is Leaf
+    old = leaf.vals.pop(i)
+    del leaf.keys[i]
+    leaf.size -= 4 + len(key) + vsize(old)
+    w.free_value(old)
+    tree.count -= 1
+    _fix(w, tree, path, page)
+    return True
+
+
+def _fix(w: Writer, tree: TreeInfo, path: list[tuple[int, int]], page: int) -> None:
+    """Split, merge or rebalance from the changed leaf up, as far as needed."""
+    ps = w.page_size
+    minimum = ps // 4
+    depth = len(path)
+    while True:
+        node = w.node(page)
+        if depth == 0:
+            _fix_root(w, tree, page, node)
+            return
+        ppage, idx = path[depth - 1]
+        if node.size > ps:
+            right, sep = _split(w.mutable(page))
+            rpage = w.new_page(right)
+            parent = w.mutable(ppage)
+            assert type(parent) is Branch
+            parent.keys.insert(idx, sep)
+            parent.children.insert(idx + 1, rpage)
+            parent.size += 10 + len(sep)
+        elif node.size < minimum:
+            _rebalance(w, ppage, idx)
+        else:
+            return
+        page = ppage
+        depth -= 1
+
+
+def _fix_root(w: Writer, tree: TreeInfo, page: int, node: Node) -> None:
+    if node.size > w.page_size:
+        right, sep = _split(w.mutable(page))
+        rpage = w.new_page(right)
+        root = Branch(node.level + 1, [sep], [page, rpage], branch_size([sep]))
+        tree.root = w.new_page(root)
+        tree.height += 1
+        return
+    while type(node) is Branch and not node.keys:  # one child left: it becomes the root
+        child = node.children[0]
+        w.free_page(tree.root)
+        tree.root = child
+        tree.height -= 1
+        node = w.node(child)
+
+
+def _balance_point(sizes: list[int], lo: int, hi: int) -> int:
+    """The index m in [lo, hi] that splits ``sizes`` most evenly (sum of sizes[:m] vs the rest)."""
+    total = sum(sizes)
+    acc = 0
+    best, best_gap = lo, None
+    for m in range(len(sizes) + 1):
+        if lo <= m <= hi:
+            gap = abs(total - 2 * acc)
+            if best_gap is None or gap < best_gap:
+                best, best_gap = m, gap
+        if m < len(sizes):
+            acc += sizes[m]
+    return best
+
+
+def _split(node: Node) -> tuple[Node, bytes]:
+    """Split ``node`` in place into itself (left) and a new right node; return
+    the right node and the separator that goes up."""
+    keys = node.keys
+    if type(node) is Leaf:
+        vals = node.vals
+        m = _balance_point([4 + len(k) + vsize(v) for k, v in zip(keys, vals)], 1, len(keys) - 1)
+        right = Leaf(keys[m:], vals[m:], 0)
+        del keys[m:], vals[m:]
+        node.size = leaf_size(keys, vals)
+        right.size = leaf_size(right.keys, right.vals)
+        return right, right.keys[0]
+    assert type(node) is Branch
+    # key m goes up; left keeps keys[:m] and children[:m + 1]
+    m = _balance_point([10 + len(k) for k in keys], 1, len(keys) - 2)
+    sep = keys[m]
+    rb = Branch(node.level, keys[m + 1 :], node.children[m + 1 :], 0)
+    del keys[m:], node.children[m + 1 :]
+    node.size = branch_size(keys)
+    rb.size = branch_size(rb.keys)
+    return rb, sep
+
+
+def _rebalance(w: Writer, ppage: int, idx: int) -> None:
+    """Child ``idx`` of branch ``ppage`` is under a quarter page: merge it with
+    a sibling, or share the two nodes' entries evenly."""
+    parent = w.mutable(ppage)
+    assert type(parent) is Branch
+    children = parent.children
+    if len(children) < 2:
+        return  # only the root may have one child; _fix_root collapses it
+    li = idx - 1 if idx > 0 else idx
+    ri = li + 1
+    lpage, rpage = children[li], children[ri]
+    left, right = w.mutable(lpage), w.mutable(rpage)
+    ps = w.page_size
+    if type(left) is Leaf and type(right) is Leaf:
+        keys = left.keys + right.keys
+        vals = left.vals + right.vals
+        total = leaf_size(keys, vals)
+        if total <= ps:
+            left.keys, left.vals, left.size = keys, vals, total
+            del parent.keys[li], children[ri]
+            w.free_page(rpage)
+        else:
+            m = _balance_point([4 + len(k) + vsize(v) for k, v in zip(keys, vals)], 1, len(keys) - 1)
+            left.keys, left.vals = keys[:m], vals[:m]
+            right.keys, right.vals = keys[m:], vals[m:]
+            left.size, right.size = leaf_size(left.keys, left.vals), leaf_size(right.keys, right.vals)
+            parent.keys[li] = right.keys[0]
+    elif type(left) is Branch and type(right) is Branch:
+        keys = left.keys + [parent.keys[li]] + right.keys
+        kids = left.children + right.children
+        total = branch_size(keys)
+        if total <= ps:
+            left.keys, left.children, left.size = keys, kids, total
+            del parent.keys[li], children[ri]
+            w.free_page(rpage)
+        else:
+            m = _balance_point([10 + len(k) for k in keys], 1, len(keys) - 2)
+            parent.keys[li] = keys[m]
+            left.keys, left.children = keys[:m], kids[: m + 1]
+            right.keys, right.children = keys[m + 1 :], kids[m + 1 :]
+            left.size, right.size = branch_size(left.keys), branch_size(right.keys)
+    else:
+        raise corrupt(w, rpage, 0, "siblings of one kind")
+    parent.size = branch_size(parent.keys)
+
+
+def overflow_pages(length: int, page_size: int) -> int:
+    """How many overflow pages a value of ``length`` bytes takes."""
+    per = page_size - HEAD
+    return max(1, -(-length // per))
+
+
+__all__ = [
+    "Fetch",
+    "Overflow",
+    "Source",
+    "Writer",
+    "corrupt",
+    "delete",
+    "fetcher",
+    "find",
+    "insert",
+    "leaf_at",
+    "overflow_pages",
+    "scan",
+]

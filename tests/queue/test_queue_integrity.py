@@ -1,0 +1,466 @@
+"""Issue "Zero silent wrong answers", the queue's share: each defect an adversarial
+run reproduced, pinned by a test that fails on the previous version.
+
+1. Readers delivered damaged bytes from checksummed writer files (only verify()
+   noticed): every read path now checks the CHECK records it passes.
+2. Queue names whose files collide with another queue's (``a`` and ``a.read``),
+   over-long names and bad ``expired=`` / ``error_queue=`` targets: ConfigError
+   before any file is created.
+3. A reader refused a valid file holding an item over its own max_item_size;
+   creating N readers cost O(N) directory listings each.
+4. A full disk: DiskFullError from every write path, every time, and a reopen
+   after space is freed recovers.
+5. Reader checkpoints carry a checksum: damage to them is detected.
+"""
+
+from __future__ import annotations
+
+import errno
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.errors import ConfigError, CorruptFileError, DiskFullError, FormatError, PoisonedError
+from engine.fs import FileSystem, make_dirs
+from engine.queue import Queue, codec, repair
+from engine.queue.diagnose import iter_file_records, queue_names
+from stress.faults import FaultyFS
+from stress.simfs import SimFS
+
+NOCKPT: dict[str, Any] = {"checkpoint_interval": 3600.0}
+READER = "/db/q.read."
+
+
+def new_sim() -> SimFS:
+    sim = SimFS()
+    make_dirs(sim, "/db")
+    return sim
+
+
+def read_file(sim: SimFS, path: str) -> bytes:
+    with sim.open(path) as h:
+        return h.read_all()
+
+
+def write_file(sim: SimFS, path: str, data: bytes) -> None:
+    with sim.open(path, "c") as h:
+        h.truncate(0)
+        h.write_at(0, data)
+        h.fsync()
+
+
+# -- 1. readers verify the CHECK records ------------------------------------------------
+
+
+def _sealed_file_queue() -> tuple[SimFS, str, dict[int, bytes]]:
+    """A queue whose first writer file is sealed (a later one exists), holding three
+    single-put batches and one batch of two."""
+    sim = new_sim()
+    q = Queue.open("/db", "q", fs=sim, journal_size=256, **NOCKPT)
+    items = {q.put(b"alpha-%d" % i * 3): b"alpha-%d" % i * 3 for i in range(3)}
+    items.update(zip(q.put_many([b"bb", b"ccc"]), [b"bb", b"ccc"], strict=True))
+    first = q.journal_files[0]
+    while len(q.journal_files) < 2:
+        xid = q.put(b"later" * 10)
+        items[xid] = b"later" * 10
+    q.close()
+    return sim, first, items
+
+
+def _drain(reader: Any) -> list[tuple[int, bytes]]:
+    got = []
+    while (item := reader.get(timeout=0)) is not None:
+        got.append((item.id, item.data))
+        reader.confirm(item.id)
+    return got
+
+
+def _writer_reads(sim: SimFS, path: str) -> list[tuple[int, bytes]]:
+    q = Queue.open("/db", "q", fs=sim, **NOCKPT)
+    try:
+        return _drain(q.reader())
+    finally:
+        for reader in q.readers.values():
+            reader.close(checkpoint_first=False)  # nothing confirmed reaches the disk
+        q.close()
+
+
+def _remote_reads(sim: SimFS, path: str) -> list[tuple[int, bytes]]:
+    r = Queue.open_reader("/db", "q", "", fs=sim, **NOCKPT)
+    try:
+        return _drain(r)
+    finally:
+        r.close(checkpoint_first=False)
+
+
+def _dumped(sim: SimFS, path: str) -> list[tuple[int, bytes]]:
+    return [(r.xid, r.data) for _, r in iter_file_records(sim, path) if isinstance(r, codec.Put)]
+
+
+def test_no_read_path_delivers_a_damaged_byte_of_a_sealed_file() -> None:
+    """Every single-byte damage of a sealed writer file: the writer's own reader, a
+    reader in another process and the file dump either raise CorruptFileError (a
+    FormatError for the magic) or deliver exactly what was put, never other bytes."""
+    sim, first, items = _sealed_file_queue()
+    pristine = read_file(sim, first)
+    caught = 0
+    for offset in range(len(pristine)):
+        for mask in (0x01, 0x80):
+            damaged = bytearray(pristine)
+            damaged[offset] ^= mask
+            write_file(sim, first, bytes(damaged))
+            for read in (_writer_reads, _remote_reads, _dumped):
+                try:
+                    got = read(sim, first)
+                except CorruptFileError:  # FormatError included
+                    caught += 1
+                    continue
+                assert all(items.get(xid) == data for xid, data in got), (offset, mask, got)
+            write_file(sim, first, pristine)
+    assert caught > len(pristine)  # the damage was met, not skipped
+
+
+def test_a_reader_does_not_deliver_records_no_check_vouches_for() -> None:
+    """A sealed file ending in records without their CHECK (damage: the writer ends
+    every write with one) is an error naming where they start, not delivered."""
+    sim, first, _ = _sealed_file_queue()
+    data = read_file(sim, first)
+    extra = codec.encode_put(999, 1, b"unvouched")
+    write_file(sim, first, data + extra)
+    r = Queue.open_reader("/db", "q", "", fs=sim, **NOCKPT)
+    with pytest.raises(CorruptFileError) as info:
+        _drain(r)
+    assert info.value.path == first and info.value.offset == len(data)
+    r.close(checkpoint_first=False)
+
+
+def test_dump_of_a_damaged_file_exits_non_zero_without_printing_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from engine.cli import main
+
+    d = str(tmp_path)
+    q = Queue.open(d, "jobs", **NOCKPT)
+    q.put(b"first-item")
+    q.put(b"secret-item")
+    path = q.journal_files[0]
+    q.close()
+    data = bytearray(Path(path).read_bytes())
+    data[data.index(b"secret") + 2] ^= 0x20  # "secret" -> "seCret"
+    Path(path).write_bytes(bytes(data))
+    capsys.readouterr()
+    assert main(["queue", "dump", path]) != 0
+    out = capsys.readouterr()
+    assert "first-item" in out.out and "seCret" not in out.out + out.err
+    assert main(["queue", "dump", d, "jobs"]) != 0
+    out = capsys.readouterr()
+    assert "seCret" not in out.out + out.err
+
+
+def test_libkestrel_files_without_checks_are_still_read() -> None:
+    """A writer file with no CHECK records (libkestrel's) cannot be verified: its
+    records are delivered as before."""
+    sim = new_sim()
+    records = codec.encode_put(1, 5, b"from") + codec.encode_put(2, 6, b"libkestrel")
+    write_file(sim, "/db/q.1", codec.WRITER_MAGIC + records)
+    write_file(sim, READER, codec.READER_MAGIC + codec.encode_read_head(0))
+    q = Queue.open("/db", "q", fs=sim, **NOCKPT)
+    assert _drain(q.reader()) == [(1, b"from"), (2, b"libkestrel")]
+    q.close()
+
+
+# -- 2. names ---------------------------------------------------------------------------
+
+
+def test_a_queue_named_like_another_queues_reader_files_is_refused() -> None:
+    sim = new_sim()
+    q = Queue.open("/db", "a", fs=sim, **NOCKPT)
+    q.put(b"x")
+    q.reader("first")  # takes over the default reader: it has item 1
+    q.reader("5")  # a.read.5: would be writer file 5 of a queue "a.read"
+    q.close()
+    before = sorted(sim.listdir("/db"))
+    for bad in ("a.read", "a.read.x", "a.rlock", "b.rlock.c"):
+        with pytest.raises(ConfigError, match="collide"):
+            Queue.open("/db", bad, fs=sim, **NOCKPT)
+        with pytest.raises(ConfigError, match="collide"):
+            Queue.open_reader("/db", bad, "", fs=sim, **NOCKPT)
+        with pytest.raises(ConfigError, match="collide"):
+            repair(sim, "/db", bad)
+    assert sorted(sim.listdir("/db")) == before  # not even a lock file
+    q = Queue.open("/db", "a", fs=sim, **NOCKPT)
+    assert q.reader("5").get(0) is None and _drain(q.reader("first")) == [(1, b"x")]
+    assert q.verify() == []
+    q.close()
+    assert queue_names(sim, "/db") == ["a"]  # a.read.5 is not a queue "a.read"
+    for fine in ("read", "a.reader", "a.5", "a.lock"):
+        Queue.open("/db", fine, fs=sim, **NOCKPT).close()
+
+
+def test_over_long_names_are_config_errors_not_enametoolong(tmp_path: Path) -> None:
+    d = str(tmp_path)
+    with pytest.raises(ConfigError, match="too long"):
+        Queue.open(d, "q" * 300, **NOCKPT)
+    with pytest.raises(ConfigError, match="too long"):
+        Queue.open_reader(d, "q" * 300, "", **NOCKPT)
+    q = Queue.open(d, "q" * 200, **NOCKPT)  # the longest names still fit
+    with pytest.raises(ConfigError, match="too long"):
+        q.reader("r" * 300)
+    with pytest.raises(ConfigError, match="too long"):
+        Queue.open_reader(d, "q" * 200, "r" * 60, **NOCKPT)
+    q.put(b"still fine")
+    q.close()
+
+
+@pytest.mark.parametrize(
+    "option,target,why",
+    [
+        ("expired", "q", "own queue"),
+        ("error_queue", "q", "own queue"),
+        ("expired", "q.read", "collide"),
+        ("error_queue", "x/y", "invalid"),
+        ("error_queue", "", "invalid"),
+        ("expired", "e" * 300, "too long"),
+    ],
+)
+def test_punt_targets_are_checked_at_open(option: str, target: str, why: str) -> None:
+    sim = new_sim()
+    extra: dict[str, Any] = {option: target}
+    if option == "error_queue":
+        extra["max_errors"] = 1
+    with pytest.raises(ConfigError, match=why):
+        Queue.open("/db", "q", fs=sim, **NOCKPT, **extra)
+    with pytest.raises(ConfigError, match=why):
+        Queue.open_reader("/db", "q", "", fs=sim, **NOCKPT, **extra)
+    assert sim.listdir("/db") == []
+
+
+# -- 3. limits ----------------------------------------------------------------------------
+
+
+def test_a_reader_reads_an_item_bigger_than_its_own_max_item_size() -> None:
+    """max_item_size is what a writer accepts; a valid file holding a bigger item
+    (from a writer configured for more) is read by every reader and by a writer
+    reopened with the default (its recovery must not cut it as a torn tail)."""
+    sim = new_sim()
+    big = bytes(range(256)) * 20  # 5120 bytes
+    q = Queue.open("/db", "q", fs=sim, max_item_size=10_000, **NOCKPT)
+    q.put(big)
+    q.close()
+    small: dict[str, Any] = {"max_item_size": 1000, **NOCKPT}
+    remote = Queue.open_reader("/db", "q", "", fs=sim, **small)
+    assert _drain(remote) == [(1, big)]
+    remote.close(checkpoint_first=False)
+    q = Queue.open("/db", "q", fs=sim, **small)
+    assert q.recovery.summary() == "clean"
+    assert q.verify() == []
+    assert _drain(q.reader()) == [(1, big)]
+    with pytest.raises(ConfigError):
+        q.put(big)  # the writer's limit still holds for what it accepts
+    q.close()
+
+
+class CountingFS(FaultyFS):
+    """Counts every file-system call and every name a listing returns."""
+
+    def __init__(self, inner: FileSystem) -> None:
+        super().__init__(inner, kinds=())
+        self.calls = 0
+        self.listed = 0
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in ("open", "exists", "isdir", "listdir", "file_size", "rename", "unlink", "fsync_dir", "mkdir"):
+            object.__setattr__(self, "calls", object.__getattribute__(self, "calls") + 1)
+        return object.__getattribute__(self, name)
+
+    def listdir(self, path: str) -> list[str]:
+        names = super().listdir(path)
+        self.listed += len(names)
+        return names
+
+
+def _cost_of_creating_readers(n: int) -> float:
+    counting = CountingFS(new_sim())
+    q = Queue.open("/db", "q", fs=counting, **NOCKPT)
+    q.put(b"x")
+    q.reader("first")  # takes over the default reader
+    before = counting.calls + counting.listed
+    for i in range(n):
+        q.reader(f"r{i}")
+    cost = (counting.calls + counting.listed - before) / n
+    q.close()
+    return cost
+
+
+def test_creating_n_readers_costs_a_constant_number_of_operations_each() -> None:
+    """Linear, not quadratic: the per-reader count of file-system calls plus names
+    listed is the same for 400 readers as for 50 (each listing used to return
+    every reader file: O(N) names per new reader)."""
+    small, large = _cost_of_creating_readers(50), _cost_of_creating_readers(400)
+    assert large <= small * 1.1, (small, large)
+
+
+# -- 4. a full disk ------------------------------------------------------------------------
+
+
+def _puts_with_full_disk(sim: SimFS, kinds: tuple[str, ...], sync: Any) -> tuple[list[bytes], list[BaseException]]:
+    ffs = FaultyFS(sim, errno=errno.ENOSPC, persistent=True, kinds=kinds)
+    q = Queue.open("/db", "q", fs=ffs, sync=sync, journal_size=512, **NOCKPT)
+    q.reader()
+    durable: list[bytes] = []
+    errors: list[BaseException] = []
+    ffs.fail_at = ffs.ops + 6
+    for i in range(20):
+        data = b"item-%02d" % i * 8
+        try:
+            q.put(data)
+            if sync != "always":
+                q.sync()
+            durable.append(data)
+        except Exception as exc:
+            errors.append(exc)
+    for call in (q.checkpoint, q.sync, lambda: q.put_many([b"z"])):
+        try:
+            call()
+        except Exception as exc:
+            errors.append(exc)
+    try:
+        q.close()
+    except Exception as exc:
+        errors.append(exc)
+    return durable, errors
+
+
+@pytest.mark.parametrize("kinds", [("write",), ("fsync",), ("write", "fsync")])
+@pytest.mark.parametrize("sync", ["always", 3600.0])
+def test_a_full_disk_is_disk_full_error_every_time_and_reopen_recovers(kinds: tuple[str, ...], sync: Any) -> None:
+    sim = new_sim()
+    durable, errors = _puts_with_full_disk(sim, kinds, sync)
+    assert errors and durable
+    for exc in errors:  # never a raw OSError, never a generic PoisonedError
+        assert isinstance(exc, DiskFullError) and isinstance(exc, PoisonedError), repr(exc)
+        assert exc.errno == errno.ENOSPC
+    q = Queue.open("/db", "q", fs=sim, journal_size=512, **NOCKPT)  # space freed
+    got = [data for _, data in _drain(q.reader())]
+    assert got[: len(durable)] == durable and len(got) <= len(durable) + 1
+    assert q.verify() == []
+    q.put(b"after")
+    q.close()
+
+
+def test_threads_sharing_a_failed_group_commit_all_see_disk_full() -> None:
+    sim = new_sim()
+    ffs = FaultyFS(sim, errno=errno.ENOSPC, persistent=True, kinds=("fsync",))
+    q = Queue.open("/db", "q", fs=ffs, sync="always", **NOCKPT)
+    ffs.fail_at = ffs.ops + 3
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        for i in range(20):
+            try:
+                q.put(b"t%d" % i)
+            except Exception as exc:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    q.close()
+    assert errors and all(isinstance(e, DiskFullError) for e in errors), {type(e) for e in errors}
+
+
+def test_background_checkpoints_go_on_after_a_full_disk() -> None:
+    """The checkpoint loop used to stop for good at its first failure; it keeps
+    the failure, and resumes once space is freed."""
+    sim = new_sim()
+    ffs = FaultyFS(sim, errno=errno.ENOSPC, persistent=True)
+    q = Queue.open("/db", "q", fs=ffs, **NOCKPT)
+    r = q.reader()
+    q.put(b"a")
+    item = r.get(0)
+    assert item is not None
+    r.confirm(item.id)
+    rounds = iter([False, False, True])  # two rounds, then stop
+
+    class Stop:
+        def wait(self, timeout: float) -> bool:
+            if next_round[0] == 1:
+                ffs.fail_at, ffs.persistent = None, False  # space freed after round 1
+            next_round[0] += 1
+            return next(rounds)
+
+    next_round = [0]
+    ffs.fail_at = ffs.ops + 1
+    q._stop = Stop()  # type: ignore[assignment]
+    q._checkpoint_loop()
+    assert q.checkpoint_failure is None and r.durable_head == 1
+    q._stop = threading.Event()
+    q.close()
+
+
+# -- 5. reader checkpoints carry a checksum ---------------------------------------------------
+
+
+def _confirmed_queue() -> SimFS:
+    sim = new_sim()
+    q = Queue.open("/db", "q", fs=sim, **NOCKPT)
+    q.put_many([b"%d" % i for i in range(1, 7)])
+    r = q.reader()
+    items = [r.get(0) for _ in range(5)]
+    r.confirm([items[0].id, items[1].id, items[3].id])  # type: ignore[union-attr]
+    q.close()
+    return sim
+
+
+def test_every_flipped_bit_of_a_reader_checkpoint_is_detected() -> None:
+    """Head 2 and done id 4: flipping any bit used to be read as another head or
+    done id whenever the result stayed within the crash window (items skipped or
+    redelivered silently).  Now each is CorruptFileError (FormatError for the magic)
+    on open, naming the reader file."""
+    sim = _confirmed_queue()
+    pristine = read_file(sim, READER)
+    assert codec.decode_reader_file(pristine) == (2, [4])
+    for offset in range(len(pristine)):
+        for bit in range(8):
+            damaged = bytearray(pristine)
+            damaged[offset] ^= 1 << bit
+            write_file(sim, READER, bytes(damaged))
+            with pytest.raises(CorruptFileError) as info:
+                Queue.open("/db", "q", fs=sim, **NOCKPT)
+            assert info.value.path == READER
+    write_file(sim, READER, pristine)
+    q = Queue.open("/db", "q", fs=sim, **NOCKPT)
+    assert [i.data for i in q.reader()] == [b"3", b"5", b"6"]
+    q.close()
+
+
+def test_old_reader_checkpoints_without_a_checksum_still_open_and_repair_resets_damage() -> None:
+    sim = _confirmed_queue()
+    write_file(sim, READER, codec.READER_MAGIC + codec.encode_read_head(2) + codec.encode_read_done([4]))
+    q = Queue.open("/db", "q", fs=sim, **NOCKPT)
+    r = q.reader()
+    assert r.head == 2 and r.done_ids == (4,)
+    r.checkpoint(force=True)  # rewritten with its checksum
+    q.close()
+    assert read_file(sim, READER) == codec.encode_reader_file(2, [4])
+    damaged = bytearray(read_file(sim, READER))
+    damaged[14] ^= 0x01  # head 2 -> 3
+    write_file(sim, READER, bytes(damaged))
+    with pytest.raises(CorruptFileError):
+        Queue.open("/db", "q", fs=sim, **NOCKPT)
+    (reset,) = repair(sim, "/db", "q").of("reset")
+    assert reset.path == READER
+    q = Queue.open("/db", "q", fs=sim, **NOCKPT)
+    assert [i.data for i in q.reader()] == [b"%d" % i for i in range(1, 7)]  # redelivered, none skipped
+    q.close()
+
+
+def test_a_reader_file_truncated_to_its_magic_is_corrupt() -> None:
+    sim = _confirmed_queue()
+    write_file(sim, READER, codec.READER_MAGIC)
+    with pytest.raises((CorruptFileError, FormatError)):
+        Queue.open("/db", "q", fs=sim, **NOCKPT)
