@@ -17,7 +17,8 @@ previous commit's, ``TREE`` on ``PYTHONPATH``), paired: each measure (``append``
 of 100-byte records with ``sync="never"`` and a 50 ms period, ``append_many`` of
 64 x 4 KiB records with a period, random ``get(i)``) runs in a fresh process,
 alternately with either tree, ``--rounds`` times; it prints every ratio (this
-tree / TREE) and their median.
+tree / TREE) and their median, then the same for this tree's ``append`` against
+the raw framed append loop.
 """
 
 from __future__ import annotations
@@ -214,7 +215,18 @@ def rate(fn):
     n = fn()
     return n / (time.perf_counter() - start)
 try:
-    if which.startswith("append"):
+    if which == "raw":
+        # benchmarks.common.raw_framed_append_rate's loop (the tree does not matter)
+        import struct
+        n = 300_000
+        def run():
+            with open(root + "/raw", "ab") as out:
+                write, pack = out.write, struct.Struct("<II").pack
+                for i in range(n):
+                    write(pack(100, i))
+                    write(P100)
+            return n
+    elif which.startswith("append"):
         log = AppendLog.open(root + "/l", sync="never" if which == "append-never" else 0.05)
         n = 300_000
         def run():
@@ -255,7 +267,9 @@ PAIRED_MEASURES = ("append-never", "append-period", "many-4k", "get")
 
 def paired(other: str, rounds: int) -> None:
     """Each measure alternately with this tree and ``other``, in fresh processes;
-    print the ratios (this / other) and their median."""
+    print the ratios (this / other) and their median.  Then ``append`` of this
+    tree against the raw framed append loop, alternately, in fresh processes
+    (the benchmark's own target: ``append`` with a period >= 0.8x the raw loop)."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
     def once(tree: str, name: str) -> float:
@@ -271,6 +285,15 @@ def paired(other: str, rounds: int) -> None:
             ratios.append(new / old)
             print(f"{name}: {other} {old:,.0f}/s, this tree {new:,.0f}/s, ratio {new / old:.3f}", flush=True)
         print(f"{name}: median ratio {statistics.median(ratios):.3f} over {rounds} rounds", flush=True)
+    against: dict[str, list[float]] = {"append-period": [], "append-never": []}
+    for _ in range(rounds):
+        raw = once(here, "raw")
+        for name, ratios in against.items():
+            new = once(here, name)
+            ratios.append(new / raw)
+            print(f"{name} vs raw loop: raw {raw:,.0f}/s, this tree {new:,.0f}/s, ratio {new / raw:.3f}", flush=True)
+    for name, ratios in against.items():
+        print(f"{name} vs raw loop: median ratio {statistics.median(ratios):.3f} over {rounds} rounds", flush=True)
 
 
 def main() -> None:

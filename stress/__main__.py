@@ -1,14 +1,18 @@
-"""``python -m stress``: run the four attacks against the stores.
+"""``python -m stress``: run the six attacks against the stores.
 
     python -m stress [--store NAME ...] [--seconds N] [--seed S] [--bounded]
-                     [--attacks sim,kill,io,damage] [--json PATH]
+                     [--attacks sim,kill,io,damage,full,paths] [--json PATH]
+                     [--report docs/reliability.md]
 
 Every run prints its seed and, per store, the counts: workloads, crash states
-checked, processes killed (at random moments and at named crash points), reader
-processes, I/O faults injected, damaged files tried and how each turned out, and
-violations.  A violation prints the seed and the smallest workload found that
-reproduces it; the exit status is 1 if there was any, 2 if a store (or its
-adapter) failed to import: no store is ever skipped.
+checked, processes killed (writers at random moments and at named crash points,
+readers mid-read), drain/retire/reopen cycles after kills, I/O faults injected,
+disk-full runs, damaged files tried and how each turned out (per damage kind, and
+per read path and CLI command), tracebacks, and violations.  ``--report PATH``
+rewrites the figures section of that Markdown file from the run.  A violation
+prints the seed and the smallest workload found that reproduces it; the exit
+status is 1 if there was any, 2 if a store (or its adapter) failed to import: no
+store is ever skipped.
 
 ``--bounded`` is the fixed, small budget the normal test suite runs; ``--seconds``
 is a time budget per store spread over the attacks (a long run repeats each attack
@@ -29,14 +33,16 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.table import Table
 
-from stress import attack_damage, attack_io, attack_kill, attack_sim
+from stress import attack_damage, attack_full, attack_io, attack_kill, attack_paths, attack_sim, report
 from stress.core import StoreAdapter
 from stress.results import Failure, Tally
 from stress.stores import ADAPTER_MODULES, AdapterImportError, get_adapter, load_adapters
 
-console = Console(highlight=False, width=160)
+console = Console(highlight=False, width=200)
 
-ATTACKS = ("sim", "kill", "io", "damage")
+ATTACKS = ("sim", "kill", "io", "damage", "full", "paths")
+#: Attacks a long run does once per store, not in every pass.
+ONCE = frozenset({"full", "paths"})
 
 
 @dataclass(frozen=True)
@@ -54,11 +60,14 @@ class Budget:
     kill_ops: int
     kill_readers: int
     crashpoint_hits: int
+    crashpoint_names: int | None  # crash points attacked per pass (None: every one passed)
     io_workloads: int
     io_ops: int
     damage_stores: int
     damage_per_store: int
     damage_ops: int
+    damage_cli: int  # damaged copies per store also read by every CLI command
+    damage_exec: int  # CLI commands per store run as a fresh ``python -m engine``
 
 
 BOUNDED = Budget(
@@ -73,11 +82,14 @@ BOUNDED = Budget(
     kill_ops=12,
     kill_readers=1,
     crashpoint_hits=1,
+    crashpoint_names=8,
     io_workloads=1,
     io_ops=6,
     damage_stores=1,
     damage_per_store=60,
     damage_ops=10,
+    damage_cli=7,
+    damage_exec=1,
 )
 
 LONG_PASS = Budget(
@@ -92,11 +104,14 @@ LONG_PASS = Budget(
     kill_ops=25,
     kill_readers=2,
     crashpoint_hits=3,
+    crashpoint_names=None,
     io_workloads=2,
     io_ops=12,
     damage_stores=2,
     damage_per_store=200,
     damage_ops=25,
+    damage_cli=25,
+    damage_exec=3,
 )
 
 
@@ -114,7 +129,7 @@ def run_store(
     started = time.monotonic()
     deadline = None if seconds is None else started + seconds
     first = True
-    real_enospc_done = False
+    once_done: set[str] = set()  # attacks that run once per store, already run
     while first or (deadline is not None and time.monotonic() < deadline):
         first = False
         pass_seed = rng.randrange(2**32)
@@ -126,14 +141,15 @@ def run_store(
             t0 = time.monotonic()
             local_deadline = None if share is None else t0 + share
             try:
-                _run_attack(adapter, tally, attack, attack_seed, budget, local_deadline, not real_enospc_done)
+                if attack in ONCE and attack in once_done:
+                    continue  # a full disk and the hostile paths once per store are enough
+                _run_attack(adapter, tally, attack, attack_seed, budget, local_deadline)
             except Exception as exc:
                 # A store that raises something the attack did not expect is a
                 # finding, not a reason to lose the rest of the run.
                 detail = "".join(traceback.format_exception(exc))[-3000:]
                 tally.fail(Failure(name, f"{attack} (attack aborted)", attack_seed, [], detail))
-            if attack == "io":
-                real_enospc_done = True
+            once_done.add(attack)
         if tally.violations and not keep_going:
             break
     tally.notes.append(f"time: {time.monotonic() - started:.1f} s")
@@ -147,7 +163,6 @@ def _run_attack(
     attack_seed: int,
     budget: Budget,
     local_deadline: float | None,
-    real_enospc: bool,
 ) -> None:
     """Run one attack with its share of the budget."""
     if attack == "sim":
@@ -165,21 +180,32 @@ def _run_attack(
             budget.kill_readers,
             budget.crashpoint_hits,
             deadline=local_deadline,
+            crashpoint_names=budget.crashpoint_names,
         )
     elif attack == "io":
         attack_io.attack(adapter, tally, attack_seed, budget.io_workloads, budget.io_ops)
-        if real_enospc:
-            attack_io.attack_real_enospc(adapter, tally, attack_seed)
     elif attack == "damage":
         attack_damage.attack(
-            adapter, tally, attack_seed, budget.damage_stores, budget.damage_per_store, budget.damage_ops
+            adapter,
+            tally,
+            attack_seed,
+            budget.damage_stores,
+            budget.damage_per_store,
+            budget.damage_ops,
+            cli_variants=budget.damage_cli,
+            exec_commands=budget.damage_exec,
         )
+    elif attack == "full":
+        attack_full.attack(adapter, tally, attack_seed)
+    elif attack == "paths":
+        attack_paths.attack(adapter, tally, attack_seed)
 
 
 def print_tallies(tallies: list[Tally], seed: int) -> None:
     table = Table(title=f"stress run, seed {seed}")
-    columns = ("store", "workloads", "crash states (exh./sampled wl.)", "kills (crash pts)", "readers (passes)",
-               "fault runs / faults", "real ENOSPC", "damaged", "undetected", "violations")
+    columns = ("store", "workloads", "crash states", "kills (crash pts)", "readers (passes)", "readers killed",
+               "drains", "fault runs / faults", "disk full", "damaged (CLI runs)", "silent wrong",
+               "undetectable", "tracebacks", "violations")
     for col in columns:
         table.add_column(col, justify="right" if col != "store" else "left")
     for t in tallies:
@@ -189,21 +215,29 @@ def print_tallies(tallies: list[Tally], seed: int) -> None:
             f"{t.crash_states} ({t.sim_exhaustive}/{t.sim_sampled})",
             f"{t.kills} ({t.crashpoints})",
             f"{t.reader_procs} ({t.reader_passes})",
+            str(t.reader_kills),
+            str(t.drain_cycles),
             f"{t.fault_runs} / {t.faults}",
-            str(t.real_enospc),
-            str(t.damaged),
-            str(sum(t.undetected.values())),
+            str(sum(t.disk_full.values())),
+            f"{t.damaged} ({t.cli_runs})",
+            str(t.count("silent wrong data")),
+            str(t.count("undetectable by the format")),
+            str(t.tracebacks()),
             str(t.violations),
         )
     console.print(table)
+    run = {"seed": seed, "stores": [t.as_dict() for t in tallies]}
+    if any(t.damaged for t in tallies):
+        console.print(report.damage_table(run), markup=False)
     for t in tallies:
-        if t.damage_outcomes:
-            outcomes = ", ".join(f"{k} {v}" for k, v in sorted(t.damage_outcomes.items()))
-            console.print(f"[bold]{t.store}[/] damage outcomes: {outcomes}")
-        if t.undetected:
-            console.print(f"  undetected by kind: {', '.join(f'{k} {v}' for k, v in sorted(t.undetected.items()))}")
+        if t.disk_full:
+            runs = ", ".join(f"{k} x{v}" for k, v in sorted(t.disk_full.items()))
+            console.print(f"[bold]{t.store}[/] disk full: {runs}")
+        if t.undetectable:
+            shown = ", ".join(f"{k} {v}" for k, v in sorted(t.undetectable.items()))
+            console.print(f"[bold]{t.store}[/] undetectable by the format: {shown}")
         for note in t.notes:
-            console.print(f"  {t.store}: {note}")
+            console.print(f"  {t.store}: {note}", markup=False)
         for failure in t.failures:
             console.print(failure.render(), markup=False)
 
@@ -217,6 +251,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--attacks", default=",".join(ATTACKS), help="comma-separated subset of " + ",".join(ATTACKS))
     parser.add_argument("--json", default=None, help="write the counts to this file")
     parser.add_argument("--keep-going", action="store_true", help="long run: go on after a violation")
+    parser.add_argument("--report", default=None, metavar="MARKDOWN",
+                        help="rewrite the generated figures section of this file (docs/reliability.md)")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
     attacks = [a.strip() for a in args.attacks.split(",") if a.strip()]
@@ -240,9 +276,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         seconds = None if budget is BOUNDED else args.seconds
         tallies.append(run_store(name, store_seed, budget, attacks, seconds, args.keep_going))
     print_tallies(tallies, seed)
+    run = {
+        "seed": seed,
+        "attacks": attacks,
+        "budget": "bounded" if budget is BOUNDED else f"{args.seconds} s per store",
+        "stores": [t.as_dict() for t in tallies],
+    }
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"seed": seed, "attacks": attacks, "stores": [t.as_dict() for t in tallies]}, f, indent=2)
+            json.dump(run, f, indent=2)
+    if args.report:
+        report.write_section(args.report, run)
+        console.print(f"figures written to {args.report}")
     violations = sum(t.violations for t in tallies)
     console.print(f"seed {seed}: {violations} violation(s)")
     return 1 if violations else 0

@@ -16,22 +16,17 @@ uncertain: the oracle treats it as in flight).  Then:
   left it, and on the image a power loss right then would leave (nothing unsynced
   survives); both must satisfy the oracle with ``verify()`` passing.
 
-Real: :func:`attack_real_enospc` mounts a small tmpfs, fills it with the store
-until the kernel itself says ENOSPC, and checks the same things on a real disk.
+A disk that stays full (real, on a small tmpfs, and injected) is attack 5,
+:mod:`stress.attack_full`.
 """
 
 from __future__ import annotations
 
 import errno as errno_mod
-import os
 import random
-import shutil
-import subprocess
-import tempfile
 from typing import Any
 
 from engine.errors import EngineError, PoisonedError
-from engine.fs import OsFileSystem
 from stress.attack_sim import ROOT, current_image
 from stress.core import Op, Step, StoreAdapter, Violation, capture_warnings
 from stress.faults import FaultyFS, OpKind
@@ -187,131 +182,3 @@ def attack(adapter: StoreAdapter, tally: Tally, seed: int, workloads: int, n_ops
                         return
                     if not reached:
                         break
-
-
-# -- real ENOSPC ------------------------------------------------------------------------
-
-
-def _mount_tmpfs(size_kib: int) -> str | None:
-    """A fresh small tmpfs, or None where mounting is not allowed (not root, container)."""
-    point = tempfile.mkdtemp(prefix="stress-enospc-")
-    try:
-        proc = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "tmpfs", point],
-            capture_output=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        os.rmdir(point)
-        return None
-    if proc.returncode != 0:
-        os.rmdir(point)
-        return None
-    return point
-
-
-def _umount(point: str) -> None:
-    subprocess.run(["umount", point], capture_output=True, timeout=10)
-    shutil.rmtree(point, ignore_errors=True)
-
-
-def _fill(point: str, leave: int) -> None:
-    """Take all but about ``leave`` bytes of the file system at ``point``."""
-    st = os.statvfs(point)
-    take = st.f_bavail * st.f_frsize - leave
-    if take > 0:
-        with open(os.path.join(point, "filler"), "wb") as f:
-            f.write(bytes(take))
-
-
-def attack_real_enospc(adapter: StoreAdapter, tally: Tally, seed: int, size_kib: int = 1024) -> None:
-    """Fill a small real file system with the store until the kernel says ENOSPC.
-
-    A tmpfs of ``size_kib`` is mounted and a filler file leaves the store only
-    ``adapter.enospc_room`` bytes, so that the workload (or, for a preallocated
-    file, its creation) runs into the real error.
-    """
-    point = _mount_tmpfs(size_kib)
-    if point is None:
-        tally.notes.append("real ENOSPC: could not mount a tmpfs here; skipped")
-        return
-    try:
-        fs = OsFileSystem()
-        root = os.path.join(point, "db")
-        adapter.prepare(fs, root)
-        _fill(point, adapter.enospc_room)
-        rng = random.Random(seed)
-        acked: list[Step] = []
-        inflight: Op | None = None
-        problem: str | None = None
-        ops: list[Op] = []
-        hit = False
-        try:
-            session = adapter.session(fs, root)
-        except (OSError, EngineError) as exc:
-            # Creation ran out of space: reopening must give the empty store or a
-            # typed error, never anything else.
-            tally.real_enospc += 1
-            tally.note_once(f"real ENOSPC hit while creating the store: {type(exc).__name__}: {exc}")
-            try:
-                adapter.check(fs, root, adapter.empty_model(), [], None)
-            except EngineError:
-                pass
-            except Exception as exc2:
-                tally.fail(Failure(adapter.name, "real ENOSPC", seed, [], f"reopen after ENOSPC at creation: {exc2!r}"))
-            return
-        for _ in range(200):
-            batch = adapter.workload(rng, 50)
-            for op in batch:
-                ops.append(op)
-                try:
-                    result = session.run(op)
-                except (OSError, EngineError) as exc:
-                    cause: BaseException | None = exc
-                    while cause is not None and not isinstance(cause, OSError):
-                        cause = cause.__cause__ or getattr(cause, "cause", None)
-                    if isinstance(cause, OSError) and cause.errno == errno_mod.ENOSPC:
-                        hit = True
-                    else:
-                        problem = f"op {op!r} failed with {type(exc).__name__}: {exc} (expected ENOSPC)"
-                    inflight = op
-                    break
-                except Exception as exc:
-                    problem = f"op {op!r} raised untyped {type(exc).__name__}: {exc!r}"
-                    inflight = op
-                    break
-                acked.append(Step(op, result))
-            if hit or problem:
-                break
-        session.abandon()
-        if not hit and problem is None:
-            tally.notes.append(f"real ENOSPC: {adapter.enospc_room} free bytes never filled; nothing tested")
-            return
-        tally.real_enospc += 1
-        if problem is None:
-            try:
-                with capture_warnings():
-                    adapter.check(fs, root, adapter.empty_model(), acked, inflight)
-            except Violation as exc:
-                problem = f"reopen on the full file system: {exc.detail}"
-            except OSError as exc:
-                if exc.errno != errno_mod.ENOSPC:
-                    problem = f"reopen on the full file system raised {exc!r}"
-                else:
-                    tally.note_once("real ENOSPC: reopen on the still-full disk fails with ENOSPC (it writes on open); "
-                                    "checked again after freeing space")
-                    os.unlink(os.path.join(point, "filler"))
-                    try:
-                        with capture_warnings():
-                            adapter.check(fs, root, adapter.empty_model(), acked, inflight)
-                    except Violation as exc2:
-                        problem = f"reopen after freeing space: {exc2.detail}"
-                    except Exception as exc2:
-                        problem = f"reopen after freeing space raised {type(exc2).__name__}: {exc2!r}"
-            except Exception as exc:
-                problem = f"reopen on the full file system raised {type(exc).__name__}: {exc!r}"
-        if problem is not None:
-            room = {"room": f"{adapter.enospc_room} bytes"}
-            tally.fail(Failure(adapter.name, "real ENOSPC", seed, ops[-60:], problem, room))
-    finally:
-        _umount(point)

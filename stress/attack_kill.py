@@ -13,9 +13,16 @@ continue, many times over one store.  Two ways to pick the moment:
   time, the child is made to SIGKILL itself at the first, a middle and the last hit
   of each point (``ENGINE_CRASH_AT``/``ENGINE_CRASH_SKIP``).
 
+After every kill and check, the store's life goes on: on a copy (so that the loop
+keeps its model), :func:`stress.drain.drain_cycle` drains everything, lets the
+store retire what that frees, closes and reopens it (a queue killed right after a
+rotation was openable and readable, and became unopenable only once its older files
+were retired).  At a crash point the drain runs on the crashed store itself.
+
 Where the store allows it, reader processes run beside the writer the whole time
 and check that they never see anything inconsistent (a half-written record, a
-payload that is not whole).
+payload that is not whole); after each round one of them may be SIGKILLed in the
+middle of its reads and replaced by a fresh one, which must open and read on.
 
 A killed process loses nothing the kernel already has, so this attack finds bugs
 of process death (in-memory state believed durable, locks, half-done renames,
@@ -42,6 +49,7 @@ from typing import Any
 from engine.errors import EngineError
 from engine.fs import OsFileSystem
 from stress.core import Op, Step, StoreAdapter, Violation, capture_warnings
+from stress.drain import drain_cycle
 from stress.results import Failure, Tally
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -158,16 +166,35 @@ class _Readers:
 
     def __init__(self, store: str, root: str, workdir: str, count: int) -> None:
         self.stop_file = os.path.join(workdir, "readers.stop")
-        self.procs = [
-            subprocess.Popen(
-                [sys.executable, "-m", "stress.child", "read", store, root, self.stop_file],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=_env({}),
-                cwd=_REPO,
-            )
-            for _ in range(count)
-        ]
+        self.store, self.root = store, root
+        self.procs = [self._spawn() for _ in range(count)]
+        self.killed = 0
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "stress.child", "read", self.store, self.root, self.stop_file],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_env({}),
+            cwd=_REPO,
+        )
+
+    def kill_one(self, rng: random.Random) -> None:
+        """SIGKILL one reader in the middle of whatever it is reading; start another.
+
+        What the killed reader saw up to then is lost with it (its pipe is dropped);
+        its replacement must open the store (a lock the dead reader held is free
+        again) and read consistently from wherever the dead one's state says.
+        """
+        index = rng.randrange(len(self.procs))
+        proc = self.procs[index]
+        _sigkill(proc)
+        proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+        self.procs[index] = self._spawn()
+        self.killed += 1
 
     def finish(self, timeout: float = 20.0) -> tuple[list[str], int]:
         """Stop the readers; returns their complaints and their consistent passes."""
@@ -218,6 +245,51 @@ def _check(
         return base, f"reopen after SIGKILL raised untyped {type(exc).__name__}: {exc!r}"
 
 
+def _drain(adapter: StoreAdapter, root: str, tally: Tally) -> str | None:
+    """Drain, retire and reopen the store at ``root``; returns a violation or None."""
+    tally.drain_cycles += 1
+    try:
+        with capture_warnings():
+            drain_cycle(adapter, OsFileSystem(), root)
+    except Violation as exc:
+        return f"drain, retire and reopen after the kill: {exc.detail}"
+    except EngineError as exc:
+        return f"drain, retire and reopen after the kill failed with {type(exc).__name__}: {exc}"
+    except Exception as exc:
+        return f"drain, retire and reopen after the kill raised untyped {type(exc).__name__}: {exc!r}"
+    return None
+
+
+def _copy_dir(src: str, dst: str) -> None:
+    """Copy a store directory while reader processes may be writing their own files.
+
+    A reader replaces its checkpoint file atomically (a temporary file renamed over
+    it), so a name listed a moment ago may be gone: it is skipped (the store removes
+    stray temporaries on open, and the renamed file is there under its own name).
+    """
+    os.makedirs(dst)
+    for name in os.listdir(src):
+        path = os.path.join(src, name)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                _copy_dir(path, os.path.join(dst, name))
+            else:
+                shutil.copy2(path, os.path.join(dst, name), follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+
+
+def _drain_copy(adapter: StoreAdapter, root: str, workdir: str, tally: Tally) -> str | None:
+    """:func:`_drain` on a copy of ``root`` (lock files included), which is then removed."""
+    copy = os.path.join(workdir, "drained")
+    shutil.rmtree(copy, ignore_errors=True)
+    _copy_dir(root, copy)
+    try:
+        return _drain(adapter, copy, tally)
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+
+
 def attack(
     adapter: StoreAdapter,
     tally: Tally,
@@ -227,6 +299,7 @@ def attack(
     readers: int = 2,
     crashpoint_hits: int = 3,
     deadline: float | None = None,
+    crashpoint_names: int | None = None,
 ) -> None:
     """The random-kill loop over one directory, then every named crash point."""
     rng = random.Random(seed)
@@ -267,6 +340,11 @@ def attack(
                 break
             tally.kills += 0 if run.finished else 1
             base, problem = _check(adapter, root, base, run, tally, existed)
+            if problem is None and adapter.store_exists(OsFileSystem(), root):
+                problem = _drain_copy(adapter, root, workdir, tally)
+            if pool is not None and round_no % 2 == 0:
+                pool.kill_one(rng)
+                tally.reader_kills += 1
             if problem is not None:
                 tally.fail(
                     Failure(
@@ -285,9 +363,26 @@ def attack(
             for problem in problems:
                 tally.fail(Failure(adapter.name, "concurrent reader", seed, history[-60:], problem))
         shutil.rmtree(root, ignore_errors=True)
-        _crashpoint_sweep(adapter, tally, rng, workdir, n_ops, crashpoint_hits, deadline)
+        _crashpoint_sweep(adapter, tally, rng, workdir, n_ops, crashpoint_hits, deadline, crashpoint_names)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _pick(names: Counter[str], store: str, rng: random.Random, limit: int | None) -> list[tuple[str, int]]:
+    """The crash points to attack: all, or ``limit`` of them, the store's own first.
+
+    The shared ones (``atomic_write.*``, ``create_file.*``) are the same code in
+    every store; the store's own (``queue.rotate.after-create``, ...) come first
+    when a bounded run cannot afford every point.
+    """
+    items = sorted(names.items())
+    if limit is None or len(items) <= limit:
+        return items
+    own = [item for item in items if item[0].startswith(store + ".")]
+    shared = [item for item in items if not item[0].startswith(store + ".")]
+    rng.shuffle(own)
+    rng.shuffle(shared)
+    return sorted((own + shared)[:limit])
 
 
 def _crashpoint_sweep(
@@ -298,16 +393,22 @@ def _crashpoint_sweep(
     n_ops: int,
     hits: int,
     deadline: float | None,
+    max_names: int | None = None,
 ) -> None:
     wseed = rng.randrange(2**32)
-    ops = adapter.workload(random.Random(wseed), n_ops)
+    # Twice the loop's workload: long enough that files rotate and are retired
+    # (the queue's rotate and retire crash points, the append log's segment roll).
+    ops = adapter.workload(random.Random(wseed), 2 * n_ops)
     try:
         names = discover_crashpoints(adapter.name, ops, workdir)
     except RuntimeError as exc:
         tally.fail(Failure(adapter.name, "kill (crash point discovery)", wseed, ops, str(exc)))
         return
     tally.notes.append(f"crash points passed: {', '.join(f'{n} x{c}' for n, c in sorted(names.items()))}")
-    for name, count in sorted(names.items()):
+    picked = _pick(names, adapter.name, rng, max_names)
+    if len(picked) < len(names):
+        tally.notes.append(f"crash points attacked (bounded): {', '.join(n for n, _ in picked)}")
+    for name, count in picked:
         skips = sorted({0, count // 2, count - 1})[:hits]
         for skip in skips:
             if deadline is not None and time.monotonic() > deadline:
@@ -326,6 +427,8 @@ def _crashpoint_sweep(
             tally.kills += 1
             tally.crashpoints += 1
             _model, problem = _check(adapter, root, adapter.empty_model(), run, tally, existed=False)
+            if problem is None and adapter.store_exists(OsFileSystem(), root):
+                problem = _drain(adapter, root, tally)
             if problem is not None:
                 tally.fail(
                     Failure(

@@ -47,8 +47,14 @@ class Tally:
     fault_runs: int = 0
     real_enospc: int = 0
     damaged: int = 0
-    damage_outcomes: dict[str, int] = field(default_factory=dict)
-    undetected: dict[str, int] = field(default_factory=dict)
+    damage_outcomes: dict[str, int] = field(default_factory=dict)  # worst outcome per variant
+    damage_by_kind: dict[str, dict[str, int]] = field(default_factory=dict)  # kind -> outcome -> variants
+    read_outcomes: dict[str, dict[str, int]] = field(default_factory=dict)  # read path -> outcome -> reads
+    undetectable: dict[str, int] = field(default_factory=dict)  # "kind in file" -> variants
+    cli_runs: int = 0
+    reader_kills: int = 0  # reader processes killed mid-read (and replaced)
+    drain_cycles: int = 0  # drain, retire, reopen after a kill
+    disk_full: dict[str, int] = field(default_factory=dict)  # how each disk-full run went
     create_crash_errors: int = 0
     violations: int = 0
     failures: list[Failure] = field(default_factory=list)
@@ -64,10 +70,30 @@ class Tally:
         if note not in self.notes:
             self.notes.append(note)
 
-    def outcome(self, name: str, kind: str | None = None) -> None:
-        self.damage_outcomes[name] = self.damage_outcomes.get(name, 0) + 1
-        if kind is not None:
-            self.undetected[kind] = self.undetected.get(kind, 0) + 1
+    def damage_outcome(self, kind: str, outcome: str) -> None:
+        """One damaged variant of ``kind`` whose worst read was ``outcome``."""
+        self.damage_outcomes[outcome] = self.damage_outcomes.get(outcome, 0) + 1
+        row = self.damage_by_kind.setdefault(kind, {})
+        row[outcome] = row.get(outcome, 0) + 1
+
+    def read_outcome(self, path: str, outcome: str) -> None:
+        """One read of a damaged variant through read path (or command) ``path``."""
+        row = self.read_outcomes.setdefault(path, {})
+        row[outcome] = row.get(outcome, 0) + 1
+
+    def undetectable_in(self, what: str) -> None:
+        self.undetectable[what] = self.undetectable.get(what, 0) + 1
+
+    def disk_full_run(self, how: str) -> None:
+        self.disk_full[how] = self.disk_full.get(how, 0) + 1
+
+    def count(self, outcome: str) -> int:
+        """Variants whose worst read was ``outcome``."""
+        return self.damage_outcomes.get(outcome, 0)
+
+    def tracebacks(self) -> int:
+        """Reads (any path, any command) that ended in a traceback or a hang."""
+        return sum(row.get("traceback", 0) + row.get("hang", 0) for row in self.read_outcomes.values())
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -85,7 +111,14 @@ class Tally:
             "real_enospc": self.real_enospc,
             "damaged": self.damaged,
             "damage_outcomes": dict(self.damage_outcomes),
-            "undetected": dict(self.undetected),
+            "damage_by_kind": {k: dict(v) for k, v in self.damage_by_kind.items()},
+            "read_outcomes": {k: dict(v) for k, v in self.read_outcomes.items()},
+            "undetectable": dict(self.undetectable),
+            "tracebacks": self.tracebacks(),
+            "cli_runs": self.cli_runs,
+            "reader_kills": self.reader_kills,
+            "drain_cycles": self.drain_cycles,
+            "disk_full": dict(self.disk_full),
             "create_crash_errors": self.create_crash_errors,
             "violations": self.violations,
             "failures": [f.render() for f in self.failures],

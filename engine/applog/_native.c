@@ -2,12 +2,17 @@
  * LOG/IDX records (with their .crc entries) into a segment's pending buffers.
  *
  * The pure-Python function in engine/applog/batch.py is the reference: this
- * one must return the same value, append the same bytes and raise the same
- * exception (type and message) for every argument list, valid or hostile
- * (tests/applog/test_applog_native.py compares them with hypothesis).  It is
- * a pure codec function: no I/O, no clock, no state, no Python code called
- * (exact bytes/int/bytearray/list/tuple types only), so the list of items
- * cannot change while it runs.  engine.applog.writer picks it once per
+ * one must return the same value, append the same bytes, leave the same write
+ * state and raise the same exception (type and message) for every argument
+ * list, valid or hostile (tests/applog/test_applog_native.py compares them
+ * with hypothesis).  It is a codec function: no I/O, no clock, no Python code
+ * called (exact bytes/int/bytearray/list/tuple types only), so neither the
+ * items nor the state list can change while it runs.  Its only state is the
+ * caller's: the segment's write state, a list of 8 (LOG_OUT, CRC_OUT,
+ * IDX_OUT, BASE, NEXT_INDEX, LOG_AT, LIMIT, LAST_TIME; see batch.py), read
+ * and checked whole before anything changes; on success the buffers grow and
+ * NEXT_INDEX and LAST_TIME are replaced.  One record may be passed as bytes
+ * (no tuple to build for append).  engine.applog.writer picks it once per
  * process at import (engine.native.load) and calls it under the writer's
  * lock, exactly where it would call the Python function.
  *
@@ -22,6 +27,13 @@
 #include <limits.h>
 #include <stdint.h>
 #include <string.h>
+
+/* CRC-32 by carry-less multiplication where the CPU has it (x86-64 with
+ * PCLMULQDQ and SSE4.1, checked once at import); the table below otherwise. */
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define HAVE_CRC_FOLD 1
+#endif
 
 #define RECORD_HEADER_SIZE 16
 #define ENTRY_SIZE 24
@@ -67,6 +79,104 @@ crc_update(uint32_t crc, const unsigned char *p, size_t len)
     while (len--)
         crc = crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
     return ~crc;
+}
+
+#ifdef HAVE_CRC_FOLD
+/* Whether crc_fold may run here (set once by PyInit__native). */
+static int crc_fold_ok = 0;
+
+/* The CRC-32 register (pre- and post-inverted by the caller) after ``len``
+ * bytes, ``len`` >= 64 and a multiple of 16: four 128-bit lanes folded by
+ * carry-less multiplication, then reduced (Barrett) to 32 bits.  The method and
+ * the constants (x^k mod P for the reflected zlib polynomial) are those of
+ * Gopal, Ozturk et al., "Fast CRC Computation for Generic Polynomials Using
+ * PCLMULQDQ Instruction" (Intel, 2009), as in zlib's and Linux's x86 code. */
+__attribute__((target("pclmul,sse4.1")))
+static uint32_t
+crc_fold(const unsigned char *buf, size_t len, uint32_t crc)
+{
+    const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596LL, 0x0154442bd4LL);
+    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);
+    const __m128i k5k0 = _mm_set_epi64x(0, 0x0163cd6124LL);
+    const __m128i poly = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL);
+    __m128i x0, x1, x2, x3, x4, x5, x6, x7, x8, y5, y6, y7, y8;
+    x1 = _mm_loadu_si128((const __m128i *)(buf + 0x00));
+    x2 = _mm_loadu_si128((const __m128i *)(buf + 0x10));
+    x3 = _mm_loadu_si128((const __m128i *)(buf + 0x20));
+    x4 = _mm_loadu_si128((const __m128i *)(buf + 0x30));
+    x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)crc));
+    x0 = k1k2;
+    buf += 64;
+    len -= 64;
+    while (len >= 64) {
+        x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+        x6 = _mm_clmulepi64_si128(x2, x0, 0x00);
+        x7 = _mm_clmulepi64_si128(x3, x0, 0x00);
+        x8 = _mm_clmulepi64_si128(x4, x0, 0x00);
+        x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+        x2 = _mm_clmulepi64_si128(x2, x0, 0x11);
+        x3 = _mm_clmulepi64_si128(x3, x0, 0x11);
+        x4 = _mm_clmulepi64_si128(x4, x0, 0x11);
+        y5 = _mm_loadu_si128((const __m128i *)(buf + 0x00));
+        y6 = _mm_loadu_si128((const __m128i *)(buf + 0x10));
+        y7 = _mm_loadu_si128((const __m128i *)(buf + 0x20));
+        y8 = _mm_loadu_si128((const __m128i *)(buf + 0x30));
+        x1 = _mm_xor_si128(_mm_xor_si128(x1, x5), y5);
+        x2 = _mm_xor_si128(_mm_xor_si128(x2, x6), y6);
+        x3 = _mm_xor_si128(_mm_xor_si128(x3, x7), y7);
+        x4 = _mm_xor_si128(_mm_xor_si128(x4, x8), y8);
+        buf += 64;
+        len -= 64;
+    }
+    x0 = k3k4;
+    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
+    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x3), x5);
+    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x4), x5);
+    while (len >= 16) {
+        x2 = _mm_loadu_si128((const __m128i *)buf);
+        x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+        x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+        x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
+        buf += 16;
+        len -= 16;
+    }
+    x2 = _mm_clmulepi64_si128(x1, x0, 0x10);
+    x3 = _mm_setr_epi32(~0, 0, ~0, 0);
+    x1 = _mm_srli_si128(x1, 8);
+    x1 = _mm_xor_si128(x1, x2);
+    x0 = k5k0;
+    x2 = _mm_srli_si128(x1, 4);
+    x1 = _mm_and_si128(x1, x3);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_xor_si128(x1, x2);
+    x0 = poly;
+    x2 = _mm_and_si128(x1, x3);
+    x2 = _mm_clmulepi64_si128(x2, x0, 0x10);
+    x2 = _mm_and_si128(x2, x3);
+    x2 = _mm_clmulepi64_si128(x2, x0, 0x00);
+    x1 = _mm_xor_si128(x1, x2);
+    return (uint32_t)_mm_extract_epi32(x1, 1);
+}
+#endif
+
+/* CRC-32 of ``len`` bytes, exactly as zlib.crc32(bytes(p[:len])). */
+static uint32_t
+crc32_of(const unsigned char *p, size_t len)
+{
+#ifdef HAVE_CRC_FOLD
+    if (crc_fold_ok && len >= 64) {
+        size_t chunk = len & ~(size_t)15;
+        uint32_t crc = ~crc_fold(p, chunk, 0xFFFFFFFFU);
+        return crc_update(crc, p + chunk, len - chunk);
+    }
+#endif
+    return crc_update(0, p, len);
 }
 
 /* ---- little-endian stores --------------------------------------------------- */
@@ -126,7 +236,7 @@ set_state(PyObject *state, Py_ssize_t k, PyObject *value)
 }
 
 /* Positions in the write state (engine.applog.batch). */
-enum { LOG_OUT, CRC_OUT, IDX_OUT, BASE, NEXT_INDEX, LOG_SIZE, LIMIT, LAST_TIME, STATE_SIZE };
+enum { LOG_OUT, CRC_OUT, IDX_OUT, BASE, NEXT_INDEX, LOG_AT, LIMIT, LAST_TIME, STATE_SIZE };
 
 /* encode_batch(items, flags, time_ns, state) -> int: see engine.applog.batch. */
 static PyObject *
@@ -174,7 +284,7 @@ encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "encode_batch: the state's buffers must be three different bytearrays");
         return NULL;
     }
-    static const char *names[5] = {"state[BASE]", "state[NEXT_INDEX]", "state[LOG_SIZE]", "state[LIMIT]",
+    static const char *names[5] = {"state[BASE]", "state[NEXT_INDEX]", "state[LOG_AT]", "state[LIMIT]",
                                    "state[LAST_TIME]"};
     long long v[5];
     int of[5];
@@ -182,7 +292,7 @@ encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (get_int(PyList_GET_ITEM(state, BASE + k), names[k], &v[k], &of[k]) < 0)
             return NULL;
     }
-    long long base = v[0], index = v[1], offset = v[2], limit = v[3], last_time = v[4];
+    long long base = v[0], index = v[1], log_at = v[2], limit = v[3], last_time = v[4];
     if (of_flags || flags < 0 || flags > MAX_FLAGS) {
         PyErr_SetString(PyExc_ValueError, "encode_batch: flags must be a u32");
         return NULL;
@@ -199,14 +309,17 @@ encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "encode_batch: index out of range (state[BASE], state[NEXT_INDEX])");
         return NULL;
     }
-    if (of[2] || offset < 0) {
-        PyErr_SetString(PyExc_ValueError, "encode_batch: the state's log size must be an i64 >= 0");
+    if (of[2] || log_at < 0 || log_at > LLONG_MAX - (long long)PyByteArray_GET_SIZE(log_out)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "encode_batch: the state's log offset (with the pending bytes) must be an i64 >= 0");
         return NULL;
     }
+    long long offset = log_at + (long long)PyByteArray_GET_SIZE(log_out);
+    /* Times never go backwards: the records get max(time_ns, last_time). */
+    PyObject *time_obj = args[2];
     if (t < last_time) {
-        PyErr_SetString(PyExc_ValueError,
-                        "encode_batch: time_ns is earlier than the newest record's: times never go backwards");
-        return NULL;
+        t = last_time;
+        time_obj = PyList_GET_ITEM(state, LAST_TIME);
     }
     /* Every item checked before anything changes; the total saturates. */
     unsigned long long total = 0;
@@ -247,9 +360,8 @@ encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     /* The state's new values first, then the buffers grown together: a failure
      * of either leaves everything as it was (the reference's rule). */
     PyObject *new_index = PyLong_FromLongLong(index + (long long)stop);
-    PyObject *new_size = new_index == NULL ? NULL : PyLong_FromLongLong(pos);
     Py_ssize_t log0 = 0, crc0 = 0, idx0 = 0;
-    if (new_size == NULL || grow(log_out, log_bytes, &log0) < 0)
+    if (new_index == NULL || grow(log_out, log_bytes, &log0) < 0)
         goto fail;
     if (grow(crc_out, stop * CRC_SIZE, &crc0) < 0) {
         PyByteArray_Resize(log_out, log0);
@@ -271,7 +383,7 @@ encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         put_u32(lp + 4, (uint32_t)flags);
         put_u64(lp + 8, (uint64_t)t);
         memcpy(lp + RECORD_HEADER_SIZE, PyBytes_AS_STRING(item), (size_t)size);
-        put_u32(cp, crc_update(0, lp, (size_t)size + RECORD_HEADER_SIZE));
+        put_u32(cp, crc32_of(lp, (size_t)size + RECORD_HEADER_SIZE));
         put_u64(ip, (uint64_t)t);
         put_u64(ip + 8, (uint64_t)(index + i));
         put_u64(ip + 16, (uint64_t)pos);
@@ -281,14 +393,12 @@ encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         ip += ENTRY_SIZE;
     }
     set_state(state, NEXT_INDEX, new_index);
-    set_state(state, LOG_SIZE, new_size);
-    Py_INCREF(args[2]);
-    set_state(state, LAST_TIME, args[2]);
+    Py_INCREF(time_obj);
+    set_state(state, LAST_TIME, time_obj);
     return result;
 
 fail:
     Py_XDECREF(new_index);
-    Py_XDECREF(new_size);
     Py_DECREF(result);
     return NULL;
 }
@@ -309,5 +419,9 @@ PyMODINIT_FUNC
 PyInit__native(void)
 {
     crc_init();
+#ifdef HAVE_CRC_FOLD
+    __builtin_cpu_init();
+    crc_fold_ok = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+#endif
     return PyModule_Create(&native_module);
 }

@@ -17,13 +17,14 @@ leaves the new extent there for the next call::
                                  writer keeps all of it in memory for readers
     state[BASE]       int        index of the segment's first record
     state[NEXT_INDEX] int        index the next record gets (BASE: the segment is empty)
-    state[LOG_SIZE]   int        the log's size with the pending bytes (the next
-                                 record's offset)
+    state[LOG_AT]     int        the log file offset of LOG_OUT's first byte (the
+                                 log's size at the last flush): the next record
+                                 goes at LOG_AT + len(LOG_OUT)
     state[LIMIT]      int        the size a record may not push the log past
                                  (unless the segment is empty: it then takes one
                                  record of any size)
-    state[LAST_TIME]  int        the newest record's time (INT64_MIN: none); a
-                                 record's time is never earlier
+    state[LAST_TIME]  int        the newest record's time (INT64_MIN: none): the
+                                 records are stamped no earlier (see below)
 
 ``engine/applog/_native.c`` holds its compiled twin (``encode_batch``), chosen
 once per process at import by :mod:`engine.applog.writer`; this function is the
@@ -60,7 +61,7 @@ from engine.applog.codec import (
 assert CRC_ENTRY.size == CRC_SIZE and INDEX_ENTRY.size == ENTRY_SIZE and RECORD_HEADER.size == RECORD_HEADER_SIZE
 
 #: Positions in a segment's write state (see the module docstring).
-LOG_OUT, CRC_OUT, IDX_OUT, BASE, NEXT_INDEX, LOG_SIZE, LIMIT, LAST_TIME = range(8)
+LOG_OUT, CRC_OUT, IDX_OUT, BASE, NEXT_INDEX, LOG_AT, LIMIT, LAST_TIME = range(8)
 STATE_SIZE = 8
 
 
@@ -70,12 +71,12 @@ def new_state(
     idx_out: bytearray,
     base: int,
     next_index: int,
-    log_size: int,
+    log_at: int,
     limit: int,
     last_time: int,
 ) -> list[Any]:
     """A segment's write state, in the layout :func:`encode_batch` reads."""
-    state: list[Any] = [log_out, crc_out, idx_out, base, next_index, log_size, limit, last_time]
+    state: list[Any] = [log_out, crc_out, idx_out, base, next_index, log_at, limit, last_time]
     assert len(state) == STATE_SIZE
     return state
 
@@ -93,7 +94,14 @@ def encode_batch(items: bytes | list[bytes] | tuple[bytes, ...], flags: int, tim
 
     A record fits when its end is at most the limit or the segment holds no
     record yet.  The encoded records' bytes go to the state's buffers, and the
-    state's ``NEXT_INDEX``, ``LOG_SIZE`` and ``LAST_TIME`` move past them.
+    state's ``NEXT_INDEX`` and ``LAST_TIME`` move past them (``LOG_AT`` moves
+    when the caller writes ``LOG_OUT`` out).
+
+    The records get ``max(time_ns, state[LAST_TIME])``: times in a LOG/IDX log
+    never go down (readers binary-search the index by time), whatever the clock
+    does (an NTP step back).  Callers that take explicit times from their users
+    refuse earlier ones before they get here, so for them this changes nothing;
+    ``append`` hands its clock reading as it is.
 
     Every argument is checked before anything changes: a ``TypeError`` or
     ``ValueError`` leaves the buffers and the state as they were (the buffers are
@@ -116,7 +124,7 @@ def encode_batch(items: bytes | list[bytes] | tuple[bytes, ...], flags: int, tim
         raise ValueError("encode_batch: the state's buffers must be three different bytearrays")
     base = _int(state[BASE], "state[BASE]")
     index = _int(state[NEXT_INDEX], "state[NEXT_INDEX]")
-    offset = _int(state[LOG_SIZE], "state[LOG_SIZE]")
+    log_at = _int(state[LOG_AT], "state[LOG_AT]")
     limit = _int(state[LIMIT], "state[LIMIT]")
     last_time = _int(state[LAST_TIME], "state[LAST_TIME]")
     n = len(records)
@@ -128,10 +136,11 @@ def encode_batch(items: bytes | list[bytes] | tuple[bytes, ...], flags: int, tim
         raise ValueError("encode_batch: the state's limit and last time must be i64")
     if not 0 <= base <= index <= INT64_MAX - n:
         raise ValueError("encode_batch: index out of range (state[BASE], state[NEXT_INDEX])")
-    if not 0 <= offset <= INT64_MAX:
-        raise ValueError("encode_batch: the state's log size must be an i64 >= 0")
+    if not 0 <= log_at <= INT64_MAX - len(log_out):
+        raise ValueError("encode_batch: the state's log offset (with the pending bytes) must be an i64 >= 0")
+    offset = log_at + len(log_out)
     if time_ns < last_time:
-        raise ValueError("encode_batch: time_ns is earlier than the newest record's: times never go backwards")
+        time_ns = last_time  # times never go backwards
     total = 0
     for i in range(n):
         item = records[i]
@@ -171,6 +180,5 @@ def encode_batch(items: bytes | list[bytes] | tuple[bytes, ...], flags: int, tim
         raise
     if i:
         state[NEXT_INDEX] = index + i
-        state[LOG_SIZE] = pos
         state[LAST_TIME] = time_ns
     return n - i

@@ -37,7 +37,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from engine.applog.batch import CRC_OUT, LAST_TIME, LOG_OUT, LOG_SIZE, NEXT_INDEX, new_state
+from engine.applog.batch import CRC_OUT, LAST_TIME, LOG_AT, LOG_OUT, NEXT_INDEX, new_state
 from engine.applog.batch import encode_batch as encode_batch_reference
 from engine.applog.codec import CRC_MAGIC, HEADER_SIZE, IDX_MAGIC, INT64_MIN, LOG_MAGIC, encode_header
 from engine.applog.segment import Segment, crc_path, idx_path, log_path
@@ -90,8 +90,8 @@ class SegmentWriter:
     on, and :meth:`flush` publishes it to the segment once the bytes are written.
     ``segment_bytes`` is the size a record may not push the log past (unless the
     segment is empty: it then takes one record of any size).  ``last_time``: the
-    newest time of the records before this segment (INT64_MIN: none), which no
-    record's time may precede.
+    newest time of the records before this segment (INT64_MIN: none); the
+    encoder stamps records no earlier.
 
     The owner (the store, or the Spark sink) says what happens when the segment
     is full and when the buffer is: ``roll()`` seals this segment (:meth:`seal`),
@@ -149,8 +149,10 @@ class SegmentWriter:
 
     def add(self, items: bytes | list[bytes] | tuple[bytes, ...], flags: int, time_ns: int) -> int:
         """Encode ``items`` (one record as exact ``bytes``, or a list or tuple of
-        them, all with ``flags`` and ``time_ns``, not earlier than the newest
-        record) as the log's next records and return the index of the first.
+        them, all with ``flags`` and ``time_ns``) as the log's next records and
+        return the index of the first.  The records get ``time_ns`` or, if that
+        is earlier, the newest record's time: callers refuse explicit times that
+        go backwards themselves; a clock reading is passed as it is.
 
         This is the one path by which records are written: the store's ``append``
         (one record) and ``append_many`` and the Spark sink all come here.  One
@@ -202,12 +204,13 @@ class SegmentWriter:
             seg.idx.write_parts_at(self.flushed_idx, (mem[self.flushed_idx :],))
         self.flushed_crc += len(pend_crc)
         self.flushed_idx = len(seg.mem_idx)
+        state[LOG_AT] = seg.log_size + len(pend_log)
         pend_log.clear()
         pend_crc.clear()
         if not seg.count:
             seg.first_time = _TIME.unpack_from(seg.mem_idx, HEADER_SIZE)[0]
         seg.count = end - seg.base
-        seg.log_size = state[LOG_SIZE]
+        seg.log_size = state[LOG_AT]
         seg.last_time = state[LAST_TIME]
 
     def sync(self) -> None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import errno
 import logging
 import threading
-import zlib
 from collections.abc import Iterable, Iterator
 from itertools import chain
 
@@ -70,7 +69,6 @@ from engine.events.recovery import (
     remove_stray_tmp,
     roll_meta_forward,
 )
-from engine.events.sumfiles import SUMS_SYNC_EVERY, DataSums, MetaSums, load_data_sums, open_meta_sums
 from engine.events.runs import (
     ANY_PREVIOUS,
     MIN_WINDOW,
@@ -82,6 +80,8 @@ from engine.events.runs import (
     read_runs,
     run_error,
 )
+from engine.events.sumfiles import SUMS_SYNC_EVERY, DataSums, MetaSums, load_data_sums, open_meta_sums
+from engine.events.sums import batch_crc
 from engine.events.verify import verify_journal, verify_sums
 from engine.fs import (
     FileHandle,
@@ -411,9 +411,8 @@ class EventJournal:
             single = linked and not sector_crossing(start, len(blob))
             try:
                 self._data.write_at(start, blob)
-                # Its checksum before anything links to it (the last block's
-                # ``next`` is 0 as written, which is how the checksum counts it).
-                self._dsums.append(start, new_end, offsets[-1], zlib.crc32(blob))
+                # Its checksum before anything links to it.
+                self._dsums.append(start, new_end, offsets[-1], batch_crc(blob, 0, offsets[-1] - start, len(blob)))
                 self._data.write_at(DATA_LENGTH_FIELD, I32.pack(new_end - DATA_HEADER_SIZE))
                 if new_end > self._allocated and self.preallocate:
                     # Reserve zeros past the batch: later batches then overwrite
@@ -575,8 +574,8 @@ class EventJournal:
 
     def _checked_read(self, offset: int, length: int) -> bytes:
         """``read_at`` of data after checking the batches under ``[offset, offset + length)``."""
-        self._dsums.check(self._data.read_at, offset, offset + length, self.data_path)
-        return self._data.read_at(offset, length)
+        buf = self._dsums.check(self._data.read_at, offset, offset + length, self.data_path)
+        return self._data.read_at(offset, length) if buf is None else buf
 
     def _locate(self, first: int, last: int, first_seq: int, highest: int, lo: int, hi: int,
                 limit: int) -> Iterator[list[Event]]:
@@ -641,7 +640,8 @@ class EventJournal:
                     self._checked[whole_id] = hi
                 return
             if status != RUN_MORE:
-                raise run_error(status, detail, offset, prev, expected, limit, self.data_path)
+                raise self._dsums.failure_at(offset) or run_error(status, detail, offset, prev, expected, limit,
+                                                                  self.data_path)
 
     def highest_sequence_nr(self, persistence_id: str) -> int:
         """The highest sequence number ever written for the id (0 if none); deletion
@@ -730,22 +730,23 @@ class EventJournal:
                 self._release()
 
     def _flush_on_close(self) -> None:
-        """Everything durable as the original's reader expects it (close's work)."""
+        """Make everything durable and leave the files as the original akka-persistence-file-journal reader
+        expects them (close's work); a full disk is raised as DiskFullError."""
         try:
-            if True:
-                if True:
-                    self._sync_sums()
-                    if self._data.size() > self._end:
-                        # Leave exactly what the akka-persistence-file-journal
-                        # writer would: no reserved zeros.
-                        self._data.truncate(self._end)
-                        self._data.fdatasync()
-                    elif not self.sync.always:
-                        self._data.fdatasync()
-                    self._meta.flush()
-            finally:
-                self._closed = True
-                self._release()
+            self._sync_sums()
+            if self._data.size() > self._end:
+                # Leave exactly what the akka-persistence-file-journal
+                # writer would: no reserved zeros.
+                self._data.truncate(self._end)
+                self._data.fdatasync()
+            elif not self.sync.always:
+                self._data.fdatasync()
+            self._meta.flush()
+        except OSError as exc:
+            typed = _disk_full(exc, self.directory)
+            if typed is exc:
+                raise
+            raise typed from exc
 
     def _release(self) -> None:
         """Close both files, then let the writer lock go (closing must release

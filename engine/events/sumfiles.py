@@ -17,12 +17,13 @@ and not again (committed bytes never change).
 
 from __future__ import annotations
 
+import errno
 import logging
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable
 
-from engine.errors import CorruptFileError, FormatError
+from engine.errors import CorruptFileError, DiskFullError, FormatError
 from engine.events.blocks import BlockReader
 from engine.events.codec import DATA_HEADER_SIZE
 from engine.events.sums import (
@@ -52,7 +53,21 @@ ReadAt = Callable[[int, int], bytes]
 
 def _open(fs: FileSystem, path: str, magic: bytes, writer: bool) -> FileHandle | None:
     """The side file's handle (a writer creates a missing or headerless one), or
-    ``None`` for a reader when it does not exist."""
+    ``None`` for a reader when it does not exist.  A name that cannot be opened
+    as a file (a symlink loop, a directory in its place) is damage: a typed
+    :class:`CorruptFileError`, not the operating system's error."""
+    try:
+        return _open_file(fs, path, magic, writer)
+    except (FileNotFoundError, PermissionError, DiskFullError):
+        raise
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.ENXIO):
+            raise
+        raise CorruptFileError(path, 0, "a checksum side file that opens as a file",
+                               exc.strerror or str(exc)) from exc
+
+
+def _open_file(fs: FileSystem, path: str, magic: bytes, writer: bool) -> FileHandle | None:
     if not writer:
         try:
             handle = fs.open(path, OpenMode.READ)
@@ -87,7 +102,8 @@ class DataSums:
         self.ends: array[int] = array("q")
         self.lasts: array[int] = array("q")
         self.crcs: array[int] = array("I")
-        self.checked = bytearray()  # 1 per entry once its batch was checked
+        self.checked = bytearray()  # per entry: 1 once its batch checked good, 2 if it failed
+        self.failures: dict[int, CorruptFileError] = {}  # entry -> its checksum error
         self.unsynced = 0
 
     @property
@@ -106,6 +122,8 @@ class DataSums:
         start = DATA_HEADER_SIZE
         while start < limit and pos + BATCH_SUM_SIZE <= len(raw):
             end, last, crc = BATCH_SUM.unpack_from(raw, pos)
+            if end == 0 and raw.count(0, pos) == len(raw) - pos:
+                break  # zeros to the end: appends a crash left unwritten (cut by a writer)
             if not start <= last <= end - 24 or end > limit:
                 if end > limit and start <= last <= end - 24:
                     break  # a batch past the committed end (not committed, or a writer's newer one)
@@ -136,47 +154,75 @@ class DataSums:
             crashpoint("events.sums.after-fsync")
         self.unsynced = 0
 
-    def check(self, read_at: ReadAt, lo: int, hi: int, data_path: str) -> None:
-        """Check every batch overlapping ``[lo, hi)`` of ``data`` not checked yet
-        (one read per run of unchecked batches); raises CorruptFileError at the
-        first batch whose bytes differ from its checksum."""
+    def check(self, read_at: ReadAt, lo: int, hi: int, data_path: str) -> bytes | None:
+        """Check every batch overlapping ``[lo, hi)`` of ``data`` not checked yet.
+
+        Returns ``data[lo:hi]`` when it had to read (one read covers the window
+        and the batches), ``None`` when everything there was checked before and
+        is good.  A batch whose bytes differ from its checksum is remembered
+        (:meth:`failure_at` gives its error) and handed out as zeros, which no
+        walk mistakes for blocks: an id whose blocks it holds stops there (the
+        caller then raises its error), other ids sharing the window read on.
+        """
         ends = self.ends
         n = len(ends)
         i = bisect_right(ends, lo)
         checked = self.checked
-        while i < n:
-            start = ends[i - 1] if i else DATA_HEADER_SIZE
-            if start >= hi:
-                return
-            if checked[i]:
-                i += 1
+        first = i
+        while i < n and checked[i] == 1:
+            i += 1
+        start = ends[i - 1] if i else DATA_HEADER_SIZE
+        if i >= n or start >= hi:
+            return None
+        j = i
+        while j < n and (ends[j - 1] if j else DATA_HEADER_SIZE) < hi:
+            j += 1
+        base = min(ends[first - 1] if first else DATA_HEADER_SIZE, lo)
+        stop = max(ends[j - 1], hi)
+        buf = read_at(base, stop - base)
+        if len(buf) < ends[j - 1] - base:
+            raise CorruptFileError(data_path, base + len(buf), f"{ends[j - 1] - base} bytes of checksummed batches",
+                                   "end of file")
+        lasts, crcs = self.lasts, self.crcs
+        bad: list[int] = []
+        for k in range(i, j):
+            if checked[k] == 1:
                 continue
-            j = i
-            while j < n and not checked[j] and (ends[j - 1] if j else DATA_HEADER_SIZE) < hi:
-                j += 1
-            stop = ends[j - 1]
-            buf = read_at(start, stop - start)
-            if len(buf) < stop - start:
-                raise CorruptFileError(data_path, start + len(buf), f"{stop - start} bytes of checksummed batches",
-                                       "end of file")
-            for k in range(i, j):
-                s = (ends[k - 1] if k else DATA_HEADER_SIZE) - start
-                got = batch_crc(buf, s, self.lasts[k] - start, ends[k] - start)
-                if got != self.crcs[k]:
-                    raise CorruptFileError(
-                        data_path, s + start,
-                        f"bytes matching their checksum {self.crcs[k]:08x} ({self.path} entry {k}, batch "
-                        f"[{s + start}, {ends[k]}))", f"checksum {got:08x}")
-                checked[k] = 1
-            i = j
+            s = ends[k - 1] if k else DATA_HEADER_SIZE
+            if not checked[k]:
+                got = batch_crc(buf, s - base, lasts[k] - base, ends[k] - base)
+                if got == crcs[k]:
+                    checked[k] = 1
+                    continue
+                checked[k] = 2
+                self.failures[k] = CorruptFileError(
+                    data_path, s, f"bytes matching their checksum {crcs[k]:08x} ({self.path} entry {k}, batch "
+                    f"[{s}, {ends[k]}))", f"checksum {got:08x}")
+            bad.append(k)
+        if bad:
+            out = bytearray(buf)
+            for k in bad:
+                s = (ends[k - 1] if k else DATA_HEADER_SIZE) - base
+                out[s : ends[k] - base] = bytes(ends[k] - base - s)
+            buf = bytes(out)
+        return buf[lo - base : hi - base]
+
+    def failure_at(self, offset: int) -> CorruptFileError | None:
+        """The checksum error of the batch holding ``offset``, if it failed."""
+        if not self.failures:
+            return None
+        return self.failures.get(bisect_right(self.ends, offset))
 
     def check_all(self, read_at: ReadAt, end: int, data_path: str) -> None:
-        """Check every batch below ``end`` (``verify``), 1 MiB of batches at a time."""
+        """Check every batch below ``end`` (``verify``), 1 MiB of batches at a
+        time; raises the first failure."""
         pos = DATA_HEADER_SIZE
         while pos < end:
             nxt = min(end, pos + (1 << 20))
             self.check(read_at, pos, nxt, data_path)
             pos = nxt
+        if self.failures:
+            raise self.failures[min(self.failures)]
 
     def close(self) -> None:
         if self.handle is not None:

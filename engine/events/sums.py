@@ -15,8 +15,8 @@ start is the previous entry's end (8 for the first)::
 
 ``end`` is where the batch ends in ``data`` (exclusive), ``last`` the offset of
 its last block, ``crc`` the CRC-32 (zlib, IEEE) of the batch's bytes
-``[start, end)`` with the 4 bytes of the last block's ``next`` field
-(``last + 12``) counted as zeros: that field is the only byte of a batch that
+``[start, end)`` without the 4 bytes of the last block's ``next`` field
+(``[last + 12, last + 16)``): that field is the only byte of a batch that
 changes after it is written (the next batch of the id links onto it; recovery
 may reset it to 0), and it is checked by the link rules instead (the block it
 leads to must sit at that offset, link back, and continue the sequence).
@@ -65,7 +65,6 @@ assert _ID_FIXED.size == 10
 
 #: Offset of a block's ``next`` field (see engine.events.codec.BLOCK_NEXT_FIELD).
 _NEXT = 12
-_ZERO_NEXT = bytes(4)
 
 
 def encode_header(magic: bytes) -> bytes:
@@ -79,12 +78,10 @@ def header_ok(head: bytes, magic: bytes) -> bool:
 
 
 def batch_crc(buf: bytes | bytearray | memoryview, start: int, last: int, end: int) -> int:
-    """CRC-32 of ``buf[start:end]`` (a batch) with the ``next`` field of the block
-    at ``last`` (``start <= last``, ``last + 16 <= end``) counted as zeros."""
+    """CRC-32 of ``buf[start:end]`` (a batch) without the 4 bytes of the ``next``
+    field of the block at ``last`` (``start <= last``, ``last + 24 <= end``)."""
     mv = memoryview(buf)
-    crc = zlib.crc32(mv[start : last + _NEXT])
-    crc = zlib.crc32(_ZERO_NEXT, crc)
-    return zlib.crc32(mv[last + _NEXT + 4 : end], crc)
+    return zlib.crc32(mv[last + _NEXT + 4 : end], zlib.crc32(mv[start : last + _NEXT]))
 
 
 def encode_batch_sum(end: int, last: int, crc: int) -> bytes:

@@ -16,13 +16,15 @@ from __future__ import annotations
 import operator
 import struct
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, pairwise
+
+from engine.pages import crc32c
 
 # -- meta page (page 1) -----------------------------------------------------------------
 #: The meta page's magic: tells a key-value store from a plain page store.
 META_MAGIC = b"ENGKVDB1"
 META_VERSION = 1
-# magic 8s | u16 version | u16 tree count | u32 reserved (0) | u64 txid
+# magic 8s | u16 version | u16 tree count | u32 CRC-32C | u64 txid
 META_HEAD = struct.Struct("<8sHHIQ")
 assert META_HEAD.size == 24
 #: Offset of the commit counter in the meta page.
@@ -36,10 +38,31 @@ TXID = struct.Struct("<Q")
 LEAF = 0x4C  # "L"
 BRANCH = 0x42  # "B"
 OVERFLOW = 0x4F  # "O"
-# u8 kind | u8 level (0 = leaf) | u16 count | u32 used bytes | u64 next (overflow pages; 0 in nodes)
-NODE_HEAD = struct.Struct("<BBHIQ")
-assert NODE_HEAD.size == 16
+# u8 kind | u8 level (0 = leaf) | u16 count | u32 used bytes (header included) | u32 CRC-32C
+# | u64 next (overflow pages; 0 in nodes)
+NODE_HEAD = struct.Struct("<BBHIIQ")
+assert NODE_HEAD.size == 20
 HEAD = NODE_HEAD.size
+_PREFIX = struct.Struct("<BBHI")  # the header's first 8 bytes, before the CRC
+assert _PREFIX.size == 8
+_CRC = struct.Struct("<I")
+#: Where a page's CRC-32C sits (nodes and overflow pages: offset 8; the meta page: 12).
+CRC_AT = 8
+META_CRC_AT = 12
+
+
+def page_crc(data: bytes | bytearray | memoryview, crc_at: int, end: int) -> int:
+    """CRC-32C of ``data[:end]`` without the four CRC bytes at ``crc_at``."""
+    view = memoryview(data)
+    return crc32c.extend(crc32c.value(view[:crc_at]), view[crc_at + 4 : end])
+
+
+def _seal(prefix: bytes, rest: bytes, page_size: int) -> bytes:
+    """``prefix`` (the bytes before the CRC), the CRC, ``rest``, zero padding."""
+    crc = crc32c.extend(crc32c.value(prefix), rest)
+    return prefix + _CRC.pack(crc) + rest + bytes(page_size - len(prefix) - 4 - len(rest))
+
+
 # An overflow reference, in a leaf's value area instead of the value: u64 first page | u32 length
 OVERFLOW_REF = struct.Struct("<QI")
 assert OVERFLOW_REF.size == 12
@@ -138,25 +161,22 @@ def branch_size(keys: list[bytes]) -> int:
 
 # -- encoding -------------------------------------------------------------------------------
 def encode_leaf(node: Leaf, page_size: int) -> bytes:
-    """A leaf page: header, ``count`` x (u16 key length, u16 value length or
-    OVERFLOW_MARK), the keys, then the values (or 12-byte overflow references)."""
+    """A leaf page: header, ``count`` x u16 key length, ``count`` x u16 value
+    length (OVERFLOW_MARK: a 12-byte overflow reference instead of the value),
+    the keys, then the values."""
     keys, vals = node.keys, node.vals
     n = len(keys)
-    lens: list[int] = []
-    parts: list[bytes] = []
-    for k, v in zip(keys, vals, strict=True):
-        if type(v) is bytes:
-            lens += (len(k), len(v))
-            parts.append(v)
-        else:
-            assert isinstance(v, Overflow)
-            lens += (len(k), OVERFLOW_MARK)
-            parts.append(OVERFLOW_REF.pack(v.page, v.length))
-    body = struct.pack(f"<{2 * n}H", *lens) + b"".join(keys) + b"".join(parts)
+    try:
+        # The common case, every value inline: no Python loop over the entries.
+        body = struct.pack(f"<{2 * n}H", *map(len, keys), *map(len, vals)) + b"".join(keys) + b"".join(vals)  # type: ignore[arg-type]
+    except TypeError:
+        vlens = [len(v) if type(v) is bytes else OVERFLOW_MARK for v in vals]  # type: ignore[arg-type]
+        parts = [v if type(v) is bytes else OVERFLOW_REF.pack(v.page, v.length) for v in vals]  # type: ignore[union-attr]
+        body = struct.pack(f"<{2 * n}H", *map(len, keys), *vlens) + b"".join(keys) + b"".join(parts)
     used = HEAD + len(body)
     if used > page_size:
         raise ValueError(f"leaf of {used} bytes does not fit a {page_size}-byte page")
-    return NODE_HEAD.pack(LEAF, 0, n, used, 0) + body + bytes(page_size - used)
+    return _seal(_PREFIX.pack(LEAF, 0, n, used), bytes(8) + body, page_size)
 
 
 def encode_branch(node: Branch, page_size: int) -> bytes:
@@ -168,7 +188,7 @@ def encode_branch(node: Branch, page_size: int) -> bytes:
     used = HEAD + len(body)
     if used > page_size:
         raise ValueError(f"branch of {used} bytes does not fit a {page_size}-byte page")
-    return NODE_HEAD.pack(BRANCH, node.level, n, used, 0) + body + bytes(page_size - used)
+    return _seal(_PREFIX.pack(BRANCH, node.level, n, used), bytes(8) + body, page_size)
 
 
 def encode_node(node: Node, page_size: int) -> bytes:
@@ -176,9 +196,9 @@ def encode_node(node: Node, page_size: int) -> bytes:
 
 
 def encode_overflow(data: bytes, next_page: int, page_size: int) -> bytes:
-    """An overflow page: header (used = data length, next = the next page or 0), then data."""
+    """An overflow page: header (used = header + data length, next = the next page or 0), then data."""
     assert len(data) <= page_size - HEAD
-    return NODE_HEAD.pack(OVERFLOW, 0, 0, len(data), next_page) + data + bytes(page_size - HEAD - len(data))
+    return _seal(_PREFIX.pack(OVERFLOW, 0, 0, HEAD + len(data)), struct.pack("<Q", next_page) + data, page_size)
 
 
 # -- decoding -------------------------------------------------------------------------------
@@ -192,9 +212,11 @@ def decode_node(data: bytes, page_count: int) -> Node:
     ``page_count`` bounds child and overflow page ids (2..page_count: page 1 is
     the meta page)."""
     ps = len(data)
-    kind, level, n, used, nxt = NODE_HEAD.unpack_from(data)
+    kind, level, n, used, crc, nxt = NODE_HEAD.unpack_from(data)
     if used > ps or used < HEAD or nxt:
         raise NodeError(4, f"a node's used size in {HEAD}..{ps} and no next page", f"{used}, next {nxt}")
+    if page_crc(data, CRC_AT, used) != crc:
+        raise NodeError(CRC_AT, "a node matching its CRC-32C", f"{crc:#010x} (damaged)")
     if kind == LEAF:
         if level:
             raise NodeError(1, "level 0 in a leaf", str(level))
@@ -202,20 +224,21 @@ def decode_node(data: bytes, page_count: int) -> Node:
         if end > used:
             raise NodeError(2, "an entry count that fits the page", str(n))
         lens = struct.unpack_from(f"<{2 * n}H", data, HEAD)
-        klens = lens[0::2]
-        vlens = [OVERFLOW_REF.size if v == OVERFLOW_MARK else v for v in lens[1::2]]
+        klens = lens[:n]
+        marks = lens[n:]
+        vlens = [OVERFLOW_REF.size if v == OVERFLOW_MARK else v for v in marks] if OVERFLOW_MARK in marks else marks
         koffs = list(accumulate(klens, initial=end))
         voffs = list(accumulate(vlens, initial=koffs[-1]))
         if voffs[-1] != used:
             raise NodeError(4, f"entries that end at the used size {used}", str(voffs[-1]))
-        keys = [data[a:b] for a, b in zip(koffs, koffs[1:])]
-        vals: list[Value] = [data[a:b] for a, b in zip(voffs, voffs[1:])]
+        keys = [data[a:b] for a, b in pairwise(koffs)]
+        vals: list[Value] = [data[a:b] for a, b in pairwise(voffs)]
         if not _ascending(keys):
             raise NodeError(end, "keys in strictly ascending order")
-        if OVERFLOW_MARK in lens[1::2]:
-            for i, mark in enumerate(lens[1::2]):
+        if vlens is not marks:
+            for i, mark in enumerate(marks):
                 if mark == OVERFLOW_MARK:
-                    first, length = OVERFLOW_REF.unpack(vals[i])
+                    first, length = OVERFLOW_REF.unpack_from(data, voffs[i])
                     if not 2 <= first <= page_count:
                         raise NodeError(voffs[i], f"an overflow page in 2..{page_count}", str(first))
                     vals[i] = Overflow(first, length)
@@ -231,7 +254,7 @@ def decode_node(data: bytes, page_count: int) -> Node:
         koffs = list(accumulate(klens, initial=end))
         if koffs[-1] != used:
             raise NodeError(4, f"keys that end at the used size {used}", str(koffs[-1]))
-        keys = [data[a:b] for a, b in zip(koffs, koffs[1:])]
+        keys = [data[a:b] for a, b in pairwise(koffs)]
         if not _ascending(keys):
             raise NodeError(end, "separator keys in strictly ascending order")
         if min(children) < 2 or max(children) > page_count:
@@ -244,14 +267,16 @@ def decode_node(data: bytes, page_count: int) -> Node:
 
 def decode_overflow(data: bytes, page_count: int) -> tuple[bytes, int]:
     """An overflow page's data and next page (0 = last)."""
-    kind, level, n, used, nxt = NODE_HEAD.unpack_from(data)
+    kind, level, n, used, crc, nxt = NODE_HEAD.unpack_from(data)
     if kind != OVERFLOW or level or n:
         raise NodeError(0, "an overflow page (0x4f)", f"0x{kind:02x}")
-    if used > len(data) - HEAD:
-        raise NodeError(4, f"overflow data of at most {len(data) - HEAD} bytes", str(used))
+    if not HEAD <= used <= len(data):
+        raise NodeError(4, f"an overflow page's used size in {HEAD}..{len(data)}", str(used))
+    if page_crc(data, CRC_AT, used) != crc:
+        raise NodeError(CRC_AT, "an overflow page matching its CRC-32C", f"{crc:#010x} (damaged)")
     if nxt and not 2 <= nxt <= page_count:
-        raise NodeError(8, f"a next overflow page in 2..{page_count}", str(nxt))
-    return data[HEAD : HEAD + used], nxt
+        raise NodeError(12, f"a next overflow page in 2..{page_count}", str(nxt))
+    return data[HEAD:used], nxt
 
 
 # -- the meta page --------------------------------------------------------------------------
@@ -270,13 +295,16 @@ class TreeInfo:
 
 def encode_meta(txid: int, trees: list[TreeInfo], page_size: int) -> bytes:
     """The meta page: header (magic, version, tree count, txid), then the trees in order."""
-    parts = [META_HEAD.pack(META_MAGIC, META_VERSION, len(trees), 0, txid)]
-    for t in trees:
-        parts.append(TREE_ENTRY.pack(t.root, t.count, t.height, 0, len(t.name)) + t.name)
-    out = b"".join(parts)
-    if len(out) > page_size:
+    head = META_HEAD.pack(META_MAGIC, META_VERSION, len(trees), 0, txid)
+    rest = head[16:] + b"".join(TREE_ENTRY.pack(t.root, t.count, t.height, 0, len(t.name)) + t.name for t in trees)
+    if 16 + len(rest) > page_size:
         raise ValueError(f"{len(trees)} tree names do not fit the {page_size}-byte meta page")
-    return out + bytes(page_size - len(out))
+    return _seal(head[:META_CRC_AT], rest, page_size)
+
+
+def meta_end(trees: list[TreeInfo]) -> int:
+    """Where the meta page's entries end (its CRC covers the bytes before, but its own)."""
+    return META_HEAD.size + sum(TREE_ENTRY.size + len(t.name) for t in trees)
 
 
 def tree_entry_offsets(trees: list[TreeInfo]) -> list[int]:
@@ -286,6 +314,11 @@ def tree_entry_offsets(trees: list[TreeInfo]) -> list[int]:
         offs.append(at)
         at += TREE_ENTRY.size + len(t.name)
     return offs
+
+
+def meta_crc(page: bytes | bytearray, trees: list[TreeInfo]) -> bytes:
+    """The CRC field of a meta page image (to write after changing entries in place)."""
+    return _CRC.pack(page_crc(page, META_CRC_AT, meta_end(trees)))
 
 
 def encode_tree_entry(t: TreeInfo) -> bytes:
@@ -299,7 +332,7 @@ def is_meta(data: bytes) -> bool:
 
 def decode_meta(data: bytes, page_count: int) -> tuple[int, list[TreeInfo]]:
     """The commit counter and the trees; NodeError on anything inconsistent."""
-    magic, version, n, _reserved, txid = META_HEAD.unpack_from(data)
+    magic, version, n, crc, txid = META_HEAD.unpack_from(data)
     if magic != META_MAGIC:
         raise NodeError(0, "the key-value meta magic ENGKVDB1", magic.hex(" "))
     if version != META_VERSION:
@@ -321,4 +354,6 @@ def decode_meta(data: bytes, page_count: int) -> tuple[int, list[TreeInfo]]:
         names.add(name)
         trees.append(TreeInfo(name, root, count, height))
         at += TREE_ENTRY.size + nlen
+    if page_crc(data, META_CRC_AT, at) != crc:
+        raise NodeError(META_CRC_AT, "a meta page matching its CRC-32C", f"{crc:#010x} (damaged)")
     return txid, trees

@@ -7,7 +7,7 @@ transaction's state, or a reader's snapshot) and :class:`Writer` (a transaction:
 copy a node for change, allocate and free pages, store values).  Node layout and
 sizes are :mod:`engine.kv.node`'s.
 
-Invariants kept (and checked by ``engine.kv.verify``): every leaf at level 0 and
+Invariants kept (and checked by ``engine.kv.maint.verify_trees``): every leaf at level 0 and
 every branch one level above its children, so all leaves are ``height`` levels
 down; keys strictly ascending in a node and inside the separator range the
 parent gives; every node at most a page; every node but the root at least a
@@ -83,7 +83,7 @@ def corrupt(src: Source, page: int, at: int, expected: str, found: str | None = 
     return CorruptFileError(src.path, page * src.page_size + at, expected, found)
 
 
-def _checked(src: Source, page: int, level: int, lo: bytes | None, hi: bytes | None) -> Node:
+def checked(src: Source, page: int, level: int, lo: bytes | None, hi: bytes | None) -> Node:
     """The node at ``page``, which the parent says is at ``level`` with keys in [lo, hi)."""
     node = src.node(page)
     if node.level != level:
@@ -100,7 +100,7 @@ def find(src: Source, tree: TreeInfo, key: bytes) -> Value | None:
     lo: bytes | None = None
     hi: bytes | None = None
     for level in range(tree.height - 1, 0, -1):
-        node = _checked(src, page, level, lo, hi)
+        node = checked(src, page, level, lo, hi)
         assert type(node) is Branch
         keys = node.keys
         i = bisect_right(keys, key)
@@ -109,7 +109,7 @@ def find(src: Source, tree: TreeInfo, key: bytes) -> Value | None:
         if i < len(keys):
             hi = keys[i]
         page = node.children[i]
-    leaf = _checked(src, page, 0, lo, hi)
+    leaf = checked(src, page, 0, lo, hi)
     keys = leaf.keys
     i = bisect_left(keys, key)
     if i < len(keys) and keys[i] == key:
@@ -117,9 +117,7 @@ def find(src: Source, tree: TreeInfo, key: bytes) -> Value | None:
     return None
 
 
-def leaf_at(
-    src: Source, tree: TreeInfo, key: bytes | None, before: bool
-) -> tuple[Leaf, bytes | None, bytes | None]:
+def leaf_at(src: Source, tree: TreeInfo, key: bytes | None, before: bool) -> tuple[Leaf, bytes | None, bytes | None]:
     """The leaf holding ``key`` (``before``: the leaf holding the keys just below
     ``key``; ``key=None``: the first, or with ``before`` the last, leaf) and the
     separator range [lo, hi) its parents give it."""
@@ -127,7 +125,7 @@ def leaf_at(
     lo: bytes | None = None
     hi: bytes | None = None
     for level in range(tree.height - 1, 0, -1):
-        node = _checked(src, page, level, lo, hi)
+        node = checked(src, page, level, lo, hi)
         assert type(node) is Branch
         keys = node.keys
         if key is None:
@@ -139,7 +137,7 @@ def leaf_at(
         if i < len(keys):
             hi = keys[i]
         page = node.children[i]
-    leaf = _checked(src, page, 0, lo, hi)
+    leaf = checked(src, page, 0, lo, hi)
     assert type(leaf) is Leaf
     return leaf, lo, hi
 
@@ -162,9 +160,7 @@ def fetcher(src: Source, tree: TreeInfo) -> Fetch:
     return fetch
 
 
-def scan(
-    fetch: Fetch, start: bytes | None, stop: bytes | None, reverse: bool
-) -> Iterator[tuple[bytes, bytes]]:
+def scan(fetch: Fetch, start: bytes | None, stop: bytes | None, reverse: bool) -> Iterator[tuple[bytes, bytes]]:
     """(key, value) for ``start <= key < stop`` in key order (or reversed).
 
     One leaf at a time, each found by a fresh descent from the root (through
@@ -177,11 +173,10 @@ def scan(
         seek = start if start is not None else b""
         while True:
             keys, vals, _lo, hi = fetch(seek, False)
-            for j in range(bisect_left(keys, seek), len(keys)):
-                k = keys[j]
-                if stop is not None and k >= stop:
-                    return
-                yield k, vals[j]
+            i = bisect_left(keys, seek)
+            end = len(keys) if stop is None else bisect_left(keys, stop)
+            if i < end:
+                yield from zip(keys[i:end], vals[i:end])  # no Python loop per key
             if hi is None or (stop is not None and hi >= stop):
                 return
             seek = hi
@@ -189,12 +184,10 @@ def scan(
         upper = stop
         while True:
             keys, vals, lo, _hi = fetch(upper, True)
-            j = len(keys) if upper is None else bisect_left(keys, upper)
-            for j in range(j - 1, -1, -1):
-                k = keys[j]
-                if start is not None and k < start:
-                    return
-                yield k, vals[j]
+            end = len(keys) if upper is None else bisect_left(keys, upper)
+            i = 0 if start is None else bisect_left(keys, start)
+            if i < end:
+                yield from zip(reversed(keys[i:end]), reversed(vals[i:end]))
             if lo is None or (start is not None and lo <= start):
                 return
             upper = lo
@@ -208,7 +201,7 @@ def _path_to(w: Writer, tree: TreeInfo, key: bytes) -> tuple[list[tuple[int, int
     lo: bytes | None = None
     hi: bytes | None = None
     for level in range(tree.height - 1, 0, -1):
-        node = _checked(w, page, level, lo, hi)
+        node = checked(w, page, level, lo, hi)
         assert type(node) is Branch
         keys = node.keys
         i = bisect_right(keys, key)
@@ -218,7 +211,7 @@ def _path_to(w: Writer, tree: TreeInfo, key: bytes) -> tuple[list[tuple[int, int
             hi = keys[i]
         path.append((page, i))
         page = node.children[i]
-    _checked(w, page, 0, lo, hi)
+    checked(w, page, 0, lo, hi)
     return path, page
 
 
@@ -229,13 +222,14 @@ def insert(w: Writer, tree: TreeInfo, key: bytes, value: bytes, inline: bool) ->
     assert type(leaf) is Leaf
     keys = leaf.keys
     i = bisect_left(keys, key)
-    stored = w.store_value(value, inline)
     if i < len(keys) and keys[i] == key:
         old = leaf.vals[i]
+        w.free_value(old)  # first: the new value may reuse its pages
+        stored = w.store_value(value, inline)
         leaf.vals[i] = stored
         leaf.size += vsize(stored) - vsize(old)
-        w.free_value(old)
     else:
+        stored = w.store_value(value, inline)
         keys.insert(i, key)
         leaf.vals.insert(i, stored)
         leaf.size += 4 + len(key) + vsize(stored)
@@ -371,7 +365,7 @@ def _rebalance(w: Writer, ppage: int, idx: int) -> None:
             left.size, right.size = leaf_size(left.keys, left.vals), leaf_size(right.keys, right.vals)
             parent.keys[li] = right.keys[0]
     elif type(left) is Branch and type(right) is Branch:
-        keys = left.keys + [parent.keys[li]] + right.keys
+        keys = [*left.keys, parent.keys[li], *right.keys]
         kids = left.children + right.children
         total = branch_size(keys)
         if total <= ps:
@@ -400,6 +394,7 @@ __all__ = [
     "Overflow",
     "Source",
     "Writer",
+    "checked",
     "corrupt",
     "delete",
     "fetcher",

@@ -16,6 +16,9 @@ from engine.fs import FileHandle, FileSystem, OpenMode, crashpoint, lock_handle
 from engine.pages import codec
 from engine.pages.codec import ParsedTx
 
+#: Most pieces a commit hands to one vectored write (Linux IOV_MAX is 1024).
+MAX_PARTS = 1024
+
 JOURNAL_SUFFIX = "-journal"
 
 
@@ -292,6 +295,10 @@ class Journal:
         crashpoint("pages.commit.before-fsync")
         # One range, synced by itself (O_DSYNC): whatever else of the file is
         # unsynced (a checkpoint's flags) is not written out on this commit's time.
+        if len(parts) > MAX_PARTS:
+            # More pieces than one vectored write takes (IOV_MAX): one buffer
+            # (a memcpy) instead of a write per piece.
+            parts = [b"".join(parts)]
         self.handle.write_durable_at(at, parts)
         crashpoint("pages.commit.after-fsync")
         if last == 0:

@@ -119,6 +119,15 @@ class PageReader:
     def journal_size(self) -> int:
         return 0
 
+    @property
+    def fs(self) -> FileSystem:
+        """The file-system seam the reader was opened with."""
+        return self._fs
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     # -- reading -------------------------------------------------------------------------
     def read(self, page: int, offset: int = 0, size: int | None = None) -> bytes:
         """Bytes of a live page as the store file holds them (all of it by default)."""

@@ -55,7 +55,6 @@ from engine.fs import (
     crashpoint,
     create_file,
     lock_handle,
-    parent_dir,
     resolve,
     take_lock,
 )
@@ -63,19 +62,22 @@ from engine.pages import codec, store_codec
 from engine.pages.cache import PageCache
 from engine.pages.journal import Journal, JournalScan, journal_path, scan
 from engine.pages.reader import PageReader
-from engine.pages.recovery import StoreState, check_ops, redo, undo, verify_journal, walk_free_list
+from engine.pages.recovery import StoreState, check_ops, redo, undo, walk_free_list
 from engine.pages.store_codec import StoreHeader
 from engine.pages.storefile import (
     check_live,
     check_store_size,
-    free_tail_prefix,
+    create_store_file,
+    interrupted_creation,
     lock_path,
     read_header,
     slice_page,
+    take_journal_lock,
     write_pages,
 )
 from engine.pages.sums import PageSums, sums_path
 from engine.pages.transaction import Image, Transaction, TransactionDelta
+from engine.pages.upkeep import shrink_store, verify_store
 
 log = logging.getLogger("engine.pages")
 
@@ -100,42 +102,6 @@ CHECKPOINT_RATIO = 8
 #: the bound turns a reader that never lets go into a LockedError instead of a hang.
 DEFAULT_READER_WAIT = 10.0
 APPLY_MODES = ("checkpoint", "commit")
-
-
-def _interrupted_creation(fs: FileSystem, path: str, jpath: str) -> bool:
-    """An empty store file with no journal contents: a crash hit its creation.
-
-    ``create_file`` syncs the header before the directory entry, but a crash can
-    still leave the name of an empty file.  It never held data (the journal is
-    created after the store is complete), so it is created again.
-    """
-    if fs.file_size(path) != 0:
-        return False
-    # A journal with transactions: not a fresh store; let the header check fail.
-    return not (fs.exists(jpath) and fs.file_size(jpath) > codec.FILE_HEADER_SIZE)
-
-
-def _create(fs: FileSystem, path: str, initial: bytes) -> None:
-    """Create ``path`` durably holding ``initial`` (replacing an empty leftover)."""
-    if fs.exists(path):
-        with fs.open(path, OpenMode.WRITE) as handle:
-            handle.write_at(0, initial)
-            handle.fsync()
-        fs.fsync_dir(parent_dir(path))
-        return
-    create_file(fs, path, initial).close()
-
-
-def _take_journal(jhandle: FileHandle, jpath: str, seconds: float) -> None:
-    """Lock the journal exclusively, waiting up to ``seconds`` for readers.
-
-    The caller holds the writer lock, so no other writer competes: whoever holds
-    the journal now is a reader probing or scanning it, which takes milliseconds.
-    """
-    try:
-        lock_handle(jhandle, exclusive=True, wait=seconds, what="journal lock")
-    except LockedError as exc:
-        raise LockedError(f"{jpath}: readers held a shared lock on the journal for over {seconds:g} s", jpath) from exc
 
 
 class PageStore:
@@ -359,7 +325,7 @@ class PageStore:
         jpath = journal_path(path)
         report = RecoveryReport(path)
         missing = not fs.exists(path)
-        if missing or _interrupted_creation(fs, path, jpath):
+        if missing or interrupted_creation(fs, path, jpath):
             if not create:
                 if missing:
                     raise FileNotFoundError(2, "No such page store", path)
@@ -369,7 +335,7 @@ class PageStore:
             ps = page_size or DEFAULT_PAGE_SIZE
             header = StoreHeader(ps, 0, 0)
             # Header page durable (data, then directory entry) before anything refers to it.
-            _create(fs, path, store_codec.encode_header(header) + bytes(ps - store_codec.HEADER_SIZE))
+            create_store_file(fs, path, store_codec.encode_header(header) + bytes(ps - store_codec.HEADER_SIZE))
             if not fs.exists(sums_path(path)):
                 create_file(fs, sums_path(path), store_codec.encode_sums_header(ps, True)).close()
         if not fs.exists(jpath):
@@ -379,7 +345,7 @@ class PageStore:
             # Readers share this lock for a moment to see whether a writer is alive
             # (and to scan the journal): wait for them.  Held until close, so they
             # know a live writer applies what the journal holds.
-            _take_journal(jhandle, jpath, reader_wait)
+            take_journal_lock(jhandle, jpath, reader_wait)
             handle = fs.open(path, OpenMode.WRITE)
         except BaseException:
             jhandle.close()
@@ -524,6 +490,11 @@ class PageStore:
         return self._journal.size
 
     @property
+    def fs(self) -> FileSystem:
+        """The file-system seam the store was opened with."""
+        return self._fs
+
+    @property
     def cache(self) -> PageCache:
         return self._cache
 
@@ -658,6 +629,14 @@ class PageStore:
             # left of the old list.
             self._free_order = delta.freed[::-1] + self._free_order[len(delta.allocated) :]
 
+    def flush(self, wait: float | None = 0.0) -> bool:
+        """Write committed pages to the store file now (no sync), so readers in
+        other processes see the last commit; waits up to ``wait`` seconds for
+        their snapshots (False: put off, nothing lost)."""
+        with self._lock:
+            self._check_writable()
+            return self._flush(wait)
+
     def _flush(self, wait: float | None = None) -> bool:
         """Write the committed-but-unwritten pages and header to the store (no sync).
 
@@ -761,48 +740,11 @@ class PageStore:
 
     def shrink(self) -> int:
         """Give the free pages at the end of the file back to the file system;
-        returns how many pages the store lost.
-
-        Checkpoints first (the journal is then at rest, so no redo can reach past
-        the new end), then drops the longest run of free pages that ends at the
-        last page *and* makes up the head of the free list (the newest frees: a
-        caller that frees the pages it wants returned last, as ``engine.kv``'s
-        compaction does, gets all of them).  The header (page count and free-list
-        head) changes in one atomic 40-byte write, synced before the file and its
-        checksums are truncated: a crash leaves the old store or the new one with
-        a longer file than it needs, which is valid.  Waits up to ``reader_wait``
-        for readers' snapshots like :meth:`checkpoint`.
-        """
+        returns how many pages the store lost (see :func:`engine.pages.upkeep.shrink_store`:
+        it checkpoints, then cuts the free pages at the end that head the free list,
+        with one atomic header write before the truncation)."""
         with self._lock:
-            self.checkpoint()
-            header = self._header
-            drop = free_tail_prefix(self._free_order, header.page_count)
-            if not drop:
-                return 0
-            count = header.page_count - drop
-            rest = self._free_order[drop:]
-            ps = header.page_size
-            new = StoreHeader(ps, count, rest[0] * ps if rest else 0)
-            lock_handle(self._handle, exclusive=True, wait=self.reader_wait, what="store file lock")
-            try:
-                self._handle.write_at(0, store_codec.encode_header(new))
-                self._sync_store("shrink")
-                self._header = self._disk_header = new
-                self._handle.truncate((count + 1) * ps)
-                self._sync_store("shrink-truncate")
-                assert self._sums is not None
-                self._sums.truncate_to(count)
-                self._sums.handle.truncate(store_codec.sum_offset(count + 1))
-                self._sums.sync("shrink")
-            except BaseException as exc:
-                self._failure = exc
-                raise
-            finally:
-                self._handle.unlock()
-            self._free_order = rest
-            self._free = set(rest)
-            self._cache.discard_many(range(count + 1, count + drop + 1))
-            return drop
+            return shrink_store(self)
 
     # -- checking ------------------------------------------------------------------------
     def verify(self) -> list[str]:
@@ -811,33 +753,11 @@ class PageStore:
         Header sane and file long enough; free list in range without cycle (so
         every page is live or free exactly once); every page matches its checksum;
         the journal chain consistent and every op inside the store; the writer's
-        memory agrees with the disk.
+        memory agrees with the disk (:func:`engine.pages.upkeep.verify_store`).
         """
         with self._lock:
             self._check_open()
-            disk_header = read_header(self.path, self._handle)
-            if disk_header != self._disk_header:
-                raise CorruptFileError(self.path, 0, f"header {self._disk_header}", str(disk_header))
-            ps = disk_header.page_size
-            check_store_size(self.path, disk_header, self._handle.size())
-            header = self._header  # the committed state: the file plus what is not yet written
-            free = walk_free_list(self.path, header, self._overlay_read)
-            if free != self._free_order or set(free) != self._free:
-                raise CorruptFileError(self.path, 24, f"free list {self._free_order}", str(free))
-            for page, data in self._cache.items():
-                if page not in self._dirty and self._handle.read_at(page * ps, ps) != data:
-                    raise CorruptFileError(self.path, page * ps, "cached page equal to disk")
-            assert self._sums is not None
-            sums = self._sums
-            for page in range(1, min(disk_header.page_count, len(sums.values) - 1) + 1):
-                if page not in self._dirty:
-                    sums.check(page, self._raw_page(page), ps)  # raises if it does not match
-            journal = self._journal
-            notes = verify_journal(
-                self._fs, self.journal_path, header, owner=journal.handle, expected=journal.tx_offsets
-            )
-            notes.append(f"{header.page_count} pages, {len(free)} free, page size {header.page_size}")
-            return notes
+            return verify_store(self)
 
     # -- closing -------------------------------------------------------------------------
     def close(self) -> None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Set
 
-from engine.errors import CorruptFileError, EngineError, FormatError
-from engine.fs import FileHandle
-from engine.pages import store_codec
+from engine.errors import CorruptFileError, EngineError, FormatError, LockedError
+from engine.fs import FileHandle, FileSystem, OpenMode, create_file, lock_handle, parent_dir
+from engine.pages import codec, store_codec
 from engine.pages.store_codec import StoreHeader
 
 LOCK_SUFFIX = "-lock"
@@ -142,3 +142,39 @@ def free_tail_prefix(free_order: list[int], page_count: int) -> int:
         if low == page_count - n + 1:
             best = n  # the first n entries are a permutation of the last n pages
     return best
+
+
+def interrupted_creation(fs: FileSystem, path: str, jpath: str) -> bool:
+    """An empty store file with no journal contents: a crash hit its creation.
+
+    ``create_file`` syncs the header before the directory entry, but a crash can
+    still leave the name of an empty file.  It never held data (the journal is
+    created after the store is complete), so it is created again.
+    """
+    if fs.file_size(path) != 0:
+        return False
+    # A journal with transactions: not a fresh store; let the header check fail.
+    return not (fs.exists(jpath) and fs.file_size(jpath) > codec.FILE_HEADER_SIZE)
+
+
+def create_store_file(fs: FileSystem, path: str, initial: bytes) -> None:
+    """Create ``path`` durably holding ``initial`` (replacing an empty leftover)."""
+    if fs.exists(path):
+        with fs.open(path, OpenMode.WRITE) as handle:
+            handle.write_at(0, initial)
+            handle.fsync()
+        fs.fsync_dir(parent_dir(path))
+        return
+    create_file(fs, path, initial).close()
+
+
+def take_journal_lock(jhandle: FileHandle, jpath: str, seconds: float) -> None:
+    """Lock the journal exclusively, waiting up to ``seconds`` for readers.
+
+    The caller holds the writer lock, so no other writer competes: whoever holds
+    the journal now is a reader probing or scanning it, which takes milliseconds.
+    """
+    try:
+        lock_handle(jhandle, exclusive=True, wait=seconds, what="journal lock")
+    except LockedError as exc:
+        raise LockedError(f"{jpath}: readers held a shared lock on the journal for over {seconds:g} s", jpath) from exc

@@ -377,6 +377,7 @@ def decode_batch(
     unpack8 = PUT_HEADER_EXPIRY.unpack_from
     new, put_cls, max_errors = _new_tuple, Put, MAX_ERROR_COUNT  # locals: this loop is hot
     checked = crc is not None
+    running = 0 if crc is None else crc
     since = pos  # where the bytes not yet folded into ``crc`` start
     verified = 0
     stop = "more"
@@ -421,9 +422,9 @@ def decode_batch(
             if checked:
                 want, length = _unpack_check(buf, pos + 1)
                 total = covered + pos - since
-                if length != total or _crc32(memoryview(buf)[since:pos], crc) != want:
+                if length != total or _crc32(memoryview(buf)[since:pos], running) != want:
                     raise ChecksumMismatch(pos - total, pos, total, length)
-                crc, covered, since = 0, 0, pos + 9
+                running, covered, since = 0, 0, pos + 9
                 verified = len(out)
             pos += 9
             continue
@@ -443,7 +444,7 @@ def decode_batch(
         pos = end  # not a PUT (a valid one takes the paths above): skipped
     if not checked:
         return pos, stop, len(out), 0, 0
-    return pos, stop, verified, _crc32(memoryview(buf)[since:pos], crc), covered + pos - since
+    return pos, stop, verified, _crc32(memoryview(buf)[since:pos], running), covered + pos - since
 
 
 def check_magic(head: bytes, magic: bytes) -> bool:

@@ -232,7 +232,8 @@ class JournalCursor:
                 if growing:
                     return False  # wait for more (a record or its CHECK is being written)
                 if scanner.stop == "incomplete":
-                    raise CorruptFileError(self.segment.path, scanner.offset, "a whole record", "the file ends inside it")
+                    path, offset = self.segment.path, scanner.offset
+                    raise CorruptFileError(path, offset, "a whole record", "the file ends inside it")
                 if scanner.unverified:
                     # A finished file whose last records no CHECK vouches for: damage
                     # (the writer ends every write with one), never delivered.

@@ -39,6 +39,7 @@ from engine.queue.attach import attach_reader, lock_reader, lock_writer, reader_
 from engine.queue.config import QueueConfig
 from engine.queue.cursor import PollingSource
 from engine.queue.diagnose import disk_reader_stats, verify_queue
+from engine.queue.diskfull import disk_full_typed
 from engine.queue.reader import Item, Reader
 from engine.queue.recover import Recovered, recover
 from engine.queue.remote import RemoteReader, open_remote_reader
@@ -145,7 +146,8 @@ class Queue:
         cfg = QueueConfig.from_kwargs(**config)
         cfg.check_names(name)  # before any file is created
         fs = resolve(fs)
-        make_dirs(fs, directory)
+        with disk_full_typed(directory):
+            make_dirs(fs, directory)
         writer_lock = lock_writer(fs, directory, name)
         report = RecoveryReport(path=naming.join(directory, name))
         try:
@@ -625,9 +627,7 @@ class Queue:
                 entry["bytes"] = self._pending_bytes(live)
                 readers.append(entry)
             else:
-                readers.append(
-                    disk_reader_stats(self.fs, self.directory, self.name, name, self._tail, self._clock)
-                )
+                readers.append(disk_reader_stats(self.fs, self.directory, self.name, name, self._tail, self._clock))
         return {
             "queue": self.name,
             "tail_id": self._tail,

@@ -65,7 +65,9 @@ class RemoteReader(Reader):
                 self.checkpoint()
             except (EngineError, OSError) as exc:
                 if self.checkpoint_failure is None:
-                    log.error("queue %s reader %r: checkpoint failed (retried every interval): %s", self.queue, self.name, exc)
+                    log.error(
+                        "queue %s reader %r: checkpoint failed (retried every interval): %s", self.queue, self.name, exc
+                    )
                 self.checkpoint_failure = exc
                 continue
             if self.checkpoint_failure is not None:

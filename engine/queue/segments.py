@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from engine.errors import CorruptFileError, FormatError
 from engine.fs import FileHandle, FileSystem, create_file
 from engine.queue import codec, naming
+from engine.queue.diskfull import disk_full_typed
 
 log = logging.getLogger("engine.queue")
 
@@ -381,7 +382,8 @@ def create_segment(fs: FileSystem, directory: str, queue: str, segments: list[Se
     while fs.exists(naming.join(directory, naming.writer_name(queue, number))):
         number += 1
     path = naming.join(directory, naming.writer_name(queue, number))
-    create_file(fs, path, SEGMENT_HEADER).close()
+    with disk_full_typed(path):
+        create_file(fs, path, SEGMENT_HEADER).close()
     return Segment(number, path, None)
 
 

@@ -1,4 +1,4 @@
-"""``engine pipeline`` and ``engine demo``: the Spark main job on the command line."""
+"""``engine pipeline``, ``engine demo`` and ``engine spark cleanup``: Spark on the command line."""
 
 from __future__ import annotations
 
@@ -15,12 +15,14 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
     from engine.spark.pipeline import print_summary, run_pipeline
     from engine.spark.session import build_session
 
-    if not os.path.isdir(args.data_dir):
-        console.print(f"engine pipeline: {args.data_dir}: not a directory")
+    # Absolute on the driver: executors elsewhere resolve paths from their own directory.
+    data_dir, out_dir = os.path.abspath(args.data_dir), os.path.abspath(args.out)
+    if not os.path.isdir(data_dir):
+        console.print(f"engine pipeline: {data_dir}: not a directory")
         return 2
-    spark = build_session(args.master, "engine-pipeline", quiet=not args.verbose)
+    spark = build_session(args.master, "engine-pipeline", quiet=not args.verbose, ship=args.ship_package)
     try:
-        summary = run_pipeline(spark, args.data_dir, args.out, chart=not args.no_chart)
+        summary = run_pipeline(spark, data_dir, out_dir, chart=not args.no_chart)
     finally:
         spark.stop()
     print_summary(summary, console)
@@ -37,6 +39,16 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_spark_cleanup(args: argparse.Namespace) -> int:
+    from engine.spark.sink import cleanup
+
+    for dataset in args.datasets:
+        removed = cleanup(os.path.abspath(dataset))
+        console.print(f"{dataset}: removed {len(removed)} unpublished job director{'y' if len(removed) == 1 else 'ies'}"
+                      + (": " + ", ".join(removed) if removed else ""))
+    return 0
+
+
 def register(subparsers: Any) -> None:
     """Add ``pipeline`` and ``demo`` to the ``engine`` command."""
     p = subparsers.add_parser(
@@ -45,6 +57,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", required=True, metavar="OUT_DIR", help="where summary.parquet and summary.png go")
     p.add_argument("--master", default=None, metavar="URL",
                    help="Spark master (default local[*]; e.g. spark://host:7077)")
+    p.add_argument("--ship-package", choices=("auto", "always", "never"), default=None,
+                   help="send the engine package to a cluster's executors: auto (default: only when they "
+                   "cannot import it), always, never (fail at once when they cannot)")
     p.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
     p.add_argument("--verbose", action="store_true", help="keep Spark's own log output")
     p.set_defaults(func=_cmd_pipeline)
@@ -57,3 +72,10 @@ def register(subparsers: Any) -> None:
     d.add_argument("--master", default=None, metavar="URL", help="Spark master (default local[*])")
     d.add_argument("--scale", type=int, default=10_000, help="about how many queue items to make (default 10000)")
     d.set_defaults(func=_cmd_demo)
+
+    sp = subparsers.add_parser("spark", help="maintenance of datasets written by the engine-log Spark sink")
+    spsub = sp.add_subparsers(dest="spark_command", required=True, metavar="COMMAND")
+    c = spsub.add_parser("cleanup", help="remove the job directories no manifest lists (what a crashed "
+                         "driver left); run it when no job is writing to the dataset")
+    c.add_argument("datasets", nargs="+", metavar="DATASET")
+    c.set_defaults(func=_cmd_spark_cleanup, command="spark cleanup")

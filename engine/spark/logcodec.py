@@ -145,7 +145,9 @@ def decode_run(
         raise CorruptFileError(path, base_offset + int(offsets[i]) + 8,
                                f"time {int(entries['time'][i])} (from the index)",
                                str(int(headers["time"][i])))
-    bad = None if crcs is None else failing_checksums(log_bytes, offsets, ends, crcs, path, base_offset)
+    failing: np.ndarray | None = None
+    if crcs is not None:
+        failing = failing_checksums(log_bytes, offsets, ends, crcs, path, base_offset)
     data = _payload_column(buf[: int(ends[-1])], offsets, sizes)
     return DecodedRun(
         index=expected_index.astype(np.int64),
@@ -153,7 +155,7 @@ def decode_run(
         flags=headers["flags"].astype(np.int64),
         data=data,
         sizes=sizes,
-        bad=bad,
+        bad=failing,
         offsets=offsets + base_offset,
     )
 

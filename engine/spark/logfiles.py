@@ -18,7 +18,6 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import importlib
-import json
 import posixpath
 import re
 from collections.abc import Iterator
@@ -42,9 +41,9 @@ from engine.applog.view import START_FILE
 from engine.errors import ConfigError, CorruptFileError
 from engine.fs import FileHandle, FileSystem, resolve
 from engine.spark import logcodec as lc
+from engine.spark.manifest import MANIFEST, join, read_manifest
 
 SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
-MANIFEST = "_SHARDS.json"
 
 
 @dataclass(frozen=True)
@@ -78,34 +77,9 @@ class LogDir:
     path: str
 
 
-def join(*parts: str) -> str:
-    """Join path parts with '/' (the FileSystem seam takes POSIX paths)."""
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.rstrip("/") + "/" + p
-    return out
-
-
 def is_log_dir(fs: FileSystem, path: str) -> bool:
     """Whether ``path`` is a directory holding at least one log segment."""
     return fs.isdir(path) and any(SEGMENT_RE.match(n) for n in fs.listdir(path))
-
-
-def read_manifest(fs: FileSystem, path: str) -> list[str] | None:
-    """The shard names a sink manifest lists, or None if ``path`` has no manifest."""
-    mpath = join(path, MANIFEST)
-    if not fs.exists(mpath):
-        return None
-    with fs.open(mpath) as h:
-        raw = h.read_all()
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-        shards = doc["shards"]
-        if not isinstance(shards, list) or not all(isinstance(s, str) for s in shards):
-            raise ValueError("shards is not a list of names")
-    except (ValueError, KeyError, UnicodeDecodeError) as exc:
-        raise CorruptFileError(mpath, 0, "a JSON manifest with a list of shards", str(exc)) from exc
-    return list(shards)
 
 
 #: How deep :func:`dataset_logs` looks for logs under a directory.
@@ -118,7 +92,9 @@ def dataset_logs(path: str, fs: FileSystem | None = None) -> list[LogDir]:
     ``path`` is a log directory (named by its last component), a sink dataset
     (its manifest's shards, named as listed), or a directory holding such
     (every log and dataset under it, named by their path relative to ``path``;
-    directories starting with ``_`` or ``.`` are not entered).  A fresh, empty
+    directories starting with ``_`` or ``.`` are not entered, and a directory
+    holding only ``job-*`` directories is a sink dataset before its first
+    commit: empty).  A fresh, empty
     directory is an empty dataset (a sink target); anything else without a log
     is a ConfigError.
     """
@@ -137,16 +113,16 @@ def dataset_logs(path: str, fs: FileSystem | None = None) -> list[LogDir]:
         if any(SEGMENT_RE.match(n) for n in names):
             found.append(LogDir(rel or directory.rstrip("/").rsplit("/", 1)[-1], directory))
             return
+        visible = [n for n in names if not n.startswith(("_", "."))]
+        if visible and all(n.startswith("job-") for n in visible):
+            staging.append(directory)  # a sink dataset whose first job is not published yet: empty
+            return
         if depth >= MAX_DEPTH:
             return
-        for name in names:
+        for name in visible:
             full = join(directory, name)
-            if name.startswith(("_", ".")) or not fs.isdir(full):
-                continue
-            if name.startswith("job-") and all(n.startswith("shard-") for n in fs.listdir(full)):
-                staging.append(full)  # a sink job not published yet: invisible
-                continue
-            walk(full, f"{rel}/{name}" if rel else name, depth + 1)
+            if fs.isdir(full):
+                walk(full, f"{rel}/{name}" if rel else name, depth + 1)
 
     walk(path, "", 0)
     if not found and not staging and any(not n.startswith(("_", ".")) for n in fs.listdir(path)):

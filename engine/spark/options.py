@@ -36,8 +36,9 @@ FAILFAST = "FAILFAST"
 DROPMALFORMED = "DROPMALFORMED"
 PERMISSIVE = "PERMISSIVE"
 MODES = (FAILFAST, DROPMALFORMED, PERMISSIVE)
-#: Options Spark itself may add to a read (the path or paths of ``load``).
-PATH_OPTIONS = ("path", "paths")
+#: Options Spark itself passes on (the path or paths of ``load``/``save``, a
+#: streaming query's checkpoint location).
+PATH_OPTIONS = ("path", "paths", "checkpointLocation")
 _GLOB_CHARS = set("*?[")
 
 
@@ -105,7 +106,7 @@ def _expand(fs: FileSystem, pattern: str) -> list[str]:
     for part in parts:
         if not part:
             continue
-        nxt = []
+        nxt: list[str] = []
         for base in found:
             here = base.rstrip("/") + "/" if base else ""
             if _GLOB_CHARS & set(part):

@@ -189,10 +189,15 @@ def summarize_pages(spark: SparkSession, root: str, paths: list[str]) -> list[di
 
 
 def run_pipeline(spark: SparkSession, data_dir: str, out_dir: str, *, chart: bool = True) -> Summary:
-    """Summarise every store under ``data_dir`` into ``out_dir``; see the module docstring."""
+    """Summarise every store under ``data_dir`` into ``out_dir``; see the module docstring.
+
+    Both paths are made absolute here, on the driver: a cluster's executors
+    resolve a relative path from their own working directory.
+    """
     from engine.fs import make_dirs, resolve
     from engine.spark import available_sources
 
+    data_dir, out_dir = os.path.abspath(data_dir), os.path.abspath(out_dir)
     found = discover(data_dir)
     sources = set(available_sources())
     summary = Summary(found=found)

@@ -40,16 +40,17 @@ def available_sources() -> list[str]:
     return [name for name, _module, _cls in SOURCES]
 
 
-def register(spark: SparkSession) -> list[str]:
+def register(spark: SparkSession, ship: str | None = None) -> list[str]:
     """Register every engine source with ``spark``; returns their names.
 
     The sources implement no filter pushdown (PySpark caches a pushed-down plan
     across the queries of one DataFrame, which would answer them wrongly: see
     :mod:`engine.spark.logplan`), so they work whatever
     ``spark.sql.python.filterPushdown.enabled`` says.  The package is shipped to
-    the executors when they cannot import it (:func:`ship_package`).
+    the executors when they cannot import it (:func:`ship_package`; ``ship`` is
+    auto/always/never, default the ``spark.engine.shipPackage`` setting or auto).
     """
-    ship_package(spark)
+    ship_package(spark, ship or spark.conf.get("spark.engine.shipPackage", "auto") or "auto")
     names = []
     for name, module, cls in SOURCES:
         spark.dataSource.register(_source(module, cls))

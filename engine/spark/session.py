@@ -17,17 +17,19 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def build_session(master: str | None = None, app_name: str = "engine", *,
                   shuffle_partitions: int = 4, quiet: bool = True,
-                  conf: dict[str, str] | None = None) -> SparkSession:
+                  conf: dict[str, str] | None = None, ship: str | None = None) -> SparkSession:
     """A SparkSession for engine jobs, with the engine sources registered.
 
     ``master`` defaults to ``local[*]``; the UI is off and logs are quiet unless
-    ``quiet`` is false; ``conf`` adds Spark settings.
+    ``quiet`` is false; ``conf`` adds Spark settings; ``ship`` (auto / always /
+    never) says whether to send the package to a cluster's executors
+    (:mod:`engine.spark.shipping`).
     """
     warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
-    ensure_worker_path()
+    master = master or "local[*]"
+    ensure_worker_path(master)
     from pyspark.sql import SparkSession
 
-    master = master or "local[*]"
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
@@ -41,5 +43,9 @@ def build_session(master: str | None = None, app_name: str = "engine", *,
     spark = builder.getOrCreate()
     if quiet:
         spark.sparkContext.setLogLevel("ERROR")
-    register(spark)  # ships the package to the executors when they cannot import it
+    try:
+        register(spark, ship)  # ships the package to the executors when they cannot import it
+    except BaseException:
+        spark.stop()
+        raise
     return spark

@@ -43,11 +43,11 @@ from engine.applog.codec import MAX_RECORD_SIZE, RECORD_HEADER_SIZE
 from engine.applog.writer import SegmentWriter, create_segment
 from engine.errors import ConfigError
 from engine.fs import FileSystem, HeldLock, atomic_write, crashpoint, make_dirs, resolve, take_lock
-from engine.spark.logfiles import MANIFEST, SEGMENT_RE, join, read_manifest
+from engine.spark.logfiles import SEGMENT_RE
+from engine.spark.manifest import JOB_PREFIX, MANIFEST, join, read_manifest
 
 log = logging.getLogger("engine.spark")
 
-JOB_PREFIX = "job-"
 LOCK = "_LOCK"
 #: Columns the sink reads; ``log``/``segment``/``index`` (what the source adds) are ignored.
 WRITE_COLUMNS = {"data", "time", "time_ns", "flags"}
@@ -217,11 +217,19 @@ class ShardWriter:
         return self._result
 
     def abort(self) -> None:
-        """Remove this task's shard (a failed task leaves nothing)."""
+        """Remove this task's shard, and its job's directory when no other shard is
+        in it (a failed or killed task leaves nothing, even after the driver's
+        :func:`abort_job` has run)."""
         if self._writer is not None:
             self._writer.seg.close()
             self._writer = None
         remove_tree(self.fs, self.dir)
+        job_dir = join(self.dataset, JOB_PREFIX + self.job_id)
+        try:
+            if self.fs.isdir(job_dir) and not self.fs.listdir(job_dir):
+                self.fs.rmdir(job_dir)
+        except OSError:
+            pass  # another task of the job created its shard meanwhile: the job's abort or cleanup() removes it
 
 
 def write_batch(writer: ShardWriter, batch: pa.RecordBatch) -> None:
@@ -352,12 +360,14 @@ def abort_shards(dataset: str, commits: list[ShardCommit], fs: FileSystem | None
             remove_tree(fs, join(dataset, listed_name(c)))
 
 
-def _remove_unlisted(fs: FileSystem, dataset: str, listed: set[str], jobs: set[str] | None) -> None:
-    """Delete shards (and then empty job directories) the manifest does not list.
+def _remove_unlisted(fs: FileSystem, dataset: str, listed: set[str], jobs: set[str] | None) -> list[str]:
+    """Delete shards (and then empty job directories) the manifest does not list;
+    returns the shard directories deleted.
 
     ``jobs`` limits this to those job ids (None: every job directory).
     """
     changed = False
+    removed: list[str] = []
     for name in fs.listdir(dataset):
         if not name.startswith(JOB_PREFIX) or not fs.isdir(join(dataset, name)):
             continue
@@ -368,12 +378,14 @@ def _remove_unlisted(fs: FileSystem, dataset: str, listed: set[str], jobs: set[s
             if f"{name}/{shard}" not in listed:
                 log.info("removing unlisted shard %s", join(job_dir, shard))
                 remove_tree(fs, join(job_dir, shard))
+                removed.append(join(job_dir, shard))
                 changed = True
         if not fs.listdir(job_dir):
             fs.rmdir(job_dir)
             changed = True
     if changed:
         fs.fsync_dir(dataset)
+    return removed
 
 
 def abort_job(dataset: str, job_id: str, fs: FileSystem | None = None) -> None:
@@ -388,16 +400,20 @@ def abort_job(dataset: str, job_id: str, fs: FileSystem | None = None) -> None:
         fs.fsync_dir(dataset)
 
 
-def cleanup(dataset: str, fs: FileSystem | None = None) -> None:
-    """Remove job directories no manifest lists (what a crashed driver left).
+def cleanup(dataset: str, fs: FileSystem | None = None) -> list[str]:
+    """Remove job directories no manifest lists (what a crashed driver left);
+    returns the shard directories removed (``engine spark cleanup DATASET``).
 
     Only safe when no job is writing to the dataset: a running job's shards are
     unlisted until its commit.
     """
     fs = resolve(fs)
+    if read_manifest(fs, dataset) is None and not fs.isdir(dataset):
+        raise ConfigError(f"{dataset}: no such sink dataset")
+    check_target(fs, dataset)
     lock = _lock(fs, dataset)
     try:
-        _remove_unlisted(fs, dataset, set(read_manifest(fs, dataset) or []), None)
+        return _remove_unlisted(fs, dataset, set(read_manifest(fs, dataset) or []), None)
     finally:
         lock.release()
 
@@ -409,36 +425,10 @@ def shard_stats(path: str, fs: FileSystem | None = None) -> int:
 
 
 def verify_dataset(dataset: str, fs: FileSystem | None = None) -> list[str]:
-    """Check a sink dataset: the manifest parses, every listed shard exists and every
-    one of its records decodes with index and log in agreement.  Raises an
-    :class:`~engine.errors.EngineError` on a problem; returns notes (unlisted job
-    directories that :func:`cleanup` would remove, records per shard)."""
-    from engine.errors import CorruptFileError
-    from engine.spark.logfiles import list_segments, read_range
+    """Check a sink dataset (``engine verify DATASET``): the manifest parses, every
+    listed shard exists and passes the append log's own self-check.  Raises an
+    :class:`~engine.errors.EngineError` on a problem; returns notes (records per
+    shard, unlisted job directories that :func:`cleanup` would remove)."""
+    from engine.spark.handler import verify
 
-    fs = resolve(fs)
-    listed = read_manifest(fs, dataset)
-    if listed is None:
-        raise CorruptFileError(join(dataset, MANIFEST), 0, "a sink manifest", "no such file")
-    notes = []
-    for name in listed:
-        path = join(dataset, name)
-        if not fs.isdir(path):
-            raise CorruptFileError(join(dataset, MANIFEST), 0, f"shard {name!r} to exist", "it is missing")
-        records = 0
-        expected = 0
-        for seg in list_segments(path, fs):
-            if seg.first_index != expected:
-                raise CorruptFileError(seg.log_path, 0, f"a segment starting at index {expected}",
-                                       str(seg.first_index))
-            for run in read_range(fs, seg, 0, seg.count):
-                records += len(run.index)
-            if seg.end_offset != fs.file_size(seg.log_path):
-                notes.append(f"{seg.log_path}: {fs.file_size(seg.log_path) - seg.end_offset} bytes past the "
-                             "last indexed record")
-            expected = seg.stop_index
-        notes.append(f"{name}: {records} records")
-    for entry in fs.listdir(dataset):
-        if entry.startswith(JOB_PREFIX) and not any(s.startswith(entry + "/") for s in listed):
-            notes.append(f"{join(dataset, entry)}: not published (cleanup() removes it)")
-    return notes
+    return verify(resolve(fs), dataset)

@@ -23,12 +23,12 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, CorruptFileError
 from engine.fs import resolve
 from engine.spark.batches import guarded, record_batch, repeat_string
 from engine.spark.options import check_options, input_paths, lower, mode_option, read_schema
 from engine.spark.schemas import STREAMS_SCHEMA
-from engine.streams import read_streams
+from engine.streams.reader import JournalScan
 
 SOURCE = "engine-streams"
 OPTIONS = ("mode",)
@@ -81,7 +81,8 @@ def read_journal(schema: StructType, path: str, statuses: set[str] | None) -> It
         }
         return record_batch(schema, cols, n)
 
-    for s in read_streams(path):
+    scan = JournalScan(path, resolve(None))
+    for s in scan.streams():
         if statuses is not None and s.status not in statuses:
             continue
         rows.append((s.number, s.ident.decode("utf-8", "replace"), s.start_offset, s.status, s.data))
@@ -90,6 +91,10 @@ def read_journal(schema: StructType, path: str, statuses: set[str] | None) -> It
             rows = []
     if rows:
         yield flush()
+    if scan.anomalies:
+        # What the store's own verify rejects (a torn transaction at the end is
+        # not damage: the scan stops before it, as the store's readers do).
+        raise CorruptFileError(path, 0, "records consistent with their streams", found="; ".join(scan.anomalies))
 
 
 class StreamsReader(DataSourceReader):

@@ -268,11 +268,9 @@ class JournalScan:
             if codec.WORD.unpack(src.read(pos, codec.WORD.size))[0] == codec.EOT:
                 # Both writers end the journal with a whole zero page; a zero
                 # type word followed by anything else is a damaged record.
-                if pos + page > limit:
-                    stop = (pos, False, "a zero type word not followed by a zero page")
-                elif handle.read_at(pos, page).count(0) != page and not self._written_since(
+                if pos + page > limit or (handle.read_at(pos, page).count(0) != page and not self._written_since(
                     handle, head, pos, expected
-                ):
+                )):
                     stop = (pos, False, "a zero type word not followed by a zero page")
                 else:
                     stop = (pos, True, "end of journal")

@@ -1,6 +1,7 @@
 """A journald-protocol server over a Unix stream socket, backed by StreamJournal.
 
-Per connection (the original journald server's ``socketio.c`` states, one thread each here):
+Per connection (the original journald server's ``socketio.c`` states; one thread
+each here, at most ``max_connections`` of them):
 
 1. read the identifier length (u32, MSB first) and the identifier;
 2. read length-prefixed strings, feeding their bytes to the stream (which cuts

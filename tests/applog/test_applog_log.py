@@ -146,6 +146,22 @@ def test_expire_deletes_whole_segments_by_header_ttl(logdir: str) -> None:
         assert (log.first_index, log.next_index, log.ttl_ns) == (7, 8, 100)
 
 
+def test_buffered_records_count_for_expiry_and_reads(logdir: str) -> None:
+    """Records still in the writer's buffer (not yet in the files) are the
+    log's all the same: reads see them, and expiry judges the active segment by
+    its newest record, buffered or not."""
+    with AppendLog.open(logdir, ttl=100, sync="never", buffer_bytes=1 << 20, segment_bytes=16 + 3 * 17) as log:
+        for k in range(4):  # segments [0,3) [3,4): the roll flushes the first
+            log.append(b"x", time_ns=1000 + k)
+        assert log.next_index == 4 and log.get(3) == Record(3, 1003, 0, b"x")
+        assert log.append(b"y", time_ns=1050) == 4  # buffered
+        assert log.expire(now=1103) == 3  # [0,3): newest 1002
+        assert log.expire(now=1149) == 0  # [3,5): newest 1050, in the buffer until now
+        assert log.expire(now=1151) == 2
+        assert (log.first_index, log.next_index) == (5, 5)
+        log.verify()
+
+
 def test_no_ttl_never_expires(logdir: str) -> None:
     with AppendLog.open(logdir, segment_bytes=40) as log:
         for k in range(5):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import random
 import threading
 import zlib
 from collections.abc import Callable
@@ -25,9 +26,11 @@ from hypothesis import strategies as st
 
 import engine.applog.writer as writer_module
 from engine.applog import AppendLog
+from engine.applog.batch import BASE, CRC_OUT, IDX_OUT, LAST_TIME, LOG_OUT, NEXT_INDEX, STATE_SIZE, new_state
 from engine.applog.batch import encode_batch as reference
 from engine.applog.codec import (
     CRC_ENTRY,
+    INDEX_ENTRY,
     INT64_MAX,
     INT64_MIN,
     encode_entry,
@@ -55,16 +58,29 @@ def _outcome(fn: Callable[[], Any]) -> tuple[str, Any]:
         return ("error", (type(exc), str(exc)))
 
 
-def _run(fn: Callable[..., int], args: list[Any]) -> tuple[tuple[str, Any], list[bytes | str]]:
-    """Call ``fn`` on copies of the output buffers; the outcome and their bytes."""
-    args = list(args)
-    for k in (8, 9, 10):
-        if type(args[k]) is bytearray:
-            args[k] = bytearray(args[k])
-    if args[8] is not None and type(args[8]) is bytearray and args[9] == "alias":
-        args[9] = args[8]
-    result = _outcome(partial(fn, *args))
-    return result, [bytes(a) if isinstance(a, bytearray) else repr(a) for a in args[8:]]
+def _copy_state(state: Any) -> Any:
+    """A copy of ``state`` with fresh bytearrays (aliases kept as aliases)."""
+    if type(state) is not list:
+        return state
+    fresh: dict[int, bytearray] = {}
+    return [fresh.setdefault(id(v), bytearray(v)) if type(v) is bytearray else v for v in state]
+
+
+def _snapshot(state: Any) -> Any:
+    if type(state) is not list:
+        return repr(state)
+    return [bytes(v) if type(v) is bytearray else repr(v) for v in state]
+
+
+def _run(fn: Callable[..., int], items: Any, flags: Any, t: Any, state: Any) -> tuple[tuple[str, Any], Any]:
+    """Call ``fn`` on a copy of the state; the outcome and the state after it."""
+    state = _copy_state(state)
+    result = _outcome(partial(fn, items, flags, t, state))
+    return result, _snapshot(state)
+
+
+def _state(prefix: bytes, base: int, nxt: int, size: int, limit: int, last: int) -> list[Any]:
+    return new_state(bytearray(prefix), bytearray(prefix[:3]), bytearray(prefix[:7]), base, nxt, size, limit, last)
 
 
 # -- the reference is the format ---------------------------------------------------------
@@ -82,7 +98,10 @@ def test_reference_writes_the_documented_layout(
     items: list[bytes], flags: int, t: int, index: int, offset: int, room: int, seg_count: int
 ) -> None:
     log, crc, idx = bytearray(b"L"), bytearray(b"C"), bytearray(b"I")
-    stop = reference(items, 0, flags, t, index, offset, offset + room, seg_count, log, crc, idx)
+    # LOG_AT: where the pending bytes go; the one pending byte b"L" comes first.
+    state = new_state(log, crc, idx, index - min(index, seg_count), index, offset - 1, offset + room, INT64_MIN)
+    left = reference(items, flags, t, state)
+    stop = len(items) - left
     want_log, want_crc, want_idx, pos = b"L", b"C", b"I", offset
     for k, data in enumerate(items[:stop]):
         rec = encode_record(data, flags, t)
@@ -91,11 +110,33 @@ def test_reference_writes_the_documented_layout(
         want_idx += encode_entry(t, index + k, pos)
         pos += len(rec)
     assert (bytes(log), bytes(crc), bytes(idx)) == (want_log, want_crc, want_idx)
+    # The state moved past the encoded records (and only then).
+    assert state[NEXT_INDEX:] == [index + stop, offset - 1, offset + room, t if stop else INT64_MIN]
     # It stops at the first record that does not fit (an empty segment takes one).
     if stop < len(items):
-        assert pos + 16 + len(items[stop]) > offset + room and (seg_count or stop)
-    else:
-        assert stop == len(items)
+        assert pos + 16 + len(items[stop]) > offset + room and (min(index, seg_count) or stop)
+
+
+def test_one_record_as_bytes_is_a_batch_of_one() -> None:
+    one, many = _state(b"", 0, 0, 16, 1 << 20, 0), _state(b"", 0, 0, 16, 1 << 20, 0)
+    assert reference(b"abc", 3, 7, one) == 0 == reference([b"abc"], 3, 7, many)
+    assert one == many
+    # A full segment leaves it for the next one: 1 left, nothing changed.
+    full = _state(b"", 0, 1, 40, 40, 7)
+    before = _snapshot(full)
+    assert reference(b"abc", 3, 7, full) == 1
+    assert _snapshot(full) == before
+
+
+def test_times_never_go_backwards() -> None:
+    """Records get max(time_ns, state[LAST_TIME]): a clock that stepped back
+    stamps the newest time again."""
+    state = _state(b"", 0, 0, 16, 1 << 20, 500)
+    assert reference([b"a", b"b"], 0, 499, state) == 0
+    entries = [INDEX_ENTRY.unpack_from(state[IDX_OUT], k * 24)[0] for k in range(2)]
+    assert entries == [500, 500] and state[LAST_TIME] == 500
+    assert reference(b"c", 0, 501, state) == 0
+    assert state[LAST_TIME] == 501
 
 
 # -- the twins agree -----------------------------------------------------------------------
@@ -113,61 +154,143 @@ ITEM = st.one_of(
     st.just("text"),
     st.none(),
 )
-BUFFER = st.one_of(st.binary(max_size=40).map(bytearray), st.just(b"bytes"), st.none(), st.just("alias"))
+BUFFER = st.one_of(st.binary(max_size=40).map(bytearray), st.just(b"bytes"), st.none())
 VALID = st.tuples(
-    st.lists(st.binary(max_size=200), max_size=10).map(list),
-    st.integers(0, 3),
+    st.one_of(st.binary(max_size=300), st.lists(st.binary(max_size=200), max_size=10)),
     st.integers(0, 0xFFFFFFFF),
     st.integers(INT64_MIN, INT64_MAX),
-    st.integers(0, INT64_MAX),
-    st.integers(0, 4096),
-    st.integers(INT64_MIN, INT64_MAX) | st.integers(0, 4096),
-    st.integers(0, 5),
+    st.integers(0, 5),  # records already in the segment
+    st.integers(0, INT64_MAX - 10),  # next index
+    st.integers(0, 4096),  # log offset of the pending bytes
+    st.integers(INT64_MIN, INT64_MAX) | st.integers(0, 4096),  # limit
+    st.integers(INT64_MIN, INT64_MAX) | st.integers(-5, 5),  # last time
 )
 
 
 @needs_native
 @settings(max_examples=600, deadline=None)
 @given(VALID, st.binary(max_size=40), st.booleans())
-@example(([b"a" * 100, b"b"], 0, 0, 1, 0, 16, 50, 0), b"", False)  # one oversized record in an empty segment
-@example(([b"a"], 0, 0, 1, INT64_MAX, 16, 1 << 20, 0), b"", False)  # the last index
-@example(([b"abc"], 0, 0, 1, 5, INT64_MAX - 18, INT64_MAX, 1), b"", False)  # the log's last byte
-@example(([b"abc"], 0, 0, 1, 5, INT64_MAX - 18, INT64_MAX, 1), b"", True)
+@example((b"a" * 100, 0, 1, 0, 0, 16, 50, 0), b"", False)  # one oversized record in an empty segment
+@example(([b"a" * 100, b"b"], 0, 1, 0, 0, 16, 50, 0), b"", False)
+@example(([b"a"], 0, 1, 0, INT64_MAX, 16, 1 << 20, 0), b"", False)  # the last index
+@example(([b"abc"], 0, 1, 1, 5, INT64_MAX - 18, INT64_MAX, 1), b"", False)  # the log's last byte
+@example(([b"abc"], 0, 1, 1, 5, INT64_MAX - 18, INT64_MAX, 1), b"", True)
+@example((b"x" * 200, 0, 5, 0, 0, 16, 1 << 20, 9), b"", False)  # the clock stepped back
 def test_twins_agree_on_valid_calls(valid: tuple[Any, ...], prefix: bytes, as_tuple: bool) -> None:
     assert NATIVE is not None
-    items, start, *rest = valid
-    start = min(start, len(items))
-    args = [tuple(items) if as_tuple else items, start, *rest,
-            bytearray(prefix), bytearray(prefix[:3]), bytearray(prefix[:7])]
-    assert _run(reference, args) == _run(NATIVE.encode_batch, args)
+    items, flags, t, held, nxt, size, limit, last = valid
+    if as_tuple and type(items) is list:
+        items = tuple(items)
+    state = _state(prefix, nxt - min(nxt, held), nxt, size, limit, last)
+    assert _run(reference, items, flags, t, state) == _run(NATIVE.encode_batch, items, flags, t, state)
 
 
 @needs_native
 @settings(max_examples=1500, deadline=None)
 @given(
-    st.one_of(st.lists(ITEM, max_size=5), st.lists(ITEM, max_size=5).map(tuple), HOSTILE),
-    st.lists(HOSTILE, min_size=7, max_size=7),
-    st.lists(BUFFER, min_size=3, max_size=3),
-    st.booleans(),
+    st.one_of(
+        st.lists(st.binary(max_size=200), max_size=5),
+        st.binary(max_size=200),
+        st.lists(ITEM, max_size=5),
+        st.lists(ITEM, max_size=5).map(tuple),
+        ITEM,
+        HOSTILE,
+    ),
+    st.one_of(st.integers(0, 0xFFFFFFFF), HOSTILE),
+    st.one_of(st.integers(INT64_MIN, INT64_MAX), HOSTILE),
+    st.one_of(
+        st.tuples(
+            st.lists(st.one_of(st.binary(max_size=40).map(bytearray), BUFFER), min_size=3, max_size=3),
+            st.lists(st.one_of(st.integers(0, 5000), HOSTILE), min_size=5, max_size=5),
+        ),
+        HOSTILE,
+    ),
+    st.sampled_from(["list", "list", "list", "tuple", "short", "long", "alias"]),
 )
-@example([b"a"], [0, 0, 1, 0, 16, 100, 0], [bytearray(), "alias", bytearray()], False)
-@example([b"a"], [0, 0, 1, INT64_MAX, 16, 100, 0], [bytearray()] * 3, False)
-@example([b"a", "x"], [0, 0, 1, 0, 16, 100, 0], [bytearray()] * 3, False)
-def test_twins_agree_on_hostile_calls(items: Any, ints: list[Any], bufs: list[Any], exported: bool) -> None:
+@example([b"a"], 0, 1, ([bytearray()] * 3, [0, 0, 16, 100, 0]), "alias")
+@example([b"a"], 0, 1, ([bytearray()] * 3, [0, INT64_MAX, 16, 100, 0]), "list")
+@example([b"a"], 0, 1, ([bytearray()] * 3, [5, 4, 16, 100, 0]), "list")  # next index below the base
+@example([b"a", "x"], 0, 1, ([bytearray()] * 3, [0, 0, 16, 100, 0]), "list")
+@example(b"a", 0, 1, ([bytearray()] * 3, [0, 0, 16, 100, True]), "list")
+def test_twins_agree_on_hostile_calls(items: Any, flags: Any, t: Any, parts: Any, shape: str) -> None:
     assert NATIVE is not None
-    args = [items, *ints, *bufs]
-    if exported and type(args[8]) is bytearray:
-        # A buffer another object has a view of cannot grow: the same BufferError.
-        outcomes = []
-        for fn in (reference, NATIVE.encode_batch):
-            out = bytearray(args[8])
-            view = memoryview(out)
-            call = [*args[:8], out, *(bytearray(b) if type(b) is bytearray else b for b in args[9:])]
-            outcomes.append((_outcome(partial(fn, *call)), bytes(out)))
-            view.release()
-        assert outcomes[0] == outcomes[1]
-        return
-    assert _run(reference, args) == _run(NATIVE.encode_batch, args)
+    if type(parts) is tuple:
+        bufs, ints = parts
+        bufs = [bytearray(b) if type(b) is bytearray else b for b in bufs]
+        if shape == "alias" and type(bufs[0]) is bytearray:
+            bufs[1] = bufs[0]
+        state: Any = [*bufs, *ints]
+        if shape == "tuple":
+            state = tuple(state)
+        elif shape == "short":
+            state = state[:-1]
+        elif shape == "long":
+            state = [*state, 0]
+    else:
+        state = parts
+    assert _run(reference, items, flags, t, state) == _run(NATIVE.encode_batch, items, flags, t, state)
+
+
+DEFECTS = ["items", "item", "flags", "time", "state", "short", "buffer", "alias", *range(BASE, STATE_SIZE)]
+
+
+@needs_native
+@settings(max_examples=1500, deadline=None)
+@given(VALID, st.sampled_from(DEFECTS), st.one_of(HOSTILE, ITEM), st.booleans())
+def test_twins_agree_on_calls_with_one_defect(valid: tuple[Any, ...], defect: Any, bad: Any, twice: bool) -> None:
+    """A valid call with one argument (or one part of the state) replaced by a
+    hostile value: the same error, or the same result when it happens to be valid."""
+    assert NATIVE is not None
+    items, flags, t, held, nxt, size, limit, last = valid
+    state: Any = _state(b"xyz", nxt - min(nxt, held), nxt, size, limit, last)
+    if defect == "items":
+        items = bad
+    elif defect == "item":
+        items = [*items, bad] if type(items) is list else [items, bad]
+    elif defect == "flags":
+        flags = bad
+    elif defect == "time":
+        t = bad
+    elif defect == "state":
+        state = bad
+    elif defect == "short":
+        state = state[:-1] if twice else tuple(state)
+    elif defect == "buffer":
+        state[LOG_OUT if twice else IDX_OUT] = bad
+    elif defect == "alias":
+        state[CRC_OUT if twice else IDX_OUT] = state[LOG_OUT]
+    else:
+        state[defect] = bad
+    assert _run(reference, items, flags, t, state) == _run(NATIVE.encode_batch, items, flags, t, state)
+
+
+@needs_native
+@pytest.mark.parametrize("which", [LOG_OUT, CRC_OUT, IDX_OUT])
+def test_twins_agree_when_a_buffer_cannot_grow(which: int) -> None:
+    """A buffer another object has a view of cannot grow: the same BufferError,
+    and the other buffers and the state as they were."""
+    outcomes = []
+    for fn in (reference, NATIVE.encode_batch):  # type: ignore[union-attr]
+        state = _state(b"0123456789", 0, 0, 16, 1 << 20, 0)
+        view = memoryview(state[which])
+        outcomes.append((_outcome(partial(fn, [b"a", b"bc"], 1, 2, state)), _snapshot(state)))
+        view.release()
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0][0] == "error" and outcomes[0][0][1][0] is BufferError
+    assert outcomes[0][1] == _snapshot(_state(b"0123456789", 0, 0, 16, 1 << 20, 0))
+
+
+@needs_native
+def test_native_checksums_every_length() -> None:
+    """The compiled CRC-32 (table, or carry-less multiplication for 64 bytes
+    and more) is zlib's for every record length around its block sizes."""
+    assert NATIVE is not None
+    rng = random.Random(5)
+    for size in [*range(0, 300), 1000, 4096 - 16, 65536 + 7]:
+        data = rng.randbytes(size)
+        state = _state(b"", 0, 0, 16, 1 << 40, 0)
+        assert NATIVE.encode_batch(data, 0xA5A5A5A5, -7, state) == 0
+        assert CRC_ENTRY.unpack(state[CRC_OUT])[0] == zlib.crc32(state[LOG_OUT]), size
 
 
 @needs_native
@@ -179,12 +302,14 @@ def test_native_encoder_does_not_leak() -> None:
     enc = NATIVE.encode_batch
 
     def burst() -> None:
-        log, crc, idx = bytearray(), bytearray(), bytearray()
+        state = _state(b"", 0, 0, 16, 1 << 40, 0)
         for k in range(5000):
-            enc((b"x" * 100,), 0, 3, k, k, 16, 1 << 40, 1, log, crc, idx)
+            enc(b"x" * 100, 3, k, state)
+            enc([b"x" * 70, b"y"], 3, k - 1, state)  # stamped k: no earlier than the newest
             if k % 100 == 0:
-                _outcome(partial(enc, [b"y", "z"], 0, 0, 0, 0, 16, 99, 0, log, crc, idx))
-                del log[:], crc[:], idx[:]
+                _outcome(partial(enc, [b"y", "z"], 0, 0, state))
+                _outcome(partial(enc, b"y", 0, 0, [*state[:7], None]))
+                del state[LOG_OUT][:], state[CRC_OUT][:], state[IDX_OUT][:]
 
     burst()
     tracemalloc.start()

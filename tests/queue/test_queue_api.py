@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from engine.queue import Queue, codec, repair
 from engine.queue.segments import SEGMENT_HEADER
 from stress.simfs import SimFS
 
-NOCKPT = {"checkpoint_interval": 3600.0}
+NOCKPT: dict[str, Any] = {"checkpoint_interval": 3600.0}
 
 
 class Clock:
@@ -416,7 +417,9 @@ def test_stats_and_verify() -> None:
     r = q.reader()
     r.get(0)
     stats = q.stats()
-    (entry,) = stats["readers"]  # type: ignore[misc]
+    readers = stats["readers"]
+    assert isinstance(readers, list)
+    (entry,) = readers
     assert entry["items"] == 3 and entry["open_reads"] == 1 and entry["oldest_age_s"] is not None
     assert isinstance(entry["bytes"], int) and entry["bytes"] > 0
     assert q.verify() == []

@@ -211,5 +211,5 @@ def test_check_record_and_the_documented_example() -> None:
     assert reader == h(
         "26 3c 26 03 22 00 00 00 00 00 00 00 00 02 01 00"
         "00 00 00 00 00 00 91 08 00 00 00 03 00 00 00 00"
-        "00 00 00 22 %s 16 00 00 00" % struct.pack("<I", zlib.crc32(reader[13:35])).hex()
+        f"00 00 00 22 {struct.pack('<I', zlib.crc32(reader[13:35])).hex()} 16 00 00 00"
     )

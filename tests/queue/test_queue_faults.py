@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,7 @@ from engine.queue import Queue
 from stress.faults import FaultyFS
 from stress.simfs import SimFS
 
-NOCKPT = {"checkpoint_interval": 3600.0, "journal_size": 200}
+NOCKPT: dict[str, Any] = {"checkpoint_interval": 3600.0, "journal_size": 200}
 
 
 def test_failed_fsync_poisons_until_reopen() -> None:

@@ -388,17 +388,21 @@ def test_background_checkpoints_go_on_after_a_full_disk() -> None:
 
     class Stop:
         def wait(self, timeout: float) -> bool:
+            seen.append(q.checkpoint_failure)
             if next_round[0] == 1:
                 ffs.fail_at, ffs.persistent = None, False  # space freed after round 1
             next_round[0] += 1
             return next(rounds)
 
     next_round = [0]
+    seen: list[BaseException | None] = []
     ffs.fail_at = ffs.ops + 1
+    background = q._stop
     q._stop = Stop()  # type: ignore[assignment]
-    q._checkpoint_loop()
-    assert q.checkpoint_failure is None and r.durable_head == 1
-    q._stop = threading.Event()
+    q._checkpoint_loop()  # here, in this thread: round 1 fails, round 2 works
+    q._stop = background
+    assert seen[0] is None and isinstance(seen[1], DiskFullError)  # round 1 failed...
+    assert q.checkpoint_failure is None and r.durable_head == 1  # ...round 2 checkpointed
     q.close()
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,7 +28,7 @@ OPS = st.lists(
 def test_queue_matches_model(ops: list[tuple[str, int]], journal_size: int) -> None:
     sim = SimFS()
     make_dirs(sim, "/db")
-    opts = {"checkpoint_interval": 3600.0, "journal_size": journal_size}
+    opts: dict[str, Any] = {"checkpoint_interval": 3600.0, "journal_size": journal_size}
     q = Queue.open("/db", "q", fs=sim, **opts)
     r = q.reader()
     n = 0

@@ -6,6 +6,7 @@ check wiring, schemas, options and the commit protocols, not speed.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -40,7 +41,7 @@ def test_log_batch_read_filters_and_positions(spark: Any, tmp_path: Any) -> None
     # Pruning is chosen by options (part of the DataFrame's definition): Kafka-style positions.
     name = df.select("log").first()["log"]
     ranged = (spark.read.format("engine-log").option("recordsPerPartition", 100)
-              .option("startingOffsets", '{"%s": 250}' % name).option("endingOffsets", '{"%s": 260}' % name)
+              .option("startingOffsets", json.dumps({name: 250})).option("endingOffsets", json.dumps({name: 260}))
               .load(ds))
     assert ranged.rdd.getNumPartitions() == 1
     assert [r["index"] for r in ranged.collect()] == list(range(250, 260))

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.applog import codec
-from engine.applog.batch import encode_batch
+from engine.applog.batch import encode_batch, new_state
 from engine.errors import CorruptFileError, FormatError
 from engine.spark import logcodec as lc
 
@@ -18,8 +18,9 @@ def encode(payloads: list[bytes], times: object, flags: object, first: int, offs
     """Log and index bytes of records written by the store's encoder, one call per record
     (each has its own time and flags)."""
     log, crc, idx = bytearray(), bytearray(), bytearray()
-    for k, (p, t, f) in enumerate(zip(payloads, times, flags)):  # type: ignore[call-overload]
-        assert encode_batch([p], 0, int(f), int(t), first + k, offset + len(log), 1 << 62, k, log, crc, idx) == 1
+    state = new_state(log, crc, idx, first, first, offset, 1 << 62, -(1 << 63))
+    for p, t, f in zip(payloads, times, flags):  # type: ignore[call-overload]
+        assert encode_batch([p], int(f), int(t), state) == 0
     return bytes(log), bytes(idx)
 
 # Two records, "hi" (flags 1, time 0x10) and "" (flags 0, time 0x20), indexes 5 and 6,

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-from pyspark.sql.datasource import EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual
 
 from engine.errors import ConfigError, CorruptFileError
 from engine.fs import OpenMode, make_dirs
 from engine.spark import logfiles
+from engine.spark.logplan import spans
 from engine.spark.logsource import LogPartition, LogReader, LogStreamReader, plan
 from engine.spark.schemas import LOG_SCHEMA
 from engine.spark.sink import ShardWriter, commit_job
@@ -59,7 +59,7 @@ def test_segments_and_partitions_follow_the_data(tmp_path: object) -> None:
     assert len(segs) > 3
     assert [s.first_index for s in segs] == sorted(s.first_index for s in segs)
     assert logfiles.visible_count(segs) == 1000
-    parts = plan(logfiles.dataset_logs(ds), 100)
+    parts = plan(spans(logfiles.dataset_logs(ds)), 100)
     # one partition per segment, large segments split by index ranges of <= 100
     assert all(p.stop - p.start <= 100 for p in parts)
     assert sum(p.stop - p.start for p in parts) == 1000
@@ -82,27 +82,28 @@ def test_reader_batches_match_declared_schema(tmp_path: object) -> None:
     assert table.column("time").cast(pa.int64()).to_pylist() == [(1_000_000_000 + 1000 * i) // 1000 for i in range(300)]
 
 
-def test_pushdown_index_and_time_ranges_are_exact(tmp_path: object) -> None:
-    import datetime as dt
-
-    ds, _ = make(tmp_path, 1000, segment_bytes=3000)
-    r = LogReader({"path": ds, "recordsPerPartition": "50"}, LOG_SCHEMA)
-    left = list(r.pushFilters([GreaterThanOrEqual(("index",), 120), LessThan(("index",), 480)]))
-    assert left == []
+def test_positions_index_and_time_ranges_are_exact(tmp_path: object) -> None:
+    ds = str(tmp_path) + "/ds"
+    write_log(ds + "/x", 1000, segment_bytes=3000, t0=10**12, step=10**6)  # record i at 10**6 + i ms
+    name = "job-j/x"
+    r = LogReader({"path": ds, "recordsPerPartition": "50", "startingOffsets": f'{{"{name}": 120}}',
+                   "endingOffsets": f'{{"{name}": 480}}'}, LOG_SCHEMA)
+    assert not hasattr(LogReader, "pushFilters") or "pushFilters" not in vars(LogReader)
     assert rows(r) == list(range(120, 480))
-    # time: records at 1 s + i us; [t(200), t(300)] inclusive by timestamp
-    t = lambda i: dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=i)  # noqa: E731
-    r2 = LogReader({"path": ds}, LOG_SCHEMA)
-    assert list(r2.pushFilters([GreaterThan(("time",), t(200)), LessThanOrEqual(("time",), t(300))])) == []
+    r2 = LogReader({"path": ds, "startingTimestamp": str(10**6 + 201), "endingTimestamp": str(10**6 + 301)},
+                   LOG_SCHEMA)
     assert rows(r2) == list(range(201, 301))
-    # Contradictory filters plan nothing at all.
-    r3 = LogReader({"path": ds}, LOG_SCHEMA)
-    list(r3.pushFilters([EqualTo(("index",), 5), EqualTo(("index",), 6)]))
-    assert r3.partitions() == []
-    # Not understood (In on index) -> handed back to Spark.
-    r4 = LogReader({"path": ds}, LOG_SCHEMA)
-    f = In(("index",), (1, 2))
-    assert list(r4.pushFilters([f])) == [f]
+    r3 = LogReader({"path": ds, "startingOffsetsByTimestamp": f'{{"{name}": {10**6 + 990}}}'}, LOG_SCHEMA)
+    assert rows(r3) == list(range(990, 1000))
+    assert rows(LogReader({"path": ds, "startingOffsets": "latest"}, LOG_SCHEMA)) == []
+    # An empty range plans nothing at all.
+    r4 = LogReader({"path": ds, "startingOffsets": f'{{"{name}": 6}}', "endingOffsets": f'{{"{name}": 6}}'},
+                   LOG_SCHEMA)
+    assert r4.partitions() == []
+    with pytest.raises(ConfigError, match="not logs of this read"):
+        LogReader({"path": ds, "startingOffsets": '{"nope": 1}'}, LOG_SCHEMA).partitions()
+    with pytest.raises(ConfigError, match=r"valid options: .*recordsPerPartition"):
+        LogReader({"path": ds, "recordPerPartition": "5"}, LOG_SCHEMA)
 
 
 def test_time_pushdown_reads_log_n_index_entries(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -163,6 +164,39 @@ def test_start_index_file_hides_truncated_records(tmp_path: object) -> None:
     assert rows(r) == list(range(42, 100))
 
 
+def test_stream_data_loss_fails_unless_allowed(tmp_path: object) -> None:
+    """Records TTL expiry / truncation removed before a stream read them: an error
+    by default (failOnDataLoss, as in Spark's Kafka source), a warning when allowed."""
+    _, shard = make(tmp_path, 100, segment_bytes=500)
+    name = shard.rsplit("/", 1)[-1]
+    fs = logfiles.resolve(None)
+    with fs.open(shard + "/" + logfiles.START_FILE, OpenMode.CREATE) as h:
+        h.write_at(0, b"42\n")
+    start, end = {name: {"index": 0}}, {name: {"index": 100}}
+    with pytest.raises(ConfigError, match="records 0..100 .* 42 lost .*failOnDataLoss=false"):
+        LogStreamReader({"path": shard}, LOG_SCHEMA).partitions(start, end)
+    lenient = LogStreamReader({"path": shard, "failOnDataLoss": "false"}, LOG_SCHEMA)
+    got = [i for p in lenient.partitions(start, end) for b in lenient.read(p) for i in b.column("index").to_pylist()]
+    assert got == list(range(42, 100))
+    with pytest.raises(ConfigError, match="below its first live index 42"):
+        LogStreamReader({"path": shard, "startingOffsets": f'{{"{name}": 10}}'}, LOG_SCHEMA)
+    s = LogStreamReader({"path": shard, "startingOffsets": f'{{"{name}": 60}}'}, LOG_SCHEMA)
+    assert s.initialOffset() == {name: {"index": 60}}
+
+
+def test_stream_max_bytes_per_trigger(tmp_path: object) -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    ds, _ = make(tmp_path, 100, segment_bytes=600)
+    name = "job-j/x"
+    record = 16 + len(b"rec10")  # header + payload of records 10..99
+    s = LogStreamReader({"path": ds, "maxBytesPerTrigger": str(10 * record)}, LOG_SCHEMA)
+    end = s.latestOffset({name: {"index": 10}}, ReadAllAvailable())
+    assert end == {name: {"index": 20}}
+    tiny = LogStreamReader({"path": ds, "maxBytesPerTrigger": "1"}, LOG_SCHEMA)
+    assert tiny.latestOffset({name: {"index": 10}}, ReadAllAvailable()) == {name: {"index": 11}}  # always moves
+
+
 def test_stream_offsets_limits_and_available_now(tmp_path: object) -> None:
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
@@ -191,7 +225,7 @@ def test_partition_objects_pickle(tmp_path: object) -> None:
     import pickle
 
     ds, _ = make(tmp_path, 10)
-    p = plan(logfiles.dataset_logs(ds), 100)[0]
+    p = plan(spans(logfiles.dataset_logs(ds)), 100)[0]
     q = pickle.loads(pickle.dumps(p))
     assert isinstance(q, LogPartition) and (q.start, q.stop, q.segment) == (p.start, p.stop, p.segment)
 
@@ -206,48 +240,34 @@ def test_works_on_the_simulated_fs() -> None:
     assert runs[0].data.to_pylist() == [b"rec%d" % i for i in range(10)]
 
 
-_OPS = {
-    "=": EqualTo, ">": GreaterThan, ">=": GreaterThanOrEqual, "<": LessThan, "<=": LessThanOrEqual,
-}
-
-
-def test_pushdown_agrees_with_brute_force(tmp_path: object) -> None:
-    """Random index/time filters: pushed-down partitions return exactly the matching rows."""
-    import datetime as dt
-
+def test_positions_agree_with_brute_force(tmp_path: object) -> None:
+    """Random starting/ending offsets and timestamps: the plan returns exactly those rows."""
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    ds, _ = make(tmp_path, 400, segment_bytes=1500)
-    t0 = 1_000_000_000
-    # times t0 + i*1000 ns: several records share each microsecond? no: 1 us apart
-    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-
-    def ts(us: int) -> dt.datetime:
-        return epoch + dt.timedelta(microseconds=us)
-
-    column = st.sampled_from(["index", "time", "time_ns"])
-    op = st.sampled_from(sorted(_OPS))
+    ds = str(tmp_path) + "/ds"
+    write_log(ds + "/x", 400, segment_bytes=1500, t0=10**12, step=10**6)  # record i at 10**6 + i ms
+    name = "job-j/x"
+    bound = st.one_of(st.none(), st.integers(-5, 420))
 
     @settings(max_examples=60, deadline=None)
-    @given(st.lists(st.tuples(column, op, st.integers(-5, 420)), max_size=3))
-    def check(filters: list[tuple[str, str, int]]) -> None:
-        objs = []
-        preds = []
-        for col, o, v in filters:
-            if col == "index":
-                objs.append(_OPS[o](("index",), v))
-                preds.append((lambda i, o=o, v=v: _cmp(i, o, v)))
-            elif col == "time_ns":
-                objs.append(_OPS[o](("time_ns",), t0 + v * 1000))
-                preds.append((lambda i, o=o, v=v: _cmp(t0 + i * 1000, o, t0 + v * 1000)))
+    @given(bound, bound, st.booleans(), st.booleans())
+    def check(lo: int | None, hi: int | None, lo_by_time: bool, hi_by_time: bool) -> None:
+        opts = {"path": ds, "recordsPerPartition": "37", "failOnDataLoss": "false"}
+        want = list(range(400))
+        if lo is not None:
+            if lo_by_time:
+                opts["startingTimestamp"] = str(10**6 + lo)
             else:
-                us = (t0 + v * 1000) // 1000
-                objs.append(_OPS[o](("time",), ts(us)))
-                preds.append((lambda i, o=o, us=us: _cmp((t0 + i * 1000) // 1000, o, us)))
-        r = LogReader({"path": ds, "recordsPerPartition": "37"}, LOG_SCHEMA)
-        assert list(r.pushFilters(objs)) == []
-        assert rows(r) == [i for i in range(400) if all(p(i) for p in preds)]
+                opts["startingOffsets"] = f'{{"{name}": {max(lo, 0)}}}'
+            want = [i for i in want if i >= lo]
+        if hi is not None:
+            if hi_by_time:
+                opts["endingTimestamp"] = str(10**6 + hi)
+            else:
+                opts["endingOffsets"] = f'{{"{name}": {max(hi, 0)}}}'
+            want = [i for i in want if i < hi]
+        assert rows(LogReader(opts, LOG_SCHEMA)) == want
 
     check()
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+
 from engine.spark.batches import arrow_schema, repeat_string
 from engine.spark.discover import discover
 from engine.spark.schemas import EVENTS_SCHEMA, PAGES_SCHEMA, QUEUE_SCHEMA, STREAMS_SCHEMA

@@ -147,8 +147,8 @@ def test_a_format_without_checksums_is_caught_by_torn_writes_and_damage() -> Non
     assert tally.violations == 1 and "different data" in tally.failures[0].detail
     tally = Tally(adapter.name)
     attack_damage.attack(adapter, tally, 5, stores=1, per_store=60, n_ops=8)
-    assert tally.violations == 1 and tally.failures[0].attack == "damaged file"
-    assert tally.damage_outcomes.get("undetected", 0) >= 1
+    assert tally.violations >= 1 and all(f.attack == "damaged file" for f in tally.failures)
+    assert tally.damage_outcomes.get("silent wrong data", 0) >= 1
 
 
 def test_writing_on_after_a_failed_fsync_is_caught() -> None:

@@ -1,0 +1,402 @@
+"""Key-value store benchmark: engine.kv against sqlite3, LMDB and diskcache, side by side.
+
+    python -m benchmarks.kv [--quick] [--keys N] [--dir DIR]
+
+N keys of 16 random bytes with 100-byte values (1,000,000; ``--quick``:
+100,000), loaded in transactions of 1,000.  Then, for every store:
+
+* random gets of loaded keys;
+* random puts (half overwrites, half new keys) in durable transactions of 1,000;
+* random puts (overwrites) in durable transactions of 1 (every commit synced
+  before it returns), all stores side by side in 10 interleaved rounds on
+  stores of 200,000 keys (``--quick``: 50,000);
+* range scans of 10,000 keys from a random loaded key;
+* file size on disk after the load and after deleting half the keys (in
+  transactions of 1,000); for engine also after ``compact()``.
+
+Durability settings: engine defaults (one fdatasync per commit); sqlite3 a
+``WITHOUT ROWID`` table with a BLOB primary key, ``journal_mode=WAL``,
+``synchronous=FULL``; LMDB (py-lmdb) with ``sync=True``; diskcache ``Cache``
+with ``sqlite_synchronous=2`` (FULL) and ``transact()`` for batches (its range
+scan is a SQL range query on its own table: it has no ordered range API).
+Results go to ``benchmarks/results/kv.md`` and ``kv.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import sqlite3
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any
+
+from engine.kv import KV
+
+RESULTS = os.path.join(os.path.dirname(__file__), "results")
+SCAN = 10_000
+VALUE = 100
+
+
+def _du(path: str) -> int:
+    """Bytes on disk (allocated blocks) of a file or every file in a directory."""
+    paths = [path] if os.path.isfile(path) else [os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs]
+    return sum(os.stat(p).st_blocks * 512 for p in paths if os.path.exists(p))
+
+
+class Store:
+    name = ""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def put_batch(self, pairs: list[tuple[bytes, bytes]]) -> None:
+        raise NotImplementedError
+
+    def put_one(self, key: bytes, value: bytes) -> None:
+        raise NotImplementedError
+
+    def get(self, key: bytes) -> bytes | None:
+        raise NotImplementedError
+
+    def scan(self, start: bytes, n: int) -> int:
+        raise NotImplementedError
+
+    def delete_batch(self, keys: list[bytes]) -> None:
+        raise NotImplementedError
+
+    def size(self) -> int:
+        return _du(self.root)
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class EngineStore(Store):
+    name = "engine.kv"
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        os.makedirs(root)
+        self.kv = KV.open(os.path.join(root, "bench.kv"))
+
+    def put_batch(self, pairs: list[tuple[bytes, bytes]]) -> None:
+        with self.kv.transaction() as tx:
+            for k, v in pairs:
+                tx[k] = v
+
+    def put_one(self, key: bytes, value: bytes) -> None:
+        self.kv[key] = value
+
+    def get(self, key: bytes) -> bytes | None:
+        return self.kv[key]
+
+    def scan(self, start: bytes, n: int) -> int:
+        return sum(1 for _ in islice(self.kv.items(start), n))
+
+    def delete_batch(self, keys: list[bytes]) -> None:
+        with self.kv.transaction() as tx:
+            for k in keys:
+                del tx[k]
+
+    def compact(self) -> None:
+        self.kv.compact()
+
+    def close(self) -> None:
+        self.kv.close()
+
+
+class SqliteStore(Store):
+    name = "sqlite3"
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        os.makedirs(root)
+        self.db = sqlite3.connect(os.path.join(root, "bench.sqlite"), isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute("CREATE TABLE kv (k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID")
+
+    def put_batch(self, pairs: list[tuple[bytes, bytes]]) -> None:
+        self.db.execute("BEGIN")
+        self.db.executemany("INSERT OR REPLACE INTO kv VALUES (?, ?)", pairs)
+        self.db.execute("COMMIT")
+
+    def put_one(self, key: bytes, value: bytes) -> None:
+        self.db.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, value))
+
+    def get(self, key: bytes) -> bytes | None:
+        row = self.db.execute("SELECT v FROM kv WHERE k = ?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def scan(self, start: bytes, n: int) -> int:
+        return len(self.db.execute("SELECT k, v FROM kv WHERE k >= ? ORDER BY k LIMIT ?", (start, n)).fetchall())
+
+    def delete_batch(self, keys: list[bytes]) -> None:
+        self.db.execute("BEGIN")
+        self.db.executemany("DELETE FROM kv WHERE k = ?", [(k,) for k in keys])
+        self.db.execute("COMMIT")
+
+    def close(self) -> None:
+        self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self.db.close()
+
+
+class LmdbStore(Store):
+    name = "lmdb"
+
+    def __init__(self, root: str) -> None:
+        import lmdb
+
+        super().__init__(root)
+        os.makedirs(root)
+        self.env = lmdb.open(root, map_size=8 << 30, sync=True, metasync=True)
+
+    def put_batch(self, pairs: list[tuple[bytes, bytes]]) -> None:
+        with self.env.begin(write=True) as txn:
+            for k, v in pairs:
+                txn.put(k, v)
+
+    def put_one(self, key: bytes, value: bytes) -> None:
+        with self.env.begin(write=True) as txn:
+            txn.put(key, value)
+
+    def get(self, key: bytes) -> bytes | None:
+        with self.env.begin() as txn:
+            return txn.get(key)  # type: ignore[no-any-return]
+
+    def scan(self, start: bytes, n: int) -> int:
+        with self.env.begin() as txn, txn.cursor() as cur:
+            if not cur.set_range(start):
+                return 0
+            return sum(1 for _ in islice(cur.iternext(), n))
+
+    def delete_batch(self, keys: list[bytes]) -> None:
+        with self.env.begin(write=True) as txn:
+            for k in keys:
+                txn.delete(k)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class DiskcacheStore(Store):
+    name = "diskcache"
+
+    def __init__(self, root: str) -> None:
+        import diskcache  # type: ignore[import-untyped]
+
+        super().__init__(root)
+        self.cache = diskcache.Cache(root, sqlite_synchronous=2, size_limit=1 << 40, cull_limit=0)
+
+    def put_batch(self, pairs: list[tuple[bytes, bytes]]) -> None:
+        with self.cache.transact():
+            for k, v in pairs:
+                self.cache.set(k, v)
+
+    def put_one(self, key: bytes, value: bytes) -> None:
+        self.cache.set(key, value)
+
+    def get(self, key: bytes) -> bytes | None:
+        return self.cache.get(key)  # type: ignore[no-any-return]
+
+    def scan(self, start: bytes, n: int) -> int:
+        sql = self.cache._sql
+        rows = sql("SELECT key, value FROM Cache WHERE key >= ? ORDER BY key LIMIT ?", (start, n)).fetchall()
+        return len(rows)
+
+    def delete_batch(self, keys: list[bytes]) -> None:
+        with self.cache.transact():
+            for k in keys:
+                self.cache.delete(k)
+
+    def close(self) -> None:
+        self.cache.close()
+
+
+STORES: list[Callable[[str], Store]] = [EngineStore, SqliteStore, LmdbStore, DiskcacheStore]
+
+
+@dataclass
+class Result:
+    name: str
+    rates: dict[str, float] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)
+
+
+def _rate(n: int, fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return n / (time.perf_counter() - t0)
+
+
+def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def run_one(make: Callable[[str], Store], root: str, keys: list[bytes], args: argparse.Namespace) -> Result:
+    rng = random.Random(7)
+    value = bytes(rng.randrange(256) for _ in range(VALUE))
+    store = make(root)
+    res = Result(store.name)
+    n = len(keys)
+
+    def load() -> None:
+        for batch in _batches(keys, 1000):
+            store.put_batch([(k, value) for k in batch])
+
+    res.rates["load (tx of 1,000)"] = _rate(n, load)
+    res.sizes["after load"] = store.size()
+    sample = [keys[rng.randrange(n)] for _ in range(args.gets)]
+
+    def gets() -> None:
+        get = store.get
+        for k in sample:
+            get(k)
+
+    res.rates["random get"] = _rate(len(sample), gets)
+    new_keys = [rng.randbytes(16) for _ in range(args.batch_puts * 500)]
+    batch_pairs = [
+        (keys[rng.randrange(n)] if i % 2 else new_keys[i // 2], value) for i in range(args.batch_puts * 1000)
+    ]
+
+    def puts_1000() -> None:
+        for batch in _batches(batch_pairs, 1000):
+            store.put_batch(batch)
+
+    res.rates["random put, tx of 1,000"] = _rate(len(batch_pairs), puts_1000)
+    starts = [keys[rng.randrange(n)] for _ in range(args.scans)]
+
+    def scans() -> None:
+        for s in starts:
+            store.scan(s, SCAN)
+
+    res.rates["range scan of 10,000 (keys/s)"] = _rate(len(starts) * SCAN, scans)
+    doomed = keys[: n // 2]
+
+    def delete_half() -> None:
+        for batch in _batches(doomed, 1000):
+            store.delete_batch(batch)
+
+    res.rates["delete half, tx of 1,000"] = _rate(len(doomed), delete_half)
+    res.sizes["after deleting half"] = store.size()
+    if isinstance(store, EngineStore):
+        store.compact()
+        res.sizes["after compact()"] = store.size()
+    store.close()
+    return res
+
+
+def paired_single_puts(base: str, keys: list[bytes], args: argparse.Namespace, results: list[Result]) -> None:
+    """Durable single-put transactions, every store side by side in interleaved
+    rounds (the disk's sync rate swings several-fold between minutes on a shared
+    machine, so sequential runs would compare different disks): each store gets
+    ``keys`` loaded, then ``rounds`` rounds of ``per_round`` puts each, in turn."""
+    rng = random.Random(11)
+    value = bytes(rng.randrange(256) for _ in range(VALUE))
+    stores = []
+    for make in STORES:
+        if args.only and make.name not in args.only.split(","):  # type: ignore[attr-defined]
+            continue
+        store = make(os.path.join(base, "single-" + make.__name__))
+        for batch in _batches(keys, 1000):
+            store.put_batch([(k, value) for k in batch])
+        stores.append(store)
+    spent = {s.name: 0.0 for s in stores}
+    done = 0
+    for _ in range(args.rounds):
+        picks = [keys[rng.randrange(len(keys))] for _ in range(args.per_round)]
+        for store in stores:
+            t0 = time.perf_counter()
+            for k in picks:
+                store.put_one(k, value)
+            spent[store.name] += time.perf_counter() - t0
+        done += len(picks)
+    by = {r.name: r for r in results}
+    for store in stores:
+        by[store.name].rates["random put, tx of 1 (paired rounds)"] = done / spent[store.name]
+        store.close()
+        shutil.rmtree(store.root, ignore_errors=True)
+
+
+def write_results(results: list[Result], args: argparse.Namespace, seconds: float) -> None:
+    os.makedirs(RESULTS, exist_ok=True)
+    data = {
+        "keys": args.keys,
+        "value_bytes": VALUE,
+        "seconds": round(seconds, 1),
+        "results": [{"store": r.name, "rates": r.rates, "sizes": r.sizes} for r in results],
+    }
+    with open(os.path.join(RESULTS, "kv.json"), "w") as f:
+        json.dump(data, f, indent=2)
+    by = {r.name: r for r in results}
+    eng = by["engine.kv"]
+    lines = [
+        "# engine.kv against sqlite3, LMDB and diskcache",
+        "",
+        f"{args.keys:,} keys of 16 bytes, {VALUE}-byte values; one run, side by side "
+        f"(`python -m benchmarks.kv{' --quick' if args.quick else ''}`, {seconds:.0f} s). "
+        "Operations per second (higher is better); ratio = engine / other.",
+        "",
+        "| operation | engine.kv | sqlite3 | diskcache | LMDB | vs sqlite3 | vs diskcache | vs LMDB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for op, rate in eng.rates.items():
+        others = [by[s].rates.get(op, 0.0) for s in ("sqlite3", "diskcache", "lmdb")]
+        ratios = [f"{rate / o:.2f}x" if o else "-" for o in others]
+        lines.append(
+            f"| {op} | {rate:,.0f} | " + " | ".join(f"{o:,.0f}" for o in others) + " | " + " | ".join(ratios) + " |"
+        )
+    lines += ["", "| file size on disk (MB) | engine.kv | sqlite3 | diskcache | LMDB |", "|---|---:|---:|---:|---:|"]
+    for what in ("after load", "after deleting half", "after compact()"):
+        row = [by[s].sizes.get(what) for s in ("engine.kv", "sqlite3", "diskcache", "lmdb")]
+        lines.append(f"| {what} | " + " | ".join("-" if v is None else f"{v / 1e6:.1f}" for v in row) + " |")
+    with open(os.path.join(RESULTS, "kv.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--quick", action="store_true", help="100,000 keys and fewer operations")
+    parser.add_argument("--keys", type=int)
+    parser.add_argument("--dir", help="where to put the stores (default: a temporary directory)")
+    parser.add_argument("--only", help="comma-separated store names")
+    args = parser.parse_args(argv)
+    args.keys = args.keys or (100_000 if args.quick else 1_000_000)
+    args.gets = 50_000 if args.quick else 200_000
+    args.batch_puts = 10 if args.quick else 20
+    args.single_keys = 50_000 if args.quick else 200_000
+    args.rounds = 10
+    args.per_round = 30 if args.quick else 60
+    args.scans = 10 if args.quick else 20
+    rng = random.Random(1)
+    keys = list({rng.randbytes(16): None for _ in range(args.keys)})
+    base = args.dir or tempfile.mkdtemp(prefix="kvbench-")
+    t0 = time.perf_counter()
+    results = []
+    for make in STORES:
+        root = os.path.join(base, make.__name__)
+        if args.only and make.name not in args.only.split(","):  # type: ignore[attr-defined]
+            continue
+        shutil.rmtree(root, ignore_errors=True)
+        print(f"{make.__name__}...", flush=True)
+        results.append(run_one(make, root, keys, args))
+        shutil.rmtree(root, ignore_errors=True)
+    paired_single_puts(base, keys[: args.single_keys], args, results)
+    if not args.only:
+        write_results(results, args, time.perf_counter() - t0)
+    else:
+        for r in results:
+            print(r)
+
+
+if __name__ == "__main__":
+    main()

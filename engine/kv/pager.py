@@ -1,0 +1,128 @@
+"""Decoded-node cache and page decoding shared by the writer and the readers.
+
+Pages come from the page store (which checks each page against its checksum
+when it reads it from the file); here they are decoded once and kept decoded,
+keyed by page id.  Decoding errors become CorruptFileError with the store file's
+path and the absolute offset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from engine.errors import CorruptFileError, FormatError
+from engine.kv import node as nodes
+from engine.kv.node import Node, NodeError, Overflow, TreeInfo
+from engine.pages import PageError
+
+#: Decoded nodes kept by default (a 4 KiB leaf of 16-byte keys and 100-byte
+#: values decodes to roughly 7 KiB of Python objects).
+DEFAULT_CACHE_NODES = 16384
+
+
+class NodeCache:
+    """Decoded nodes by page id; evicts the oldest entries past ``capacity``.
+
+    Cached nodes are never changed (transactions change copies), so one object
+    may be handed to many readers.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._nodes: dict[int, Node] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, page: int) -> Node | None:
+        return self._nodes.get(page)
+
+    def put(self, page: int, node: Node) -> None:
+        if not self.capacity:
+            return
+        nodes_ = self._nodes
+        nodes_[page] = node
+        if len(nodes_) > self.capacity:
+            for old in list(nodes_)[: max(1, self.capacity // 8)]:  # the oldest eighth
+                del nodes_[old]
+
+    def update(self, changed: dict[int, Node], freed: Iterable[int]) -> None:
+        """After a commit: the transaction's nodes replace the old ones, freed pages go."""
+        nodes_ = self._nodes
+        for page in freed:
+            nodes_.pop(page, None)
+        for page, node in changed.items():
+            self.put(page, node)
+
+    def clear(self) -> None:
+        self._nodes.clear()
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+
+def decode_page(path: str, page: int, data: bytes, page_count: int) -> Node:
+    """Decode a node page; CorruptFileError naming the file and offset."""
+    try:
+        return nodes.decode_node(data, page_count)
+    except NodeError as exc:
+        raise CorruptFileError(path, page * len(data) + exc.offset, exc.expected, exc.found) from exc
+
+
+def read_node(path: str, page: int, read: Callable[[int], bytes], page_count: int) -> Node:
+    """Read and decode the node at ``page`` (a free or unallocated page id is damage too)."""
+    try:
+        data = read(page)
+    except PageError as exc:
+        raise CorruptFileError(path, exc.offset, "a pointer to a live node page", exc.reason) from exc
+    return decode_page(path, page, data, page_count)
+
+
+def read_overflow(path: str, ref: Overflow, read: Callable[[int], bytes], page_size: int, page_count: int) -> bytes:
+    """An overflow value (see :func:`overflow_chain`)."""
+    return b"".join(chunk for _, chunk in overflow_chain(path, ref, read, page_size, page_count))
+
+
+def overflow_chain(
+    path: str, ref: Overflow, read: Callable[[int], bytes], page_size: int, page_count: int
+) -> list[tuple[int, bytes]]:
+    """(page, data) of each page of an overflow value's chain.  The chain must
+    hold exactly ``ref.length`` bytes in as few pages as it takes, every page
+    full but the last, so a damaged chain can neither loop nor run long."""
+    per = page_size - nodes.HEAD
+    want = max(1, -(-ref.length // per))
+    out: list[tuple[int, bytes]] = []
+    page = ref.page
+    seen: set[int] = set()
+    for i in range(want):
+        if page in seen:
+            raise CorruptFileError(path, page * page_size, "an overflow chain without a cycle", f"page {page} again")
+        seen.add(page)
+        try:
+            data = read(page)
+        except PageError as exc:
+            raise CorruptFileError(path, exc.offset, "a live overflow page", exc.reason) from exc
+        try:
+            chunk, nxt = nodes.decode_overflow(data, page_count)
+        except NodeError as exc:
+            raise CorruptFileError(path, page * page_size + exc.offset, exc.expected, exc.found) from exc
+        last = i == want - 1
+        if len(chunk) != (ref.length - per * i if last else per) or bool(nxt) == last:
+            raise CorruptFileError(
+                path,
+                page * page_size,
+                f"overflow page {i + 1} of {want} for a {ref.length}-byte value",
+                str(len(chunk)),
+            )
+        out.append((page, chunk))
+        page = nxt
+    return out
+
+
+def read_meta(path: str, data: bytes, page_count: int) -> tuple[int, list[TreeInfo]]:
+    """The meta page's commit counter and trees; FormatError for a plain page store."""
+    if not nodes.is_meta(data):
+        raise FormatError(path, len(data), "a key-value store's meta page (ENGKVDB1)", data[:8].hex(" "))
+    try:
+        return nodes.decode_meta(data, page_count)
+    except NodeError as exc:
+        raise CorruptFileError(path, len(data) + exc.offset, exc.expected, exc.found) from exc

@@ -1,0 +1,216 @@
+"""KVReader: a read-only key-value store handle, for readers beside the writer.
+
+Any number of processes may read while one writer commits.  A reader works on
+a :class:`~engine.pages.PageReader`, whose shared lock on the store file keeps
+the writer's page writes (one flush per commit, all or nothing) out while it
+reads, so every read sees whole commits.  Each operation is one snapshot;
+``with reader.snapshot() as snap:`` (and every ``items()``/``prefix()``
+iteration, for as long as it runs) holds one snapshot across many reads.  The
+writer never waits for a snapshot to commit: it puts its flush off and readers
+keep seeing the last commit flushed before they took their snapshot.
+
+Decoded nodes are cached by page id and dropped whenever the meta page's commit
+counter changed since the last snapshot (every commit writes it).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import TracebackType
+from typing import NoReturn
+
+from engine.errors import ClosedError, ConfigError
+from engine.fs import FileSystem
+from engine.kv import node as nodes
+from engine.kv import tree as trees
+from engine.kv.api import DEFAULT_TREE, TreeAPI, TreeView, tree_name
+from engine.kv.maint import verify_trees
+from engine.kv.node import Node, Overflow, TreeInfo, Value
+from engine.kv.pager import DEFAULT_CACHE_NODES, NodeCache, read_meta, read_node, read_overflow
+from engine.pages import PageReader
+from engine.pages.backup import copy_store
+
+META_PAGE = 1
+
+
+class KVReader(TreeAPI):
+    """A read-only key-value store; open with ``KV.open(path, readonly=True)``."""
+
+    readonly = True
+
+    def __init__(self, reader: PageReader, cache_nodes: int) -> None:
+        self._pr = reader
+        self._fs = reader.fs
+        self._backend = self
+        self._name = DEFAULT_TREE
+        self.path = reader.path
+        self.page_size = reader.page_size
+        self.max_key = nodes.max_key(self.page_size)
+        self._lock = threading.RLock()
+        self._cache = NodeCache(cache_nodes)
+        self._txid: int | None = None
+        self._trees: dict[bytes, TreeInfo] = {}
+        self._page_count = 0
+        self._depth = 0
+        #: Readers never repair anything.
+        self.recovery = reader.recovery
+
+    @classmethod
+    def open(cls, path: str, *, fs: FileSystem, cache_nodes: int = DEFAULT_CACHE_NODES) -> KVReader:
+        """Open the store at ``path`` for reading (FormatError for a plain page store)."""
+        reader = PageReader.open(path, None, fs=fs)
+        try:
+            self = cls(reader, cache_nodes)
+            with self._snap():
+                pass  # checks the meta page
+        except BaseException:
+            reader.close()
+            raise
+        return self
+
+    # -- snapshots ------------------------------------------------------------------------
+    @contextmanager
+    def _snap(self) -> Iterator[None]:
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            with self._pr.snapshot():
+                page_count = self._pr.page_count
+                txid, infos = read_meta(self.path, self._pr.read(META_PAGE), page_count)
+                if txid != self._txid or page_count != self._page_count:
+                    self._cache.clear()
+                    self._txid, self._page_count = txid, page_count
+                    self._trees = {t.name: t for t in infos}
+                self._depth = 1
+                try:
+                    yield
+                finally:
+                    self._depth = 0
+
+    @contextmanager
+    def snapshot(self) -> Iterator[KVReader]:
+        """Many reads of one commit (the writer's flushes are put off meanwhile,
+        never its commits)."""
+        self._check_open()
+        with self._snap():
+            yield self
+
+    @property
+    def txid(self) -> int:
+        """The commit counter of the state this reader sees."""
+        with self._snap():
+            assert self._txid is not None
+            return self._txid
+
+    def trees(self) -> list[bytes]:
+        with self._snap():
+            return list(self._trees)
+
+    def tree(self, name: str | bytes) -> TreeView:
+        """The named tree ``name`` (KeyError if it does not exist)."""
+        raw = tree_name(name)
+        with self._snap():
+            if raw not in self._trees:
+                raise KeyError(name)
+        return TreeView(self, raw)
+
+    # -- tree.Source ------------------------------------------------------------------------
+    def node(self, page: int) -> Node:
+        found = self._cache.get(page)
+        if found is None:
+            found = read_node(self.path, page, self._pr.read, self._page_count)
+            self._cache.put(page, found)
+        return found
+
+    def value(self, value: Value) -> bytes:
+        if type(value) is bytes:
+            return value
+        assert isinstance(value, Overflow)
+        return read_overflow(self.path, value, self._pr.read, self.page_size, self._page_count)
+
+    # -- Backend ----------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._pr.closed:
+            raise ClosedError(f"{self.path}: key-value store is closed")
+
+    def _get(self, name: bytes, key: bytes) -> bytes | None:
+        self._check_open()
+        with self._snap():
+            info = self._trees.get(name)
+            if info is None:
+                return None
+            found = trees.find(self, info, key)
+            return None if found is None else self.value(found)
+
+    def _count(self, name: bytes) -> int:
+        with self._snap():
+            info = self._trees.get(name)
+            return 0 if info is None else info.count
+
+    def _items(
+        self, name: bytes, start: bytes | None, stop: bytes | None, reverse: bool
+    ) -> Iterator[tuple[bytes, bytes]]:
+        self._check_open()
+        with self._snap():
+            info = self._trees.get(name)
+            if info is None:
+                return
+            yield from trees.scan(trees.fetcher(self, info), start, stop, reverse)
+
+    def _put(self, name: bytes, key: bytes, value: bytes) -> NoReturn:
+        raise ConfigError(f"{self.path}: opened read-only")
+
+    def _delete(self, name: bytes, key: bytes) -> NoReturn:
+        raise ConfigError(f"{self.path}: opened read-only")
+
+    def transaction(self) -> NoReturn:
+        raise ConfigError(f"{self.path}: opened read-only")
+
+    # -- maintenance ------------------------------------------------------------------------
+    def verify(self) -> list[str]:
+        """The page store's checks and every tree's (one snapshot)."""
+        self._check_open()
+        with self._snap():
+            notes = self._pr.verify()
+            notes += verify_trees(self, list(self._trees.values()), self._page_count, self._pr.free_pages)
+            return notes
+
+    def backup(self, dest: str) -> int:
+        """A consistent copy of the store at ``dest`` (see ``engine.pages.backup``)."""
+        self._check_open()
+        return copy_store(self._fs, self.path, dest)
+
+    def stats(self) -> dict[str, object]:
+        with self._snap():
+            return {
+                "path": self.path,
+                "page_size": self.page_size,
+                "pages": self._page_count,
+                "free_pages": len(self._pr.free_pages),
+                "txid": self._txid,
+                "trees": {
+                    t.name.decode(errors="replace"): {"keys": t.count, "height": t.height} for t in self._trees.values()
+                },
+            }
+
+    def close(self) -> None:
+        self._cache.clear()
+        self._pr.close()
+
+    def __enter__(self) -> KVReader:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<KVReader {self.path!r}>"

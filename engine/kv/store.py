@@ -1,0 +1,585 @@
+"""KV: an ordered key-value store, B+trees in a page store, one JRNL transaction per commit.
+
+``KV.open(path)`` opens (or creates) the page store at ``path`` (``engine.pages``:
+store file, JRNL journal, page checksums) and keeps B+trees in its pages: page 1
+is the meta page (magic, commit counter, one entry per named tree), the rest are
+nodes and overflow pages (``docs/formats/kv.md``).  Every change runs in a
+:class:`KVTransaction`; a single ``kv[key] = value`` is a transaction of its own.
+A transaction changes copies of decoded nodes and, on commit, writes each changed
+node as a whole page, and the meta page's changed entries, in one page store
+transaction: one journal write and one fdatasync.
+
+Committed pages are applied to the store file after each commit
+(``apply="commit"``), so readers in other processes (``KV.open(path,
+readonly=True)``, :class:`~engine.kv.reader.KVReader`) see every commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any
+
+from engine.errors import ClosedError, ConfigError
+from engine.fs import FileSystem, RecoveryReport, resolve
+from engine.kv import node as nodes
+from engine.kv import tree as trees
+from engine.kv.api import DEFAULT_TREE, TreeAPI, TreeView, tree_name
+from engine.kv.maint import compact, verify_trees
+from engine.kv.node import Node, Overflow, TreeInfo, Value
+from engine.kv.pager import DEFAULT_CACHE_NODES, NodeCache, overflow_chain, read_meta, read_node, read_overflow
+from engine.kv.reader import KVReader
+from engine.pages import PageStore, Transaction
+from engine.pages.backup import copy_store
+from engine.pages.store import DEFAULT_READER_WAIT
+
+log = logging.getLogger("engine.kv")
+
+META_PAGE = 1
+#: The page store's cache of committed page images under a key-value store (16 MiB
+#: of 4 KiB pages; the page store's own default is 1,024).
+DEFAULT_CACHE_PAGES = 4096
+
+
+class KVTransaction(TreeAPI):
+    """``with kv.transaction() as tx:`` — many changes, one atomic durable commit.
+
+    ``tx`` has the dict methods of the store (on the default tree) and
+    ``tx.tree(name)``; reads see the transaction's own changes.  Leaving the
+    block commits; an exception rolls everything back.
+    """
+
+    def __init__(self, kv: KV) -> None:
+        self._kv = kv
+        self._backend = self
+        self._name = DEFAULT_TREE
+        self.path = kv.path
+        self.page_size = kv.page_size
+        self.max_key = kv.max_key
+        self.state = "new"
+
+    # -- the transaction's life ----------------------------------------------------------
+    def __enter__(self) -> KVTransaction:
+        if self.state != "new":
+            raise ClosedError(f"{self.path}: a transaction can be entered once")
+        kv = self._kv
+        kv._lock.acquire()
+        try:
+            kv._check_open()
+            self._ptx: Transaction = kv._pages.transaction().__enter__()
+        except BaseException:
+            kv._lock.release()
+            raise
+        self._dirty: dict[int, Node] = {}
+        # (entries, size) of each changed node as committed: an unchanged shape means
+        # values overwritten in place, worth journalling as the bytes that changed
+        self._shape: dict[int, tuple[int, int]] = {}
+        self._freed: set[int] = set()
+        self._trees = {name: t.copy() for name, t in kv._trees.items()}
+        self._catalogue_changed = False
+        self.state = "open"
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            if exc_type is not None or self.state != "open":
+                self.rollback()
+            else:
+                self.commit()
+        finally:
+            try:
+                self._ptx.__exit__(exc_type, exc, tb)
+            finally:
+                self._kv._lock.release()
+
+    def _check(self) -> None:
+        if self.state != "open":
+            raise ClosedError(f"{self.path}: transaction is {self.state}")
+
+    def commit(self) -> None:
+        """Write the changed nodes and meta entries in one page store commit."""
+        self._check()
+        kv = self._kv
+        ptx = self._ptx
+        changed = self._dirty
+        ps = self.page_size
+        if changed or self._freed or self._trees != kv._trees:
+            try:
+                shape = self._shape
+                for page, node in changed.items():
+                    image = nodes.encode_node(node, ps)
+                    if shape.get(page) == (len(node.keys), node.size):
+                        _write_changes(ptx, page, image)
+                    else:  # new, or entries added or removed: the arrays moved
+                        ptx.write(page, 0, image)
+                self._write_meta()
+                ptx.commit()
+            except BaseException:
+                self.state = "failed"
+                if ptx.state == "open":
+                    ptx.rollback()  # failed before the page store commit: nothing may reach it
+                raise
+            kv._cache.update(changed, self._freed)
+            kv._trees = self._trees
+            kv._txid += 1
+            kv.commits += 1
+        self.state = "committed"
+
+    def _write_meta(self) -> None:
+        """The meta page: whole when the set of trees changed, else only its CRC,
+        commit counter and the entries of the trees that changed (a few dozen bytes
+        of journal instead of two page images)."""
+        kv = self._kv
+        ordered = list(self._trees.values())
+        image = nodes.encode_meta(kv._txid + 1, ordered, self.page_size)
+        if self._catalogue_changed:
+            self._ptx.write(META_PAGE, 0, image)
+            return
+        crc_at = nodes.META_CRC_AT
+        self._ptx.write(META_PAGE, crc_at, image[crc_at : nodes.META_HEAD.size])
+        for at, t in zip(nodes.tree_entry_offsets(ordered), ordered, strict=True):
+            if kv._trees[t.name] != t:
+                self._ptx.write(META_PAGE, at, image[at : at + nodes.TREE_ENTRY.size])
+
+    def rollback(self) -> None:
+        if self.state == "open":
+            self.state = "rolled back"
+            self._ptx.rollback()
+            self._dirty.clear()
+
+    # -- trees ---------------------------------------------------------------------------
+    def tree(self, name: str | bytes, *, create: bool = True) -> TreeView:
+        """The tree ``name`` in this transaction (created with it unless ``create=False``)."""
+        raw = tree_name(name)
+        self._check()
+        if raw not in self._trees:
+            if not create:
+                raise KeyError(name)
+            root = self.new_page(nodes.Leaf([], [], nodes.HEAD))
+            self._trees[raw] = TreeInfo(raw, root, 0, 1)
+            self._catalogue_changed = True
+        return TreeView(self, raw)
+
+    def drop_tree(self, name: str | bytes) -> bool:
+        """Remove a named tree and free all its pages; False if there was none."""
+        raw = tree_name(name)
+        self._check()
+        if raw == DEFAULT_TREE:
+            raise ConfigError("the default tree cannot be dropped (clear it instead)")
+        info = self._trees.pop(raw, None)
+        if info is None:
+            return False
+        self._catalogue_changed = True
+        stack = [(info.root, info.height - 1)]
+        while stack:
+            page, level = stack.pop()
+            node = self.node(page)
+            if type(node) is nodes.Branch:
+                stack.extend((c, level - 1) for c in node.children)
+            else:
+                for v in node.vals:  # type: ignore[union-attr]
+                    self.free_value(v)
+            self.free_page(page)
+        return True
+
+    def _info(self, name: bytes, create: bool) -> TreeInfo | None:
+        info = self._trees.get(name)
+        if info is None and create:
+            self.tree(name)
+            info = self._trees[name]
+        return info
+
+    # -- the Backend protocol ------------------------------------------------------------------
+    def _get(self, name: bytes, key: bytes) -> bytes | None:
+        self._check()
+        info = self._trees.get(name)
+        if info is None:
+            return None
+        found = trees.find(self, info, key)
+        return None if found is None else self.value(found)
+
+    def _count(self, name: bytes) -> int:
+        info = self._trees.get(name)
+        return 0 if info is None else info.count
+
+    def _items(
+        self, name: bytes, start: bytes | None, stop: bytes | None, reverse: bool
+    ) -> Iterator[tuple[bytes, bytes]]:
+        self._check()
+        info = self._trees.get(name)
+        if info is None:
+            return iter(())
+        return trees.scan(trees.fetcher(self, info), start, stop, reverse)
+
+    def _put(self, name: bytes, key: bytes, value: bytes) -> None:
+        self._check()
+        info = self._info(name, True)
+        assert info is not None
+        inline = 4 + len(key) + len(value) <= self._kv.max_entry
+        trees.insert(self, info, key, value, inline)
+
+    def _delete(self, name: bytes, key: bytes) -> bool:
+        self._check()
+        info = self._trees.get(name)
+        return info is not None and trees.delete(self, info, key)
+
+    # -- the tree.Writer protocol --------------------------------------------------------------
+    def node(self, page: int) -> Node:
+        found = self._dirty.get(page)
+        return found if found is not None else self._kv._node(page)
+
+    def mutable(self, page: int) -> Node:
+        found = self._dirty.get(page)
+        if found is None:
+            committed = self._kv._node(page)
+            self._shape[page] = (len(committed.keys), committed.size)
+            found = committed.copy()
+            self._dirty[page] = found
+        return found
+
+    def new_page(self, node: Node) -> int:
+        page = self._ptx.allocate()
+        self._freed.discard(page)
+        self._dirty[page] = node
+        return page
+
+    def free_page(self, page: int) -> None:
+        self._dirty.pop(page, None)
+        self._ptx.free(page)
+        self._freed.add(page)
+
+    def value(self, value: Value) -> bytes:
+        if type(value) is bytes:
+            return value
+        assert isinstance(value, Overflow)
+        ptx = self._ptx
+        return read_overflow(self.path, value, ptx.read, self.page_size, ptx.page_count)
+
+    def store_value(self, value: bytes, inline: bool) -> Value:
+        if inline:
+            return value
+        ps = self.page_size
+        per = ps - nodes.HEAD
+        chunks = [value[i : i + per] for i in range(0, len(value), per)] or [b""]
+        pages = [self._ptx.allocate() for _ in chunks]
+        for i, (page, chunk) in enumerate(zip(pages, chunks, strict=True)):
+            self._freed.discard(page)
+            nxt = pages[i + 1] if i + 1 < len(pages) else 0
+            self._ptx.write(page, 0, nodes.encode_overflow(chunk, nxt, ps))
+        return Overflow(pages[0], len(value))
+
+    def free_value(self, value: Value) -> None:
+        if type(value) is bytes:
+            return
+        assert isinstance(value, Overflow)
+        ptx = self._ptx
+        for page, _ in overflow_chain(self.path, value, ptx.read, self.page_size, ptx.page_count):
+            self.free_page(page)
+
+    def __repr__(self) -> str:
+        return f"<KVTransaction {self.path!r} {self.state}>"
+
+
+class KV(TreeAPI):
+    """An ordered key-value store's writer; create with :meth:`open`.
+
+    Dict methods work on the default tree; :meth:`tree` gives named ones.  One
+    writer per store (any process: a second gets LockedError); one object may be
+    shared by threads (operations and transactions run one at a time).
+    """
+
+    readonly = False
+    path: str
+    page_size: int
+    max_key: int
+    max_entry: int
+    _lock: threading.RLock
+    _trees: dict[bytes, TreeInfo]
+    _txid: int
+
+    def __init__(self, pages: PageStore, txid: int, infos: list[TreeInfo], cache_nodes: int) -> None:
+        self._pages = pages
+        self._backend = self
+        self._name = DEFAULT_TREE
+        self._fs: FileSystem = pages.fs
+        self.path = pages.path
+        self.page_size = pages.page_size
+        self.max_key = nodes.max_key(self.page_size)
+        self.max_entry = nodes.max_entry(self.page_size)
+        self._lock = threading.RLock()
+        self._cache = NodeCache(cache_nodes)
+        self._txid = txid
+        self._trees = {t.name: t for t in infos}
+        self._closed = False
+        self.commits = 0
+        #: What opening the page store repaired (an ``engine.fs.RecoveryReport``).
+        self.recovery: RecoveryReport = pages.recovery
+
+    # -- opening ---------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        path: str,
+        *,
+        create: bool = True,
+        readonly: bool = False,
+        page_size: int | None = None,
+        cache_nodes: int = DEFAULT_CACHE_NODES,
+        reader_wait: float = DEFAULT_READER_WAIT,
+        fs: FileSystem | None = None,
+        **page_options: Any,
+    ) -> Any:
+        """Open (or create) the store at ``path``: a :class:`KV` writer, or with
+        ``readonly=True`` a :class:`~engine.kv.reader.KVReader`.
+
+        ``page_size`` (power of two, 512..65,536; 4096 when creating) fixes the
+        longest key (a quarter page less 32 bytes) and when values move to
+        overflow pages (entries over a quarter page).  ``cache_nodes`` decoded
+        nodes are kept in memory.  ``reader_wait``: how long an explicit
+        checkpoint, ``close``, ``compact`` or the writer's open waits for readers
+        (see ``docs/guide/kv.md``).  Other keywords go to ``PageStore.open``
+        (``checkpoint_bytes``, ``cache_pages``...).  FormatError if ``path`` is a
+        page store without the key-value meta page.
+        """
+        fs = resolve(fs)
+        if readonly:
+            return KVReader.open(path, fs=fs, cache_nodes=cache_nodes)
+        page_options.setdefault("apply", "commit")
+        # A commit journals each changed node's before-image: keep more of them at hand.
+        page_options.setdefault("cache_pages", DEFAULT_CACHE_PAGES)
+        pages = PageStore.open(path, page_size, create=create, reader_wait=reader_wait, fs=fs, **page_options)
+        try:
+            if pages.page_count == 0:
+                with pages.transaction() as ptx:
+                    meta = ptx.allocate()
+                    root = ptx.allocate()
+                    assert meta == META_PAGE
+                    ps = pages.page_size
+                    ptx.write(root, 0, nodes.encode_leaf(nodes.Leaf([], [], nodes.HEAD), ps))
+                    ptx.write(meta, 0, nodes.encode_meta(0, [TreeInfo(DEFAULT_TREE, root, 0, 1)], ps))
+            txid, infos = read_meta(pages.path, pages.read(META_PAGE), pages.page_count)
+        except BaseException:
+            pages.close()
+            raise
+        return cls(pages, txid, infos, cache_nodes)
+
+    # -- state -----------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"{self.path}: key-value store is closed")
+
+    @property
+    def pages(self) -> PageStore:
+        """The page store underneath (for its statistics; do not write it directly)."""
+        return self._pages
+
+    @property
+    def txid(self) -> int:
+        """The number of commits the store has seen (the meta page's counter)."""
+        return self._txid
+
+    def trees(self) -> list[bytes]:
+        """The names of the store's trees (the default tree is ``b""``)."""
+        with self._lock:
+            return list(self._trees)
+
+    def tree(self, name: str | bytes, *, create: bool = True) -> TreeView:
+        """The named tree ``name`` (created, in its own transaction, if missing
+        unless ``create=False``: then KeyError)."""
+        raw = tree_name(name)
+        with self._lock:
+            self._check_open()
+            if raw not in self._trees:
+                if not create:
+                    raise KeyError(name)
+                with self.transaction() as tx:
+                    tx.tree(raw)
+        return TreeView(self, raw)
+
+    def drop_tree(self, name: str | bytes) -> bool:
+        with self.transaction() as tx:
+            return tx.drop_tree(name)
+
+    def transaction(self) -> KVTransaction:
+        return KVTransaction(self)
+
+    def update(self, pairs: Mapping[bytes, bytes] | Iterable[tuple[bytes, bytes]] = ()) -> None:
+        """Store every pair in one transaction."""
+        with self.transaction() as tx:
+            tx.update(pairs)
+
+    # -- committed reads -------------------------------------------------------------------------
+    def _node(self, page: int) -> Node:
+        found = self._cache.get(page)
+        if found is None:
+            pages = self._pages
+            found = read_node(self.path, page, pages.read, pages.page_count)
+            self._cache.put(page, found)
+        return found
+
+    def node(self, page: int) -> Node:
+        """For :class:`engine.kv.tree.Source`: the committed node at ``page``."""
+        return self._node(page)
+
+    def value(self, value: Value) -> bytes:
+        if type(value) is bytes:
+            return value
+        assert isinstance(value, Overflow)
+        pages = self._pages
+        return read_overflow(self.path, value, pages.read, self.page_size, pages.page_count)
+
+    def _get(self, name: bytes, key: bytes) -> bytes | None:
+        with self._lock:
+            self._check_open()
+            info = self._trees.get(name)
+            if info is None:
+                return None
+            found = trees.find(self, info, key)
+            return None if found is None else self.value(found)
+
+    def _count(self, name: bytes) -> int:
+        with self._lock:
+            info = self._trees.get(name)
+            return 0 if info is None else info.count
+
+    def _items(
+        self, name: bytes, start: bytes | None, stop: bytes | None, reverse: bool
+    ) -> Iterator[tuple[bytes, bytes]]:
+        def fetch(seek: bytes | None, before: bool) -> tuple[list[bytes], list[bytes], bytes | None, bytes | None]:
+            with self._lock:
+                self._check_open()
+                info = self._trees.get(name)
+                if info is None:
+                    return [], [], None, None
+                return trees.fetcher(self, info)(seek, before)
+
+        return trees.scan(fetch, start, stop, reverse)
+
+    def _put(self, name: bytes, key: bytes, value: bytes) -> None:
+        with self.transaction() as tx:
+            tx._put(name, key, value)
+
+    def _delete(self, name: bytes, key: bytes) -> bool:
+        with self.transaction() as tx:
+            return tx._delete(name, key)
+
+    # -- snapshots, maintenance ---------------------------------------------------------------------
+    @contextmanager
+    def snapshot(self) -> Iterator[Any]:
+        """A read-only view of the last commit applied to the file, in a reader
+        of its own (so this writer's commits go on meanwhile)."""
+        with self._lock:
+            self._check_open()
+            self._pages.flush(wait=self._pages.reader_wait)
+        reader = KVReader.open(self.path, fs=self._fs, cache_nodes=self._cache.capacity // 4)
+        try:
+            with reader.snapshot() as snap:
+                yield snap
+        finally:
+            reader.close()
+
+    def backup(self, dest: str) -> int:
+        """A consistent copy of the store as of one commit at ``dest`` (see
+        ``engine.pages.backup``); returns the bytes copied.  Commits go on meanwhile."""
+        with self._lock:
+            self._check_open()
+            self._pages.flush(wait=self._pages.reader_wait)
+        return copy_store(self._fs, self.path, dest, wait=self._pages.reader_wait)
+
+    def compact(self) -> int:
+        """Move every live page below the free ones and give the free pages at
+        the end back to the file system; returns the bytes the file shrank by."""
+        with self._lock:
+            self._check_open()
+            return compact(self)
+
+    def verify(self) -> list[str]:
+        """Check the page store and every tree (see ``engine.kv.maint.verify_trees``)."""
+        with self._lock:
+            self._check_open()
+            notes = self._pages.verify()
+            pages = self._pages
+            notes += verify_trees(self, self._trees.values(), pages.page_count, pages.free_pages)
+            return notes
+
+    def stats(self) -> dict[str, object]:
+        with self._lock:
+            self._check_open()
+            pages = self._pages
+            return {
+                "path": self.path,
+                "page_size": self.page_size,
+                "pages": pages.page_count,
+                "free_pages": len(pages.free_pages),
+                "txid": self._txid,
+                "trees": {
+                    t.name.decode(errors="replace"): {"keys": t.count, "height": t.height} for t in self._trees.values()
+                },
+                "cached_nodes": len(self._cache),
+                "journal_bytes": pages.journal_size,
+            }
+
+    def checkpoint(self) -> None:
+        with self._lock:
+            self._check_open()
+            self._pages.checkpoint()
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._cache.clear()
+                self._pages.close()
+
+    def __enter__(self) -> KV:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<KV {self.path!r} writer>"
+
+
+def _common_prefix(a: memoryview, b: memoryview, lo: int, hi: int) -> int:
+    """The first index in [lo, hi) where ``a`` and ``b`` differ (``hi`` if none):
+    a binary search of slice comparisons (memcmp), not a loop over bytes."""
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _write_changes(ptx: Transaction, page: int, image: bytes) -> None:
+    """Write a changed node's new ``image`` over its committed one, journalling only
+    what changed: the header (or just its CRC) and one span of the body.  A value
+    overwritten in place costs ~2 x its size in the journal, not two page images;
+    a span over half the page is written whole (the page store's no-copy path)."""
+    old = memoryview(ptx.read(page))
+    new = memoryview(image)
+    size = len(image)
+    body = nodes.CRC_AT + 4
+    start = _common_prefix(old, new, body, size)
+    if start == size:  # the body is unchanged, so is the CRC; the header may not be
+        if old[:body] != new[:body]:
+            ptx.write(page, 0, image[:body])
+        return
+    # the last differing byte, searched from the end on reversed views
+    end = size - _common_prefix(old[::-1], new[::-1], 0, size - start)
+    if end - start > size // 2:
+        ptx.write(page, 0, image)
+        return
+    head = 0 if old[: nodes.CRC_AT] != new[: nodes.CRC_AT] else nodes.CRC_AT
+    ptx.write(page, head, image[head:body])
+    ptx.write(page, start, image[start:end])
+
+
+__all__ = ["KV", "KVTransaction"]

@@ -1,0 +1,201 @@
+"""Checksums of the file journal (``data.crc`` / ``meta.crc``): no silent wrong answers.
+
+Every read path -- replay (writer and read-only reader), ``verify()``, the
+``engine events`` CLI and ``engine verify`` -- either reads back exactly what was
+written or raises a typed error, whatever single byte of the journal is damaged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from engine.cli import main
+from engine.errors import CorruptFileError, EngineError
+from engine.events import EventJournal
+
+IDS = ("p1", "p2", "p3")
+
+
+def _fill(d: str) -> dict[str, list[tuple[int, bytes]]]:
+    model: dict[str, list[tuple[int, bytes]]] = {p: [] for p in IDS}
+    with EventJournal.open(d) as j:
+        for round_ in range(4):
+            for n, pid in enumerate(IDS):
+                seq = len(model[pid]) + 1
+                batch = [(seq + k, bytes([65 + n, 48 + round_, 97 + k]) * (1 + k)) for k in range(1 + round_ % 2)]
+                j.write(pid, batch)
+                model[pid].extend(batch)
+        j.delete_to("p2", 2)
+    model["p2"] = [e for e in model["p2"] if e[0] > 2]
+    return model
+
+
+def _read(d: str) -> dict[str, object]:
+    with EventJournal.open_read_only(d) as j:
+        out: dict[str, object] = {}
+        for pid in j.persistence_ids():
+            out[pid] = (j.highest_sequence_nr(pid), [tuple(e) for e in j.replay(pid)])
+        j.verify()
+        return out
+
+
+def test_batch_entries_are_the_documented_crc(tmp_path: Path) -> None:
+    d = str(tmp_path / "j")
+    with EventJournal.open(d) as j:
+        j.write("p1", [(1, b"hi"), (2, b"yo")])
+        j.write("p2", [(1, b"x")])
+        j.write("p1", [(3, b"!")])
+        j.delete_to("p1", 1)
+    data = (tmp_path / "j" / "data").read_bytes()
+    import zlib
+
+    from engine.events import sums as sums_codec
+
+    assert (tmp_path / "j" / "data.crc").read_bytes() == (
+        b"EJDC\0\0\0\1"
+        + sums_codec.encode_batch_sum(60, 34, zlib.crc32(data[8:46] + data[50:60]))
+        + sums_codec.encode_batch_sum(85, 60, zlib.crc32(data[60:72] + data[76:85]))
+        + sums_codec.encode_batch_sum(110, 85, zlib.crc32(data[85:97] + data[101:110]))
+    )
+    assert (tmp_path / "j" / "meta.crc").read_bytes().hex() == (
+        "454a4d4300000001" "0000000000000002a25c3dc1" "000000000000000139 13d222".replace(" ", ""))
+
+
+def test_flipped_payload_byte_is_an_error_on_every_read_path(tmp_path: Path) -> None:
+    d = str(tmp_path / "j")
+    model = _fill(d)
+    data = tmp_path / "j" / "data"
+    raw = bytearray(data.read_bytes())
+    at = raw.index(b"B1a")  # a payload byte of p2's second round
+    raw[at] ^= 0x01
+    data.write_bytes(bytes(raw))
+    with EventJournal.open_read_only(d) as j:
+        assert [tuple(e) for e in j.replay("p1")] == model["p1"]  # other ids' batches are fine
+        with pytest.raises(CorruptFileError, match="checksum"):
+            list(j.replay("p2"))
+        with pytest.raises(CorruptFileError, match="checksum"):
+            j.verify()
+    with EventJournal.open(d) as j, pytest.raises(CorruptFileError, match="checksum") as info:
+        list(j.replay("p2", 3))
+    assert info.value.path.endswith("data")
+    assert main(["events", "replay", d, "p2"]) != 0
+    assert main(["verify", d]) != 0
+
+
+def test_every_single_byte_damage_reads_right_or_raises(tmp_path: Path) -> None:
+    d = str(tmp_path / "j")
+    _fill(d)
+    clean = _read(d)
+    files = {name: (tmp_path / "j" / name).read_bytes() for name in ("data", "meta", "data.crc", "meta.crc")}
+    wrong: list[str] = []
+    for name, raw in files.items():
+        path = tmp_path / "j" / name
+        for at in range(len(raw)):
+            for mask in (0x01, 0x80):
+                damaged = bytearray(raw)
+                damaged[at] ^= mask
+                path.write_bytes(bytes(damaged))
+                try:
+                    got = _read(d)
+                except EngineError:
+                    continue
+                if got != clean:
+                    wrong.append(f"{name} byte {at} ^ {mask:#x}")
+        path.write_bytes(raw)
+    assert wrong == []
+
+
+def test_damaged_meta_first_reads_right_and_is_repaired(tmp_path: Path) -> None:
+    d = str(tmp_path / "j")
+    model = _fill(d)
+    meta = tmp_path / "j" / "meta"
+    raw = bytearray(meta.read_bytes())
+    with EventJournal.open_read_only(d) as j:
+        info = j.id_info("p1")
+        assert info is not None
+        last = info.last_offset
+    # p1's meta block is the first one: point its ``first`` at its last block, as if
+    # everything before had been deleted.
+    raw[8 + 2 : 8 + 10] = last.to_bytes(8, "big")
+    meta.write_bytes(bytes(raw))
+    assert _read(d)["p1"] == (len(model["p1"]), model["p1"])
+    with EventJournal.open(d) as j:
+        assert [(a.kind, a.path) for a in j.recovery.actions] == [("reset", str(meta))]
+        assert [tuple(e) for e in j.replay("p1")] == model["p1"]
+    with EventJournal.open(d) as j:
+        assert not j.recovery.repaired
+
+
+def test_damaged_id_is_an_error(tmp_path: Path) -> None:
+    d = str(tmp_path / "j")
+    _fill(d)
+    meta = tmp_path / "j" / "meta"
+    meta.write_bytes(meta.read_bytes().replace(b"p2", b"q2"))
+    with pytest.raises(CorruptFileError, match="checksum") as info:
+        EventJournal.open_read_only(d)
+    assert info.value.path == str(meta)
+
+
+def test_old_journal_gets_checksums_from_its_first_writer(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    d = str(tmp_path / "j")
+    model = _fill(d)
+    for name in ("data.crc", "meta.crc"):
+        os.unlink(tmp_path / "j" / name)
+    with caplog.at_level(logging.WARNING, logger="engine.events"):
+        assert {p: r[1] for p, r in _read(d).items()} == model  # type: ignore[index]
+    assert any("no " in r.getMessage() and "data.crc" in r.getMessage() for r in caplog.records)
+    with EventJournal.open(d) as j:
+        kinds = sorted((a.kind, a.path.rsplit("/", 1)[-1]) for a in j.recovery.actions)
+        assert kinds == [("rebuilt", "data.crc"), ("rebuilt", "meta.crc")]
+        assert j.verify()[-1:] == [str(j.recovery.actions[-1])]
+    assert {p: r[1] for p, r in _read(d).items()} == model  # type: ignore[index]
+    # Now damage is caught.
+    data = tmp_path / "j" / "data"
+    raw = bytearray(data.read_bytes())
+    raw[raw.index(b"C0a")] ^= 0x20
+    data.write_bytes(bytes(raw))
+    with pytest.raises(CorruptFileError, match="checksum"):
+        _read(d)
+
+
+def test_torn_appends_of_data_crc_are_cut(tmp_path: Path) -> None:
+    d = str(tmp_path / "j")
+    model = _fill(d)
+    crc = tmp_path / "j" / "data.crc"
+    good = crc.read_bytes()
+    crc.write_bytes(good + bytes(12) + bytes(5))  # a crash's unwritten appends
+    assert {p: r[1] for p, r in _read(d).items()} == model  # type: ignore[index]
+    with EventJournal.open(d) as j:
+        assert [(a.kind, a.count) for a in j.recovery.actions] == [("cut", 17)]
+    assert crc.read_bytes() == good
+
+
+def test_more_checksummed_ids_than_meta_blocks_is_damage(tmp_path: Path) -> None:
+    d = str(tmp_path / "j")
+    _fill(d)
+    meta = tmp_path / "j" / "meta"
+    raw = meta.read_bytes()
+    size = int.from_bytes(raw[8:10], "big")
+    meta.write_bytes(raw[:4] + size.to_bytes(4, "big") + raw[8 : 8 + size])  # lost p2 and p3
+    with pytest.raises(CorruptFileError, match="salvage"):
+        EventJournal.open_read_only(d)
+
+
+def test_a_reader_of_a_live_writer_sees_every_entry(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    d = str(tmp_path / "j")
+    with EventJournal.open(d) as writer, caplog.at_level(logging.WARNING, logger="engine.events"):
+        reader = EventJournal.open_read_only(d)
+        for i in range(300):
+            writer.write(f"id{i % 7}", [(i // 7 + 1, bytes([i % 256]) * 40)])
+            if i % 50 == 0:
+                reader.refresh()
+                for pid in reader.persistence_ids():
+                    assert len(list(reader.replay(pid))) == reader.highest_sequence_nr(pid)
+        reader.refresh()
+        assert reader.verify() == []
+        reader.close()
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]

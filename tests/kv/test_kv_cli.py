@@ -1,0 +1,72 @@
+"""``engine kv ...`` through its own argument parser (the lead registers the
+module in ``engine.cli``), plus the format handler for inspect/verify."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import pytest
+
+from engine.fs import default_fs
+from engine.kv import KV
+from engine.kv.cli import register
+from engine.kv.handler import HANDLER, is_kv_store
+from engine.pages import PageStore
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    parser = argparse.ArgumentParser(prog="engine")
+    register(parser.add_subparsers())
+    args = parser.parse_args(["kv", *argv])
+    code = args.func(args)
+    return code, capsys.readouterr().out
+
+
+def test_commands(tmp_path: os.PathLike[str], capsys: pytest.CaptureFixture[str]) -> None:
+    path = os.path.join(str(tmp_path), "s.kv")
+    assert _run(capsys, "put", path, "hello", "world")[0] == 0
+    assert _run(capsys, "put", path, "--tree", "users", "alice", "1")[0] == 0
+    assert _run(capsys, "put", path, "--hex", "00ff", "0102")[0] == 0
+    assert _run(capsys, "get", path, "hello") == (0, "world\n")
+    code, out = _run(capsys, "get", path, "--json", "--hex", "00ff")
+    assert code == 0 and json.loads(out)["value_hex"] == "0102"
+    assert _run(capsys, "get", path, "nope")[0] == 1
+    code, out = _run(capsys, "scan", path, "--json")
+    assert [json.loads(line)["key_hex"] for line in out.splitlines()] == ["00ff", b"hello".hex()]
+    assert _run(capsys, "scan", path, "--tree", "users") == (0, "alice\t1\n")
+    code, out = _run(capsys, "scan", path, "--prefix", "hel", "--limit", "1")
+    assert out == "hello\tworld\n"
+    code, out = _run(capsys, "stats", path, "--json")
+    assert json.loads(out)["trees"]["users"]["keys"] == 1
+    dest = os.path.join(str(tmp_path), "copy.kv")
+    assert _run(capsys, "backup", path, dest)[0] == 0
+    assert _run(capsys, "delete", path, "hello")[0] == 0
+    assert _run(capsys, "delete", path, "hello")[0] == 1
+    code, out = _run(capsys, "compact", path, "--json")
+    assert code == 0 and json.loads(out)["freed_bytes"] >= 0
+    with KV.open(dest, readonly=True) as copy:
+        assert copy[b"hello"] == b"world"
+
+
+def test_handler_tells_kv_from_pages(tmp_path: os.PathLike[str]) -> None:
+    fs = default_fs()
+    kv_path = os.path.join(str(tmp_path), "a.kv")
+    pages_path = os.path.join(str(tmp_path), "b.db")
+    with KV.open(kv_path) as kv:
+        kv[b"k"] = b"v"
+    with PageStore.open(pages_path) as store, store.transaction() as tx:
+        tx.allocate()
+
+    def head(p: str) -> bytes:
+        with open(p, "rb") as f:
+            return f.read(64)
+
+    assert HANDLER.sniff(fs, kv_path, head(kv_path), False)
+    assert not HANDLER.sniff(fs, pages_path, head(pages_path), False)
+    assert not is_kv_store(fs, kv_path + "-journal", head(kv_path + "-journal"))
+    summary = HANDLER.summarize(fs, kv_path)
+    assert summary["kv trees"] == {"": {"keys": 1, "height": 1}}
+    notes = HANDLER.verify(fs, kv_path)
+    assert any("1 keys" in n for n in notes)
