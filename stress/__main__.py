@@ -238,8 +238,10 @@ def print_tallies(tallies: list[Tally], seed: int) -> None:
             console.print(f"[bold]{t.store}[/] undetectable by the format: {shown}")
         for note in t.notes:
             console.print(f"  {t.store}: {note}", markup=False)
-        for failure in t.failures:
+        for failure in t.failures[:8]:
             console.print(failure.render(), markup=False)
+        if t.violations > 8:
+            console.print(f"  {t.store}: ... {t.violations - 8} more violation(s)", markup=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

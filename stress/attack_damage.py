@@ -342,7 +342,11 @@ def _one_store(
             results.append((f"{name} (other process)", judge(adapter, variant, outcome, cut, cli=False), str(answer)))
         if number < cli_variants and commands:
             root = materialize(all_files, dirs, _fresh(workdir), variant)
-            target = root[: -len(ROOT)] + (variant.path if kind != "delete" else some_file)
+            # A deleted file is not named on the command line (that is the hostile-path
+            # attack's business): the commands get another file of the store.
+            other = sorted(p for p in files if p != variant.path)
+            named = variant.path if kind != "delete" or not other else other[0]
+            target = root[: -len(ROOT)] + named
             for i, command in enumerate(commands):
                 runner = clirun.run_exec if number == 0 and i < exec_commands else clirun.run_forked
                 got = clirun.normalized(runner(_argv(command, root, target)), root[: -len(ROOT)])

@@ -1,7 +1,10 @@
 """What every attack needs to know about a store: the adapter interface and its helpers.
 
-The four attacks (``stress.attack_sim``, ``attack_kill``, ``attack_io``,
-``attack_damage``) are written once, against :class:`StoreAdapter`.  Each store
+The six attacks (``stress.attack_sim``, ``attack_kill``, ``attack_io``,
+``attack_damage``, ``attack_full``, ``attack_paths``) are written once, against
+:class:`StoreAdapter`; what differs per store beyond the adapter (its read paths,
+CLI commands, checksum coverage, how to drain it) is listed in
+:mod:`stress.readpaths` and :mod:`stress.drain`.  Each store
 contributes one adapter in ``stress/stores/<store>.py`` that says
 
 * how to generate a workload: a list of *symbolic* operations (plain tuples, so a
@@ -80,8 +83,9 @@ class StoreAdapter(ABC):
     #: The package that must be importable for the adapter to run.
     module: str = ""
     #: Every byte of the format is covered by a check code, so every damage must be
-    #: detected (a typed error or a reported truncation); otherwise undetected damage
-    #: is counted and documented instead of failing the run.
+    #: detected (a typed error or a reported truncation).  A store whose checksums
+    #: cover only some files says which in :data:`stress.readpaths.COVERAGE`; damage
+    #: elsewhere that reads back changed is counted as undetectable by the format.
     checksummed: bool = False
     #: Whether reader processes may run beside the writer (attack 2).
     concurrent_readers: bool = False

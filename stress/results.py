@@ -62,8 +62,8 @@ class Tally:
 
     def fail(self, failure: Failure) -> None:
         self.violations += 1
-        # Keep the first few for printing; the count says how many there were.
-        if len(self.failures) < 8:
+        # Keep the first ones (printing shows fewer); the count says how many there were.
+        if len(self.failures) < 200:
             self.failures.append(failure)
 
     def note_once(self, note: str) -> None:

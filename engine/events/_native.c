@@ -1,4 +1,8 @@
-/* C twin of engine/events/runs.py: read_runs_py, replay's hot loop.
+/* C twins of two pure functions of engine.events:
+ *
+ * - read_runs (engine/events/runs.py: read_runs_py), replay's hot loop;
+ * - batch_crcs (engine/events/sums.py: batch_crcs_py), the checksums of a run
+ *   of data.crc batches (see the end of this file).
  *
  * The pure-Python read_runs_py is the reference; this function must return
  * equal results and make the same read_at calls on every input
@@ -8,7 +12,7 @@
  * Python) and never raises for bad data: like the reference it reports why it
  * stopped, and the Python caller raises the typed error.
  *
- * Data block layout (big-endian, seed 003):
+ * Data block layout (big-endian, the file journal):
  *   i32 size (24 + payload) | i32 own offset | i32 previous | i32 next
  *   | i64 sequence number | payload (size - 24 bytes)
  *
@@ -24,6 +28,7 @@
 #include <Python.h>
 #include <limits.h>
 #include <stdint.h>
+#include <string.h>
 
 #define HEADER_SIZE 24
 /* The constants of engine/events/runs.py. */
@@ -283,16 +288,118 @@ setup(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* ---- batch_crcs: CRC-32 of data.crc batches ---------------------------------
+ *
+ * batch_crcs(buf, base, ends, lasts, i, j) -> bytes: for k in [i, j), the CRC-32
+ * (zlib's polynomial, reflected, as zlib.crc32) of batch k's bytes without the 4
+ * bytes of its last block's next field, i.e. of buf[s-base : l+12-base] then
+ * buf[l+16-base : e-base], where s = ends[k-1] (8 for k == 0), e = ends[k],
+ * l = lasts[k]; packed as native-order uint32 (array('I') bytes).  ends and
+ * lasts are array('q') buffers (native int64).  Every batch must satisfy
+ * base <= s <= l, l + 24 <= e, e - base <= len(buf), else ValueError (as the
+ * reference).  All positions are int64; nothing is read outside buf.
+ */
+static uint32_t crc_table[8][256];
+
+static void
+crc_init(void)
+{
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? 0xEDB88320U ^ (c >> 1) : c >> 1;
+        crc_table[0][n] = c;
+    }
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = crc_table[0][n];
+        for (int k = 1; k < 8; k++) {
+            c = crc_table[0][c & 0xFF] ^ (c >> 8);
+            crc_table[k][n] = c;
+        }
+    }
+}
+
+/* zlib.crc32(p[:len], crc), slicing by 8. */
+static uint32_t
+crc_update(uint32_t crc, const unsigned char *p, size_t len)
+{
+    crc = ~crc;
+    while (len >= 8) {
+        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
+        crc = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^ crc_table[5][(lo >> 16) & 0xFF] ^
+              crc_table[4][lo >> 24] ^ crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF] ^
+              crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
+        p += 8;
+        len -= 8;
+    }
+    while (len--)
+        crc = crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+    return ~crc;
+}
+
+PyDoc_STRVAR(batch_crcs_doc,
+"batch_crcs(buf, base, ends, lasts, i, j) -> bytes\n"
+"--\n\n"
+"C twin of engine.events.sums.batch_crcs_py.");
+
+static PyObject *
+batch_crcs(PyObject *self, PyObject *args)
+{
+    Py_buffer buf, ends, lasts;
+    long long base;
+    Py_ssize_t i, j;
+    PyObject *out = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*Ly*y*nn", &buf, &base, &ends, &lasts, &i, &j))
+        return NULL;
+    Py_ssize_t n = ends.len / 8;
+    if (ends.len % 8 || lasts.len != ends.len || i < 0 || j < i || j > n) {
+        PyErr_SetString(PyExc_ValueError, "batch_crcs: bad entry arrays or range");
+        goto done;
+    }
+    out = PyBytes_FromStringAndSize(NULL, (j - i) * 4);
+    if (out == NULL)
+        goto done;
+    {
+        const unsigned char *p = (const unsigned char *)buf.buf;
+        const char *ep = (const char *)ends.buf, *lp = (const char *)lasts.buf;
+        unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+        for (Py_ssize_t k = i; k < j; k++) {
+            int64_t s = DATA_HEADER_SIZE, e, l;
+            if (k)
+                memcpy(&s, ep + (k - 1) * 8, 8);
+            memcpy(&e, ep + k * 8, 8);
+            memcpy(&l, lp + k * 8, 8);
+            if (s < base || l < s || e - l < HEADER_SIZE || e - base > (int64_t)buf.len) {
+                PyErr_Format(PyExc_ValueError, "batch_crcs: batch %zd outside the buffer", k);
+                Py_CLEAR(out);
+                goto done;
+            }
+            uint32_t c = crc_update(0, p + (s - base), (size_t)(l + 12 - s));
+            c = crc_update(c, p + (l + 16 - base), (size_t)(e - l - 16));
+            memcpy(o + (k - i) * 4, &c, 4);
+        }
+    }
+done:
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&ends);
+    PyBuffer_Release(&lasts);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"read_runs", read_runs, METH_VARARGS, read_runs_doc},
     {"setup", setup, METH_O, setup_doc},
+    {"batch_crcs", batch_crcs, METH_VARARGS, batch_crcs_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     "engine.events._native",
-    "C twin of engine.events.runs.read_runs_py (replay's block walker).",
+    "C twins of engine.events.runs.read_runs_py (replay's block walker) and "
+    "engine.events.sums.batch_crcs_py (data.crc checksums of a run of batches).",
     -1,
     methods,
     NULL, NULL, NULL, NULL,
@@ -301,5 +408,6 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__native(void)
 {
+    crc_init();
     return PyModule_Create(&module);
 }

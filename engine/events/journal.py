@@ -150,6 +150,10 @@ class EventJournal:
         self._msums = MetaSums(join(directory, META_SUMS_NAME), None, [])
         # Per id: replay checked every batch of its chain up to this sequence number.
         self._checked: dict[str, int] = {}
+        # Bound once (replay compares them by identity): data's read_at, and the
+        # one that checks against data.crc first.
+        self._raw_read: ReadAt = data.read_at
+        self._check_read: ReadAt = self._checked_read
         self._meta = MetaFile(fs, self.meta_path, join(directory, META_TMP_NAME), meta,
                               durable=sync.always and not read_only)
         self._writer_lock = lock
@@ -556,10 +560,11 @@ class EventJournal:
         # chunk is walked now: most replays are done in one call of the walker
         # and need no generator at all.
         cap = max_(self.readahead, BLOCK_HEADER_SIZE)
-        read_at = self._read_for(persistence_id, hi)
+        # (Inlined _read_for: a replay of events already checked costs one lookup.)
+        read_at = self._raw_read if self._checked.get(persistence_id, 0) >= hi else self._read_for(persistence_id, hi)
         walked = read_runs(read_at, first, ANY_PREVIOUS, lo, hi, limit, cap, min(MIN_WINDOW, cap), RUN_CHUNK)
         if walked[5] == RUN_DONE:
-            if read_at is not self._data.read_at:
+            if read_at is self._check_read:
                 self._checked[persistence_id] = hi
             return iter(walked[0])
         return chain.from_iterable(self._runs(first, ANY_PREVIOUS, lo, hi, limit, walked, persistence_id))
@@ -568,14 +573,16 @@ class EventJournal:
         """The data file's ``read_at`` for a replay up to ``hi``: checking the
         batches it reads against ``data.crc``, unless the id's chain was checked
         that far already (committed bytes never change)."""
-        if not self._dsums.present or (persistence_id is not None and self._checked.get(persistence_id, 0) >= hi):
-            return self._data.read_at
-        return self._checked_read
+        if self._dsums.handle is None:
+            return self._raw_read
+        if persistence_id is not None and self._checked.get(persistence_id, 0) >= hi:
+            return self._raw_read
+        return self._check_read
 
     def _checked_read(self, offset: int, length: int) -> bytes:
         """``read_at`` of data after checking the batches under ``[offset, offset + length)``."""
-        buf = self._dsums.check(self._data.read_at, offset, offset + length, self.data_path)
-        return self._data.read_at(offset, length) if buf is None else buf
+        buf = self._dsums.check(self._raw_read, offset, offset + length, self.data_path)
+        return self._raw_read(offset, length) if buf is None else buf
 
     def _locate(self, first: int, last: int, first_seq: int, highest: int, lo: int, hi: int,
                 limit: int) -> Iterator[list[Event]]:
@@ -636,7 +643,7 @@ class EventJournal:
             if events:
                 yield events
             if status == RUN_DONE:
-                if whole_id is not None and read_at is not self._data.read_at:
+                if whole_id is not None and read_at is self._check_read:
                     self._checked[whole_id] = hi
                 return
             if status != RUN_MORE:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import errno
 import logging
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 
 from engine.errors import CorruptFileError, DiskFullError, FormatError
@@ -35,6 +35,7 @@ from engine.events.sums import (
     META_SUMS_MAGIC,
     SUMS_HEADER_SIZE,
     batch_crc,
+    batch_crcs,
     encode_batch_sum,
     encode_header,
     encode_id_sum,
@@ -166,38 +167,47 @@ class DataSums:
         """
         ends = self.ends
         n = len(ends)
-        i = bisect_right(ends, lo)
-        checked = self.checked
-        first = i
-        while i < n and checked[i] == 1:
-            i += 1
-        start = ends[i - 1] if i else DATA_HEADER_SIZE
-        if i >= n or start >= hi:
+        i = bisect_right(ends, lo)  # the batch holding lo
+        if i >= n:
             return None
-        j = i
-        while j < n and (ends[j - 1] if j else DATA_HEADER_SIZE) < hi:
-            j += 1
-        base = min(ends[first - 1] if first else DATA_HEADER_SIZE, lo)
-        stop = max(ends[j - 1], hi)
+        checked = self.checked
+        if ends[i] >= hi:  # inside one batch: replay's usual window (a run of one id's batch)
+            if checked[i] == 1:
+                return None
+            j = i + 1
+        else:
+            j = bisect_left(ends, hi) + 1  # past the batch holding hi - 1
+            if j > n:
+                j = n
+            if checked.count(1, i, j) == j - i:
+                return None
+        start = ends[i - 1] if i else DATA_HEADER_SIZE
+        base = start if start < lo else lo
+        last_end = ends[j - 1]
+        stop = last_end if last_end > hi else hi
         buf = read_at(base, stop - base)
-        if len(buf) < ends[j - 1] - base:
-            raise CorruptFileError(data_path, base + len(buf), f"{ends[j - 1] - base} bytes of checksummed batches",
+        if len(buf) < last_end - base:
+            raise CorruptFileError(data_path, base + len(buf), f"{last_end - base} bytes of checksummed batches",
                                    "end of file")
-        lasts, crcs = self.lasts, self.crcs
+        got = batch_crcs(buf, base, ends, self.lasts, i, j)
+        if got == self.crcs[i:j].tobytes():
+            checked[i:j] = b"\1" * (j - i)  # the usual case: all good, one comparison
+            return buf if base == lo and stop == hi else buf[lo - base : hi - base]
+        sums = array("I", got)
+        crcs = self.crcs
         bad: list[int] = []
         for k in range(i, j):
             if checked[k] == 1:
                 continue
             s = ends[k - 1] if k else DATA_HEADER_SIZE
             if not checked[k]:
-                got = batch_crc(buf, s - base, lasts[k] - base, ends[k] - base)
-                if got == crcs[k]:
+                if sums[k - i] == crcs[k]:
                     checked[k] = 1
                     continue
                 checked[k] = 2
                 self.failures[k] = CorruptFileError(
                     data_path, s, f"bytes matching their checksum {crcs[k]:08x} ({self.path} entry {k}, batch "
-                    f"[{s}, {ends[k]}))", f"checksum {got:08x}")
+                    f"[{s}, {ends[k]}))", f"checksum {sums[k - i]:08x}")
             bad.append(k)
         if bad:
             out = bytearray(buf)
@@ -258,8 +268,8 @@ def load_data_sums(fs: FileSystem, path: str, data: FileHandle, data_path: str, 
                 report.add("rebuilt", path, count, "entries", offset=taken,
                            detail=f"checksums of committed blocks [{covered}, {end}) of data")
             if len(raw) > taken or covered < end:
-                sums.sync()
-                sums.handle.fsync()
+                sums.handle.fsync()  # a size change: fsync, not fdatasync
+                sums.unsynced = 0
         elif sums.covered < end:
             log.warning("event journal %s: %d committed bytes of data past offset %d have no checksum in %s "
                         "(a writer crashed before syncing them; a writer's open rebuilds them)",
@@ -290,6 +300,7 @@ class MetaSums:
         self.path = path
         self.handle = handle
         self.entries = entries  # (first live sequence number, crc) per meta block
+        self.unsynced = False  # entries written since the last fdatasync
 
     @property
     def present(self) -> bool:
@@ -314,6 +325,7 @@ class MetaSums:
         assert self.handle is not None
         entry = encode_id_sum(raw_id, first_seq)
         self.handle.write_at(id_sum_offset(index), entry)
+        self.unsynced = True
         value = ID_SUM.unpack(entry)
         if index == len(self.entries):
             self.entries.append(value)
@@ -321,10 +333,11 @@ class MetaSums:
             self.entries[index] = value
 
     def sync(self) -> None:
-        if self.handle is not None:
+        if self.handle is not None and self.unsynced:
             crashpoint("events.meta-sums.before-fsync")
             self.handle.fdatasync()
             crashpoint("events.meta-sums.after-fsync")
+        self.unsynced = False
 
     def close(self) -> None:
         if self.handle is not None:

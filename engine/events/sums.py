@@ -5,6 +5,7 @@ The file journal's ``data`` and ``meta`` have no checksum and no room for one
 this implementation keeps them beside the files, as the append log keeps a
 ``.crc`` beside each LOG.  The original reader never opens them.  Pure bytes in,
 bytes out (no ``os``); :mod:`engine.events.sumfiles` reads and writes the files.
+:func:`batch_crcs_py` has a C twin (the only C here), chosen once at import.
 
 ``data.crc`` -- one entry per *batch* (the blocks one ``write`` appended, which
 are adjacent), in file order; batches tile ``data`` from offset 8, so an entry's
@@ -40,6 +41,10 @@ from __future__ import annotations
 
 import struct
 import zlib
+from array import array
+from collections.abc import Callable
+
+from engine.native import load
 
 # Side-file header: magic[4] | u32 version (1).
 SUMS_HEADER = struct.Struct(">4sI")
@@ -82,6 +87,44 @@ def batch_crc(buf: bytes | bytearray | memoryview, start: int, last: int, end: i
     field of the block at ``last`` (``start <= last``, ``last + 24 <= end``)."""
     mv = memoryview(buf)
     return zlib.crc32(mv[last + _NEXT + 4 : end], zlib.crc32(mv[start : last + _NEXT]))
+
+
+def batch_crcs_py(buf: bytes | bytearray | memoryview, base: int, ends: array[int], lasts: array[int],
+                  i: int, j: int) -> bytes:
+    """The :func:`batch_crc` of batches ``i..j-1`` of ``data.crc`` whose bytes are
+    ``buf`` read at ``data`` offset ``base``, packed as native-order u32
+    (``array("I")`` bytes, compared with the entries' in one go).
+
+    ``ends``/``lasts`` (``array("q")``) hold the entries' fields; batch ``k``
+    starts at ``ends[k - 1]`` (8 for ``k == 0``).  A batch not inside ``buf``, or
+    whose ``last`` is not in ``[start, end - 24]``, is a ``ValueError``.  The
+    reference of the C twin ``engine.events._native.batch_crcs`` (chosen once at
+    import, see :data:`batch_crcs`).
+    """
+    n = len(ends)
+    if len(lasts) != n or i < 0 or j < i or j > n:
+        raise ValueError("batch_crcs: bad entry arrays or range")
+    out = array("I")
+    for k in range(i, j):
+        s = ends[k - 1] if k else 8
+        e, last = ends[k], lasts[k]
+        if s < base or last < s or e - last < 24 or e - base > len(buf):
+            raise ValueError(f"batch_crcs: batch {k} outside the buffer")
+        out.append(batch_crc(buf, s - base, last - base, e - base))
+    return out.tobytes()
+
+
+def _batch_crcs() -> Callable[..., bytes]:
+    native = load("engine.events._native")
+    if native is None:
+        return batch_crcs_py
+    fn: Callable[..., bytes] = native.batch_crcs
+    return fn
+
+
+#: :func:`batch_crcs_py`, or its C twin when built (``ENGINE_PURE_PYTHON=1``: never).
+batch_crcs: Callable[..., bytes] = _batch_crcs()
+assert array("I").itemsize == 4
 
 
 def encode_batch_sum(end: int, last: int, crc: int) -> bytes:

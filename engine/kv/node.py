@@ -100,15 +100,37 @@ class Leaf:
 
     Nodes in a cache are never changed; a transaction changes a :meth:`copy`.
     ``size`` is the encoded size in bytes, kept up to date by the tree code.
+    A leaf decoded from a page slices its values out of the page only when they
+    are first asked for (:meth:`value_at` slices just one): a get needs one.
     """
 
-    __slots__ = ("keys", "size", "vals")
+    __slots__ = ("_page", "_vals", "_voffs", "keys", "size")
     level = 0
 
-    def __init__(self, keys: list[bytes], vals: list[Value], size: int) -> None:
+    def __init__(self, keys: list[bytes], vals: list[Value] | None, size: int) -> None:
         self.keys = keys
-        self.vals = vals
+        self._vals = vals
         self.size = size
+        self._page: bytes = b""
+        self._voffs: list[int] = []
+
+    @property
+    def vals(self) -> list[Value]:
+        vals = self._vals
+        if vals is None:
+            page, offs = self._page, self._voffs
+            vals = self._vals = [page[a:b] for a, b in pairwise(offs)]
+        return vals
+
+    @vals.setter
+    def vals(self, vals: list[Value]) -> None:
+        self._vals = vals
+
+    def value_at(self, i: int) -> Value:
+        vals = self._vals
+        if vals is None:
+            return self._page[self._voffs[i] : self._voffs[i + 1]]
+        return vals[i]
 
     def copy(self) -> Leaf:
         return Leaf(self.keys[:], self.vals[:], self.size)
@@ -202,6 +224,17 @@ def encode_overflow(data: bytes, next_page: int, page_size: int) -> bytes:
 
 
 # -- decoding -------------------------------------------------------------------------------
+_U16S: dict[int, struct.Struct] = {}
+
+
+def _u16s(n: int) -> struct.Struct:
+    """``n`` little-endian u16 (compiled once per count)."""
+    found = _U16S.get(n)
+    if found is None:
+        found = _U16S[n] = struct.Struct(f"<{n}H")
+    return found
+
+
 def _ascending(keys: list[bytes]) -> bool:
     return all(map(operator.lt, keys, keys[1:]))
 
@@ -223,7 +256,7 @@ def decode_node(data: bytes, page_count: int) -> Node:
         end = HEAD + 4 * n
         if end > used:
             raise NodeError(2, "an entry count that fits the page", str(n))
-        lens = struct.unpack_from(f"<{2 * n}H", data, HEAD)
+        lens = _u16s(2 * n).unpack_from(data, HEAD)
         klens = lens[:n]
         marks = lens[n:]
         vlens = [OVERFLOW_REF.size if v == OVERFLOW_MARK else v for v in marks] if OVERFLOW_MARK in marks else marks
@@ -232,16 +265,19 @@ def decode_node(data: bytes, page_count: int) -> Node:
         if voffs[-1] != used:
             raise NodeError(4, f"entries that end at the used size {used}", str(voffs[-1]))
         keys = [data[a:b] for a, b in pairwise(koffs)]
-        vals: list[Value] = [data[a:b] for a, b in pairwise(voffs)]
         if not _ascending(keys):
             raise NodeError(end, "keys in strictly ascending order")
-        if vlens is not marks:
-            for i, mark in enumerate(marks):
-                if mark == OVERFLOW_MARK:
-                    first, length = OVERFLOW_REF.unpack_from(data, voffs[i])
-                    if not 2 <= first <= page_count:
-                        raise NodeError(voffs[i], f"an overflow page in 2..{page_count}", str(first))
-                    vals[i] = Overflow(first, length)
+        if vlens is marks:  # no overflow value: values are sliced when asked for
+            leaf = Leaf(keys, None, used)
+            leaf._page, leaf._voffs = data, voffs
+            return leaf
+        vals: list[Value] = [data[a:b] for a, b in pairwise(voffs)]
+        for i, mark in enumerate(marks):
+            if mark == OVERFLOW_MARK:
+                first, length = OVERFLOW_REF.unpack_from(data, voffs[i])
+                if not 2 <= first <= page_count:
+                    raise NodeError(voffs[i], f"an overflow page in 2..{page_count}", str(first))
+                vals[i] = Overflow(first, length)
         return Leaf(keys, vals, used)
     if kind == BRANCH:
         if not 1 <= level <= MAX_HEIGHT:

@@ -418,9 +418,16 @@ class KV(TreeAPI):
         found = self._cache.get(page)
         if found is None:
             pages = self._pages
-            found = read_node(self.path, page, pages.read, pages.page_count)
+            found = read_node(self.path, page, self._committed, pages.page_count)
             self._cache.put(page, found)
         return found
+
+    def _committed(self, page: int) -> bytes:
+        """The committed image of ``page`` without the copy and checks of
+        ``PageStore.read``: node ids are range-checked when their parent is
+        decoded, and a free page's bytes fail the node's CRC."""
+        data = self._pages.committed_page(page)
+        return data if type(data) is bytes else bytes(data)
 
     def node(self, page: int) -> Node:
         """For :class:`engine.kv.tree.Source`: the committed node at ``page``."""

@@ -113,7 +113,7 @@ def find(src: Source, tree: TreeInfo, key: bytes) -> Value | None:
     keys = leaf.keys
     i = bisect_left(keys, key)
     if i < len(keys) and keys[i] == key:
-        return leaf.vals[i]  # type: ignore[union-attr]
+        return leaf.value_at(i)  # type: ignore[union-attr]
     return None
 
 

@@ -350,6 +350,16 @@ class Journal:
         self.unapplied = []
         self.salt = _new_salt()
 
+    def release_space(self) -> None:
+        """At rest (empty, its reset synced): give the file's old space back to the
+        file system (truncated to its 20-byte header, synced).  The space kept for
+        reuse between checkpoints (``keep_bytes``) is then allocated again by the
+        next commits."""
+        if self.first or self.reset_unsynced or self.handle.size() <= codec.FILE_HEADER_SIZE:
+            return
+        self.handle.truncate(codec.FILE_HEADER_SIZE)
+        self.handle.fdatasync()
+
     def sync_reset(self) -> None:
         """Make a reset that no commit has synced since durable (no-op otherwise)."""
         if self.reset_unsynced:

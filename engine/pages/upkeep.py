@@ -30,11 +30,13 @@ def shrink_store(store: PageStore) -> int:
     caller that frees the pages it wants returned last, as ``engine.kv``'s
     compaction does, gets all of them).  The header (page count and free-list
     head) changes in one atomic 40-byte write, synced before the file and its
-    checksums are truncated: a crash leaves the old store or the new one with
+    checksums are truncated (the journal, at rest, is truncated to its header
+    too): a crash leaves the old store or the new one with
     a longer file than it needs, which is valid.  Waits up to ``reader_wait``
     for readers' snapshots like ``checkpoint``.
     """
     store.checkpoint()
+    store._journal.release_space()  # the journal is at rest: its old space goes too
     header = store._header
     drop = free_tail_prefix(store._free_order, header.page_count)
     if not drop:

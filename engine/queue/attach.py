@@ -21,22 +21,26 @@ import logging
 from engine.errors import LockedError
 from engine.fs import FileSystem, HeldLock, RecoveryReport, probe_lock, take_lock
 from engine.queue import checkpoint, naming
-from engine.queue.diskfull import disk_full_typed
+from engine.queue.oserrors import disk_full_typed
 from engine.queue.state import ReaderState
 
 log = logging.getLogger("engine.queue")
 
-#: How long a reader opening waits for its lock before LockedError (seconds): the
-#: writer probes the lock of a reader that has no file yet for a few microseconds
-#: (see :func:`reader_being_created`).
+#: How long a reader (or the writer) opening waits for its lock before LockedError
+#: (seconds): the writer probes the lock of a reader that has no file yet for a few
+#: microseconds (see :func:`reader_being_created`), and a reader in another process
+#: probes the writer's when the newest file ends in bytes it cannot deliver.
 READER_LOCK_PATIENCE = 0.05
 
 
 def lock_writer(fs: FileSystem, directory: str, queue: str) -> HeldLock:
-    """The writer lock of ``queue`` (LockedError at once if another writer has it)."""
+    """The writer lock of ``queue`` (LockedError if another writer has it, after
+    :data:`READER_LOCK_PATIENCE`)."""
     path = naming.join(directory, naming.writer_lock_name(queue))
     with disk_full_typed(path):
-        return take_lock(fs, path, what=f"writer lock of queue {queue!r}")
+        # Waits as a reader does: a reader in another process probes this lock for
+        # a moment (cursor.PollingSource.writer_alive).
+        return take_lock(fs, path, wait=READER_LOCK_PATIENCE, what=f"writer lock of queue {queue!r}")
 
 
 def lock_reader(fs: FileSystem, directory: str, queue: str, reader: str, *, patience: bool = True) -> HeldLock:

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from engine.errors import CorruptFileError, FormatError
 from engine.fs import FileSystem, atomic_write
 from engine.queue import codec
-from engine.queue.diskfull import disk_full_typed
+from engine.queue.oserrors import disk_full_typed
 
 
 def load_reader_file(fs: FileSystem, path: str) -> tuple[int, list[int]]:

@@ -15,15 +15,18 @@ gets the segment list and how far it may read from a :class:`JournalSource`:
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
 from typing import Protocol
 
 from engine.errors import CorruptFileError
-from engine.fs import FileHandle, FileSystem
+from engine.fs import FileHandle, FileSystem, probe_lock
 from engine.queue import codec, naming
 from engine.queue.segments import RecordScanner, Segment, corrupt, open_segment_handle, read_first_id
+
+log = logging.getLogger("engine.queue")
 
 
 class JournalSource(Protocol):
@@ -49,6 +52,10 @@ class JournalSource(Protocol):
 
     def notify(self) -> None:
         """Wake waiters (an abort put an item back)."""
+        ...
+
+    def writer_alive(self) -> bool:
+        """Whether a writer has the queue open (and may be writing its newest file)."""
         ...
 
 
@@ -121,6 +128,10 @@ class PollingSource:
             self._version += 1
             self._cond.notify_all()
 
+    def writer_alive(self) -> bool:
+        # A probe holds the lock for microseconds; the writer's open waits for it.
+        return probe_lock(self.fs, naming.join(self.directory, naming.writer_lock_name(self.queue)))
+
 
 class JournalCursor:
     """Yields the PUTs with ids above ``after_id``, in order, across segments."""
@@ -142,6 +153,7 @@ class JournalCursor:
         self.gaps: dict[int, int] = {}
         self._batch_bytes = 0  # journal bytes of the batch in ``_ready``
         self._batch_count = 1  # its records
+        self._stall: tuple[str, int, int] | None = None  # (file, offset, limit) last judged
 
     @property
     def ready_bytes(self) -> int:
@@ -230,6 +242,8 @@ class JournalCursor:
                 raise corrupt(self.segment.path, exc) from None
             if not records:
                 if growing:
+                    if scanner.stop == "incomplete" or scanner.unverified:
+                        self._judge_stall(limit)
                     return False  # wait for more (a record or its CHECK is being written)
                 if scanner.stop == "incomplete":
                     path, offset = self.segment.path, scanner.offset
@@ -265,6 +279,41 @@ class JournalCursor:
                 self._batch_bytes = self._scanner.offset - start
                 self._batch_count = len(ready)
                 return True
+
+    def _judge_stall(self, limit: int) -> None:
+        """The newest file holds bytes after the last delivered record that cannot be
+        delivered yet: a record or its CHECK still being written, or damage.
+
+        As the writer's open does: a valid CHECK after them (one that vouches for
+        later bytes) means damage in the middle of the file, CorruptFileError; with
+        nothing valid after them and no writer holding the queue, they are a torn
+        tail (or damage to the last write) that the writer's next open cuts: said
+        once as a warning, and nothing of them is delivered.  Judged once per
+        position and size (reads only while stalled, never on the hot path).
+        """
+        assert self.segment is not None and self._handle is not None and self._scanner is not None
+        start = self._scanner.offset - self._scanner.unverified
+        stall = (self.segment.path, start, limit)
+        if stall == self._stall:
+            return
+        self._stall = stall
+        rest = self._handle.read_at(start, limit - start)
+        hit = codec.find_valid_check(rest, 1, 0)
+        if hit is not None:
+            raise CorruptFileError(
+                self.segment.path,
+                start,
+                "a valid record (damage in the middle of the file: run `engine queue repair`)",
+                f"records that do not decode or match their CHECK; a valid CHECK follows at offset {start + hit}",
+            )
+        if not self.source.writer_alive():
+            log.warning(
+                "%s: %d bytes at offset %d are not a whole, checked write and no writer has the queue open: "
+                "a torn tail (or damage) that the writer's next open cuts; not delivered",
+                self.segment.path,
+                limit - start,
+                start,
+            )
 
     def position(self) -> tuple[str | None, int]:
         """(current segment path, byte offset of the next record)."""

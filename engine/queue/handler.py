@@ -12,6 +12,7 @@ from engine.formats import FormatHandler
 from engine.fs import FileSystem
 from engine.queue import checkpoint, codec, naming
 from engine.queue.diagnose import queue_names, queue_stats, verify_queue
+from engine.queue.oserrors import os_errors_typed
 from engine.queue.segments import open_segment_handle, scan_file
 
 
@@ -22,10 +23,13 @@ def _sniff(fs: FileSystem, path: str, head: bytes, is_dir: bool) -> bool:
         for filename in fs.listdir(path):
             if filename.startswith(name + "."):
                 full = naming.join(path, filename)
-                if fs.isdir(full):
-                    continue
-                with fs.open(full) as handle:
-                    magic = handle.read_at(0, codec.MAGIC_SIZE)
+                try:
+                    if fs.isdir(full):
+                        continue
+                    with fs.open(full) as handle:
+                        magic = handle.read_at(0, codec.MAGIC_SIZE)
+                except OSError:
+                    continue  # unreadable (a link loop, say): summarize/verify say so
                 if magic in (codec.WRITER_MAGIC, codec.READER_MAGIC):
                     return True
     return False
@@ -42,6 +46,11 @@ def _file_kind(fs: FileSystem, path: str) -> str:
 
 
 def _summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
+    with os_errors_typed(path):
+        return _summary(fs, path)
+
+
+def _summary(fs: FileSystem, path: str) -> Mapping[str, object]:
     if fs.isdir(path):
         out: dict[str, object] = {"kind": "queue directory"}
         for name in queue_names(fs, path):
@@ -76,6 +85,11 @@ def _summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
 
 
 def _verify(fs: FileSystem, path: str) -> list[str]:
+    with os_errors_typed(path):
+        return _verify_path(fs, path)
+
+
+def _verify_path(fs: FileSystem, path: str) -> list[str]:
     if fs.isdir(path):
         notes: list[str] = []
         names = queue_names(fs, path)

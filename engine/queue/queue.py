@@ -39,7 +39,7 @@ from engine.queue.attach import attach_reader, lock_reader, lock_writer, reader_
 from engine.queue.config import QueueConfig
 from engine.queue.cursor import PollingSource
 from engine.queue.diagnose import disk_reader_stats, verify_queue
-from engine.queue.diskfull import disk_full_typed
+from engine.queue.oserrors import disk_full_typed
 from engine.queue.reader import Item, Reader
 from engine.queue.recover import Recovered, recover
 from engine.queue.remote import RemoteReader, open_remote_reader
@@ -224,6 +224,9 @@ class Queue:
         with self._cond:
             self._version += 1
             self._cond.notify_all()
+
+    def writer_alive(self) -> bool:
+        return True  # this is the writer
 
     # -- writing -------------------------------------------------------------------
     #

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from engine.fs import FileSystem, crashpoint, make_dirs
 from engine.queue import checkpoint, naming
 from engine.queue.attach import reader_being_created, reader_files
-from engine.queue.diskfull import disk_full_typed
+from engine.queue.oserrors import disk_full_typed
 from engine.queue.reader import Reader
 from engine.queue.segments import Segment
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from engine.errors import CorruptFileError, FormatError
 from engine.fs import FileHandle, FileSystem, create_file
 from engine.queue import codec, naming
-from engine.queue.diskfull import disk_full_typed
+from engine.queue.oserrors import disk_full_typed
 
 log = logging.getLogger("engine.queue")
 
@@ -88,8 +88,7 @@ class RecordScanner:
             pos = self.offset - self._buf_off
             if 0 <= pos < len(buf):
                 if self.checked is None:
-                    # Files this engine writes start with an (empty) CHECK.
-                    self.checked = buf[pos] == codec.CHECK_BYTE
+                    self.checked = self._uses_checks(buf, pos)
                 pending = self._pending
                 try:
                     end, stop, verified, self._crc, self._covered = codec.decode_batch(
@@ -108,6 +107,8 @@ class RecordScanner:
                     return ready
                 if stop == "marker":
                     self.stop = "marker"
+                    if self.checked:
+                        self._check_after_marker(limit)
                     return ready
                 if stop == "more":
                     continue  # nothing vouched for yet, more records in the buffer
@@ -123,6 +124,29 @@ class RecordScanner:
             if len(data) <= pending_bytes:
                 self.stop = "incomplete" if data else "end"
                 return []
+
+    def _uses_checks(self, buf: bytes, pos: int) -> bool:
+        """Whether the file (its first record at ``buf[pos]``) uses CHECK records.
+
+        Files this engine writes start with an (empty) CHECK; libkestrel's have
+        none.  A file whose first record is something else but which holds a
+        valid CHECK in its first chunk is one of ours with a damaged start: read
+        as a libkestrel file it would go unverified, so it is damage.
+        """
+        if buf[pos] == codec.CHECK_BYTE:
+            return True
+        if codec.find_valid_check(buf, pos, pos) is not None:
+            raise codec.BadRecord(
+                self._buf_off + pos, "the empty CHECK record files with CHECK records start with", f"{buf[pos]:#04x}"
+            )
+        return False
+
+    def _check_after_marker(self, limit: int) -> None:
+        """An end marker (0x00) in a file with CHECKs: the writer never writes one,
+        and a zero tail (a crash's) is all zeros; data after it is damage."""
+        rest = self.handle.read_at(self.offset, limit - self.offset)
+        if rest.strip(b"\0"):
+            raise codec.BadRecord(self.offset, "only zero bytes after an end marker", "data after it")
 
     def next(self, limit: int) -> codec.Record | None:
         while True:

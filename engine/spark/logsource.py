@@ -111,7 +111,9 @@ class LogReader(DataSourceReader):
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         opts = lower(options)
-        check_options(SOURCE, opts, BATCH_OPTIONS)
+        # The streaming-only options (maxRecordsPerTrigger, ...) are accepted and
+        # have no effect, as in Spark's Kafka source, so one set of options serves both.
+        check_options(SOURCE, opts, set(BATCH_OPTIONS) | set(STREAM_OPTIONS))
         self.options = opts
         self.logs = _logs(opts)
         self.schema = schema

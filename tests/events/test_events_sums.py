@@ -199,3 +199,48 @@ def test_a_reader_of_a_live_writer_sees_every_entry(tmp_path: Path, caplog: pyte
         assert reader.verify() == []
         reader.close()
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_batch_crcs_c_twin_matches_the_reference() -> None:
+    """``engine.events._native.batch_crcs`` returns the reference's bytes and
+    raises its ValueError, on random batches and hostile arguments."""
+    import random
+    from array import array
+
+    from engine.events import sums as sums_codec
+
+    native = pytest.importorskip("engine.events._native")
+    if not hasattr(native, "batch_crcs") or os.environ.get("ENGINE_PURE_PYTHON"):
+        pytest.skip("engine.events._native not built or disabled")
+    rng = random.Random(7)
+    for _ in range(300):
+        n = rng.randrange(0, 12)
+        ends, lasts = array("q"), array("q")
+        pos = 8
+        for _k in range(n):
+            size = rng.randrange(24, 400)
+            lasts.append(pos + rng.randrange(0, size - 23))
+            pos += size
+            ends.append(pos)
+        base = rng.randrange(0, 9)
+        buf = os.urandom(pos - base + rng.randrange(0, 50))
+        i = rng.randrange(0, n + 1)
+        j = rng.randrange(i, n + 1)
+        want = sums_codec.batch_crcs_py(buf, base, ends, lasts, i, j)
+        assert native.batch_crcs(buf, base, ends, lasts, i, j) == want
+        assert native.batch_crcs(memoryview(buf), base, ends, lasts, i, j) == want
+        if j > i:
+            assert array("I", want)[0] == sums_codec.batch_crc(
+                buf, (ends[i - 1] if i else 8) - base, lasts[i] - base, ends[i] - base)
+        # Hostile: a short buffer, a base past a start, a range past the arrays.
+        for args in ((buf[: max(0, pos - base - 1)], base, ends, lasts, 0, n), (buf, 9, ends, lasts, 0, n),
+                     (buf, base, ends, lasts, 0, n + 1), (buf, base, ends, lasts[:-1] if n else lasts, 0, n)):
+            try:
+                expected: object = sums_codec.batch_crcs_py(*args)
+            except ValueError:
+                expected = ValueError
+            try:
+                got: object = native.batch_crcs(*args)
+            except ValueError:
+                got = ValueError
+            assert got == expected, args[1:]
