@@ -8,11 +8,15 @@ N keys of 16 random bytes with 100-byte values (1,000,000; ``--quick``:
 * random gets of loaded keys;
 * random puts (half overwrites, half new keys) in durable transactions of 1,000;
 * random puts (overwrites) in durable transactions of 1 (every commit synced
-  before it returns), all stores side by side in 10 interleaved rounds on
-  stores of 200,000 keys (``--quick``: 50,000);
+  before it returns);
 * range scans of 10,000 keys from a random loaded key;
 * file size on disk after the load and after deleting half the keys (in
   transactions of 1,000); for engine also after ``compact()``.
+
+Every phase runs on the four stores (all open at once) in interleaved rounds:
+a slice of the phase (1,000 puts, 5,000 gets, one scan, 60 single puts) on each
+store in turn, so the shared machine's swings (the disk's sync rate varies
+several-fold between minutes) land on every store alike.
 
 Durability settings: engine defaults (one fdatasync per commit); sqlite3 a
 ``WITHOUT ROWID`` table with a BLOB primary key, ``journal_mode=WAL``,
@@ -230,100 +234,101 @@ class Result:
     sizes: dict[str, int] = field(default_factory=dict)
 
 
-def _rate(n: int, fn: Callable[[], Any]) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return n / (time.perf_counter() - t0)
-
-
 def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
 
 
-def run_one(make: Callable[[str], Store], root: str, keys: list[bytes], args: argparse.Namespace) -> Result:
+class Timer:
+    """Seconds spent per store, accumulated over interleaved rounds."""
+
+    def __init__(self, stores: list[Store]) -> None:
+        self.spent = {s.name: 0.0 for s in stores}
+
+    def run(self, store: Store, fn: Callable[[], Any]) -> None:
+        t0 = time.perf_counter()
+        fn()
+        self.spent[store.name] += time.perf_counter() - t0
+
+
+def run_all(stores: list[Store], keys: list[bytes], args: argparse.Namespace) -> list[Result]:
+    """Every phase on every store in interleaved rounds: round r runs a slice of
+    the phase on each store in turn, so a minute of a slow disk or busy cores
+    (this machine is shared) lands on every store alike."""
     rng = random.Random(7)
     value = bytes(rng.randrange(256) for _ in range(VALUE))
-    store = make(root)
-    res = Result(store.name)
+    results = {s.name: Result(s.name) for s in stores}
     n = len(keys)
 
-    def load() -> None:
-        for batch in _batches(keys, 1000):
-            store.put_batch([(k, value) for k in batch])
+    def phase(name: str, count: int, slices: list[Callable[[Store], Callable[[], Any]]]) -> None:
+        timer = Timer(stores)
+        for make_slice in slices:
+            for store in stores:
+                timer.run(store, make_slice(store))
+        for store in stores:
+            results[store.name].rates[name] = count / timer.spent[store.name]
 
-    res.rates["load (tx of 1,000)"] = _rate(n, load)
-    res.sizes["after load"] = store.size()
+    def load_slice(batch: list[bytes]) -> Callable[[Store], Callable[[], Any]]:
+        pairs = [(k, value) for k in batch]
+        return lambda store: lambda: store.put_batch(pairs)
+
+    phase("load (tx of 1,000)", n, [load_slice(b) for b in _batches(keys, 1000)])
+    for store in stores:
+        results[store.name].sizes["after load"] = store.size()
+
+    def get_slice(sample: list[bytes]) -> Callable[[Store], Callable[[], Any]]:
+        def run(store: Store) -> Callable[[], Any]:
+            def gets() -> None:
+                get = store.get
+                for k in sample:
+                    get(k)
+
+            return gets
+
+        return run
+
     sample = [keys[rng.randrange(n)] for _ in range(args.gets)]
-
-    def gets() -> None:
-        get = store.get
-        for k in sample:
-            get(k)
-
-    res.rates["random get"] = _rate(len(sample), gets)
+    phase("random get", len(sample), [get_slice(b) for b in _batches(sample, 5000)])
     new_keys = [rng.randbytes(16) for _ in range(args.batch_puts * 500)]
     batch_pairs = [
         (keys[rng.randrange(n)] if i % 2 else new_keys[i // 2], value) for i in range(args.batch_puts * 1000)
     ]
 
-    def puts_1000() -> None:
-        for batch in _batches(batch_pairs, 1000):
-            store.put_batch(batch)
+    def put_slice(pairs: list[tuple[bytes, bytes]]) -> Callable[[Store], Callable[[], Any]]:
+        return lambda store: lambda: store.put_batch(pairs)
 
-    res.rates["random put, tx of 1,000"] = _rate(len(batch_pairs), puts_1000)
+    phase("random put, tx of 1,000", len(batch_pairs), [put_slice(b) for b in _batches(batch_pairs, 1000)])
+
+    def single_slice(picks: list[bytes]) -> Callable[[Store], Callable[[], Any]]:
+        def run(store: Store) -> Callable[[], Any]:
+            def puts() -> None:
+                for k in picks:
+                    store.put_one(k, value)
+
+            return puts
+
+        return run
+
+    singles = [keys[rng.randrange(n)] for _ in range(args.rounds * args.per_round)]
+    phase("random put, tx of 1", len(singles), [single_slice(b) for b in _batches(singles, args.per_round)])
     starts = [keys[rng.randrange(n)] for _ in range(args.scans)]
 
-    def scans() -> None:
-        for s in starts:
-            store.scan(s, SCAN)
+    def scan_slice(start: bytes) -> Callable[[Store], Callable[[], Any]]:
+        return lambda store: lambda: store.scan(start, SCAN)
 
-    res.rates["range scan of 10,000 (keys/s)"] = _rate(len(starts) * SCAN, scans)
+    phase("range scan of 10,000 (keys/s)", len(starts) * SCAN, [scan_slice(s) for s in starts])
+
+    def delete_slice(batch: list[bytes]) -> Callable[[Store], Callable[[], Any]]:
+        return lambda store: lambda: store.delete_batch(batch)
+
     doomed = keys[: n // 2]
-
-    def delete_half() -> None:
-        for batch in _batches(doomed, 1000):
-            store.delete_batch(batch)
-
-    res.rates["delete half, tx of 1,000"] = _rate(len(doomed), delete_half)
-    res.sizes["after deleting half"] = store.size()
-    if isinstance(store, EngineStore):
-        store.compact()
-        res.sizes["after compact()"] = store.size()
-    store.close()
-    return res
-
-
-def paired_single_puts(base: str, keys: list[bytes], args: argparse.Namespace, results: list[Result]) -> None:
-    """Durable single-put transactions, every store side by side in interleaved
-    rounds (the disk's sync rate swings several-fold between minutes on a shared
-    machine, so sequential runs would compare different disks): each store gets
-    ``keys`` loaded, then ``rounds`` rounds of ``per_round`` puts each, in turn."""
-    rng = random.Random(11)
-    value = bytes(rng.randrange(256) for _ in range(VALUE))
-    stores = []
-    for make in STORES:
-        if args.only and make.name not in args.only.split(","):  # type: ignore[attr-defined]
-            continue
-        store = make(os.path.join(base, "single-" + make.__name__))
-        for batch in _batches(keys, 1000):
-            store.put_batch([(k, value) for k in batch])
-        stores.append(store)
-    spent = {s.name: 0.0 for s in stores}
-    done = 0
-    for _ in range(args.rounds):
-        picks = [keys[rng.randrange(len(keys))] for _ in range(args.per_round)]
-        for store in stores:
-            t0 = time.perf_counter()
-            for k in picks:
-                store.put_one(k, value)
-            spent[store.name] += time.perf_counter() - t0
-        done += len(picks)
-    by = {r.name: r for r in results}
+    phase("delete half, tx of 1,000", len(doomed), [delete_slice(b) for b in _batches(doomed, 1000)])
     for store in stores:
-        by[store.name].rates["random put, tx of 1 (paired rounds)"] = done / spent[store.name]
-        store.close()
-        shutil.rmtree(store.root, ignore_errors=True)
+        results[store.name].sizes["after deleting half"] = store.size()
+        if isinstance(store, EngineStore):
+            store.compact()
+            results[store.name].sizes["after compact()"] = store.size()
+    return [results[s.name] for s in stores]
 
 
 def write_results(results: list[Result], args: argparse.Namespace, seconds: float) -> None:
@@ -373,7 +378,6 @@ def main(argv: list[str] | None = None) -> None:
     args.keys = args.keys or (100_000 if args.quick else 1_000_000)
     args.gets = 50_000 if args.quick else 200_000
     args.batch_puts = 10 if args.quick else 20
-    args.single_keys = 50_000 if args.quick else 200_000
     args.rounds = 10
     args.per_round = 30 if args.quick else 60
     args.scans = 10 if args.quick else 20
@@ -381,16 +385,19 @@ def main(argv: list[str] | None = None) -> None:
     keys = list({rng.randbytes(16): None for _ in range(args.keys)})
     base = args.dir or tempfile.mkdtemp(prefix="kvbench-")
     t0 = time.perf_counter()
-    results = []
+    stores = []
     for make in STORES:
-        root = os.path.join(base, make.__name__)
         if args.only and make.name not in args.only.split(","):  # type: ignore[attr-defined]
             continue
+        root = os.path.join(base, make.__name__)
         shutil.rmtree(root, ignore_errors=True)
-        print(f"{make.__name__}...", flush=True)
-        results.append(run_one(make, root, keys, args))
-        shutil.rmtree(root, ignore_errors=True)
-    paired_single_puts(base, keys[: args.single_keys], args, results)
+        stores.append(make(root))
+    try:
+        results = run_all(stores, keys, args)
+    finally:
+        for store in stores:
+            store.close()
+            shutil.rmtree(store.root, ignore_errors=True)
     if not args.only:
         write_results(results, args, time.perf_counter() - t0)
     else:

@@ -304,15 +304,18 @@ def _one_store(
         clean[name] = read(OsFileSystem(), root)  # a clean copy must read: errors propagate
     commands = CLI_COMMANDS.get(adapter.name, [])
     clean_root = materialize(all_files, dirs, _fresh(workdir), None)
-    some_file = ROOT + "/" + sorted(p.rsplit("/", 1)[-1] for p in files)[0] if files else ROOT
-    clean_cli: dict[int, clirun.CliResult] = {}
-    for i, command in enumerate(commands):
-        argv = _argv(command, clean_root, clean_root[: -len(ROOT)] + some_file)
-        result = clirun.normalized(clirun.run_forked(argv), clean_root[: -len(ROOT)])
-        if result.returncode != 0 or "Traceback" in result.err:
-            tally.fail(Failure(adapter.name, "CLI on a clean store", wseed, ops,
-                               f"engine {' '.join(command)}: {clirun.clean_text(result)}"))
-        clean_cli[i] = result
+    clean_cli: dict[tuple[int, str], clirun.CliResult] = {}
+
+    def clean_run(i: int, named: str) -> clirun.CliResult:
+        """Command ``i`` on the clean copy, naming the same file as on the damaged one."""
+        if (i, named) not in clean_cli:
+            argv = _argv(commands[i], clean_root, clean_root[: -len(ROOT)] + named)
+            result = clirun.normalized(clirun.run_forked(argv), clean_root[: -len(ROOT)])
+            if result.returncode != 0 or "Traceback" in result.err:
+                tally.fail(Failure(adapter.name, "CLI on a clean store", wseed, ops,
+                                   f"engine {' '.join(commands[i])}: {clirun.clean_text(result)}"))
+            clean_cli[(i, named)] = result
+        return clean_cli[(i, named)]
     drng = random.Random(wseed)
     for number in range(per_store):
         path = drng.choice(sorted(files))
@@ -350,7 +353,7 @@ def _one_store(
             for i, command in enumerate(commands):
                 runner = clirun.run_exec if number == 0 and i < exec_commands else clirun.run_forked
                 got = clirun.normalized(runner(_argv(command, root, target)), root[: -len(ROOT)])
-                same_clean = clean_cli[i] if runner is clirun.run_forked else None
+                same_clean = clean_run(i, named) if runner is clirun.run_forked else None
                 outcome, detail = clirun.cli_outcome(got, same_clean, clirun.is_summary(command))
                 if runner is clirun.run_exec and outcome == "silent change":
                     outcome, detail = "identical", "(exec run: output not compared)"

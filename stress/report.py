@@ -118,7 +118,13 @@ def markdown(run: dict[str, Any]) -> str:
         "",
         coverage_table(run),
     ]
-    notes = [f"* {t['store']}: {n}" for t in run["stores"] for n in t.get("notes", []) if not n.startswith("time:")]
+    # The crash points each pass went through are printed by the run; here only the rest.
+    notes = [
+        f"* {t['store']}: {n}"
+        for t in run["stores"]
+        for n in dict.fromkeys(t.get("notes", []))
+        if not n.startswith(("time:", "crash points"))
+    ]
     if notes:
         parts += ["", "Notes of the run:", "", *notes]
     failures = [f for t in run["stores"] for f in t.get("failures", [])]
@@ -129,7 +135,9 @@ def markdown(run: dict[str, Any]) -> str:
             for f in t.get("failures", []):
                 if t["store"] not in seen:
                     seen.add(t["store"])
-                    parts.append(f[:1500])
+                    # Without the workload line (the run prints it; the seed reproduces it).
+                    lines = [line for line in f.splitlines() if not line.lstrip().startswith("workload")]
+                    parts.append("\n".join(line[:400] for line in lines))
         parts.append("```")
     return "\n".join(parts)
 

@@ -43,7 +43,7 @@ from engine.applog.codec import (
     parse_record,
     parse_segment_name,
 )
-from engine.applog.recovery import Mismatch, scan_segment
+from engine.applog.recovery import Mismatch, scan_sealed, scan_segment
 from engine.applog.segment import Segment, crc_path, idx_path, log_path
 from engine.applog.view import START_FILE, parse_start
 from engine.applog.writer import create_segment
@@ -113,7 +113,9 @@ def open_segments(fs: FileSystem, directory: str, ttl_arg: int | None, report: R
         else:
             prev_time: int | None = None
             for n, base in enumerate(logs):
-                seg = opener.open(base, last=n == len(logs) - 1, prev_time=prev_time)
+                last = n == len(logs) - 1
+                expected = None if last else logs[n + 1] - base
+                seg = opener.open(base, expected=expected, prev_time=prev_time)
                 if segments and segments[-1].end != base:
                     prev = segments[-1]
                     seg.close()
@@ -139,6 +141,7 @@ def open_segments(fs: FileSystem, directory: str, ttl_arg: int | None, report: R
             if active.count == 0:
                 crashpoint("applog.recover.before-create-crc")
                 active.crc = create_file(fs, active.crc_path, encode_header(CRC_MAGIC, 0))
+                active.mem_crc = bytearray(encode_header(CRC_MAGIC, 0))
                 log.info("%s: created the .crc file of an empty segment without one", active.crc_path)
             else:
                 crashpoint("applog.roll.before-seal-fsync")
@@ -179,8 +182,12 @@ class _SegmentOpener:
         self.report.add("reset", path, HEADER_SIZE, "bytes", offset=0, detail="a header torn at creation")
         return header
 
-    def open(self, base: int, *, last: bool, prev_time: int | None) -> Segment:
+    def open(self, base: int, *, expected: int | None, prev_time: int | None) -> Segment:
+        """Open segment ``base``: the newest if ``expected`` is None, else a sealed
+        one that must hold exactly ``expected`` records (see
+        :func:`engine.applog.recovery.scan_sealed`: only its index may be repaired)."""
         fs, report = self.fs, self.report
+        last = expected is None
         lpath, ipath, cpath = log_path(self.directory, base), idx_path(self.directory, base), crc_path(
             self.directory, base
         )
@@ -220,20 +227,23 @@ class _SegmentOpener:
                     check_header(crc_bytes, CRC_MAGIC, cpath)
                 else:
                     crc_bytes = self._rewrite_header(ch, cpath, crc_bytes, encode_header(CRC_MAGIC, 0), "CRC")
-            if not last and _sealed_ok(log_bytes, idx_bytes, base, crc_bytes):
-                n = entry_count(len(idx_bytes))
+            if expected is not None and _sealed_ok(log_bytes, idx_bytes, base, crc_bytes, expected):
+                n = expected
                 first_t = decode_entry(idx_bytes, 0)[0] if n else None
                 last_t = decode_entry(idx_bytes, n - 1)[0] if n else None
                 return Segment(self.directory, base, ttl, lh, ih, n, len(log_bytes), first_t, last_t, crc=ch)
             try:
-                scan = scan_segment(log_bytes, idx_bytes, base, prev_time, crc_bytes)
+                if expected is None:
+                    scan = scan_segment(log_bytes, idx_bytes, base, prev_time, crc_bytes)
+                else:
+                    scan = scan_sealed(log_bytes, idx_bytes, base, expected, prev_time, crc_bytes)
             except Mismatch as exc:
-                where = lpath if exc.where == "log" else ipath
+                where = {"log": lpath, "idx": ipath, "crc": cpath}[exc.where]
                 raise CorruptFileError(where, exc.offset, exc.expected, exc.found) from None
             if not scan.clean:
                 # A sealed segment was synced before the next one was created, so a
-                # crash cannot leave it torn.  The log is still the truth: repair
-                # it the same way, and say so.
+                # crash cannot leave it torn: scan_sealed raised for anything but
+                # its index (derived data, rebuilt from records that verify).
                 sealed = "" if last else " of a sealed segment"
                 if scan.log_cut:
                     crashpoint("applog.recover.before-log-truncate")
@@ -261,9 +271,10 @@ class _SegmentOpener:
                            detail="checksums past the kept records")
                 idx_bytes = idx_bytes[:keep_end] + b"".join(scan.rebuilt)
             mem = bytearray(idx_bytes) if last else None
+            mem_crc = bytearray(crc_bytes[: scan.crc_end]) if last and crc_bytes is not None else None
             return Segment(
                 self.directory, base, ttl, lh, ih, scan.count, scan.log_end, scan.first_time, scan.last_time, mem,
-                crc=ch,
+                crc=ch, mem_crc=mem_crc,
             )
         except BaseException:
             lh.close()
@@ -274,13 +285,16 @@ class _SegmentOpener:
             raise
 
 
-def _sealed_ok(log_bytes: bytes, idx_bytes: bytes, base: int, crc_bytes: bytes | None) -> bool:
-    """Cheap check of a sealed segment: whole entries, first and last entries agree
-    with the log (and their checksums), the last record ends the file (``verify()``
-    checks all)."""
+def _sealed_ok(log_bytes: bytes, idx_bytes: bytes, base: int, crc_bytes: bytes | None, expected: int) -> bool:
+    """Cheap check of a sealed segment: ``expected`` whole entries (and checksums),
+    first and last entries agree with the log (and their checksums), the last
+    record ends the file.  Records in between are checked when read (every read
+    checks the record's checksum) and by ``verify()``."""
     if (len(idx_bytes) - HEADER_SIZE) % ENTRY_SIZE:
         return False
     n = entry_count(len(idx_bytes))
+    if n != expected:
+        return False
     if crc_bytes is not None and len(crc_bytes) != HEADER_SIZE + CRC_SIZE * n:
         return False
     if n == 0:

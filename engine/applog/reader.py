@@ -16,9 +16,11 @@ below the new first index raises IndexError.
 
 from __future__ import annotations
 
+import logging
 from types import TracebackType
 
 from engine.applog.codec import (
+    CRC_MAGIC,
     CRC_SIZE,
     ENTRY_SIZE,
     HEADER_SIZE,
@@ -28,13 +30,17 @@ from engine.applog.codec import (
     check_header,
     crc_offset,
     entry_count,
+    entry_offset,
     parse_segment_name,
     record_crc,
 )
+from engine.applog.recovery import Mismatch, scan_sealed
 from engine.applog.segment import Segment, crc_path, idx_path, log_path
 from engine.applog.view import START_FILE, LogView, parse_start, read_headers
 from engine.errors import CorruptFileError, FormatError
 from engine.fs import FileHandle, FileSystem, OpenMode, RecoveryReport, resolve
+
+log = logging.getLogger("engine.applog")
 
 #: How far back from the index's end the reader looks for an agreeing entry before
 #: deciding the index is damaged rather than mid-write.
@@ -52,8 +58,11 @@ class LogReader(LogView):
     def __init__(self, fs: FileSystem, directory: str) -> None:
         super().__init__(directory)
         self._fs = fs
-        #: Always empty: a reader repairs nothing (the writer's next open does).
+        #: A reader repairs nothing (the writer's next open does); what it does not
+        #: show of a torn tail of the newest segment is reported here
+        #: (``dropped`` index entries) and logged once on ``engine.applog``.
         self.recovery = RecoveryReport(self.directory)
+        self._hidden: dict[int, tuple[int, int]] = {}  # base -> (kept, entries) reported
 
     @classmethod
     def open(cls, directory: str, *, fs: FileSystem | None = None) -> LogReader:
@@ -91,8 +100,28 @@ class LogReader(LogView):
             for gone in known.values():
                 self._index_cache.pop(gone.base, None)
                 gone.close()
-            for seg in keep:
-                self._update_count(seg)
+            prev_time: int | None = None
+            checked: list[Segment] = []
+            for n, seg in enumerate(keep):
+                if n + 1 < len(keep):
+                    try:
+                        self._check_sealed(seg, keep[n + 1], prev_time)
+                    except FileNotFoundError:
+                        # Being deleted (expire, truncate_before: oldest first,
+                        # the log before its index and .crc file).
+                        if checked or fs.exists(seg.log_path):
+                            raise CorruptFileError(
+                                seg.idx_path, 0, "the index of a sealed segment", "no file"
+                            ) from None
+                        self._index_cache.pop(seg.base, None)
+                        seg.close()
+                        continue
+                else:
+                    self._update_count(seg)
+                checked.append(seg)
+                if seg.last_time is not None:
+                    prev_time = seg.last_time
+            keep = checked
             self._segments = keep
             self._bases = [s.base for s in keep]
             start_path = f"{self.directory}/{START_FILE}"
@@ -162,6 +191,64 @@ class LogReader(LogView):
                 return None
         return time_ns, end
 
+    def _check_sealed(self, seg: Segment, nxt: Segment, prev_time: int | None) -> None:
+        """Make ``seg``, which a newer segment follows, visible in full: it must
+        hold exactly the records up to ``nxt.base`` (a sealed segment never
+        changes, so this is checked once).  A cheap check (entry and checksum
+        counts, the first and last entries agree with the log, the log ends with
+        the last record) else the full one, which raises CorruptFileError naming
+        the damaged file and offset (never a silent cut: a sealed segment holds
+        acknowledged records only).  FileNotFoundError if its index is gone."""
+        expected = nxt.base - seg.base
+        if seg.sealed == expected:
+            return
+        if seg.idx is None:
+            seg.idx = self._fs.open(seg.idx_path, OpenMode.READ)
+        idx_size = seg.idx.size()
+        log_size = seg.log.size()
+        if idx_size >= HEADER_SIZE:
+            check_header(seg.idx.read_at(0, HEADER_SIZE), IDX_MAGIC, seg.idx_path)
+        first = last = None
+        if expected == 0 and idx_size == HEADER_SIZE and log_size == HEADER_SIZE:
+            seg.count, seg.log_size, seg.first_time, seg.last_time = 0, HEADER_SIZE, None, None
+            seg.sealed = 0
+            return
+        if (
+            idx_size == HEADER_SIZE + ENTRY_SIZE * expected
+            and (seg.crc is None or seg.crc.size() == HEADER_SIZE + CRC_SIZE * expected)
+            and expected > 0
+        ):
+            first = self._entry_agrees(seg, 0, log_size)
+            last = self._entry_agrees(seg, expected - 1, log_size)
+        if first is None or last is None or last[1] != log_size or first[0] > last[0]:
+            self._full_check(seg, expected, prev_time, nxt)
+            raise AssertionError("unreachable: _full_check raises")  # pragma: no cover
+        seg.count, seg.log_size, seg.first_time, seg.last_time = expected, log_size, first[0], last[0]
+        seg.sealed = expected
+
+    def _full_check(self, seg: Segment, expected: int, prev_time: int | None, nxt: Segment) -> None:
+        """Pinpoint why sealed segment ``seg`` failed the cheap check, and raise."""
+        assert seg.idx is not None
+        log_bytes, idx_bytes = seg.log.read_all(), seg.idx.read_all()
+        crc_bytes = seg.crc.read_all() if seg.crc is not None else None
+        paths = {"log": seg.log_path, "idx": seg.idx_path, "crc": seg.crc_path}
+        check_header(idx_bytes, IDX_MAGIC, seg.idx_path)
+        if crc_bytes is not None:
+            check_header(crc_bytes, CRC_MAGIC, seg.crc_path)
+        try:
+            scan = scan_sealed(log_bytes, idx_bytes, seg.base, expected, prev_time, crc_bytes)
+        except Mismatch as exc:
+            raise CorruptFileError(paths[exc.where], exc.offset, exc.expected, exc.found) from None
+        if scan.count < expected:
+            raise CorruptFileError(nxt.log_path, 0, f"a segment starting at index {seg.base + scan.count} "
+                                   f"(after {seg.log_path})", str(nxt.base))
+        offset = entry_offset(scan.idx_keep)
+        raise CorruptFileError(
+            seg.idx_path, offset,
+            f"{expected} index entries agreeing with the log (the writer's next open rebuilds them from it)",
+            f"{scan.idx_dropped} wrong, {len(scan.rebuilt)} missing, a partial entry of {scan.idx_partial} bytes",
+        )
+
     def _update_count(self, seg: Segment) -> None:
         if seg.idx is None:
             try:
@@ -190,6 +277,7 @@ class LogReader(LogView):
         while position >= floor:
             found = self._entry_agrees(seg, position, log_size)
             if found is not None:
+                self._report_hidden(seg, position + 1, n)
                 seg.count = position + 1
                 seg.log_size = found[1]
                 seg.last_time = found[0]
@@ -205,7 +293,23 @@ class LogReader(LogView):
                     "index entries that agree with the log", f"{steps} disagreeing entries at the end",
                 )
         if floor == 0:
+            self._report_hidden(seg, 0, n)
             seg.count, seg.log_size, seg.first_time, seg.last_time = 0, HEADER_SIZE, None, None
+
+    def _report_hidden(self, seg: Segment, kept: int, n: int) -> None:
+        """Report whole index entries at the newest segment's end that do not agree
+        with the log (or their checksums): the writer writes a record and its
+        checksum before its entry, so a live writer never shows one; they are a
+        torn tail (the writer's next open cuts it) or damage.  The reader does
+        not show their records: in ``recovery`` (``dropped`` entries) and one
+        warning on ``engine.applog`` per state seen."""
+        if kept >= n or self._hidden.get(seg.base) == (kept, n):
+            return
+        self._hidden[seg.base] = (kept, n)
+        detail = (f"records {seg.base + kept}..{seg.base + n - 1} of the newest segment do not agree with the log "
+                  "or their checksums: a torn tail (the writer's next open cuts it) or damage; not shown")
+        self.recovery.add("dropped", seg.idx_path, n - kept, "entries", offset=entry_offset(kept), detail=detail)
+        log.warning("%s: %s", seg.idx_path, detail)
 
     # -- self-check and closing -----------------------------------------------------------
     def verify(self) -> list[str]:

@@ -73,8 +73,8 @@ class SegmentScan:
 
 
 class Mismatch(Exception):
-    """The index and the log disagree in the middle: ``where`` is "idx" or "log",
-    ``offset`` the byte offset in that file."""
+    """The index and the log disagree in the middle: ``where`` is "idx", "log" or
+    "crc", ``offset`` the byte offset in that file."""
 
     def __init__(self, where: str, offset: int, expected: str, found: str) -> None:
         super().__init__(f"{where} at {offset}: expected {expected}, found {found}")
@@ -229,3 +229,62 @@ def scan_segment(
         torn_records=torn,
         crc_dropped=max(0, len(crc) - (HEADER_SIZE + CRC_SIZE * k)) if crc is not None else 0,
     )
+
+
+def _record_offset(log: bytes, position: int) -> int:
+    """Byte offset of record ``position`` following the size fields from the
+    first record (the log's end if the chain ends first)."""
+    pos = HEADER_SIZE
+    for _ in range(position):
+        rec = parse_record(log, pos)
+        if rec is None:
+            return len(log)
+        pos = rec.end
+    return pos
+
+
+def scan_sealed(
+    log: bytes, idx: bytes, base: int, expected: int, min_time: int | None = None, crc: bytes | None = None
+) -> SegmentScan:
+    """:func:`scan_segment` for a *sealed* segment, one with a newer segment after
+    it, which must hold exactly ``expected`` records (the next segment's first
+    index minus ``base``).
+
+    A sealed segment was synced before the next one was created, so no crash
+    can leave it torn: unlike the newest segment's tail, nothing in its log may
+    be cut.  Raises :class:`Mismatch` naming the file and offset where the log
+    (or its ``.crc`` file) stops verifying before ``expected`` records, or where
+    bytes follow them.  Only index repairs may remain in the returned plan (the
+    index is derived data: its entries are rebuilt from records that verify).
+
+    A self-consistent segment of fewer records (its three files end together)
+    is returned as it is: the gap to the next segment is the caller's error.
+    """
+    scan = scan_segment(log, idx, base, min_time, crc)
+    if scan.count < expected and not scan.clean:
+        offset = scan.log_end
+        if crc is not None and offset < len(log):
+            found = f"a record failing its checksum (.crc entry at offset {HEADER_SIZE + CRC_SIZE * scan.count})"
+        elif offset < len(log):
+            found = "a record that does not continue the log"
+        else:
+            found = "the end of the log"
+        raise Mismatch(
+            "log", offset,
+            f"record {base + scan.count} of a sealed segment of {expected} records "
+            f"(the next segment starts at index {base + expected})",
+            found,
+        )
+    if scan.count > expected:
+        raise Mismatch(
+            "log", _record_offset(log, expected),
+            f"the end of a sealed segment of {expected} records (the next segment starts at index {base + expected})",
+            f"{scan.count - expected} more records",
+        )
+    if scan.log_cut:
+        raise Mismatch("log", scan.log_end, f"the end of a sealed segment's {scan.count} records",
+                       f"{scan.log_cut} more bytes")
+    if scan.crc_dropped:
+        raise Mismatch("crc", scan.crc_end, f"the end of a sealed segment's {scan.count} checksums",
+                       f"{scan.crc_dropped} more bytes")
+    return scan

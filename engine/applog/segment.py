@@ -35,6 +35,8 @@ from engine.errors import CorruptFileError
 from engine.fs import FileHandle
 
 _TIME = struct.Struct("<q")
+_CRC = struct.Struct("<I")  # one .crc entry: u32 (4 bytes)
+assert _CRC.size == CRC_SIZE
 _TWO_ENTRIES = struct.Struct("<qQqqQq")
 assert _TWO_ENTRIES.size == 2 * ENTRY_SIZE
 
@@ -82,6 +84,7 @@ class Segment:
         "base",
         "cached",
         "cached_count",
+        "cached_crc",
         "count",
         "crc",
         "crc_path",
@@ -92,8 +95,10 @@ class Segment:
         "log",
         "log_path",
         "log_size",
+        "mem_crc",
         "mem_idx",
         "misses",
+        "sealed",
         "ttl_ns",
     )
 
@@ -110,6 +115,7 @@ class Segment:
         last_time: int | None,
         mem_idx: bytearray | None = None,
         crc: FileHandle | None = None,
+        mem_crc: bytearray | None = None,
     ) -> None:
         self.base = base
         self.ttl_ns = ttl_ns
@@ -124,8 +130,13 @@ class Segment:
         self.first_time = first_time
         self.last_time = last_time
         self.mem_idx = mem_idx
+        # The writer's active segment keeps its .crc file in memory too (header
+        # included), so that reading a record there checks it without a read.
+        self.mem_crc = mem_crc
         self.cached: array[int] | None = None  # every record's offset (see load_cache)
+        self.cached_crc: array[int] | None = None  # every record's checksum (see load_cache)
         self.cached_count = 0
+        self.sealed = -1  # the reader: record count its sealed-segment check confirmed
         self.misses = 0  # uncached lookups since the view last considered caching it
         self._sparse: array[int] | None = None  # times of entries 0, SPARSE, 2*SPARSE...
         self._sparse_count = 0
@@ -161,12 +172,50 @@ class Segment:
         entries.frombytes(bytes(raw))
         if _BIG_ENDIAN:  # pragma: no cover
             entries.byteswap()
+        crcs: array[int] | None = None
+        if self.crc is not None:
+            raw_crc = self.crc.read_at(crc_offset(0), self.count * CRC_SIZE)
+            if len(raw_crc) < self.count * CRC_SIZE:
+                raise CorruptFileError(self.crc_path, crc_offset(len(raw_crc) // CRC_SIZE),
+                                       f"{self.count} checksums", f"{len(raw_crc)} bytes")
+            crcs = array("I")
+            crcs.frombytes(raw_crc)
+            if _BIG_ENDIAN:  # pragma: no cover
+                crcs.byteswap()
         self.cached = entries[2::3]
+        self.cached_crc = crcs
         self.cached_count = self.count
 
     def drop_cache(self) -> None:
         self.cached = None
+        self.cached_crc = None
         self.cached_count = 0
+
+    def crc_at(self, position: int) -> int | None:
+        """The checksum the ``.crc`` file holds for record ``position`` (None: the
+        segment has no ``.crc`` file); CorruptFileError if the file ends before it."""
+        mem = self.mem_crc
+        if mem is not None and crc_offset(position) + CRC_SIZE <= len(mem):
+            value: int = _CRC.unpack_from(mem, crc_offset(position))[0]
+            return value
+        if self.crc is None:
+            return None
+        raw = self.crc.read_at(crc_offset(position), CRC_SIZE)
+        if len(raw) < CRC_SIZE:
+            raise CorruptFileError(self.crc_path, crc_offset(position),
+                                   f"the checksum of record {self.base + position}", "end of file")
+        value = _CRC.unpack_from(raw, 0)[0]
+        return value
+
+    def _bad_crc(self, position: int, offset: int) -> CorruptFileError:
+        """The error for record ``position`` (at ``offset`` of the log) failing its
+        checksum: the record or its ``.crc`` entry is damaged (the CRC cannot say
+        which); both are named."""
+        return CorruptFileError(
+            self.log_path, offset,
+            f"record {self.base + position} matching its checksum ({self.crc_path} offset {crc_offset(position)})",
+            "a record that does not",
+        )
 
     def entry(self, position: int) -> tuple[int, int, int, int]:
         """``(time, index, offset, end)`` of the record at ``position`` (checked)."""
@@ -248,18 +297,24 @@ class Segment:
 
     # -- the log ---------------------------------------------------------------------
     def read(self, position: int) -> Record:
-        """The record at ``position`` (0 <= position < count)."""
+        """The record at ``position`` (0 <= position < count), checked against its
+        index entry and, if the segment has a ``.crc`` file, its checksum
+        (CorruptFileError naming the file and offset if not)."""
         cached = self.cached
         if cached is not None and position + 1 < self.cached_count:
             # Offsets from memory: one read.  The record must fill exactly the
-            # gap to the next one, else the checked path below says why not.
+            # gap to the next one and match its checksum, else the checked path
+            # below says why not.
             offset = cached[position]
             end = cached[position + 1]
             if HEADER_SIZE <= offset < end <= self.log_size:
                 raw = self.log.read_at(offset, end - offset)
                 if len(raw) >= RECORD_HEADER_SIZE:
                     size, flags, rec_time = RECORD_HEADER.unpack_from(raw, 0)
-                    if RECORD_HEADER_SIZE + size == len(raw) == end - offset:
+                    crcs = self.cached_crc
+                    if RECORD_HEADER_SIZE + size == len(raw) == end - offset and (
+                        crcs is None or crcs[position] == zlib.crc32(raw)
+                    ):
                         return Record(self.base + position, rec_time, flags, raw[RECORD_HEADER_SIZE:])
         time_ns, index, offset, end = self.entry(position)
         raw = self.log.read_at(offset, end - offset)
@@ -271,14 +326,46 @@ class Segment:
             # that); this record's own entry and header decide what it is.
             end = offset + RECORD_HEADER_SIZE + size
             raw = self.log.read_at(offset, end - offset)
-        if rec_time != time_ns or RECORD_HEADER_SIZE + size != end - offset or len(raw) != end - offset:
+        want = self.crc_at(position)
+        whole = RECORD_HEADER_SIZE + size == end - offset and len(raw) == end - offset
+        if want is not None and whole and zlib.crc32(raw) == want:
+            if rec_time != time_ns:
+                # The record verifies: its index entry is what is wrong.
+                raise CorruptFileError(self.idx_path, entry_offset(position),
+                                       f"entry for record {index} with its time {rec_time}", f"time {time_ns}")
+            return Record(index, time_ns, flags, raw[RECORD_HEADER_SIZE:])
+        if rec_time != time_ns or not whole:
             raise CorruptFileError(
                 self.log_path,
                 offset,
                 f"record {index} of {end - offset - RECORD_HEADER_SIZE} bytes at time {time_ns} (from the index)",
                 f"size {size}, time {rec_time}, {len(raw)} bytes readable",
             )
+        if want is not None:
+            raise self._bad_crc(position, offset)
         return Record(index, time_ns, flags, raw[RECORD_HEADER_SIZE:])
+
+    def _disagreement(
+        self, position: int, offset: int, time_ns: int, rec_time: int, rec_end: int, next_offset: int, verified: bool
+    ) -> None:
+        """Raise for record ``position`` (at ``offset``) whose header disagrees with
+        its entry (time) or with the next entry's offset, naming the file at
+        fault: a record that matches its checksum is right, so its entry (or the
+        next one) is what is damaged; otherwise the log is."""
+        index = self.base + position
+        if self.crc is not None and not verified:
+            self.read(position)  # raises for the record (or its entry) if it is at fault
+            verified = True
+        if verified and rec_time != time_ns:
+            raise CorruptFileError(self.idx_path, entry_offset(position),
+                                   f"entry for record {index} with its time {rec_time}", f"time {time_ns}")
+        if verified and position + 1 < self.count:
+            raise CorruptFileError(self.idx_path, entry_offset(position + 1),
+                                   f"entry for record {index + 1} at offset {rec_end}", f"offset {next_offset}")
+        raise CorruptFileError(
+            self.log_path, offset, f"record {index} at time {time_ns} ending at {next_offset}",
+            f"time {rec_time}, ending at {rec_end}",
+        )
 
     def iter_range(self, start: int, stop: int) -> Iterator[Record]:
         """Records at positions ``start <= p < stop``, read in large chunks, each
@@ -318,16 +405,10 @@ class Segment:
                 data_end = rel + RECORD_HEADER_SIZE + size
                 next_rel = entries[k + 1][2] - first_off if k + 1 < len(entries) else len(chunk)
                 if rec_time != time_ns or data_end != next_rel:
-                    raise CorruptFileError(
-                        self.log_path, offset, f"record {index} at time {time_ns} ending at {first_off + next_rel}",
-                        f"size {size}, time {rec_time}",
-                    )
-                if crcs is not None and crcs[k] != zlib.crc32(
-                    view[rel + RECORD_HEADER_SIZE : data_end], zlib.crc32(view[rel : rel + RECORD_HEADER_SIZE])
-                ):
-                    raise CorruptFileError(
-                        self.log_path, offset, f"record {index} matching its checksum ({self.crc_path})",
-                        "a record that does not",
-                    )
+                    self._disagreement(position + k, offset, time_ns, rec_time, first_off + data_end,
+                                       first_off + next_rel, crcs is not None and data_end <= len(chunk)
+                                       and crcs[k] == zlib.crc32(view[rel:data_end]))
+                if crcs is not None and crcs[k] != zlib.crc32(view[rel:data_end]):
+                    raise self._bad_crc(position + k, offset)
                 yield Record(index, time_ns, flags, chunk[rel + RECORD_HEADER_SIZE : data_end])
             position += n

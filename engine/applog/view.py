@@ -215,7 +215,29 @@ class LogView:
             if lo == len(segs):
                 return segs[-1].end if segs else self._start
             seg = segs[lo]
-            return max(seg.base + seg.bisect_time(t0), self.first_index)
+            found = max(seg.base + seg.bisect_time(t0), self.first_index)
+            self._check_boundary(seg, found, t0)
+            return found
+
+    def _check_boundary(self, seg: Segment, found: int, t0: int) -> None:
+        """Check the answer of a search by time against the records themselves
+        (each read checks its checksum): the one before ``found`` is older than
+        ``t0``, the one at ``found`` is not.  The search reads only index times,
+        which no checksum covers; a damaged one must not move ``between()``
+        silently.  CorruptFileError (naming the damaged entry) if they disagree."""
+        segs = self._segments
+        end = segs[-1].end
+        before = found - 1 >= self.first_index and self._locate(found - 1).read(
+            found - 1 - self._locate(found - 1).base).time_ns >= t0
+        at = found < end and self._locate(found).read(found - self._locate(found).base).time_ns < t0
+        if not (before or at):
+            return
+        for _rec in seg.iter_range(0, seg.count):  # raises at the entry whose time is wrong
+            pass
+        raise CorruptFileError(
+            seg.idx_path, HEADER_SIZE, f"index times that find the first record at time >= {t0}",
+            f"record {found}, which does not",
+        )
 
     def between(self, t0: int, t1: int) -> Iterator[Record]:
         """Records with ``t0 <= time_ns < t1``, oldest first."""

@@ -75,7 +75,7 @@ def create_segment(fs: FileSystem, directory: str, base: int, ttl_ns: int) -> Se
     crashpoint("applog.roll.after-create-idx")
     return Segment(
         directory, base, ttl_ns, lh, ih, 0, HEADER_SIZE, None, None,
-        bytearray(encode_header(IDX_MAGIC, ttl_ns)), crc=ch,
+        bytearray(encode_header(IDX_MAGIC, ttl_ns)), crc=ch, mem_crc=bytearray(encode_header(CRC_MAGIC, 0)),
     )
 
 
@@ -204,6 +204,8 @@ class SegmentWriter:
             seg.idx.write_parts_at(self.flushed_idx, (mem[self.flushed_idx :],))
         self.flushed_crc += len(pend_crc)
         self.flushed_idx = len(seg.mem_idx)
+        if seg.mem_crc is not None:  # reads of this segment check records against it
+            seg.mem_crc += pend_crc
         state[LOG_AT] = seg.log_size + len(pend_log)
         pend_log.clear()
         pend_crc.clear()
@@ -241,3 +243,4 @@ class SegmentWriter:
             seg.idx.fdatasync()
         crashpoint("applog.roll.after-seal-fsync")
         seg.mem_idx = None  # sealed: read through the handle from now on
+        seg.mem_crc = None

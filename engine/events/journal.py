@@ -11,8 +11,8 @@ this implementation adds a commit protocol (see
 its id's chain (the old last block's ``next``), and a link is only written once
 what it points to is durable -- or, for a batch inside one 512-byte sector, in the
 same fdatasync, since a sector cannot be torn.  So: one fdatasync for such a
-batch, two (blocks, then link) for anything else, three for a new id's first
-batch (its meta block is its commit).
+batch, two (blocks, then link) for anything else, four for a new id's first
+batch (its meta.crc entry, then its meta block, which is its commit).
 
 This module is the store: opening (the writer lock from :mod:`engine.fs`, then
 :mod:`engine.events.recovery`), the write path, replay and the queries.  The meta
@@ -258,7 +258,8 @@ class EventJournal:
             journal._install(loaded)
             roll_meta_forward(journal._meta, journal._entries, loaded, report)
             complete_meta_sums(journal._msums, journal._entries, report)
-            journal._dsums = load_data_sums(fs, journal._dsums.path, data, data_path, loaded.end, report)
+            journal._dsums = load_data_sums(fs, journal._dsums.path, data, data_path, loaded.end, report,
+                                            salvage=salvage)
         except BaseException:
             journal._release()
             raise
@@ -440,8 +441,11 @@ class EventJournal:
                         self._sync_data("events.write.link")
                 if entry is None:
                     # A new id has no chain to link onto: its meta block is the commit.
-                    # Its checksum entry first (synced with the sums, or rebuilt).
+                    # Its checksum entry first, durable before the meta size that
+                    # commits the id (once per id), so it is never torn.
                     self._msums.put(len(self._entries), raw_id, expected)
+                    if self.sync.always:
+                        self._msums.sync()
                     meta_offset = self._meta.append_block(persistence_id, offsets[0], offsets[-1], highest)
                     entry = Entry(persistence_id, meta_offset, offsets[0], offsets[-1], highest, expected)
                     self._entries[persistence_id] = entry
@@ -509,10 +513,10 @@ class EventJournal:
         """Point the id's last block's ``next`` at the first block of a new batch."""
         self._data.write_at(last + BLOCK_NEXT_FIELD, I32.pack(first))
 
-    def _sync_sums(self) -> None:
-        """Sync the checksum side files (in rounds, and on close)."""
+    def _sync_sums(self, *, final: bool = False) -> None:
+        """Sync the checksum side files (in rounds, and on close: ``final``)."""
         try:
-            self._dsums.sync()
+            self._dsums.sync(final=final)
             self._msums.sync()
         except BaseException as exc:
             self._failure = _disk_full(exc, self.directory)
@@ -740,7 +744,7 @@ class EventJournal:
         """Make everything durable and leave the files as the original akka-persistence-file-journal reader
         expects them (close's work); a full disk is raised as DiskFullError."""
         try:
-            self._sync_sums()
+            self._sync_sums(final=True)
             if self._data.size() > self._end:
                 # Leave exactly what the akka-persistence-file-journal
                 # writer would: no reserved zeros.

@@ -33,9 +33,14 @@ from engine.events.sums import (
     ID_SUM,
     ID_SUM_SIZE,
     META_SUMS_MAGIC,
+    DATA_SUMS_HEADER_SIZE,
+    DATA_SUMS_SYNCED,
+    DATA_SUMS_SYNCED_OFFSET,
     SUMS_HEADER_SIZE,
     batch_crc,
     batch_crcs,
+    batch_sum_offset,
+    encode_data_sums_header,
     encode_batch_sum,
     encode_header,
     encode_id_sum,
@@ -69,25 +74,26 @@ def _open(fs: FileSystem, path: str, magic: bytes, writer: bool) -> FileHandle |
 
 
 def _open_file(fs: FileSystem, path: str, magic: bytes, writer: bool) -> FileHandle | None:
+    initial = encode_data_sums_header(0) if magic == DATA_SUMS_MAGIC else encode_header(magic)
     if not writer:
         try:
             handle = fs.open(path, OpenMode.READ)
         except FileNotFoundError:
             return None
     elif not fs.exists(path):
-        return create_file(fs, path, encode_header(magic))
+        return create_file(fs, path, initial)
     else:
         handle = fs.open(path, OpenMode.WRITE)
     try:
-        head = handle.read_at(0, SUMS_HEADER_SIZE)
-        if len(head) < SUMS_HEADER_SIZE and head == encode_header(magic)[: len(head)] and writer:
-            handle.write_at(0, encode_header(magic))  # a creation cut short
-            handle.truncate(SUMS_HEADER_SIZE)
+        head = handle.read_at(0, len(initial))
+        if len(head) < len(initial) and head == initial[: len(head)] and writer:
+            handle.write_at(0, initial)  # a creation cut short
+            handle.truncate(len(initial))
             handle.fsync()
-        elif not header_ok(head, magic):
-            if len(head) < SUMS_HEADER_SIZE and head == encode_header(magic)[: len(head)]:
+        elif not header_ok(head, magic) or len(head) < len(initial):
+            if len(head) < len(initial) and head == initial[: len(head)]:
                 return handle  # a reader sees a side file being created: no entries
-            raise FormatError(path, 0, f"a {magic.decode()} version 1 checksum file", head[:8].hex())
+            raise FormatError(path, 0, f"a {magic.decode()} version 1 checksum file", head[:12].hex())
     except BaseException:
         handle.close()
         raise
@@ -106,6 +112,7 @@ class DataSums:
         self.checked = bytearray()  # per entry: 1 once its batch checked good, 2 if it failed
         self.failures: dict[int, CorruptFileError] = {}  # entry -> its checksum error
         self.unsynced = 0
+        self.synced = 0  # the header's count: entries known durable
 
     @property
     def present(self) -> bool:
@@ -116,19 +123,27 @@ class DataSums:
         """End of the last entry: data below it is checksummed."""
         return self.ends[-1] if self.ends else DATA_HEADER_SIZE
 
-    def _parse(self, raw: bytes, limit: int) -> int:
+    def _parse(self, raw: bytes, limit: int, *, writer: bool) -> int:
         """Take the entries up to the committed end ``limit``; returns the file
-        offset after the last entry taken."""
-        pos = SUMS_HEADER_SIZE
+        offset after the last entry taken.
+
+        The first ``synced`` entries (the header's count) are durable: each must
+        be well formed, and for a ``writer`` end by ``limit`` (a reader's
+        snapshot may be older than what a live writer has synced since).  The
+        ones after may be what a power cut left of unsynced appends: taking
+        stops at the first that is not well formed or ends past ``limit``.
+        """
+        self.synced = DATA_SUMS_SYNCED.unpack_from(raw, DATA_SUMS_SYNCED_OFFSET)[0] if len(raw) >= 12 else 0
+        pos = DATA_SUMS_HEADER_SIZE
         start = DATA_HEADER_SIZE
-        while start < limit and pos + BATCH_SUM_SIZE <= len(raw):
+        while pos + BATCH_SUM_SIZE <= len(raw):
+            index = len(self.ends)
             end, last, crc = BATCH_SUM.unpack_from(raw, pos)
-            if end == 0 and raw.count(0, pos) == len(raw) - pos:
-                break  # zeros to the end: appends a crash left unwritten (cut by a writer)
             if not start <= last <= end - 24 or end > limit:
-                if end > limit and start <= last <= end - 24:
-                    break  # a batch past the committed end (not committed, or a writer's newer one)
-                raise CorruptFileError(self.path, pos, f"a batch entry starting at {start} (end > last + 23)",
+                if index >= self.synced or (end > limit and start <= last <= end - 24 and not writer):
+                    break
+                raise CorruptFileError(self.path, pos, f"entry {index} (of {self.synced} synced) of a batch "
+                                       f"starting at {start}, ending by {limit} (the committed end of data)",
                                        f"end {end}, last {last}")
             self.ends.append(end)
             self.lasts.append(last)
@@ -141,19 +156,30 @@ class DataSums:
     def append(self, start: int, end: int, last: int, crc: int) -> None:
         """Record a batch just written at ``[start, end)`` (writer)."""
         assert self.handle is not None and start == self.covered
-        self.handle.write_at(SUMS_HEADER_SIZE + BATCH_SUM_SIZE * len(self.ends), encode_batch_sum(end, last, crc))
+        self.handle.write_at(batch_sum_offset(len(self.ends)), encode_batch_sum(end, last, crc))
         self.ends.append(end)
         self.lasts.append(last)
         self.crcs.append(crc)
         self.checked.append(1)
         self.unsynced += 1
 
-    def sync(self) -> None:
-        if self.handle is not None and self.unsynced:
+    def sync(self, *, final: bool = False) -> None:
+        """Make the entries durable, then record how many are (the header's
+        ``synced``, itself durable with the next sync; ``final`` syncs it now)."""
+        if self.handle is None:
+            return
+        if self.unsynced:
             crashpoint("events.sums.before-fsync")
             self.handle.fdatasync()
             crashpoint("events.sums.after-fsync")
-        self.unsynced = 0
+            self.unsynced = 0
+        if self.synced != len(self.ends):
+            self.synced = len(self.ends)
+            self.handle.write_at(DATA_SUMS_SYNCED_OFFSET, DATA_SUMS_SYNCED.pack(self.synced))
+            self.unsynced = 1  # the count itself
+        if final and self.unsynced:
+            self.handle.fdatasync()
+            self.unsynced = 0
 
     def check(self, read_at: ReadAt, lo: int, hi: int, data_path: str) -> bytes | None:
         """Check every batch overlapping ``[lo, hi)`` of ``data`` not checked yet.
@@ -240,12 +266,13 @@ class DataSums:
 
 
 def load_data_sums(fs: FileSystem, path: str, data: FileHandle, data_path: str, end: int,
-                   report: RecoveryReport | None) -> DataSums:
+                   report: RecoveryReport | None, *, salvage: bool = False) -> DataSums:
     """Open ``data.crc`` for a journal whose committed end is ``end``.
 
     A writer (``report`` given) cuts entries past ``end`` and rebuilds missing
     ones, one per block (recorded in ``report``); a reader takes the entries
-    below ``end`` and warns about committed data they do not cover.
+    below ``end`` and warns about committed data they do not cover.  A synced
+    entry past ``end`` is damage for a writer, unless ``salvage`` cut ``data``.
     """
     writer = report is not None
     sums = DataSums(path, _open(fs, path, DATA_SUMS_MAGIC, writer))
@@ -256,9 +283,15 @@ def load_data_sums(fs: FileSystem, path: str, data: FileHandle, data_path: str, 
         return sums
     try:
         raw = sums.handle.read_all()
-        taken = sums._parse(raw, end)
+        taken = sums._parse(raw, end, writer=writer and not salvage)
         if writer:
             assert report is not None
+            # Entries past the synced count may be torn (a power cut during their
+            # unsynced append): keep those that match their batches.
+            good = _first_mismatch(sums, data, data_path, sums.synced)
+            if good < len(sums.ends):
+                del sums.ends[good:], sums.lasts[good:], sums.crcs[good:], sums.checked[good:]
+                taken = batch_sum_offset(good)
             if len(raw) > taken:
                 sums.handle.truncate(taken)
                 report.cut(path, taken, len(raw) - taken, "checksums of uncommitted batches")
@@ -270,6 +303,7 @@ def load_data_sums(fs: FileSystem, path: str, data: FileHandle, data_path: str, 
             if len(raw) > taken or covered < end:
                 sums.handle.fsync()  # a size change: fsync, not fdatasync
                 sums.unsynced = 0
+            sums.sync(final=True)  # the synced count: everything checked or rebuilt
         elif sums.covered < end:
             log.warning("event journal %s: %d committed bytes of data past offset %d have no checksum in %s "
                         "(a writer crashed before syncing them; a writer's open rebuilds them)",
@@ -278,6 +312,28 @@ def load_data_sums(fs: FileSystem, path: str, data: FileHandle, data_path: str, 
         sums.close()
         raise
     return sums
+
+
+def _first_mismatch(sums: DataSums, data: FileHandle, data_path: str, start: int) -> int:
+    """Index of the first entry from ``start`` on whose batch does not match it
+    (``len(sums.ends)`` if none); reads the batches 1 MiB at a time."""
+    ends, n = sums.ends, len(sums.ends)
+    i = max(0, min(start, n))
+    while i < n:
+        base = ends[i - 1] if i else DATA_HEADER_SIZE
+        j = i + 1
+        while j < n and ends[j] - base <= 1 << 20:
+            j += 1
+        buf = data.read_at(base, ends[j - 1] - base)
+        if len(buf) < ends[j - 1] - base:
+            return i
+        got = array("I", batch_crcs(buf, base, ends, sums.lasts, i, j))
+        for k in range(i, j):
+            if got[k - i] != sums.crcs[k]:
+                return k
+            sums.checked[k] = 1
+        i = j
+    return n
 
 
 def _rebuild(sums: DataSums, data: FileHandle, data_path: str, start: int, end: int) -> int:

@@ -11,8 +11,12 @@ bytes out (no ``os``); :mod:`engine.events.sumfiles` reads and writes the files.
 are adjacent), in file order; batches tile ``data`` from offset 8, so an entry's
 start is the previous entry's end (8 for the first)::
 
-    header  := magic "EJDC" | u32 version (1)                          8 bytes
+    header  := magic "EJDC" | u32 version (1) | i32 synced            12 bytes
     entry   := i32 end | i32 last | u32 crc                           12 bytes
+
+``synced`` is how many entries are known durable (written after the fdatasync
+that made them so): those must match; the ones after it may be torn by a power
+cut (recovery checks them against the blocks and rebuilds from the first bad one).
 
 ``end`` is where the batch ends in ``data`` (exclusive), ``last`` the offset of
 its last block, ``crc`` the CRC-32 (zlib, IEEE) of the batch's bytes
@@ -52,6 +56,12 @@ assert SUMS_HEADER.size == 8
 SUMS_HEADER_SIZE = SUMS_HEADER.size
 SUMS_VERSION = 1
 DATA_SUMS_MAGIC = b"EJDC"
+# data.crc header: the side-file header, then i32 synced (entries known durable).
+DATA_SUMS_SYNCED = struct.Struct(">i")
+assert DATA_SUMS_SYNCED.size == 4
+DATA_SUMS_SYNCED_OFFSET = SUMS_HEADER_SIZE
+DATA_SUMS_HEADER_SIZE = SUMS_HEADER_SIZE + DATA_SUMS_SYNCED.size
+assert DATA_SUMS_HEADER_SIZE == 12
 META_SUMS_MAGIC = b"EJMC"
 
 # data.crc entry: i32 end | i32 last block offset | u32 crc32
@@ -75,6 +85,16 @@ _NEXT = 12
 def encode_header(magic: bytes) -> bytes:
     """The 8-byte header of a side file."""
     return SUMS_HEADER.pack(magic, SUMS_VERSION)
+
+
+def encode_data_sums_header(synced: int) -> bytes:
+    """The 12-byte header of ``data.crc``."""
+    return encode_header(DATA_SUMS_MAGIC) + DATA_SUMS_SYNCED.pack(synced)
+
+
+def batch_sum_offset(index: int) -> int:
+    """Where the ``index``-th entry sits in ``data.crc``."""
+    return DATA_SUMS_HEADER_SIZE + BATCH_SUM_SIZE * index
 
 
 def header_ok(head: bytes, magic: bytes) -> bool:

@@ -371,6 +371,8 @@ def decode_batch(
     as :class:`BadRecord`).  PUTs take an inlined path; other records go through
     :func:`decode_record` and are skipped (only PUTs are items).
     """
+    if pos < 0:
+        raise ValueError("pos must be >= 0")
     append = out.append
     size = len(buf)
     unpack6 = PUT_HEADER.unpack_from
@@ -378,6 +380,7 @@ def decode_batch(
     new, put_cls, max_errors = _new_tuple, Put, MAX_ERROR_COUNT  # locals: this loop is hot
     checked = crc is not None
     running = 0 if crc is None else crc
+    view = memoryview(buf)
     since = pos  # where the bytes not yet folded into ``crc`` start
     verified = 0
     stop = "more"
@@ -422,7 +425,7 @@ def decode_batch(
             if checked:
                 want, length = _unpack_check(buf, pos + 1)
                 total = covered + pos - since
-                if length != total or _crc32(memoryview(buf)[since:pos], running) != want:
+                if length != total or _crc32(view[since:pos], running) != want:
                     raise ChecksumMismatch(pos - total, pos, total, length)
                 running, covered, since = 0, 0, pos + 9
                 verified = len(out)
@@ -444,7 +447,7 @@ def decode_batch(
         pos = end  # not a PUT (a valid one takes the paths above): skipped
     if not checked:
         return pos, stop, len(out), 0, 0
-    return pos, stop, verified, _crc32(memoryview(buf)[since:pos], running), covered + pos - since
+    return pos, stop, verified, _crc32(view[since:pos], running), covered + pos - since
 
 
 def check_magic(head: bytes, magic: bytes) -> bool:

@@ -16,6 +16,7 @@ gets the segment list and how far it may read from a :class:`JournalSource`:
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 import time
 from collections import deque
@@ -27,6 +28,7 @@ from engine.queue import codec, naming
 from engine.queue.segments import RecordScanner, Segment, corrupt, open_segment_handle, read_first_id
 
 log = logging.getLogger("engine.queue")
+_first = operator.itemgetter(0)
 
 
 class JournalSource(Protocol):
@@ -86,20 +88,21 @@ class PollingSource:
 
     def _relist(self, known: dict[int, Segment]) -> list[Segment]:
         # Only files not seen before (or still empty then) need their first record read.
+        numbered = sorted(
+            (number, filename)
+            for filename in self.fs.listdir(self.directory)
+            if (number := naming.parse_writer(self.queue, filename)) is not None
+        )
         found = []
-        for filename in self.fs.listdir(self.directory):
-            number = naming.parse_writer(self.queue, filename)
-            if number is None:
-                continue
+        for number, filename in numbered:
             seg = known.get(number)
             if seg is None:
                 path = naming.join(self.directory, filename)
                 try:
-                    seg = Segment(number, path, read_first_id(self.fs, path))
+                    seg = Segment(number, path, read_first_id(self.fs, path, finished=number != numbered[-1][0]))
                 except FileNotFoundError:
                     continue
             found.append(seg)
-        found.sort(key=lambda s: s.number)
         return found
 
     def readable_end(self, segment: Segment, handle: FileHandle) -> tuple[int, bool]:
@@ -260,25 +263,41 @@ class JournalCursor:
                 if not self._advance():
                     return False
                 continue
-            last, after, gaps = self.last_id, self.after_id, self.gaps
-            append = self._ready.append  # hot loop: locals
-            for record in records:  # PUTs only, each vouched for by its CHECK
-                xid = record[0]
-                if xid != last + 1:
-                    if xid <= last:
-                        raise CorruptFileError(
-                            self.segment.path, start, f"item ids above {last} in the records from here", str(xid)
-                        )
-                    gaps[xid] = last
-                if xid > after:
-                    append(record)
-                last = xid
-            self.last_id = last
+            last, after = self.last_id, self.after_id
+            first = records[0][0]
+            ids = list(map(_first, records))
+            if first == last + 1 and ids == list(range(first, first + len(ids))):
+                # The common case, checked in C: ids follow on from the last one read.
+                if first > after:
+                    self._ready.extend(records)
+                elif ids[-1] > after:
+                    self._ready.extend(records[after - first + 1 :])
+                self.last_id = ids[-1]
+            else:
+                self._read_with_holes(records, start)
             ready = self._ready
             if ready:
                 self._batch_bytes = self._scanner.offset - start
                 self._batch_count = len(ready)
                 return True
+
+    def _read_with_holes(self, records: list[codec.Put], start: int) -> None:
+        """:meth:`_fill` for a run whose ids do not simply follow on: note each hole
+        (for the reader's gap detection); ids that go back are damage."""
+        assert self.segment is not None
+        last, after, gaps, append = self.last_id, self.after_id, self.gaps, self._ready.append
+        for record in records:
+            xid = record[0]
+            if xid != last + 1:
+                if xid <= last:
+                    raise CorruptFileError(
+                        self.segment.path, start, f"item ids above {last} in the records from here", str(xid)
+                    )
+                gaps[xid] = last
+            if xid > after:
+                append(record)
+            last = xid
+        self.last_id = last
 
     def _judge_stall(self, limit: int) -> None:
         """The newest file holds bytes after the last delivered record that cannot be

@@ -263,7 +263,7 @@ def repair(fs: FileSystem, directory: str, queue: str) -> RecoveryReport:
     report = RecoveryReport(path=naming.join(directory, queue))
     lock = lock_writer(fs, directory, queue)
     try:
-        segments: list[Segment] = list_segments(fs, directory, queue)
+        segments: list[Segment] = list_segments(fs, directory, queue, strict=False)
         previous = 0
         for index, seg in enumerate(segments):
             with fs.open(seg.path, OpenMode.WRITE) as handle:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from engine.errors import CorruptFileError, FormatError
 from engine.fs import FileHandle, FileSystem, create_file
+from engine.native import load
 from engine.queue import codec, naming
 from engine.queue.oserrors import disk_full_typed
 
@@ -20,6 +21,12 @@ log = logging.getLogger("engine.queue")
 
 #: Bytes read per chunk by scanners (grows for records bigger than this).
 CHUNK = 256 * 1024
+
+#: The readers' decoder: the compiled twin of :func:`codec.decode_batch` when it is
+#: built (``engine/queue/_native.c``), chosen once per process; the pure function
+#: otherwise, and always with ``ENGINE_PURE_PYTHON=1``.
+_NATIVE = load("engine.queue._native")
+decode_batch = codec.decode_batch if _NATIVE is None else _NATIVE.decode_batch
 
 
 @dataclass
@@ -91,7 +98,7 @@ class RecordScanner:
                     self.checked = self._uses_checks(buf, pos)
                 pending = self._pending
                 try:
-                    end, stop, verified, self._crc, self._covered = codec.decode_batch(
+                    end, stop, verified, self._crc, self._covered = decode_batch(
                         buf, pos, pending, self._crc if self.checked else None, self._covered, max_records=max_records
                     )
                 except codec.BadRecord as exc:
@@ -207,36 +214,48 @@ def open_segment_handle(fs: FileSystem, path: str, *, allow_short: bool = False)
     return handle
 
 
-def read_first_id(fs: FileSystem, path: str) -> int | None:
-    """The id of the first PUT in ``path`` (None if it has none yet).
+def read_first_id(fs: FileSystem, path: str, *, finished: bool) -> int | None:
+    """The id of the first PUT in ``path`` (None if it has none yet), once the CHECK
+    after it has vouched for it (files with CHECKs).
 
-    Reads only the first record(s): this is what keeps open O(files), not O(items).
-    A damaged first record is ignored here (the cursor that reaches it reports it).
+    Reads only the first batch: this is what keeps open O(files), not O(items).
+    In a ``finished`` file (not the newest) damage there raises CorruptFileError: a
+    wrong or missing first id would move where readers start, and items would be
+    skipped without a word.  In the newest file it may be a write in progress or a
+    torn tail (the writer's open scans that file whole): None.
     """
     with open_segment_handle(fs, path, allow_short=True) as handle:
         scanner = RecordScanner(handle, codec.MAGIC_SIZE, chunk=4096)
         size = handle.size()
-        while True:
-            try:
-                record = scanner.next(size)
-            except codec.BadRecord:
-                return None
-            if record is None:
-                return None
-            if isinstance(record, codec.Put):
-                return record.xid
+        try:
+            puts = scanner.next_batch(size, max_records=1)
+        except codec.BadRecord as exc:
+            if finished:
+                raise corrupt(path, exc) from None
+            return None
+        if puts:
+            return puts[0].xid
+        if finished and (scanner.stop == "incomplete" or scanner.unverified):
+            where = scanner.offset - scanner.unverified
+            raise CorruptFileError(path, where, "a whole, checked first write", "the file ends inside it")
+        return None
 
 
-def list_segments(fs: FileSystem, directory: str, queue: str) -> list[Segment]:
-    """The writer files of ``queue``, oldest first, with their first ids."""
-    found = []
-    for filename in fs.listdir(directory):
-        number = naming.parse_writer(queue, filename)
-        if number is not None:
-            path = naming.join(directory, filename)
-            found.append(Segment(number, path, read_first_id(fs, path)))
-    found.sort(key=lambda seg: seg.number)
-    return found
+def list_segments(fs: FileSystem, directory: str, queue: str, *, strict: bool = True) -> list[Segment]:
+    """The writer files of ``queue``, oldest first, with their first ids.
+
+    ``strict``: damage at the start of a finished file raises (see
+    :func:`read_first_id`); ``engine queue repair`` lists leniently (None)."""
+    numbered = sorted(
+        (number, filename)
+        for filename in fs.listdir(directory)
+        if (number := naming.parse_writer(queue, filename)) is not None
+    )
+    newest = numbered[-1][0] if numbered else None
+    return [
+        Segment(number, path, read_first_id(fs, path, finished=strict and number != newest))
+        for number, path in ((n, naming.join(directory, f)) for n, f in numbered)
+    ]
 
 
 @dataclass

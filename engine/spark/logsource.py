@@ -50,6 +50,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from engine.applog.codec import RECORD_HEADER_SIZE
 from engine.errors import ConfigError
 from engine.fs import resolve
 from engine.spark import logfiles, sink
@@ -143,9 +144,12 @@ def _bytes_upto(span: LogSpan, begin: int, budget: int) -> int:
         if not seg.visible or seg.stop_index <= begin:
             continue
         pos = max(begin - seg.first_index, seg.min_pos)
-        offsets = logfiles.entry_offsets(fs, seg, pos, seg.count)
-        # offsets[k] is where record pos+k starts; the last entry's end is the segment's end.
-        ends = [*offsets[1:], seg.end_offset]
+        # Every record takes at least its 16-byte header: no more entries can fit.
+        stop = min(seg.count, pos + budget // RECORD_HEADER_SIZE + 2)
+        offsets = logfiles.entry_offsets(fs, seg, pos, stop)
+        # offsets[k] is where record pos+k starts; the last entry's end is the next
+        # entry's offset, or the segment's end.
+        ends = [*offsets[1:], seg.end_offset if stop == seg.count else offsets[-1]]
         base = offsets[0]
         fit = sum(1 for e in ends if e - base <= budget)
         return seg.first_index + pos + max(1, fit)

@@ -80,9 +80,25 @@ def _dump_line(event: Event) -> str:
     return prefix + event.kind
 
 
+def _unreadable(command: str, path: str) -> bool:
+    """Print why ``path`` is not a journal file one can read (missing, a
+    directory, a name the OS refuses to open) and return True; else False."""
+    if not os.path.exists(path):
+        problem = "no such file"
+    elif os.path.isdir(path):
+        problem = "is a directory, not a journal file"
+    else:
+        try:
+            with open(path, "rb"):
+                return False
+        except OSError as exc:
+            problem = exc.strerror or str(exc)
+    err_console.print(f"engine streams {command}: {path}: {problem}", markup=False)
+    return True
+
+
 def _cmd_dump(args: argparse.Namespace) -> int:
-    if not os.path.exists(args.file):
-        err_console.print(f"engine streams dump: {args.file}: no such file")
+    if _unreadable("dump", args.file):
         return 2
     scan = JournalScan(args.file)
     out = sys.stdout
@@ -117,8 +133,7 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     if bool(prog) == bool(args.out):
         err_console.print("engine streams extract: give either --out DIR or -- PROG ARGS")
         return 2
-    if not os.path.exists(args.file):
-        err_console.print(f"engine streams extract: {args.file}: no such file")
+    if _unreadable("extract", args.file):
         return 2
     fs = default_fs()
     if args.out:

@@ -56,7 +56,7 @@ def test_batch_entries_are_the_documented_crc(tmp_path: Path) -> None:
     from engine.events import sums as sums_codec
 
     assert (tmp_path / "j" / "data.crc").read_bytes() == (
-        b"EJDC\0\0\0\1"
+        b"EJDC\0\0\0\1\0\0\0\3"  # magic, version 1, 3 entries synced
         + sums_codec.encode_batch_sum(60, 34, zlib.crc32(data[8:46] + data[50:60]))
         + sums_codec.encode_batch_sum(85, 60, zlib.crc32(data[60:72] + data[76:85]))
         + sums_codec.encode_batch_sum(110, 85, zlib.crc32(data[85:97] + data[101:110]))
@@ -172,6 +172,36 @@ def test_torn_appends_of_data_crc_are_cut(tmp_path: Path) -> None:
     with EventJournal.open(d) as j:
         assert [(a.kind, a.count) for a in j.recovery.actions] == [("cut", 17)]
     assert crc.read_bytes() == good
+
+
+def test_torn_unsynced_entries_are_rebuilt_and_synced_ones_are_not(tmp_path: Path) -> None:
+    """Entries past the header's synced count may be torn by a power cut: a
+    writer's recovery keeps those that match their batches and rebuilds from
+    the first that does not; a synced entry that does not match is damage."""
+    import struct
+
+    d = str(tmp_path / "j")
+    model = _fill(d)
+    crc = tmp_path / "j" / "data.crc"
+    good = bytearray(crc.read_bytes())
+    count = (len(good) - 12) // 12
+    assert struct.unpack_from(">i", good, 8)[0] == count  # a clean close synced them all
+    torn = bytearray(good)
+    struct.pack_into(">i", torn, 8, count - 3)  # the last 3 not known durable...
+    torn[-4:] = bytes(4)  # ...and the last one's checksum lost
+    crc.write_bytes(bytes(torn))
+    with EventJournal.open(d) as j:
+        # The last batch (two blocks) rebuilt one entry per block.
+        assert [(a.kind, a.count) for a in j.recovery.actions] == [("cut", 12), ("rebuilt", 2)]
+        assert {p: [tuple(e) for e in j.replay(p)] for p in IDS} == model
+        j.verify()
+    rebuilt = crc.read_bytes()
+    assert rebuilt[12:-24] == good[12:-12] and struct.unpack_from(">i", rebuilt, 8)[0] == count + 1
+    # The same damage inside the synced entries is an error, not a rebuild.
+    good[-4:] = bytes(4)
+    crc.write_bytes(bytes(good))
+    with EventJournal.open(d) as j, pytest.raises(CorruptFileError, match="checksum"):
+        j.verify()
 
 
 def test_more_checksummed_ids_than_meta_blocks_is_damage(tmp_path: Path) -> None:

@@ -468,3 +468,46 @@ def test_a_reader_file_truncated_to_its_magic_is_corrupt() -> None:
     write_file(sim, READER, codec.READER_MAGIC)
     with pytest.raises((CorruptFileError, FormatError)):
         Queue.open("/db", "q", fs=sim, **NOCKPT)
+
+
+def test_a_damaged_first_check_does_not_make_a_file_read_unverified() -> None:
+    """The empty CHECK first says "this file uses CHECKs"; damaged, the file must not
+    be read as a libkestrel file (no verification): it holds valid CHECKs later."""
+    sim, first, _ = _sealed_file_queue()
+    data = bytearray(read_file(sim, first))
+    data[codec.MAGIC_SIZE] = 0x20  # CHECK -> an unknown command with no header
+    write_file(sim, first, bytes(data))
+    with pytest.raises(CorruptFileError) as info:
+        _remote_reads(sim, first)
+    assert info.value.path == first and info.value.offset == codec.MAGIC_SIZE
+
+
+def test_a_remote_reader_tells_damage_in_the_newest_file_from_a_write_in_progress(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sim = new_sim()
+    q = Queue.open("/db", "q", fs=sim, **NOCKPT)
+    for i in range(3):
+        q.put(b"item-%d" % i * 4)
+    newest = q.journal_files[-1]
+    q.close()
+    data = read_file(sim, newest)
+    first_put = len(codec.WRITER_MAGIC) + len(codec.EMPTY_CHECK)
+    # A huge data length in the first PUT: the record looks incomplete (as if still
+    # being written), but valid CHECKs follow: damage, as the writer's open says.
+    damaged = bytearray(data)
+    damaged[first_put + 4] = 0x7F
+    write_file(sim, newest, bytes(damaged))
+    with pytest.raises(CorruptFileError) as info:
+        _remote_reads(sim, newest)
+    assert info.value.offset == first_put
+    # The same in the last write only, no writer running: a torn tail the writer's
+    # next open cuts; the reader delivers what precedes it and says so.
+    last_put = data.rindex(b"\x86")
+    damaged = bytearray(data)
+    damaged[last_put + 4] = 0x7F
+    write_file(sim, newest, bytes(damaged))
+    with caplog.at_level("WARNING", logger="engine.queue"):
+        got = _remote_reads(sim, newest)
+    assert [xid for xid, _ in got] == [1, 2]
+    assert any("torn tail" in rec.getMessage() for rec in caplog.records)

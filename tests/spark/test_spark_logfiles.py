@@ -173,7 +173,7 @@ def test_stream_data_loss_fails_unless_allowed(tmp_path: object) -> None:
     with fs.open(shard + "/" + logfiles.START_FILE, OpenMode.CREATE) as h:
         h.write_at(0, b"42\n")
     start, end = {name: {"index": 0}}, {name: {"index": 100}}
-    with pytest.raises(ConfigError, match="records 0..100 .* 42 lost .*failOnDataLoss=false"):
+    with pytest.raises(ConfigError, match=r"records 0\.\.100 .* 42 lost .*failOnDataLoss=false"):
         LogStreamReader({"path": shard}, LOG_SCHEMA).partitions(start, end)
     lenient = LogStreamReader({"path": shard, "failOnDataLoss": "false"}, LOG_SCHEMA)
     got = [i for p in lenient.partitions(start, end) for b in lenient.read(p) for i in b.column("index").to_pylist()]

@@ -217,3 +217,12 @@ def test_inconsistent_records_fail_verify(tmp_path: object, capsys: pytest.Captu
     assert len(scan.anomalies) == 2 and scan.end is not None and scan.end.clean
     assert main(["verify", path]) == 2
     assert "FAILED" in capsys.readouterr().err
+
+
+def test_dump_and_extract_refuse_a_directory(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    path = os.path.join(str(tmp_path), "journal")
+    os.mkdir(path)
+    assert main(["streams", "dump", path]) == 2
+    assert main(["streams", "extract", path, "--out", os.path.join(str(tmp_path), "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("is a directory") == 2 and "Traceback" not in err

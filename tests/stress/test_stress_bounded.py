@@ -32,14 +32,23 @@ KNOWN: dict[tuple[str, str], dict[str, str]] = {
         r"silent wrong data via (spark )?LogReader": "LogReader (and the Spark log source over it) reads damaged "
         "segments, .idx and .crc files back silently different or cut, where AppendLog.open raises "
         "CorruptFileError",
-        r"traceback via engine (inspect|verify|log \w+) DIR: OSError: \[Errno 40\]": "engine inspect, verify and "
-        "log stats/tail/between print a traceback (ELOOP) when a segment file is a symlink loop",
+        r"traceback via (spark )?LogReader": "LogReader raises MemoryError on garbage in an .idx file",
+        r"silent wrong data via engine log (tail|between)": "engine log tail/between print damaged records "
+        "silently (they read through LogReader)",
+        r"traceback via engine (inspect|verify|log \w+) DIR": "engine inspect, verify and log stats/tail/between "
+        "print a traceback (ELOOP) when a segment file is a symlink loop",
     },
     ("queue", "damage"): {
-        r"traceback via engine inspect DIR: OSError: \[Errno 40\]": "engine inspect DIR prints a traceback "
-        "(ELOOP) when a file of the queue is a symlink loop",
-        r"silent wrong data via (Queue\.open_reader|spark QueueReader)": "Queue.open_reader (and the Spark queue "
-        "source) cut a journal at damage silently, where Queue.open reports the cut",
+        r"traceback via engine (inspect|verify|queue \w+) (DIR|FILE)": "engine inspect, verify and queue "
+        "stats/dump print a traceback (ELOOP) when a file of the queue is a symlink loop",
+        r"silent wrong data via (Queue\.open_reader|spark QueueReader|engine queue dump)": "Queue.open_reader (and "
+        "the Spark queue source) cut a journal at damage silently, where Queue.open reports the cut",
+    },
+    ("pages", "damage"): {
+        r"traceback via engine pages (dump|journal|stats)": "engine pages dump/journal/stats print a traceback "
+        "when the store file or its journal is deleted or a symlink loop",
+        r"silent wrong data via engine pages dump": "engine pages dump prints page bytes without checking the "
+        "page checksums",
     },
     ("queue", "paths"): {
         r"traceback via engine queue (stats|dump)": "engine queue stats/dump print a traceback for a missing "

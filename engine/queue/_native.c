@@ -1,0 +1,290 @@
+/* The compiled twin of engine.queue.codec.decode_batch (the readers' hot loop).
+ *
+ * One pure codec function, chosen once per process at import by
+ * engine.queue.segments (engine.native.load); the Python function is the reference
+ * that ENGINE_PURE_PYTHON=1 runs and that tests/queue/test_queue_native.py compares
+ * this one against: the same PUT tuples appended to ``out``, the same return value,
+ * the same exceptions.  Layouts (little-endian, see engine/queue/codec.py):
+ *
+ *   PUT 0x86: i32 size | i32 error_count | i64 xid | i64 add_time            (24 bytes) data
+ *   PUT 0x88: i32 size | i32 error_count | i64 xid | i64 add_time | i64 expire (32 bytes) data
+ *   CHECK 0x22: u32 crc32 | u32 length of the bytes since the previous CHECK   (8 bytes)
+ *
+ * Every other record goes through the Python decode_record (rare), and the crc32 is
+ * zlib's, called through the zlib module (so the result is the reference's by
+ * construction).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+static PyObject *put_type;         /* engine.queue.codec.Put */
+static PyObject *decode_record;    /* engine.queue.codec.decode_record */
+static PyObject *incomplete_exc;   /* engine.queue.codec.Incomplete */
+static PyObject *bad_record_exc;   /* engine.queue.codec.BadRecord */
+static PyObject *mismatch_exc;     /* engine.queue.codec.ChecksumMismatch */
+static PyObject *zlib_crc32;       /* zlib.crc32 */
+static long long max_errors;       /* engine.queue.codec.MAX_ERROR_COUNT */
+
+static int
+load_codec(void)
+{
+    if (put_type != NULL)
+        return 0;
+    PyObject *codec = PyImport_ImportModule("engine.queue.codec");
+    if (codec == NULL)
+        return -1;
+    PyObject *zlib = PyImport_ImportModule("zlib");
+    if (zlib == NULL) {
+        Py_DECREF(codec);
+        return -1;
+    }
+    PyObject *limit = PyObject_GetAttrString(codec, "MAX_ERROR_COUNT");
+    decode_record = PyObject_GetAttrString(codec, "decode_record");
+    incomplete_exc = PyObject_GetAttrString(codec, "Incomplete");
+    bad_record_exc = PyObject_GetAttrString(codec, "BadRecord");
+    mismatch_exc = PyObject_GetAttrString(codec, "ChecksumMismatch");
+    zlib_crc32 = PyObject_GetAttrString(zlib, "crc32");
+    put_type = PyObject_GetAttrString(codec, "Put");
+    Py_DECREF(codec);
+    Py_DECREF(zlib);
+    if (limit == NULL || decode_record == NULL || incomplete_exc == NULL || bad_record_exc == NULL ||
+        mismatch_exc == NULL || zlib_crc32 == NULL || put_type == NULL) {
+        Py_XDECREF(limit);
+        Py_CLEAR(put_type);
+        return -1;
+    }
+    max_errors = PyLong_AsLongLong(limit);
+    Py_DECREF(limit);
+    if (max_errors == -1 && PyErr_Occurred()) {
+        Py_CLEAR(put_type);
+        return -1;
+    }
+    if (!PyType_Check(put_type) || !PyType_IsSubtype((PyTypeObject *)put_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "engine.queue.codec.Put is not a tuple type");
+        Py_CLEAR(put_type);
+        return -1;
+    }
+    return 0;
+}
+
+static int32_t
+le_i32(const unsigned char *p)
+{
+    return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+}
+
+static uint32_t
+le_u32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static int64_t
+le_i64(const unsigned char *p)
+{
+    return (int64_t)((uint64_t)le_u32(p) | (uint64_t)le_u32(p + 4) << 32);
+}
+
+/* zlib.crc32(buf[start:end], running) as a C integer; -1 on error. */
+static long long
+crc_of(const char *base, Py_ssize_t start, Py_ssize_t end, unsigned long running)
+{
+    PyObject *view = PyMemoryView_FromMemory((char *)base + start, end - start, PyBUF_READ);
+    if (view == NULL)
+        return -1;
+    PyObject *value = PyObject_CallFunction(zlib_crc32, "Ok", view, running);
+    Py_DECREF(view);
+    if (value == NULL)
+        return -1;
+    unsigned long crc = PyLong_AsUnsignedLong(value);
+    Py_DECREF(value);
+    if (crc == (unsigned long)-1 && PyErr_Occurred())
+        return -1;
+    return (long long)crc;
+}
+
+/* A Put(xid, data, add_time, expire_time, error_count) built as the reference's
+ * tuple.__new__(Put, ...) does; steals nothing. */
+static PyObject *
+new_put(const unsigned char *p, Py_ssize_t start, int32_t length, int64_t xid, int64_t add_time, int has_expiry,
+        int64_t expire, int32_t errors)
+{
+    PyObject *put = ((PyTypeObject *)put_type)->tp_alloc((PyTypeObject *)put_type, 5);
+    if (put == NULL)
+        return NULL;
+    PyObject *items[5];
+    items[0] = PyLong_FromLongLong(xid);
+    items[1] = PyBytes_FromStringAndSize((const char *)p + start, length);
+    items[2] = PyLong_FromLongLong(add_time);
+    if (has_expiry) {
+        items[3] = PyLong_FromLongLong(expire);
+    } else {
+        items[3] = Py_None;
+        Py_INCREF(Py_None);
+    }
+    items[4] = PyLong_FromLong(errors);
+    for (int i = 0; i < 5; i++) {
+        if (items[i] == NULL) {
+            for (int j = 0; j < 5; j++)
+                Py_XDECREF(items[j]);
+            Py_DECREF(put);
+            return NULL;
+        }
+    }
+    for (int i = 0; i < 5; i++)
+        PyTuple_SET_ITEM(put, i, items[i]);
+    return put;
+}
+
+static PyObject *
+decode_batch(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"buf", "pos", "out", "crc", "covered", "max_records", NULL};
+    Py_buffer view;
+    Py_ssize_t pos, covered = 0, max_records = 4096;
+    PyObject *out, *crc_arg = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nO!|On$n", kwlist, &view, &pos, &PyList_Type, &out, &crc_arg,
+                                     &covered, &max_records))
+        return NULL;
+    PyObject *result = NULL;
+    if (load_codec() < 0)
+        goto done;
+    if (pos < 0) {
+        PyErr_SetString(PyExc_ValueError, "pos must be >= 0");
+        goto done;
+    }
+    const unsigned char *p = view.buf;
+    const Py_ssize_t size = view.len;
+    const int checked = crc_arg != Py_None;
+    unsigned long running = 0;
+    if (checked) {
+        running = PyLong_AsUnsignedLongMask(crc_arg);
+        if (running == (unsigned long)-1 && PyErr_Occurred())
+            goto done;
+        running &= 0xFFFFFFFFUL;
+    }
+    Py_ssize_t since = pos, verified = 0;
+    const char *stop = "more";
+    for (Py_ssize_t n = 0; n < max_records; n++) {
+        if (pos >= size) {
+            stop = "end";
+            break;
+        }
+        unsigned char cmd = p[pos];
+        if (cmd == 0x86 || cmd == 0x88) {
+            Py_ssize_t start = pos + (cmd == 0x86 ? 25 : 33);
+            if (start > size) {
+                stop = "incomplete";
+                break;
+            }
+            int32_t length = le_i32(p + pos + 1), errors = le_i32(p + pos + 5);
+            int64_t xid = le_i64(p + pos + 9), add_time = le_i64(p + pos + 17);
+            int64_t expire = cmd == 0x88 ? le_i64(p + pos + 25) : 0;
+            if (length >= 0 && xid > 0 && errors >= 0 && errors <= max_errors) {
+                Py_ssize_t end = start + length;
+                if (end > size) {
+                    stop = "incomplete";
+                    break;
+                }
+                PyObject *put = new_put(p, start, length, xid, add_time, cmd == 0x88, expire, errors);
+                if (put == NULL)
+                    goto done;
+                int failed = PyList_Append(out, put);
+                Py_DECREF(put);
+                if (failed)
+                    goto done;
+                pos = end;
+                continue;
+            }
+        } else if (cmd == 0x22) {
+            if (pos + 9 > size) {
+                stop = "incomplete";
+                break;
+            }
+            if (checked) {
+                uint32_t want = le_u32(p + pos + 1), length = le_u32(p + pos + 5);
+                Py_ssize_t total = covered + pos - since;
+                long long got = 0;
+                if ((Py_ssize_t)length == total) {
+                    got = crc_of((const char *)p, since, pos, running);
+                    if (got < 0)
+                        goto done;
+                }
+                if ((Py_ssize_t)length != total || (uint32_t)got != want) {
+                    PyObject *exc = PyObject_CallFunction(mismatch_exc, "nnnk", pos - total, pos, total,
+                                                          (unsigned long)length);
+                    if (exc != NULL) {
+                        PyErr_SetObject(mismatch_exc, exc);
+                        Py_DECREF(exc);
+                    }
+                    goto done;
+                }
+                running = 0;
+                covered = 0;
+                since = pos + 9;
+                verified = PyList_GET_SIZE(out);
+            }
+            pos += 9;
+            continue;
+        }
+        /* Anything else (and PUTs with impossible fields, to get the right error). */
+        PyObject *decoded = PyObject_CallFunction(decode_record, "On", view.obj, pos);
+        if (decoded == NULL) {
+            if (PyErr_ExceptionMatches(incomplete_exc)) {
+                PyErr_Clear();
+                stop = "incomplete";
+                break;
+            }
+            if (PyErr_ExceptionMatches(bad_record_exc) && verified) {
+                PyErr_Clear();
+                break; /* "more": the good records first, the error on the next call */
+            }
+            goto done;
+        }
+        PyObject *record = PyTuple_GetItem(decoded, 0);
+        PyObject *end_obj = PyTuple_GetItem(decoded, 1);
+        if (record == NULL || end_obj == NULL) {
+            Py_DECREF(decoded);
+            goto done;
+        }
+        if (record == Py_None) {
+            Py_DECREF(decoded);
+            stop = "marker";
+            break;
+        }
+        Py_ssize_t end = PyLong_AsSsize_t(end_obj);
+        Py_DECREF(decoded);
+        if (end == -1 && PyErr_Occurred())
+            goto done;
+        pos = end; /* not a PUT (a valid one takes the path above): skipped */
+    }
+    if (!checked) {
+        result = Py_BuildValue("nsnii", pos, stop, PyList_GET_SIZE(out), 0, 0);
+    } else {
+        long long tail = crc_of((const char *)p, since, pos, running);
+        if (tail >= 0)
+            result = Py_BuildValue("nsnkn", pos, stop, verified, (unsigned long)tail, covered + pos - since);
+    }
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef module_methods[] = {
+    {"decode_batch", (PyCFunction)(void (*)(void))decode_batch, METH_VARARGS | METH_KEYWORDS,
+     "decode_batch(buf, pos, out, crc=None, covered=0, *, max_records=4096): "
+     "the compiled twin of engine.queue.codec.decode_batch."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "engine.queue._native", "Compiled twin of engine.queue.codec.decode_batch.", -1,
+    module_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__native(void)
+{
+    return PyModule_Create(&module_def);
+}

@@ -1,0 +1,232 @@
+"""Damage in any segment's files: every read path returns exactly the records
+written, or raises CorruptFileError naming the damaged file (issue "Zero silent
+wrong answers").  Only a torn tail of the newest segment may be cut, reported."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from engine.applog import AppendLog, LogReader
+from engine.applog.codec import crc_offset, entry_offset, segment_name
+from engine.errors import CorruptFileError
+
+SEG = 16 + 4 * 25  # segments of 4 records of 9 bytes
+N = 40  # 10 segments: 0, 4, ..., 36
+
+
+def _make(path: str, n: int = N) -> list[tuple[int, int, int, bytes]]:
+    with AppendLog.open(path, segment_bytes=SEG) as log:
+        for k in range(n):
+            log.append(b"payload-%d" % (k % 10), flags=k, time_ns=100 + k)
+        return [tuple(r) for r in log.scan()]  # type: ignore[misc]
+
+
+def _patch(path: str, offset: int, data: bytes) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+
+
+def _flip(path: str, offset: int) -> None:
+    with open(path, "rb") as f:
+        f.seek(offset)
+        b = f.read(1)
+    _patch(path, offset, bytes([b[0] ^ 0x10]))
+
+
+def _reader_scan(d: str) -> list[tuple[int, int, int, bytes]]:
+    with LogReader.open(d) as reader:
+        return [tuple(r) for r in reader.scan(reader.first_index, reader.next_index)]  # type: ignore[misc]
+
+
+def _files(d: str) -> dict[str, bytes]:
+    out = {}
+    for name in sorted(os.listdir(d)):
+        with open(os.path.join(d, name), "rb") as f:
+            out[name] = f.read()
+    return out
+
+
+def _off(d: str, base: int, position: int) -> int:
+    with open(os.path.join(d, segment_name(base, ".idx")), "rb") as f:
+        raw = f.read()
+    return int.from_bytes(raw[entry_offset(position) + 16 : entry_offset(position) + 24], "little")
+
+
+@pytest.mark.parametrize("suffix", [".log", ".idx", ".crc"])
+def test_reader_never_cuts_a_sealed_segment_silently(tmp_path: os.PathLike[str], suffix: str) -> None:
+    """The adversarial run: damage at the end of sealed segment 28 made scan()
+    return the records up to it, with no error and next_index unchanged."""
+    d = str(tmp_path)
+    clean = _make(d)
+    path = os.path.join(d, segment_name(28, suffix))
+    offset = {".log": _off(d, 28, 3) + 17, ".idx": entry_offset(3) + 9, ".crc": crc_offset(3)}[suffix]
+    _flip(path, offset)
+    with pytest.raises(CorruptFileError) as err:
+        got = _reader_scan(d)
+        assert got == clean  # unreachable unless the damage is harmless
+    assert segment_name(28, "") in err.value.path
+    if suffix == ".idx":  # derived data: the writer rebuilds the entry from the log, and says so
+        with AppendLog.open(d) as log:
+            assert log.recovery.total("rebuilt", "entries") == 1
+            assert [tuple(r) for r in log.scan()] == clean
+        return
+    with pytest.raises(CorruptFileError) as err:
+        AppendLog.open(d).close()
+    assert segment_name(28, "") in err.value.path
+
+
+def test_writer_open_names_the_damaged_sealed_segment_and_changes_nothing(tmp_path: os.PathLike[str]) -> None:
+    d = str(tmp_path)
+    _make(d)
+    logf = os.path.join(d, segment_name(28, ".log"))
+    off = _off(d, 28, 3)
+    _flip(logf, off + 20)  # the sealed segment's last record
+    before = _files(d)
+    with pytest.raises(CorruptFileError) as err:
+        AppendLog.open(d)
+    assert err.value.path == logf and err.value.offset == off
+    assert _files(d) == before  # nothing "repaired" away
+
+
+def test_sealed_log_cut_at_a_record_boundary_is_corruption(tmp_path: os.PathLike[str]) -> None:
+    d = str(tmp_path)
+    _make(d)
+    logf = os.path.join(d, segment_name(8, ".log"))
+    off = _off(d, 8, 2)
+    os.truncate(logf, off)
+    for opener in (AppendLog.open, _reader_scan):
+        with pytest.raises(CorruptFileError) as err:
+            opener(d)
+        assert err.value.path == logf and err.value.offset == off
+
+
+def test_damage_inside_a_sealed_segment_fails_every_read(tmp_path: os.PathLike[str]) -> None:
+    d = str(tmp_path)
+    clean = _make(d)
+    logf = os.path.join(d, segment_name(12, ".log"))
+    off = _off(d, 12, 1)
+    _flip(logf, off + 18)  # record 13's data; first and last records intact
+    with AppendLog.open(d) as log:  # the cheap check passes: the reads must catch it
+        assert log.get(12) == clean[12]
+        with pytest.raises(CorruptFileError) as err:
+            log.get(13)
+        assert err.value.path == logf and err.value.offset == off
+        for _ in range(3):  # uncached, then cached
+            with pytest.raises(CorruptFileError):
+                log.get(13)
+        with pytest.raises(CorruptFileError):
+            list(log.scan())
+        with pytest.raises(CorruptFileError):
+            list(log.between(0, 1 << 40))
+        with pytest.raises(CorruptFileError):
+            log.verify()
+    with LogReader.open(d) as reader:
+        with pytest.raises(CorruptFileError):
+            reader.get(13)
+        with pytest.raises(CorruptFileError):
+            list(reader.scan())
+
+
+def test_crc_entry_damage_names_both_files(tmp_path: os.PathLike[str]) -> None:
+    d = str(tmp_path)
+    _make(d)
+    crcf = os.path.join(d, segment_name(12, ".crc"))
+    _flip(crcf, crc_offset(1) + 2)
+    with LogReader.open(d) as reader, pytest.raises(CorruptFileError) as err:
+        reader.get(13)
+    assert err.value.path == os.path.join(d, segment_name(12, ".log")) and crcf in str(err.value)
+
+
+def test_damaged_index_time_never_moves_between(tmp_path: os.PathLike[str]) -> None:
+    d = str(tmp_path)
+    clean = _make(d)
+    idxf = os.path.join(d, segment_name(20, ".idx"))
+    _patch(idxf, entry_offset(1), (10**6).to_bytes(8, "little"))  # record 21's time in the index
+    with LogReader.open(d) as reader:
+        for t0 in range(100, 100 + N):
+            try:
+                got = [tuple(r) for r in reader.between(t0, t0 + 5)]
+            except CorruptFileError as exc:
+                assert exc.path == idxf and exc.offset == entry_offset(1)
+                continue
+            assert got == [r for r in clean if t0 <= r[1] < t0 + 5]
+
+
+def test_reader_reports_a_torn_tail_of_the_newest_segment(
+    tmp_path: os.PathLike[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    d = str(tmp_path)
+    clean = _make(d, n=N + 2)  # newest segment 40: records 40, 41
+    logf = os.path.join(d, segment_name(40, ".log"))
+    os.truncate(logf, _off(d, 40, 1) + 20)  # record 41 torn
+    with caplog.at_level(logging.WARNING, logger="engine.applog"):
+        with LogReader.open(d) as reader:
+            assert [tuple(r) for r in reader.scan()] == clean[:41]
+            assert reader.recovery.total("dropped", "entries") == 1
+    assert any("41" in r.getMessage() for r in caplog.records)
+    with AppendLog.open(d) as log:  # the writer cuts it and says so too
+        assert log.recovery.repaired and log.next_index == 41
+
+
+def test_missing_sealed_index_is_an_error_for_the_reader_and_rebuilt_by_the_writer(
+    tmp_path: os.PathLike[str],
+) -> None:
+    d = str(tmp_path)
+    clean = _make(d)
+    os.unlink(os.path.join(d, segment_name(16, ".idx")))
+    with pytest.raises(CorruptFileError):
+        _reader_scan(d)
+    with AppendLog.open(d) as log:
+        assert log.recovery.total("rebuilt", "entries") == 4
+        assert [tuple(r) for r in log.scan()] == clean
+
+
+def _read_all(d: str, writer: bool) -> list[tuple[int, int, int, bytes]] | str:
+    try:
+        if writer:
+            with AppendLog.open(d) as log:
+                got = [tuple(r) for r in log.scan(log.first_index)]
+                if log.recovery.repaired:
+                    return "reported"
+                return got  # type: ignore[return-value]
+        return _reader_scan(d)
+    except CorruptFileError:
+        return "error"
+
+
+@pytest.mark.parametrize("suffix", [".log", ".idx", ".crc"])
+def test_every_bit_flip_in_a_sealed_segment_is_caught_or_harmless(tmp_path: os.PathLike[str], suffix: str) -> None:
+    """Flip one bit of every byte of a sealed segment's file: the reader and the
+    writer return exactly the records written, raise, or (writer) report a repair."""
+    src = os.path.join(str(tmp_path), "src")
+    os.mkdir(src)
+    clean = _make(src, n=16)
+    name = segment_name(4, suffix)
+    size = os.path.getsize(os.path.join(src, name))
+    for offset in range(size):
+        for writer in (False, True):
+            d = os.path.join(str(tmp_path), f"v{offset}{writer}")
+            shutil.copytree(src, d)
+            _flip(os.path.join(d, name), offset)
+            got = _read_all(d, writer)
+            assert got in ("error", "reported") or got == clean, (suffix, offset, writer)
+            shutil.rmtree(d)
+
+
+def test_cli_on_a_symlink_loop_is_one_line_without_traceback(tmp_path: os.PathLike[str]) -> None:
+    d = str(tmp_path)
+    _make(d, n=8)
+    idx = os.path.join(d, segment_name(0, ".idx"))
+    os.unlink(idx)
+    os.symlink(segment_name(0, ".idx"), idx)
+    for argv in (["stats", d], ["tail", d], ["get", d, "1"], ["between", d, "0", "999"], ["expire", d]):
+        out = subprocess.run([sys.executable, "-m", "engine", "log", *argv], capture_output=True, text=True)
+        assert out.returncode == 1, (argv, out.stderr)
+        assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
