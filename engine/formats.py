@@ -19,6 +19,7 @@ HANDLER_MODULES = (
     "engine.queue.handler",
     "engine.pages.handler",
     "engine.streams.handler",
+    "engine.spark.handler",  # a sink dataset: before the append log (its shards are logs)
     "engine.applog.handler",
     "engine.events.handler",
 )

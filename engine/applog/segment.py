@@ -318,6 +318,21 @@ class Segment:
                         return Record(self.base + position, rec_time, flags, raw[RECORD_HEADER_SIZE:])
         time_ns, index, offset, end = self.entry(position)
         raw = self.log.read_at(offset, end - offset)
+        if len(raw) >= RECORD_HEADER_SIZE:
+            size, flags, rec_time = RECORD_HEADER.unpack_from(raw, 0)
+            if RECORD_HEADER_SIZE + size == len(raw) == end - offset and rec_time == time_ns:
+                mem = self.mem_crc
+                at = HEADER_SIZE + CRC_SIZE * position
+                want = _CRC.unpack_from(mem, at)[0] if mem is not None and at < len(mem) else self.crc_at(position)
+                if want is None or want == zlib.crc32(raw):
+                    return Record(index, time_ns, flags, raw[RECORD_HEADER_SIZE:])
+        return self._read_checked(position)
+
+    def _read_checked(self, position: int) -> Record:
+        """:meth:`read` when the record does not simply agree with its entries and
+        checksum: what it is, or a CorruptFileError naming the file at fault."""
+        time_ns, index, offset, end = self.entry(position)
+        raw = self.log.read_at(offset, end - offset)
         if len(raw) < RECORD_HEADER_SIZE:
             raise CorruptFileError(self.log_path, offset, f"record {index}", "end of file")
         size, flags, rec_time = RECORD_HEADER.unpack_from(raw, 0)

@@ -19,6 +19,7 @@ only the ``_raw_*`` operations; the checks live here, once.
 from __future__ import annotations
 
 import errno
+import functools
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -299,8 +300,51 @@ class FileHandle(ABC):
         return f"<{type(self).__name__} {self.path!r} {state}>"
 
 
+#: The file-system operations that can meet a full disk, and how an error names them.
+_FS_OPERATIONS_THAT_ALLOCATE = {
+    "open": "create",
+    "mkdir": "mkdir",
+    "rename": "rename",
+    "unlink": "unlink",
+    "rmdir": "rmdir",
+    "fsync_dir": "directory fsync",
+}
+
+
+def _disk_full_typed(method: Callable[..., object], operation: str) -> Callable[..., object]:
+    """``method`` with ENOSPC/EDQUOT raised as :class:`DiskFullError` naming the path."""
+
+    @functools.wraps(method)
+    def typed(self: FileSystem, path: str, *args: object, **kwargs: object) -> object:
+        try:
+            return method(self, path, *args, **kwargs)
+        except DiskFullError:
+            raise
+        except OSError as exc:
+            if exc.errno in _DISK_FULL:
+                raise DiskFullError(str(path), exc.errno, operation) from exc
+            raise
+
+    typed.__disk_full_typed__ = True  # type: ignore[attr-defined]
+    return typed
+
+
 class FileSystem(ABC):
-    """Directory-level operations plus :meth:`open`.  Paths are ``str``."""
+    """Directory-level operations plus :meth:`open`.  Paths are ``str``.
+
+    Like the handles' writes, the operations that allocate (creating a file, a
+    directory, a rename, a directory sync) report a full disk as
+    :class:`DiskFullError` in every implementation: :meth:`__init_subclass__`
+    wraps each implementation's methods once, so no file system and no store
+    has to remember the rule.
+    """
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, operation in _FS_OPERATIONS_THAT_ALLOCATE.items():
+            method = cls.__dict__.get(name)
+            if method is not None and not getattr(method, "__disk_full_typed__", False):
+                setattr(cls, name, _disk_full_typed(method, operation))
 
     @abstractmethod
     def open(self, path: str, mode: OpenMode | str = OpenMode.READ) -> FileHandle:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engine.errors import ConfigError, PoisonedError
+from engine.errors import ConfigError, DiskFullError, PoisonedError
 from engine.fs.base import FileHandle, FileSystem, OpenMode
 from engine.fs.crashpoints import crashpoint
 
@@ -120,6 +120,16 @@ class SyncPolicy:
         return f"{self.period:g}s" if self.mode == "periodic" else self.mode
 
 
+def _as_poisoned(name: str, failure: BaseException) -> PoisonedError:
+    """The error every writer that shared a failed sync gets: the sync's own typed
+    error (a :class:`DiskFullError` stays one) or a PoisonedError wrapping it."""
+    if isinstance(failure, DiskFullError):
+        return DiskFullError(failure.path, failure.errno or 28, failure.operation)
+    if isinstance(failure, PoisonedError):
+        return PoisonedError(failure.path, failure.cause, failure.operation)
+    return PoisonedError(name, failure)
+
+
 class GroupCommit:
     """Let concurrent writers share fsyncs.
 
@@ -162,7 +172,7 @@ class GroupCommit:
         with self._cond:
             while True:
                 if self._failure is not None:
-                    raise PoisonedError(self._name, self._failure)
+                    raise _as_poisoned(self._name, self._failure)
                 if self._synced >= ticket:
                     return
                 if not self._syncing:
@@ -194,9 +204,7 @@ class GroupCommit:
                 self._failure = failure
             self._cond.notify_all()
         if failure is not None:
-            if isinstance(failure, PoisonedError):
-                raise failure
-            raise PoisonedError(self._name, failure) from failure
+            raise _as_poisoned(self._name, failure) from failure
 
 
 class PeriodicSync:

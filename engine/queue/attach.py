@@ -21,7 +21,6 @@ import logging
 from engine.errors import LockedError
 from engine.fs import FileSystem, HeldLock, RecoveryReport, probe_lock, take_lock
 from engine.queue import checkpoint, naming
-from engine.queue.oserrors import disk_full_typed
 from engine.queue.state import ReaderState
 
 log = logging.getLogger("engine.queue")
@@ -37,23 +36,21 @@ def lock_writer(fs: FileSystem, directory: str, queue: str) -> HeldLock:
     """The writer lock of ``queue`` (LockedError if another writer has it, after
     :data:`READER_LOCK_PATIENCE`)."""
     path = naming.join(directory, naming.writer_lock_name(queue))
-    with disk_full_typed(path):
-        # Waits as a reader does: a reader in another process probes this lock for
-        # a moment (cursor.PollingSource.writer_alive).
-        return take_lock(fs, path, wait=READER_LOCK_PATIENCE, what=f"writer lock of queue {queue!r}")
+    # Waits as a reader does: a reader in another process probes this lock for
+    # a moment (cursor.PollingSource.writer_alive).
+    return take_lock(fs, path, wait=READER_LOCK_PATIENCE, what=f"writer lock of queue {queue!r}")
 
 
 def lock_reader(fs: FileSystem, directory: str, queue: str, reader: str, *, patience: bool = True) -> HeldLock:
     """The lock of reader ``reader`` of ``queue``, waiting :data:`READER_LOCK_PATIENCE`
     for it when ``patience`` (LockedError if another process or handle keeps it)."""
     path = naming.join(directory, naming.reader_lock_name(queue, reader))
-    with disk_full_typed(path):
-        return take_lock(
-            fs,
-            path,
-            wait=READER_LOCK_PATIENCE if patience else 0.0,
-            what=f"lock of reader {reader!r} of queue {queue!r}",
-        )
+    return take_lock(
+        fs,
+        path,
+        wait=READER_LOCK_PATIENCE if patience else 0.0,
+        what=f"lock of reader {reader!r} of queue {queue!r}",
+    )
 
 
 def reader_files(fs: FileSystem, directory: str, queue: str, listing: list[str] | None = None) -> dict[str, str]:

@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from engine.errors import CorruptFileError, FormatError
 from engine.fs import FileSystem, atomic_write
 from engine.queue import codec
-from engine.queue.oserrors import disk_full_typed
 
 
 def load_reader_file(fs: FileSystem, path: str) -> tuple[int, list[int]]:
@@ -42,8 +41,7 @@ def write_reader_file(fs: FileSystem, path: str, head: int, done: Iterable[int],
     # libkestrel's temp name, "<reader file>~~<ms>"; atomic_write fsyncs it before the
     # rename and the directory after it (the original libkestrel server skipped the latter: without it
     # the rename may be undone by a crash and an older head come back).
-    with disk_full_typed(path):
-        atomic_write(fs, path, codec.encode_reader_file(head, done), tmp_path=f"{path}~~{stamp_ms}")
+    atomic_write(fs, path, codec.encode_reader_file(head, done), tmp_path=f"{path}~~{stamp_ms}")
 
 
 #: The smallest PUT record on disk: command byte + 24-byte header, no data.

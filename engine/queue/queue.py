@@ -39,7 +39,6 @@ from engine.queue.attach import attach_reader, lock_reader, lock_writer, reader_
 from engine.queue.config import QueueConfig
 from engine.queue.cursor import PollingSource
 from engine.queue.diagnose import disk_reader_stats, verify_queue
-from engine.queue.oserrors import disk_full_typed
 from engine.queue.reader import Item, Reader
 from engine.queue.recover import Recovered, recover
 from engine.queue.remote import RemoteReader, open_remote_reader
@@ -146,8 +145,7 @@ class Queue:
         cfg = QueueConfig.from_kwargs(**config)
         cfg.check_names(name)  # before any file is created
         fs = resolve(fs)
-        with disk_full_typed(directory):
-            make_dirs(fs, directory)
+        make_dirs(fs, directory)
         writer_lock = lock_writer(fs, directory, name)
         report = RecoveryReport(path=naming.join(directory, name))
         try:

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from engine.fs import FileSystem, crashpoint, make_dirs
 from engine.queue import checkpoint, naming
 from engine.queue.attach import reader_being_created, reader_files
-from engine.queue.oserrors import disk_full_typed
 from engine.queue.reader import Reader
 from engine.queue.segments import Segment
 
@@ -78,16 +77,15 @@ def retirable(segments: list[Segment], floor: int) -> list[Segment]:
 
 def remove_files(fs: FileSystem, directory: str, doomed: list[Segment], archive: str | None) -> None:
     """Delete (or move into ``archive``) the ``doomed`` writer files, durably."""
-    with disk_full_typed(archive or directory):
+    if archive is not None:
+        make_dirs(fs, archive)
+    for seg in doomed:
         if archive is not None:
-            make_dirs(fs, archive)
-        for seg in doomed:
-            if archive is not None:
-                fs.rename(seg.path, naming.join(archive, seg.path.rsplit("/", 1)[-1]))
-            else:
-                fs.unlink(seg.path)
-        crashpoint("queue.retire.before-dir-fsync")
-        fs.fsync_dir(directory)
-        if archive is not None:
-            fs.fsync_dir(archive)
-        crashpoint("queue.retire.after-dir-fsync")
+            fs.rename(seg.path, naming.join(archive, seg.path.rsplit("/", 1)[-1]))
+        else:
+            fs.unlink(seg.path)
+    crashpoint("queue.retire.before-dir-fsync")
+    fs.fsync_dir(directory)
+    if archive is not None:
+        fs.fsync_dir(archive)
+    crashpoint("queue.retire.after-dir-fsync")

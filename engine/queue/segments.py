@@ -15,7 +15,6 @@ from engine.errors import CorruptFileError, FormatError
 from engine.fs import FileHandle, FileSystem, create_file
 from engine.native import load
 from engine.queue import codec, naming
-from engine.queue.oserrors import disk_full_typed
 
 log = logging.getLogger("engine.queue")
 
@@ -137,7 +136,7 @@ class RecordScanner:
 
         Files this engine writes start with an (empty) CHECK; libkestrel's have
         none.  A file whose first record is something else but which holds a
-        valid CHECK in its first chunk is one of ours with a damaged start: read
+        valid CHECK in its first chunk is one this engine wrote, with a damaged start: read
         as a libkestrel file it would go unverified, so it is damage.
         """
         if buf[pos] == codec.CHECK_BYTE:
@@ -425,8 +424,7 @@ def create_segment(fs: FileSystem, directory: str, queue: str, segments: list[Se
     while fs.exists(naming.join(directory, naming.writer_name(queue, number))):
         number += 1
     path = naming.join(directory, naming.writer_name(queue, number))
-    with disk_full_typed(path):
-        create_file(fs, path, SEGMENT_HEADER).close()
+    create_file(fs, path, SEGMENT_HEADER).close()
     return Segment(number, path, None)
 
 

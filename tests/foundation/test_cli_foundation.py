@@ -72,7 +72,7 @@ def test_without_the_spark_extra_the_spark_commands_say_so(monkeypatch, tmp_path
         main(["--help"])
     assert info.value.code == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "demo, pipeline: needs the optional 'spark' extra" in out and "missing: pyspark" in out
+    assert "demo, pipeline, spark: needs the optional 'spark' extra" in out and "missing: pyspark" in out
     assert main(["pipeline", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "engine pipeline: needs the optional 'spark' extra" in err and "pip install 'engine[spark]'" in err

@@ -348,3 +348,36 @@ def test_failed_write_many_poisons_after_the_writes_before(tmp_path, fs) -> None
     handle.close()
     with fs.open(str(tmp_path / "f"), OpenMode.READ) as f:
         assert f.read_all() == b"x"
+
+
+@pytest.mark.parametrize("op", ["open", "mkdir", "rename", "fsync_dir"])
+def test_disk_full_in_file_system_operations_is_typed(tmp_path, fs, op) -> None:  # type: ignore[no-untyped-def]
+    """Creating a file or directory, a rename and a directory sync on a full disk
+    raise DiskFullError too (every FileSystem implementation, once, in the base)."""
+    (tmp_path / "src").write_bytes(b"x")
+    faulty = FaultyFS(fs, fail_at=1, errno=errno.ENOSPC, kinds=("write", "mkdir", "rename", "fsync_dir"))
+    calls = {
+        "open": lambda: faulty.open(str(tmp_path / "new"), OpenMode.NEW),
+        "mkdir": lambda: faulty.mkdir(str(tmp_path / "d")),
+        "rename": lambda: faulty.rename(str(tmp_path / "src"), str(tmp_path / "dst")),
+        "fsync_dir": lambda: faulty.fsync_dir(str(tmp_path)),
+    }
+    with pytest.raises(DiskFullError) as info:
+        calls[op]()
+    assert info.value.errno == errno.ENOSPC and isinstance(info.value, OSError)
+
+
+def test_group_commit_keeps_the_disk_full_type_for_every_waiter() -> None:
+    from engine.fs import GroupCommit
+
+    def sync() -> None:
+        raise OSError(errno.ENOSPC, "no space")
+
+    group = GroupCommit(lambda: (_ for _ in ()).throw(DiskFullError("/q", errno.ENOSPC, "fsync")), name="/q")
+    with pytest.raises(DiskFullError):
+        group.sync_now()
+    with pytest.raises(DiskFullError, match="/q"):
+        group.sync_now()
+    other = GroupCommit(sync, name="/p")
+    with pytest.raises(PoisonedError):
+        other.sync_now()
