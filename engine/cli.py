@@ -21,12 +21,13 @@ import sys
 import textwrap
 from collections.abc import Sequence
 
-from rich.console import Console
 from rich.table import Table
 
+import engine
 from engine.errors import EngineError
 from engine.formats import UnknownFormatError, detect
 from engine.fs import default_fs
+from engine.terminal import terminal_console
 
 #: Store modules that add subcommands, in help order.
 CLI_MODULES = (
@@ -43,8 +44,8 @@ NEEDS_EXTRA: dict[str, tuple[str, tuple[str, ...]]] = {
     "engine.spark.cli": ("spark", ("pyspark", "pyarrow", "pandas", "matplotlib")),
 }
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+console = terminal_console()
+err_console = terminal_console(stderr=True)
 
 
 class CliModuleImportError(ImportError):
@@ -135,6 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
         "and event journals, with a Spark pipeline over them.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"engine {engine.__version__}",
+                        help="print engine's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -171,12 +174,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser()
     except CliModuleImportError as exc:
-        err_console.print(f"engine: error: {exc}", markup=False)
+        err_console.print(f"engine: error: {exc}")
         return 2
     args = parser.parse_args(argv)
     note = _extra_note(args.func.__module__)
     if note is not None:
-        err_console.print(f"engine {args.command}: {note}", markup=False)
+        err_console.print(f"engine {args.command}: {note}")
         return 2
     try:
         result = args.func(args)
@@ -186,13 +189,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError as exc:
         # A store's module that fails to import (a format handler, say) is engine's
         # own breakage: say which, loudly; never carry on as if the store did not exist.
-        err_console.print(f"engine {args.command}: error: {exc}", markup=False)
+        err_console.print(f"engine {args.command}: error: {exc}")
         return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        # Permission denied, a directory where a file belongs, a symbolic link loop,
+        # a vanished file: the user's environment, not a bug: one line, exit 1.
+        err_console.print(f"engine {args.command}: error: {_os_error_text(exc)}")
+        return 1
     return int(result or 0)
+
+
+def _os_error_text(exc: OSError) -> str:
+    """``path: reason`` for an OSError, in the words the OS uses."""
+    reason = exc.strerror or str(exc)
+    if exc.filename is not None:
+        target = f" -> {exc.filename2}" if exc.filename2 is not None else ""
+        return f"{exc.filename}{target}: {reason}"
+    return reason
 
 
 if __name__ == "__main__":  # pragma: no cover

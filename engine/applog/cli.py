@@ -13,15 +13,15 @@ import functools
 import sys
 from collections.abc import Callable
 
-from rich.console import Console
 from rich.table import Table
 
 from engine.applog.log import AppendLog
 from engine.applog.reader import LogReader
 from engine.applog.segment import Record
 from engine.errors import EngineError
+from engine.terminal import terminal_console
 
-console = Console(highlight=False)
+console = terminal_console()
 
 
 def _when(time_ns: int | None) -> str:

@@ -316,7 +316,14 @@ class Segment:
                         crcs is None or crcs[position] == zlib.crc32(raw)
                     ):
                         return Record(self.base + position, rec_time, flags, raw[RECORD_HEADER_SIZE:])
-        time_ns, index, offset, end = self.entry(position)
+        mem_idx = self.mem_idx
+        if mem_idx is not None and position + 1 < self.count:
+            # The writer's active segment: this entry and the next from memory.
+            time_ns, index, offset, _, _, end = _TWO_ENTRIES.unpack_from(mem_idx, HEADER_SIZE + ENTRY_SIZE * position)
+            if index != self.base + position or not HEADER_SIZE <= offset < end <= self.log_size:
+                return self._read_checked(position)
+        else:
+            time_ns, index, offset, end = self.entry(position)
         raw = self.log.read_at(offset, end - offset)
         if len(raw) >= RECORD_HEADER_SIZE:
             size, flags, rec_time = RECORD_HEADER.unpack_from(raw, 0)

@@ -6,12 +6,12 @@ import argparse
 import sys
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from engine.events.journal import EventJournal
+from engine.terminal import terminal_console
 
-console = Console(highlight=False)
+console = terminal_console()
 
 
 def _show_payload(payload: bytes, as_hex: bool) -> str:

@@ -6,15 +6,15 @@ import argparse
 import datetime
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from engine.errors import CorruptFileError
 from engine.fs import default_fs
 from engine.pages import codec, diagnose
 from engine.pages.journal import journal_path
+from engine.terminal import terminal_console
 
-console = Console(highlight=False)
+console = terminal_console()
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:

@@ -9,15 +9,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from engine.fs import default_fs
 from engine.queue import codec
 from engine.queue.diagnose import iter_file_records, queue_stats, repair
 from engine.queue.oserrors import os_errors_typed
+from engine.terminal import terminal_console
 
-console = Console(highlight=False)
+console = terminal_console()
 
 
 def _preview(data: bytes, width: int = 60) -> str:

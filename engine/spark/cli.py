@@ -6,9 +6,9 @@ import argparse
 import os
 from typing import Any
 
-from rich.console import Console
+from engine.terminal import terminal_console
 
-console = Console(highlight=False)
+console = terminal_console()
 
 
 def _cmd_pipeline(args: argparse.Namespace) -> int:

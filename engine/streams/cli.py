@@ -11,15 +11,14 @@ import subprocess
 import sys
 from types import FrameType
 
-from rich.console import Console
-
 from engine.fs import atomic_write, default_fs, make_dirs
 from engine.streams.journal import DEFAULT_SYNC_DELAY, StreamJournal
 from engine.streams.reader import Event, JournalScan
 from engine.streams.server import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, JournalServer
+from engine.terminal import terminal_console
 
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+console = terminal_console()
+err_console = terminal_console(stderr=True)
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
