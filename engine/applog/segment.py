@@ -59,6 +59,12 @@ class Record(NamedTuple):
     data: bytes
 
 
+# Bound once: the lookups below run once per record read.
+_unpack_header = RECORD_HEADER.unpack_from
+_crc32 = zlib.crc32
+_new_record = tuple.__new__  # Record(...) without the Python-level __new__ of a NamedTuple
+
+
 def log_path(directory: str, base: int) -> str:
     return f"{directory.rstrip('/')}/{segment_name(base, '.log')}"
 
@@ -310,12 +316,12 @@ class Segment:
             if HEADER_SIZE <= offset < end <= self.log_size:
                 raw = self.log.read_at(offset, end - offset)
                 if len(raw) >= RECORD_HEADER_SIZE:
-                    size, flags, rec_time = RECORD_HEADER.unpack_from(raw, 0)
+                    size, flags, rec_time = _unpack_header(raw, 0)
                     crcs = self.cached_crc
                     if RECORD_HEADER_SIZE + size == len(raw) == end - offset and (
-                        crcs is None or crcs[position] == zlib.crc32(raw)
+                        crcs is None or crcs[position] == _crc32(raw)
                     ):
-                        return Record(self.base + position, rec_time, flags, raw[RECORD_HEADER_SIZE:])
+                        return _new_record(Record, (self.base + position, rec_time, flags, raw[RECORD_HEADER_SIZE:]))
         mem_idx = self.mem_idx
         if mem_idx is not None and position + 1 < self.count:
             # The writer's active segment: this entry and the next from memory.
@@ -326,13 +332,13 @@ class Segment:
             time_ns, index, offset, end = self.entry(position)
         raw = self.log.read_at(offset, end - offset)
         if len(raw) >= RECORD_HEADER_SIZE:
-            size, flags, rec_time = RECORD_HEADER.unpack_from(raw, 0)
+            size, flags, rec_time = _unpack_header(raw, 0)
             if RECORD_HEADER_SIZE + size == len(raw) == end - offset and rec_time == time_ns:
                 mem = self.mem_crc
                 at = HEADER_SIZE + CRC_SIZE * position
                 want = _CRC.unpack_from(mem, at)[0] if mem is not None and at < len(mem) else self.crc_at(position)
-                if want is None or want == zlib.crc32(raw):
-                    return Record(index, time_ns, flags, raw[RECORD_HEADER_SIZE:])
+                if want is None or want == _crc32(raw):
+                    return _new_record(Record, (index, time_ns, flags, raw[RECORD_HEADER_SIZE:]))
         return self._read_checked(position)
 
     def _read_checked(self, position: int) -> Record:

@@ -23,6 +23,8 @@ from engine.applog.recovery import Mismatch, scan_segment
 from engine.applog.segment import Record, Segment
 from engine.errors import ClosedError, ConfigError, CorruptFileError
 
+_bisect_right = bisect.bisect_right
+
 #: Records materialised per chunk by the generators.
 CHUNK_RECORDS = 4096
 #: The first chunk of a scan is smaller, then chunks grow to CHUNK_RECORDS.
@@ -131,17 +133,23 @@ class LogView:
                 self._check_open()
             self._prepare_read(index)
             segs = self._segments
+            first = self._start
             if segs:
                 last = segs[-1]
                 nxt = last.base + last.count
-                first = max(self._start, segs[0].base)
+                if segs[0].base > first:
+                    first = segs[0].base
             else:
-                nxt = first = self._start
+                nxt = first
             if not first <= index < nxt:
                 raise IndexError(f"record {index} is outside the log's range [{min(first, nxt)}, {nxt})")
-            seg = segs[bisect.bisect_right(self._bases, index) - 1]
+            seg = segs[_bisect_right(self._bases, index) - 1]
             if seg.mem_idx is None:
-                self._touch_cache(seg)
+                cache = self._index_cache
+                if seg.cached is not None and cache.get(seg.base) is seg:
+                    cache.move_to_end(seg.base)  # the common case of _touch_cache, inline
+                else:
+                    self._touch_cache(seg)
             return seg.read(index - seg.base)
 
     def _touch_cache(self, seg: Segment) -> None:

@@ -104,17 +104,6 @@ DEFAULT_PREALLOCATE = 256 * 1024
 RUN_CHUNK = 1024
 
 
-def _disk_full(exc: BaseException, path: str) -> BaseException:
-    """``exc`` typed: a raw ENOSPC/EDQUOT ``OSError`` (from a directory
-    operation: creating a file, the rename of a meta rewrite) becomes
-    :class:`DiskFullError`; file writes and syncs get it from the seam already."""
-    if isinstance(exc, OSError) and not isinstance(exc, DiskFullError) and exc.errno in (
-        errno.ENOSPC, errno.EDQUOT
-    ):
-        return DiskFullError(exc.filename or path, exc.errno, "write")
-    return exc
-
-
 class SequenceNumberError(ConfigError):
     """A batch's sequence numbers do not continue the id's sequence by one."""
 
@@ -211,18 +200,6 @@ class EventJournal:
         crash of a ``sync="never"`` writer several batches may be uncommitted:
         ``salvage=True`` then cuts whatever is past the committed end.
         """
-        try:
-            return cls._open_writer(directory, create, sync, max_data_size, readahead, preallocate, salvage, fs)
-        except OSError as exc:
-            typed = _disk_full(exc, directory)
-            if typed is exc:
-                raise
-            raise typed from exc
-
-    @classmethod
-    def _open_writer(cls, directory: str, create: bool, sync: object, max_data_size: int, readahead: int,
-                     preallocate: int, salvage: bool, fs: FileSystem | None) -> EventJournal:
-        """:meth:`open`'s work (its errors typed by the caller)."""
         fs = resolve(fs)
         policy = SyncPolicy.parse(sync)
         if policy.mode == "periodic":
@@ -457,9 +434,7 @@ class EventJournal:
                         entry.first_seq = expected
                     entry.first, entry.last, entry.highest = first, offsets[-1], highest
             except BaseException as exc:
-                self._failure = _disk_full(exc, self.directory)
-                if self._failure is not exc:
-                    raise self._failure from exc
+                self._failure = exc
                 raise
             self._end = new_end
             self._allocated = max(self._allocated, new_end)
@@ -502,9 +477,7 @@ class EventJournal:
                     self._msums.sync()
                 self._meta.set_fields(entry, new_first, entry.last, entry.highest, durable=True)
             except BaseException as exc:
-                self._failure = _disk_full(exc, self.directory)
-                if self._failure is not exc:
-                    raise self._failure from exc
+                self._failure = exc
                 raise
             entry.first, entry.first_seq = new_first, new_first_seq
 
@@ -519,9 +492,7 @@ class EventJournal:
             self._dsums.sync(final=final)
             self._msums.sync()
         except BaseException as exc:
-            self._failure = _disk_full(exc, self.directory)
-            if self._failure is not exc:
-                raise self._failure from exc
+            self._failure = exc
             raise
 
     def _sync_data(self, what: str) -> None:
@@ -741,23 +712,17 @@ class EventJournal:
                 self._release()
 
     def _flush_on_close(self) -> None:
-        """Make everything durable and leave the files as the original akka-persistence-file-journal reader
-        expects them (close's work); a full disk is raised as DiskFullError."""
-        try:
-            self._sync_sums(final=True)
-            if self._data.size() > self._end:
-                # Leave exactly what the akka-persistence-file-journal
-                # writer would: no reserved zeros.
-                self._data.truncate(self._end)
-                self._data.fdatasync()
-            elif not self.sync.always:
-                self._data.fdatasync()
-            self._meta.flush()
-        except OSError as exc:
-            typed = _disk_full(exc, self.directory)
-            if typed is exc:
-                raise
-            raise typed from exc
+        """Make everything durable and leave the files as the original
+        akka-persistence-file-journal reader expects them (close's work)."""
+        self._sync_sums(final=True)
+        if self._data.size() > self._end:
+            # Leave exactly what the akka-persistence-file-journal
+            # writer would: no reserved zeros.
+            self._data.truncate(self._end)
+            self._data.fdatasync()
+        elif not self.sync.always:
+            self._data.fdatasync()
+        self._meta.flush()
 
     def _release(self) -> None:
         """Close both files, then let the writer lock go (closing must release

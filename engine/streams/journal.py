@@ -66,17 +66,6 @@ CREATING_SUFFIX = ".creating"
 LOCK_SUFFIX = ".lock"
 
 
-def _disk_full(exc: BaseException, path: str) -> BaseException:
-    """``exc`` typed: a raw ENOSPC/EDQUOT ``OSError`` (from a directory
-    operation: creating a file, a rename) becomes :class:`DiskFullError`; file
-    writes and syncs get it from the :mod:`engine.fs` seam already."""
-    if isinstance(exc, OSError) and not isinstance(exc, DiskFullError) and exc.errno in (
-        errno.ENOSPC, errno.EDQUOT
-    ):
-        return DiskFullError(exc.filename or path, exc.errno, "write")
-    return exc
-
-
 def _stopped(path: str, failure: BaseException | None) -> PoisonedError:
     """The error every call raises after ``failure`` stopped the journal, with
     its type: a full disk stays :class:`DiskFullError` (free space and reopen)."""
@@ -219,17 +208,11 @@ class StreamJournal:
             raise ConfigError(f"sync_delay must be >= 0, not {sync_delay}")
         if not create and not fs.exists(path):
             raise FileNotFoundError(path)  # (checked again under the lock)
-        try:
-            lock = take_lock(fs, path + LOCK_SUFFIX, what="writer lock of the stream journal")
-        except OSError as exc:
-            raise _disk_full(exc, path + LOCK_SUFFIX) from exc
+        lock = take_lock(fs, path + LOCK_SUFFIX, what="writer lock of the stream journal")
         try:
             journal = cls._open(path, size, create, reset, page_size, record_size, sync_delay, preallocate, fs)
-        except BaseException as exc:
+        except BaseException:
             lock.release()
-            typed = _disk_full(exc, path)
-            if typed is not exc:
-                raise typed from exc
             raise
         journal._writer_lock = lock
         journal.spill_size = max(spill_size, journal.page_size)

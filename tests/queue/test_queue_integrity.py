@@ -350,6 +350,49 @@ def test_a_full_disk_is_disk_full_error_every_time_and_reopen_recovers(kinds: tu
     q.close()
 
 
+@pytest.mark.parametrize("kind", ["mkdir", "write", "fsync_dir"])
+def test_a_full_disk_while_opening_is_disk_full_error(kind: str) -> None:
+    """Creating the directory, the lock file, the first writer file: the seam types
+    the failure (the queue keeps no wrapper of its own)."""
+    ffs = FaultyFS(SimFS(), errno=errno.ENOSPC, fail_at=1, kinds=(kind,))
+    with pytest.raises(DiskFullError):
+        Queue.open("/db/sub", "q", fs=ffs, **NOCKPT)
+
+
+@pytest.mark.parametrize("kind", ["write", "rename", "unlink", "fsync_dir"])
+def test_a_full_disk_in_checkpoints_rotation_and_retirement_is_disk_full_error(kind: str) -> None:
+    """Every file-system call of the write side (a reader file's temporary and its
+    rename, a new writer file, deleting passed files, the directory syncs) meets a
+    full disk as DiskFullError, never a raw OSError; a reopen has everything."""
+    sim = new_sim()
+    ffs = FaultyFS(sim, errno=errno.ENOSPC, persistent=True, kinds=(kind,))
+    q = Queue.open("/db", "q", fs=ffs, journal_size=256, **NOCKPT)
+    r = q.reader()
+    ffs.fail_at = ffs.ops + 1
+    errors: list[BaseException] = []
+    durable: list[bytes] = []
+    for i in range(12):
+        data = b"item-%02d" % i * 4
+        try:
+            q.put(data)
+            durable.append(data)
+            item = r.get(0)
+            if item is not None:
+                r.confirm(item.id)
+            q.checkpoint()
+        except Exception as exc:
+            errors.append(exc)
+    try:
+        q.close()
+    except Exception as exc:
+        errors.append(exc)
+    assert errors, ffs.log
+    assert all(isinstance(exc, DiskFullError) for exc in errors), [repr(e) for e in errors]
+    q = Queue.open("/db", "q", fs=sim, journal_size=256, **NOCKPT)
+    assert q.verify() == []
+    q.close()
+
+
 def test_threads_sharing_a_failed_group_commit_all_see_disk_full() -> None:
     sim = new_sim()
     ffs = FaultyFS(sim, errno=errno.ENOSPC, persistent=True, kinds=("fsync",))
