@@ -6,7 +6,8 @@ Stores (each on a documented on-disk format, see ``docs/formats/``):
 * :class:`PageStore` – transactional page store protected by the JRNL WAL;
 * :class:`StreamJournal` – multiplexed stream journal (journald v2 format);
 * :class:`AppendLog` – TTL'd append logs (LOG/IDX format);
-* :class:`EventJournal` – event-sourcing journal (akka file-journal format).
+* :class:`EventJournal` – event-sourcing journal (akka file-journal format);
+* :class:`KV` – ordered key-value store: a B+tree in page-store transactions.
 
 The store classes are imported lazily so that ``import engine`` stays cheap and a
 program that uses one store does not load the others.
@@ -37,11 +38,13 @@ _LAZY = {
     "StreamJournal": "engine.streams",
     "AppendLog": "engine.applog",
     "EventJournal": "engine.events",
+    "KV": "engine.kv",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine.applog import AppendLog
     from engine.events import EventJournal
+    from engine.kv import KV
     from engine.pages import PageStore
     from engine.queue import Queue
     from engine.streams import StreamJournal
@@ -66,6 +69,7 @@ __all__ = [
     "EventJournal",
     "FormatError",
     "FullError",
+    "KV",
     "LockedError",
     "PageStore",
     "PoisonedError",

@@ -36,6 +36,7 @@ CLI_MODULES = (
     "engine.streams.cli",
     "engine.applog.cli",
     "engine.events.cli",
+    "engine.kv.cli",
     "engine.spark.cli",
 )
 

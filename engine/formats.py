@@ -17,6 +17,7 @@ from engine.fs import FileSystem, resolve
 #: The stores' handler modules, in the order detection tries them.
 HANDLER_MODULES = (
     "engine.queue.handler",
+    "engine.kv.handler",  # a KV store is a page store file: before the page store
     "engine.pages.handler",
     "engine.streams.handler",
     "engine.spark.handler",  # a sink dataset: before the append log (its shards are logs)

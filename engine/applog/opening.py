@@ -19,9 +19,13 @@ index and ``.crc`` file), and what opening does about it (the report's kinds):
   bytes);
 * a ``log-start-index`` past the log's end: clamped (``reset``, indexes).
 
-Damage that no crash can produce (a disagreement in the middle) raises
-:class:`~engine.errors.CorruptFileError` instead; the log is never "repaired" by
-cutting records that were acknowledged.
+Damage that no crash can produce (a disagreement in the middle, anything in a
+*sealed* segment's log or ``.crc`` file: one with a newer segment after it, which
+was synced before that one was created and must hold exactly the records up to
+it) raises :class:`~engine.errors.CorruptFileError` naming that file and offset,
+before anything is changed; the log is never "repaired" by cutting records that
+were acknowledged.  A sealed segment's index (derived data) may still be rebuilt
+from records that verify (``rebuilt``/``dropped``, entries).
 """
 
 from __future__ import annotations

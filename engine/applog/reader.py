@@ -1,12 +1,18 @@
 """The lock-free reader: :class:`LogReader` reads a log another process writes.
 
 A reader never takes the writer's lock and never changes a file.  It lists the
-segments, and for each one trusts only index entries that agree with the log (the
-entry names record ``base + position``, the log holds a whole record at its offset
-with its time, and, in a segment with a ``.crc`` file, the record matches its
-checksum).  An entry at the end that does not agree yet is one the writer is
-still writing, or a crash tail the writer's next open will cut: either way the
-reader stops before it, so it never returns a record whose entry is not written.
+segments.  A *sealed* segment (a newer one follows it) must hold exactly the
+records up to the next segment's first index: it is checked once (counts, first
+and last entries against their records and checksums) and otherwise raises
+CorruptFileError naming the damaged file and offset, never a silent cut.  In the
+newest segment the reader trusts only index entries that agree with the log (the
+entry names record ``base + position``, the log holds a whole record at its
+offset with its time, and, in a segment with a ``.crc`` file, the record matches
+its checksum).  A partial entry at the end is one the writer is still writing;
+whole entries that do not agree are a crash tail the writer's next open will cut
+(or damage): the reader stops before them and reports them in ``recovery`` and
+as a warning.  Every record returned is checked again when read
+(:meth:`engine.applog.segment.Segment.read`, ``iter_range``).
 
 The directory is re-read when a lookup goes past the known end, on
 :meth:`LogReader.refresh`, and on every poll of ``follow``.  Segments deleted by

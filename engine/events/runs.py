@@ -19,11 +19,13 @@ raised by ``read_at`` itself (a closed handle, an OSError) propagate as they are
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from engine.errors import CorruptFileError
 from engine.events.codec import BLOCK_HEADER, BLOCK_HEADER_SIZE, DATA_HEADER_SIZE
+from engine.events.sums import batch_crc
 from engine.native import load
 
 
@@ -44,6 +46,11 @@ RUN_BAD = 2
 RUN_LINK = 3
 #: ``status``: a read at ``offset`` returned fewer than the ``detail`` bytes needed.
 RUN_SHORT = 4
+#: ``status``: the ``data.crc`` batch holding the block at ``offset`` fails its
+#: check; ``detail`` is ``(k, got)``: the entry's index and the CRC-32 computed
+#: (``None`` when the batch failed before, ``-1`` when it is cut short by the end
+#: of the file).
+RUN_SUM = 5
 #: ``prev`` value meaning "do not check the first block's previous link" (replay
 #: from an id's first live block, whose ``previous`` may point at deleted blocks).
 ANY_PREVIOUS = -1
@@ -56,10 +63,19 @@ _tuple_new = tuple.__new__
 #: Result of a walker call: (events, offset, prev, expected, want, status, detail).
 RunResult = tuple[list[Event], int, int, int, int, int, Any]
 ReadAt = Callable[[int, int], bytes]
+#: ``data.crc`` as the walker checks it: ``(ends, lasts, crcs, checked)``, the
+#: arrays of :class:`engine.events.sumfiles.DataSums` (``array("q")``,
+#: ``array("q")``, ``array("I")``, ``bytearray``: 0 unchecked, 1 good, 2 bad).
+Sums = tuple[Any, Any, Any, bytearray]
+
+
+def _batch_of(ends: Any, offset: int) -> int:
+    """Index of the batch holding ``offset`` (``ends`` ascending, ``offset < ends[-1]``)."""
+    return bisect_right(ends, offset)
 
 
 def read_runs_py(read_at: ReadAt, offset: int, prev: int, expected: int, hi: int, limit: int,
-                 cap: int, want: int, max_events: int) -> RunResult:
+                 cap: int, want: int, max_events: int, sums: Sums | None = None) -> RunResult:
     """Walk one id's chain from the block at ``offset`` to sequence number ``hi``.
 
     The block at ``offset`` must have sequence number ``expected`` and (unless
@@ -80,6 +96,16 @@ def read_runs_py(read_at: ReadAt, offset: int, prev: int, expected: int, hi: int
     Reading only what a run needs matters: copying the window out of the page
     cache is a good part of replay's cost.
 
+    Checksums: with ``sums`` (``data.crc``'s entries, see :data:`Sums`), the
+    batch holding a block in ``[8, ends[-1])`` is checked before the block is
+    decoded, unless ``checked`` says it was: a window opened at a block of an
+    unchecked batch starts at the batch's start and reaches at least its end, so
+    one read serves both.  The walker records the outcome in ``checked`` (the
+    only thing it writes) and stops with :data:`RUN_SUM` at a bad batch; other
+    batches in the window are left alone (another id's damage does not stop
+    this one's replay).  Committed bytes never change, so a batch is checked
+    once per journal instance.
+
     Returns ``(events, offset, prev, expected, want, status, detail)``: the
     events decoded (at most ``max_events``), the state to continue from, and
     ``status`` (one of the ``RUN_*`` constants) with its ``detail``.
@@ -90,10 +116,41 @@ def read_runs_py(read_at: ReadAt, offset: int, prev: int, expected: int, hi: int
     base = blen = 0
     served = 0  # end (in buf) of the last block decoded from this window, 0 if none
     last_size = 0  # size of the last block decoded
+    if sums is not None:
+        ends, lasts, crcs, checked = sums
+        covered = ends[-1] if ends else 0
+    else:
+        ends = lasts = crcs = None
+        checked = bytearray()
+        covered = 0
+    bs = be = 0  # the batch last checked or found checked: [bs, be)
     while True:
         rel = offset - base
         need = 0
-        if rel < 0 or rel + 24 > blen:
+        if DATA_HEADER_SIZE <= offset < covered and not bs <= offset < be:
+            k = _batch_of(ends, offset)
+            state = checked[k]
+            s = ends[k - 1] if k else DATA_HEADER_SIZE
+            e = ends[k]
+            if not DATA_HEADER_SIZE <= s <= lasts[k] <= e - 24 or e > limit:
+                raise ValueError(f"read_runs: data.crc entry {k} is not a batch inside [8, {limit})")
+            if state == 2:
+                return events, offset, prev, expected, want, RUN_SUM, (k, None)
+            if state == 0:
+                if s < base or e > base + blen:
+                    need = -1  # a window over the batch
+                else:
+                    got = batch_crc(buf, s - base, lasts[k] - base, e - base)
+                    if got != crcs[k]:
+                        checked[k] = 2
+                        return events, offset, prev, expected, want, RUN_SUM, (k, got)
+                    checked[k] = 1
+                    bs, be = s, e
+            else:
+                bs, be = s, e
+        if need:
+            pass
+        elif rel < 0 or rel + 24 > blen:
             need = 24
         else:
             size, own, previous, nxt, seq = _unpack(buf, rel)
@@ -121,13 +178,26 @@ def read_runs_py(read_at: ReadAt, offset: int, prev: int, expected: int, hi: int
             grow = 2 * served if offset == base + served else served
             want = min(grow, (hi - expected + 1) * last_size, cap)
             served = 0
-        if offset < DATA_HEADER_SIZE or offset + need > limit:
-            return events, offset, prev, expected, want, RUN_LINK, need
-        buf = read_at(offset, min(max(want, need), limit - offset))
+        if need < 0:
+            # The window starts at the unchecked batch holding ``offset`` (found
+            # above: ``s``, ``e``, ``k``) and reaches at least its end.
+            need = 24
+            start = s
+            stop = limit if max(want, need) > limit - offset else offset + max(want, need)
+            if stop < e:
+                stop = e
+        else:
+            if offset < DATA_HEADER_SIZE or offset + need > limit:
+                return events, offset, prev, expected, want, RUN_LINK, need
+            start = offset
+            stop = offset + min(max(want, need), limit - offset)
+        buf = read_at(start, stop - start)
         if type(buf) is not bytes:
             raise TypeError(f"read_at must return bytes, not {type(buf).__name__}")
-        base, blen = offset, len(buf)
-        if blen < need:
+        base, blen = start, len(buf)
+        if start == s and bs != s and blen < e - start:
+            return events, offset, prev, expected, want, RUN_SUM, (k, -1)
+        if blen < offset - start + need:
             return events, offset, prev, expected, want, RUN_SHORT, need
 
 

@@ -21,6 +21,7 @@ SOURCES = (
     ("engine-streams", "engine.spark.streamsource", "EngineStreamsDataSource"),
     ("engine-events", "engine.spark.eventsource", "EngineEventsDataSource"),
     ("engine-pages", "engine.spark.pagesource", "EnginePagesDataSource"),
+    ("engine-kv", "engine.spark.kvsource", "EngineKVDataSource"),
 )
 
 

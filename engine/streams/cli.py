@@ -41,13 +41,17 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     )
     if journal.recovery.repaired:
         err_console.print(f"engine streams serve: recovered: {journal.recovery.summary()}")
-    server = JournalServer(
-        args.socket,
-        journal,
-        mode=int(args.mode, 8) if args.mode else None,
-        max_connections=args.max_connections,
-        idle_timeout=args.idle_timeout if args.idle_timeout > 0 else None,
-    )
+    try:
+        server = JournalServer(
+            args.socket,
+            journal,
+            mode=int(args.mode, 8) if args.mode else None,
+            max_connections=args.max_connections,
+            idle_timeout=args.idle_timeout if args.idle_timeout > 0 else None,
+        )
+    except BaseException:
+        journal.close()  # another server holds the socket, say: leave its socket alone
+        raise
 
     def _stop(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
@@ -62,21 +66,32 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         pass
     finally:
         server.server_close()
-        if os.path.exists(args.socket):
-            default_fs().unlink(args.socket)
+        server.remove_socket()
         journal.close()
     return 0
 
 
-def _dump_line(event: Event) -> str:
+def _escape_ident(ident: bytes) -> str:
+    """``ident`` for a terminal: UTF-8 text as is, other bytes and control
+    characters (a NUL, say) as ``\\xNN`` escapes."""
+    text = ident.decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 0x100 else c.encode(
+        "unicode_escape").decode("ascii") for c in text)
+
+
+def _dump_line(event: Event, *, raw: bool = False) -> bytes:
+    """One ``journal-dump`` line (without the newline); ``raw`` keeps the
+    identifier's bytes as they are in the file (NUL bytes included), as the
+    original journal-dump writes them."""
     prefix = f"stream {event.stream:>10} record {event.record:>10} offset {event.offset:>10} "
     if event.kind == "init":
-        return prefix + f"init ident({len(event.ident)})='{event.ident.decode('utf-8', 'backslashreplace')}'"
+        ident = event.ident if raw else _escape_ident(event.ident).encode()
+        return f"{prefix}init ident({len(event.ident)})='".encode() + ident + b"'"
     if event.kind == "append":
-        return prefix + f"append bytes {len(event.data)}"
+        return (prefix + f"append bytes {len(event.data)}").encode()
     if event.kind == "unfinished":
-        return prefix + "open (no end before the end of the journal)"
-    return prefix + event.kind
+        return (prefix + "open (no end before the end of the journal)").encode()
+    return (prefix + event.kind).encode()
 
 
 def _unreadable(command: str, path: str) -> bool:
@@ -100,9 +115,10 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     if _unreadable("dump", args.file):
         return 2
     scan = JournalScan(args.file)
-    out = sys.stdout
+    sys.stdout.flush()
+    out = sys.stdout.buffer
     for event in scan:
-        out.write(_dump_line(event) + "\n")
+        out.write(_dump_line(event, raw=args.raw) + b"\n")
     out.flush()
     assert scan.end is not None
     if not scan.end.clean:
@@ -149,7 +165,17 @@ def _cmd_extract(args: argparse.Namespace) -> int:
             atomic_write(fs, os.path.join(args.out, name), stream.data)
             console.print(f"{name}: {len(stream.data)} bytes")
         else:
-            argv = [*prog, os.fsdecode(stream.ident), str(stream.start_offset)]
+            ident = stream.ident
+            if b"\0" in ident:
+                # An argument cannot hold a NUL byte: pass what the original
+                # journal-read passes (a C string), the identifier cut at the NUL.
+                ident = ident[: ident.index(b"\0")]
+                err_console.print(
+                    f"engine streams extract: stream {stream.number}: its identifier holds a NUL byte; "
+                    f"passing the part before it ({_escape_ident(ident)!r})",
+                    markup=False,
+                )
+            argv = [*prog, os.fsdecode(ident), str(stream.start_offset)]
             result = subprocess.run(argv, input=stream.data, check=False)
             if result.returncode != 0:
                 err_console.print(

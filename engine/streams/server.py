@@ -33,7 +33,7 @@ import struct
 import threading
 from typing import Any
 
-from engine.errors import ConfigError, EngineError
+from engine.errors import ConfigError, EngineError, LockedError
 from engine.fs import default_fs
 from engine.streams.journal import MAX_IDENT, StreamJournal
 
@@ -51,6 +51,9 @@ DEFAULT_MAX_CONNECTIONS = 256
 #: Seconds a connection may send nothing before it is closed (stream aborted).
 DEFAULT_IDLE_TIMEOUT = 60.0
 
+#: Seconds the connect probe of an existing socket file may take.
+PROBE_TIMEOUT = 2.0
+
 ACK_OK = b"\x01"
 ACK_FAIL = b"\x00"
 
@@ -63,7 +66,10 @@ class _Handler(socketserver.BaseRequestHandler):
 
 
 class JournalServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    """Serve ``journal`` on ``socket_path`` (an existing socket file is replaced).
+    """Serve ``journal`` on ``socket_path``.
+
+    A stale socket file (nobody listening) is replaced; a socket a live server
+    listens on raises :class:`LockedError` (see :func:`_remove_stale_socket`).
 
     ``serve_forever()`` in the calling thread, or :meth:`start` for a background
     thread; :meth:`stop` shuts down and removes the socket.  The journal stays
@@ -102,6 +108,7 @@ class JournalServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self._thread: threading.Thread | None = None
         _remove_stale_socket(socket_path)
         super().__init__(socket_path, _Handler)
+        self._inode: int | None = os.lstat(socket_path).st_ino
         if mode is not None:
             os.chmod(socket_path, mode)
 
@@ -213,14 +220,51 @@ class JournalServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             self._thread.join()
             self._thread = None
         self.server_close()
-        _remove_stale_socket(self.socket_path)
+        self.remove_socket()
+
+    def remove_socket(self) -> None:
+        """Remove the socket file this server bound (never one another server bound since)."""
+        _remove_own_socket(self.socket_path, self._inode)
 
 
 def _remove_stale_socket(path: str) -> None:
-    """Remove ``path`` if it is a socket (the original journald server unlinks before bind)."""
+    """Remove ``path`` if it is a socket nobody listens on any more.
+
+    The original journald server unlinks before bind, which lets a second
+    server take a live server's socket over (and delete it on exit, leaving
+    the first unreachable).  Here a connect probe tells the two apart: a server
+    that accepts the connection is alive, and :class:`LockedError` names its
+    socket; a refused connection means a stale file (its server died), which
+    is replaced.  The probe connection sends nothing, so a live journald
+    server sees a client gone before naming a stream: nothing is written.
+    """
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
         return
-    if stat.S_ISSOCK(mode):
+    if not stat.S_ISSOCK(mode):
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(PROBE_TIMEOUT)
+    try:
+        probe.connect(path)
+    except (ConnectionRefusedError, FileNotFoundError):
+        pass  # nobody listening: stale
+    except OSError as exc:
+        raise LockedError(f"{path}: cannot tell whether a server listens on this socket: {exc}", path) from exc
+    else:
+        raise LockedError(f"{path}: another server is listening on this socket; stop it first "
+                          "or give another socket path", path)
+    finally:
+        probe.close()
+    default_fs().unlink(path)
+
+
+def _remove_own_socket(path: str, inode: int | None) -> None:
+    """Remove the socket file this server bound (inode ``inode``), and only that one."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISSOCK(st.st_mode) and st.st_ino == inode:
         default_fs().unlink(path)

@@ -19,6 +19,7 @@ ADAPTER_MODULES = {
     "streams": "stress.stores.streams",
     "applog": "stress.stores.applog",
     "events": "stress.stores.events",
+    "kv": "stress.stores.kv",
 }
 
 
