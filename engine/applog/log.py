@@ -57,6 +57,7 @@ from engine.fs import (
     PeriodicSync,
     RecoveryReport,
     SyncPolicy,
+    as_path,
     atomic_write,
     crashpoint,
     make_dirs,
@@ -142,6 +143,7 @@ class AppendLog(LogView):
         ``lock_wait``: how long to wait for another writer to close the log
         (seconds or a timedelta; None: for ever) before LockedError.
         """
+        directory = as_path(directory, "directory")
         if segment_bytes < HEADER_SIZE + RECORD_HEADER_SIZE:
             raise ConfigError(f"segment_bytes must be at least {HEADER_SIZE + RECORD_HEADER_SIZE}")
         if buffer_bytes < 0:

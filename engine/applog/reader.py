@@ -44,7 +44,7 @@ from engine.applog.recovery import Mismatch, scan_sealed
 from engine.applog.segment import Segment, crc_path, idx_path, log_path
 from engine.applog.view import START_FILE, LogView, parse_start, read_headers
 from engine.errors import CorruptFileError, FormatError
-from engine.fs import FileHandle, FileSystem, OpenMode, RecoveryReport, resolve
+from engine.fs import FileHandle, FileSystem, OpenMode, RecoveryReport, as_path, resolve
 
 log = logging.getLogger("engine.applog")
 
@@ -73,6 +73,7 @@ class LogReader(LogView):
     @classmethod
     def open(cls, directory: str, *, fs: FileSystem | None = None) -> LogReader:
         """Open the log in ``directory`` for reading (it must exist)."""
+        directory = as_path(directory, "directory")
         fsys = resolve(fs)
         if not fsys.isdir(directory):
             raise FileNotFoundError(f"{directory}: no such append log directory")

@@ -40,6 +40,10 @@
 #define ANY_PREVIOUS (-1)
 #define DATA_HEADER_SIZE 8
 
+#define RUN_SUM 5
+
+static uint32_t crc_update(uint32_t crc, const unsigned char *p, size_t len);
+
 /* engine.events.runs.Event (a NamedTuple: a tuple subclass), set by setup(). */
 static PyTypeObject *event_type = NULL;
 
@@ -126,8 +130,90 @@ call_read(PyObject *read_at, long long offset, long long n)
     return got;
 }
 
+
+/* ---- the data.crc entries the walker checks (see read_runs_py's ``sums``) ----
+ *
+ * sums = (ends, lasts, crcs, checked): array('q'), array('q'), array('I'),
+ * bytearray.  The buffers are taken only for a lookup or a check and released
+ * before read_at runs (Python code: a writer thread may append to the arrays
+ * meanwhile, which an exported buffer would refuse).  Every index is checked
+ * against the lengths taken with the buffers. */
+typedef struct {
+    Py_buffer ends, lasts, crcs, checked;
+    int held;
+} Sums;
+
+static void
+sums_release(Sums *sm)
+{
+    if (sm->held) {
+        PyBuffer_Release(&sm->ends);
+        PyBuffer_Release(&sm->lasts);
+        PyBuffer_Release(&sm->crcs);
+        PyBuffer_Release(&sm->checked);
+        sm->held = 0;
+    }
+}
+
+/* Take the four buffers; returns the entry count, or -1 with an exception set. */
+static Py_ssize_t
+sums_take(PyObject *sums, Sums *sm)
+{
+    PyObject *items[4];
+    for (int i = 0; i < 4; i++)
+        items[i] = PyTuple_GET_ITEM(sums, i);
+    if (PyObject_GetBuffer(items[0], &sm->ends, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (PyObject_GetBuffer(items[1], &sm->lasts, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&sm->ends);
+        return -1;
+    }
+    if (PyObject_GetBuffer(items[2], &sm->crcs, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&sm->ends);
+        PyBuffer_Release(&sm->lasts);
+        return -1;
+    }
+    if (PyObject_GetBuffer(items[3], &sm->checked, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&sm->ends);
+        PyBuffer_Release(&sm->lasts);
+        PyBuffer_Release(&sm->crcs);
+        return -1;
+    }
+    sm->held = 1;
+    Py_ssize_t n = sm->checked.len;
+    if (sm->ends.len != n * 8 || sm->lasts.len != n * 8 || sm->crcs.len != n * 4) {
+        sums_release(sm);
+        PyErr_SetString(PyExc_ValueError, "read_runs: data.crc arrays of different lengths");
+        return -1;
+    }
+    return n;
+}
+
+static int64_t
+q_at(const Py_buffer *b, Py_ssize_t i)
+{
+    int64_t v;
+    memcpy(&v, (const char *)b->buf + i * 8, 8);
+    return v;
+}
+
+/* bisect.bisect_right(ends, x), the same steps (so the same answer on any input). */
+static Py_ssize_t
+bisect_ends(const Py_buffer *ends, Py_ssize_t n, long long x)
+{
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (x < q_at(ends, mid))
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
 PyDoc_STRVAR(read_runs_doc,
-"read_runs(read_at, offset, prev, expected, hi, limit, cap, want, max_events)\n"
+"read_runs(read_at, offset, prev, expected, hi, limit, cap, want, max_events, sums=None)\n"
 "--\n\n"
 "C twin of engine.events.runs.read_runs_py (see there): returns\n"
 "(events, offset, prev, expected, want, status, detail).");

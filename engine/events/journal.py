@@ -90,6 +90,7 @@ from engine.fs import (
     OpenMode,
     RecoveryReport,
     SyncPolicy,
+    as_path,
     crashpoint,
     make_dirs,
     resolve,
@@ -200,6 +201,7 @@ class EventJournal:
         crash of a ``sync="never"`` writer several batches may be uncommitted:
         ``salvage=True`` then cuts whatever is past the committed end.
         """
+        directory = as_path(directory, "directory")
         fs = resolve(fs)
         policy = SyncPolicy.parse(sync)
         if policy.mode == "periodic":
@@ -257,6 +259,7 @@ class EventJournal:
         :meth:`refresh`), even while a writer keeps appending: committed blocks
         never change, and the reader never looks past the committed length.
         """
+        directory = as_path(directory, "directory")
         fs = resolve(fs)
         data_path = join(directory, DATA_NAME)
         meta_path = join(directory, META_NAME)

@@ -118,6 +118,8 @@ def read_runs_py(read_at: ReadAt, offset: int, prev: int, expected: int, hi: int
     last_size = 0  # size of the last block decoded
     if sums is not None:
         ends, lasts, crcs, checked = sums
+        if not len(ends) == len(lasts) == len(crcs) == len(checked):
+            raise ValueError("read_runs: data.crc arrays of different lengths")
         covered = ends[-1] if ends else 0
     else:
         ends = lasts = crcs = None
@@ -178,7 +180,8 @@ def read_runs_py(read_at: ReadAt, offset: int, prev: int, expected: int, hi: int
             grow = 2 * served if offset == base + served else served
             want = min(grow, (hi - expected + 1) * last_size, cap)
             served = 0
-        if need < 0:
+        over_batch = need < 0
+        if over_batch:
             # The window starts at the unchecked batch holding ``offset`` (found
             # above: ``s``, ``e``, ``k``) and reaches at least its end.
             need = 24
@@ -195,9 +198,9 @@ def read_runs_py(read_at: ReadAt, offset: int, prev: int, expected: int, hi: int
         if type(buf) is not bytes:
             raise TypeError(f"read_at must return bytes, not {type(buf).__name__}")
         base, blen = start, len(buf)
-        if start == s and bs != s and blen < e - start:
+        if over_batch and blen < e - start:
             return events, offset, prev, expected, want, RUN_SUM, (k, -1)
-        if blen < offset - start + need:
+        if not over_batch and blen < need:
             return events, offset, prev, expected, want, RUN_SHORT, need
 
 

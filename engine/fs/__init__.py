@@ -31,6 +31,7 @@ from engine.fs.durable import (
 )
 from engine.fs.lock import HeldLock, lock_handle, probe_lock, take_lock
 from engine.fs.osfs import OsFileSystem
+from engine.fs.paths import as_path
 from engine.fs.recovery import RecoveryAction, RecoveryReport
 
 _DEFAULT: FileSystem = OsFileSystem()
@@ -57,6 +58,7 @@ __all__ = [
     "RecoveryAction",
     "RecoveryReport",
     "SyncPolicy",
+    "as_path",
     "atomic_write",
     "crashpoint",
     "create_file",

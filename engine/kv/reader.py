@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import NoReturn
 
 from engine.errors import ClosedError, ConfigError
-from engine.fs import FileSystem
+from engine.fs import FileSystem, as_path
 from engine.kv import node as nodes
 from engine.kv import tree as trees
 from engine.kv.api import DEFAULT_TREE, TreeAPI, TreeView, tree_name
@@ -184,6 +184,7 @@ class KVReader(TreeAPI):
 
     def backup(self, dest: str) -> int:
         """A consistent copy of the store at ``dest`` (see ``engine.pages.backup``)."""
+        dest = as_path(dest, "dest")
         self._check_open()
         return copy_store(self._fs, self.path, dest)
 

@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import Any
 
 from engine.errors import ClosedError, ConfigError
-from engine.fs import FileSystem, RecoveryReport, resolve
+from engine.fs import FileSystem, RecoveryReport, as_path, resolve
 from engine.kv import node as nodes
 from engine.kv import tree as trees
 from engine.kv.api import DEFAULT_TREE, TreeAPI, TreeView, tree_name
@@ -346,6 +346,7 @@ class KV(TreeAPI):
         (``checkpoint_bytes``, ``cache_pages``...).  FormatError if ``path`` is a
         page store without the key-value meta page.
         """
+        path = as_path(path, "path")
         fs = resolve(fs)
         if readonly:
             return KVReader.open(path, fs=fs, cache_nodes=cache_nodes)
@@ -493,6 +494,7 @@ class KV(TreeAPI):
     def backup(self, dest: str) -> int:
         """A consistent copy of the store as of one commit at ``dest`` (see
         ``engine.pages.backup``); returns the bytes copied.  Commits go on meanwhile."""
+        dest = as_path(dest, "dest")
         with self._lock:
             self._check_open()
             self._pages.flush(wait=self._pages.reader_wait)

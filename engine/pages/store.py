@@ -52,6 +52,7 @@ from engine.fs import (
     HeldLock,
     OpenMode,
     RecoveryReport,
+    as_path,
     crashpoint,
     create_file,
     lock_handle,
@@ -254,6 +255,7 @@ class PageStore:
         shared lock (then LockedError).  What the open repaired is in
         :attr:`recovery` (and logged once as a warning).
         """
+        path = as_path(path, "path")
         if apply not in APPLY_MODES:
             raise ConfigError(f"apply must be 'checkpoint' or 'commit', not {apply!r}")
         fs = resolve(fs)
@@ -302,6 +304,7 @@ class PageStore:
     def open_reader(cls, path: str, page_size: int | None = None, *, fs: FileSystem | None = None) -> PageReader:
         """A read-only :class:`PageReader` of the store at ``path`` (any process,
         beside a live writer)."""
+        path = as_path(path, "path")
         if page_size is not None and not store_codec.valid_page_size(page_size):
             raise ConfigError(f"page_size must be a power of two from 512 to 65536, not {page_size}")
         return PageReader.open(path, page_size, fs=resolve(fs))

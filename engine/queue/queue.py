@@ -30,6 +30,7 @@ from engine.fs import (
     OpenMode,
     PeriodicSync,
     RecoveryReport,
+    as_path,
     crashpoint,
     make_dirs,
     resolve,
@@ -142,6 +143,7 @@ class Queue:
         Options are :class:`QueueConfig` fields.  Raises LockedError if another
         writer has it open, CorruptFileError / FormatError on damaged files.
         """
+        directory = as_path(directory, "directory")
         cfg = QueueConfig.from_kwargs(**config)
         cfg.check_names(name)  # before any file is created
         fs = resolve(fs)
@@ -734,6 +736,7 @@ class Queue:
         :meth:`Queue.open` of that queue in this process.  What attaching it
         clamped is in its ``recovery``.
         """
+        directory = as_path(directory, "directory")
         return open_remote_reader(
             directory,
             name,

@@ -192,52 +192,69 @@ def _cmd_extract(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``engine streams ...``."""
+    """Add ``engine streams ...``.
+
+    Placeholders name what they stand for in capitals (``PATH``, ``DIR``,
+    ``SIZE``, ``SECONDS``); every option says its unit and default.
+    """
     top = subparsers.add_parser("streams", help="journald stream journals: serve, dump, extract")
     sub = top.add_subparsers(dest="streams_command", metavar="ACTION")
     sub.required = True
 
-    serve = sub.add_parser("serve", help="serve the journald socket protocol into FILE (journald)")
-    serve.add_argument("socket", metavar="SOCKET")
-    serve.add_argument("file", metavar="FILE")
-    serve.add_argument("--size", type=parse_size, default=None, help="size of a new journal (e.g. 64M)")
-    serve.add_argument("--page-size", type=int, default=None, help="page size of a new journal")
+    serve = sub.add_parser("serve", help="serve the journald socket protocol on SOCKET into the journal PATH")
+    serve.add_argument("socket", metavar="SOCKET",
+                       help="Unix socket path to listen on; a stale socket file is replaced, one a live "
+                       "server listens on is refused")
+    serve.add_argument("file", metavar="PATH", help="the journal file (created if missing)")
+    serve.add_argument("--size", type=parse_size, default=None, metavar="SIZE",
+                       help="size of a new journal in bytes, or with a unit (64k, 16M, 1G)")
+    serve.add_argument("--page-size", type=int, default=None, metavar="BYTES",
+                       help="page size of a new journal in bytes (default: the file system's block size)")
     serve.add_argument(
         "--delay-ms",
         type=float,
         default=DEFAULT_SYNC_DELAY * 1000,
-        help="fsync delay while other streams are open (default 10)",
+        metavar="MILLISECONDS",
+        help=f"fsync delay while other streams are open, in milliseconds (default {DEFAULT_SYNC_DELAY * 1000:g})",
     )
     serve.add_argument(
         "--reset", action="store_true", help="start the journal over (the original journald server's behaviour)"
     )
-    serve.add_argument("--mode", default=None, help="socket file mode, octal")
+    serve.add_argument("--mode", default=None, metavar="OCTAL",
+                       help="permissions of the socket file, octal (e.g. 660; default: from the umask)")
     serve.add_argument(
         "--max-connections",
         type=int,
         default=DEFAULT_MAX_CONNECTIONS,
+        metavar="COUNT",
         help=f"connections served at once; more are answered 0 and closed (default {DEFAULT_MAX_CONNECTIONS})",
     )
     serve.add_argument(
         "--idle-timeout",
         type=float,
         default=DEFAULT_IDLE_TIMEOUT,
+        metavar="SECONDS",
         help=f"seconds a client may send nothing before its stream is aborted (0: never; "
         f"default {DEFAULT_IDLE_TIMEOUT:g})",
     )
     serve.set_defaults(func=_cmd_serve)
 
     dump = sub.add_parser("dump", help="one line per record event (journal-dump)")
-    dump.add_argument("file", metavar="FILE")
+    dump.add_argument("file", metavar="PATH", help="the journal file to read")
+    dump.add_argument("--raw", action="store_true",
+                      help="write identifiers as the bytes in the file (NUL bytes included), as the original "
+                      "journal-dump does; default: control and non-UTF-8 bytes as \\xNN escapes")
     dump.set_defaults(func=_cmd_dump)
 
     extract = sub.add_parser("extract", help="write out or pipe each complete stream (journal-read)")
-    extract.add_argument("file", metavar="FILE")
-    extract.add_argument("--out", metavar="DIR", default=None, help="write each complete stream to a file in DIR")
+    extract.add_argument("file", metavar="PATH", help="the journal file to read")
+    extract.add_argument("--out", metavar="DIR", default=None,
+                         help="write each complete stream to a file in DIR (created if missing)")
     extract.add_argument(
         "prog",
         nargs=argparse.REMAINDER,
         metavar="-- PROG ARGS",
-        help="run PROG once per complete stream: stream on stdin, ident and start offset as arguments",
+        help="run PROG ARGS once per complete stream: the stream on stdin, its identifier (cut at a NUL "
+        "byte, as the original journal-read passes it) and start offset as two more arguments",
     )
     extract.set_defaults(func=_cmd_extract)

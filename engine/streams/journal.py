@@ -38,6 +38,7 @@ from engine.fs import (
     HeldLock,
     OpenMode,
     RecoveryReport,
+    as_path,
     crashpoint,
     create_file,
     parent_dir,
@@ -201,6 +202,7 @@ class StreamJournal:
         ``spill_size`` how big a pending transaction grows before its whole
         pages are written out (unsynced) ahead of the commit.
         """
+        path = as_path(path, "path")
         fs = resolve(fs)
         if record_size <= 0:
             raise ConfigError(f"record_size must be positive, not {record_size}")

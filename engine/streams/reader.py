@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from engine.errors import CorruptFileError
-from engine.fs import FileHandle, FileSystem, OpenMode, resolve
+from engine.fs import FileHandle, FileSystem, OpenMode, as_path, resolve
 from engine.streams import codec
 
 log = logging.getLogger("engine.streams")
@@ -460,9 +460,11 @@ def read_events(path: str, fs: FileSystem | None = None, *, strict_end: bool | N
     numbers records from 0 again over older ones -- a zero page is the end, as
     for the original reader.
     """
+    path = as_path(path, "path")
     return JournalScan(path, fs, strict_end=strict_end)
 
 
 def read_streams(path: str, fs: FileSystem | None = None, *, strict_end: bool | None = None) -> Iterator[StreamData]:
     """Whole streams (ident, start offset, data, status complete/aborted/open)."""
+    path = as_path(path, "path")
     return JournalScan(path, fs, strict_end=strict_end).streams()
