@@ -27,7 +27,12 @@ from engine.errors import (
     FormatError,
     FullError,
     LockedError,
+    PageError,
     PoisonedError,
+    RecoveryNeededError,
+    SequenceNumberError,
+    StreamRejected,
+    UnknownFormatError,
 )
 
 __version__ = "0.1.0"
@@ -60,6 +65,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "KV",
     "AppendLog",
     "ClosedError",
     "ConfigError",
@@ -69,10 +75,19 @@ __all__ = [
     "EventJournal",
     "FormatError",
     "FullError",
-    "KV",
     "LockedError",
+    "PageError",
     "PageStore",
     "PoisonedError",
     "Queue",
+    "RecoveryNeededError",
+    "SequenceNumberError",
     "StreamJournal",
+    "StreamRejected",
+    "UnknownFormatError",
 ]
+
+
+def __dir__() -> list[str]:
+    """The public names only (the stores and the errors), not this module's helpers."""
+    return sorted([*__all__, "__version__"])

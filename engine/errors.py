@@ -42,6 +42,34 @@ class FormatError(CorruptFileError):
     """A file is not of the format asked for at all (foreign magic, wrong version)."""
 
 
+class PageError(EngineError, ValueError):
+    """A page id that was never allocated or is free, or a range outside the page."""
+
+    def __init__(self, path: str, page: object, offset: int, reason: str) -> None:
+        self.path = path
+        self.page = page
+        self.offset = offset
+        self.reason = reason
+        super().__init__(f"{path}: page {page!r} (byte offset {offset}): {reason}")
+
+    def __reduce__(self) -> tuple[type, tuple[str, object, int, str]]:
+        return (type(self), (self.path, self.page, self.offset, self.reason))
+
+
+class RecoveryNeededError(EngineError):
+    """A read-only open found committed work no writer has applied yet (open the
+    store once as its writer to recover it)."""
+
+
+class StreamRejected(EngineError):
+    """A journald server answered 0 (or closed without answering): the stream was
+    not committed."""
+
+
+class UnknownFormatError(EngineError):
+    """The path is not a file or directory of any format engine knows."""
+
+
 class LockedError(EngineError):
     """Another handle or process holds the lock this operation needs.
 
@@ -64,6 +92,10 @@ class ClosedError(EngineError):
 
 class ConfigError(EngineError, ValueError):
     """A configuration value or an argument is out of range or inconsistent."""
+
+
+class SequenceNumberError(ConfigError):
+    """An event batch's sequence numbers do not continue the id's sequence by one."""
 
 
 class FullError(EngineError):
@@ -126,5 +158,10 @@ __all__ = [
     "FormatError",
     "FullError",
     "LockedError",
+    "PageError",
     "PoisonedError",
+    "RecoveryNeededError",
+    "SequenceNumberError",
+    "StreamRejected",
+    "UnknownFormatError",
 ]

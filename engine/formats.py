@@ -11,7 +11,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from engine.errors import EngineError
+from engine.errors import UnknownFormatError
 from engine.fs import FileSystem, resolve
 
 #: The stores' handler modules, in the order detection tries them.
@@ -47,10 +47,6 @@ class FormatHandler:
     sniff: Callable[[FileSystem, str, bytes, bool], bool]
     summarize: Callable[[FileSystem, str], Mapping[str, object]]
     verify: Callable[[FileSystem, str], list[str]]
-
-
-class UnknownFormatError(EngineError):
-    """The path is not a file or directory of any format engine knows."""
 
 
 def handlers() -> list[FormatHandler]:

@@ -225,9 +225,25 @@ read_runs(PyObject *self, PyObject *args)
     PyObject *read_at;
     long long offset, prev, expected, hi, limit, cap, want;
     Py_ssize_t max_events;
-    if (!PyArg_ParseTuple(args, "OLLLLLLLn:read_runs", &read_at, &offset, &prev, &expected, &hi, &limit, &cap,
-                          &want, &max_events)) {
+    PyObject *sums = Py_None;
+    if (!PyArg_ParseTuple(args, "OLLLLLLLn|O:read_runs", &read_at, &offset, &prev, &expected, &hi, &limit, &cap,
+                          &want, &max_events, &sums)) {
         return NULL;
+    }
+    Sums sm = {.held = 0};
+    long long covered = 0;
+    int checking = sums != Py_None;
+    if (checking) {
+        if (!PyTuple_Check(sums) || PyTuple_GET_SIZE(sums) != 4) {
+            PyErr_SetString(PyExc_ValueError, "read_runs: sums must be (ends, lasts, crcs, checked)");
+            return NULL;
+        }
+        Py_ssize_t n = sums_take(sums, &sm);
+        if (n < 0) {
+            return NULL;
+        }
+        covered = n ? q_at(&sm.ends, n - 1) : 0;
+        sums_release(&sm);
     }
     if (event_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "engine.events._native.setup(Event) was not called");
@@ -244,10 +260,81 @@ read_runs(PyObject *self, PyObject *args)
     long long last_size = 0;             /* size of the last block decoded */
     int status;
     PyObject *detail = NULL;
+    long long bs = 0, be = 0;            /* the batch last checked or found checked */
+    long long ps = 0, pe = 0;            /* the unchecked batch a window must cover */
+    Py_ssize_t pk = 0;
     for (;;) {
         long long rel = offset - base;
-        long long need;
-        if (rel < 0 || rel > blen - HEADER_SIZE) {
+        long long need = 0;
+        if (checking && offset >= DATA_HEADER_SIZE && offset < covered && !(bs <= offset && offset < be)) {
+            Py_ssize_t n = sums_take(sums, &sm);
+            if (n < 0) {
+                goto error;
+            }
+            Py_ssize_t k = bisect_ends(&sm.ends, n, offset);
+            if (k >= n) {
+                sums_release(&sm);
+                PyErr_SetString(PyExc_ValueError, "read_runs: data.crc entries do not cover their end");
+                goto error;
+            }
+            unsigned char *chk = (unsigned char *)sm.checked.buf;
+            int state = chk[k];
+            long long s = k ? q_at(&sm.ends, k - 1) : DATA_HEADER_SIZE;
+            long long e = q_at(&sm.ends, k);
+            long long last = q_at(&sm.lasts, k);
+            if (!(DATA_HEADER_SIZE <= s && s <= last && last <= e - HEADER_SIZE) || e > limit) {
+                sums_release(&sm);
+                PyErr_Format(PyExc_ValueError, "read_runs: data.crc entry %zd is not a batch inside [8, %lld)",
+                             k, limit);
+                goto error;
+            }
+            if (state == 2) {
+                sums_release(&sm);
+                detail = Py_BuildValue("(nO)", k, Py_None);
+                if (detail == NULL) {
+                    goto error;
+                }
+                status = RUN_SUM;
+                break;
+            }
+            if (state == 0) {
+                if (s < base || e > base + blen) {
+                    need = -1;  /* a window over the batch */
+                    ps = s;
+                    pe = e;
+                    pk = k;
+                }
+                else {
+                    /* s - base >= 0 and e - base <= blen: inside buf; s <= last, last + 24 <= e */
+                    uint32_t c = crc_update(0, buf + (s - base), (size_t)(last + 12 - s));
+                    c = crc_update(c, buf + (last + 16 - base), (size_t)(e - last - 16));
+                    uint32_t want_crc;
+                    memcpy(&want_crc, (const char *)sm.crcs.buf + k * 4, 4);
+                    if (c != want_crc) {
+                        chk[k] = 2;
+                        sums_release(&sm);
+                        detail = Py_BuildValue("(nk)", k, (unsigned long)c);
+                        if (detail == NULL) {
+                            goto error;
+                        }
+                        status = RUN_SUM;
+                        break;
+                    }
+                    chk[k] = 1;
+                    bs = s;
+                    be = e;
+                }
+            }
+            else {
+                bs = s;
+                be = e;
+            }
+            sums_release(&sm);
+        }
+        if (need) {
+            /* a window over an unchecked batch: below */
+        }
+        else if (rel < 0 || rel > blen - HEADER_SIZE) {
             need = HEADER_SIZE;
         }
         else {
@@ -313,28 +400,52 @@ read_runs(PyObject *self, PyObject *args)
             want = w;
             served = 0;
         }
-        /* (limit < need first: limit comes from the caller, and limit - need must not overflow) */
-        if (offset < DATA_HEADER_SIZE || limit < need || offset > limit - need) {
-            detail = PyLong_FromLongLong(need);
-            if (detail == NULL) {
-                goto error;
+        int over = need < 0;
+        long long start, stop;
+        if (over) {
+            /* From the batch's start to at least its end (8 <= ps <= offset < pe <= limit). */
+            need = HEADER_SIZE;
+            long long w = want > need ? want : need;
+            stop = w > limit - offset ? limit : offset + w;
+            if (stop < pe) {
+                stop = pe;
             }
-            status = RUN_LINK;
-            break;
+            start = ps;
         }
-        long long n = want > need ? want : need;
-        if (n > limit - offset) {
-            n = limit - offset;
+        else {
+            /* (limit < need first: limit comes from the caller, and limit - need must not overflow) */
+            if (offset < DATA_HEADER_SIZE || limit < need || offset > limit - need) {
+                detail = PyLong_FromLongLong(need);
+                if (detail == NULL) {
+                    goto error;
+                }
+                status = RUN_LINK;
+                break;
+            }
+            long long n = want > need ? want : need;
+            if (n > limit - offset) {
+                n = limit - offset;
+            }
+            start = offset;
+            stop = offset + n;
         }
         Py_XDECREF(buf_obj);
-        buf_obj = call_read(read_at, offset, n);
+        buf_obj = call_read(read_at, start, stop - start);
         if (buf_obj == NULL) {
             goto error;
         }
         buf = (const unsigned char *)PyBytes_AS_STRING(buf_obj);
         blen = (long long)PyBytes_GET_SIZE(buf_obj);
-        base = offset;
-        if (blen < need) {
+        base = start;
+        if (over && blen < pe - start) {
+            detail = Py_BuildValue("(ni)", pk, -1);
+            if (detail == NULL) {
+                goto error;
+            }
+            status = RUN_SUM;
+            break;
+        }
+        if (!over && blen < need) {
             detail = PyLong_FromLongLong(need);
             if (detail == NULL) {
                 goto error;

@@ -36,6 +36,7 @@ from engine.errors import (
     FormatError,
     FullError,
     PoisonedError,
+    SequenceNumberError,
 )
 from engine.events.blocks import DEFAULT_READAHEAD, BlockReader
 from engine.events.codec import (
@@ -74,9 +75,11 @@ from engine.events.runs import (
     MIN_WINDOW,
     RUN_DONE,
     RUN_MORE,
+    RUN_SUM,
     Event,
     ReadAt,
     RunResult,
+    Sums,
     read_runs,
     run_error,
 )
@@ -103,10 +106,6 @@ log = logging.getLogger("engine.events")
 DEFAULT_PREALLOCATE = 256 * 1024
 #: Replay decodes at most this many events ahead of its consumer.
 RUN_CHUNK = 1024
-
-
-class SequenceNumberError(ConfigError):
-    """A batch's sequence numbers do not continue the id's sequence by one."""
 
 
 class EventJournal:
@@ -138,12 +137,8 @@ class EventJournal:
         self._data = data
         self._dsums = DataSums(join(directory, DATA_SUMS_NAME), None)
         self._msums = MetaSums(join(directory, META_SUMS_NAME), None, [])
-        # Per id: replay checked every batch of its chain up to this sequence number.
-        self._checked: dict[str, int] = {}
-        # Bound once (replay compares them by identity): data's read_at, and the
-        # one that checks against data.crc first.
+        # Bound once: replay's walker reads through it (the engine/fs seam).
         self._raw_read: ReadAt = data.read_at
-        self._check_read: ReadAt = self._checked_read
         self._meta = MetaFile(fs, self.meta_path, join(directory, META_TMP_NAME), meta,
                               durable=sync.always and not read_only)
         self._writer_lock = lock
@@ -522,6 +517,7 @@ class EventJournal:
                 return iter(())
             first, last, first_seq, highest = entry.first, entry.last, entry.first_seq, entry.highest
             limit = self._end
+            sums = self._dsums.walk_sums
         lo = max_(from_seq, first_seq)
         hi = highest if to_seq is None else min(to_seq, highest)
         if max is not None:
@@ -531,39 +527,23 @@ class EventJournal:
         if lo > hi:
             return iter(())
         if lo != first_seq:
-            return chain.from_iterable(self._locate(first, last, first_seq, highest, lo, hi, limit))
+            return chain.from_iterable(self._locate(first, last, first_seq, highest, lo, hi, limit, sums))
         # From the first live block (the usual replay): no separate walk to find
         # ``lo``.  That block's ``previous`` is not checked (after a delete it
         # points at deleted blocks); everything else is, as in _runs.  The first
         # chunk is walked now: most replays are done in one call of the walker
         # and need no generator at all.
+        # The walker checks each batch it reads against data.crc the first time
+        # (``sums``: it remembers which it checked).
         cap = max_(self.readahead, BLOCK_HEADER_SIZE)
-        # (Inlined _read_for: a replay of events already checked costs one lookup.)
-        read_at = self._raw_read if self._checked.get(persistence_id, 0) >= hi else self._read_for(persistence_id, hi)
-        walked = read_runs(read_at, first, ANY_PREVIOUS, lo, hi, limit, cap, min(MIN_WINDOW, cap), RUN_CHUNK)
+        walked = read_runs(self._raw_read, first, ANY_PREVIOUS, lo, hi, limit, cap, min(MIN_WINDOW, cap), RUN_CHUNK,
+                           sums)
         if walked[5] == RUN_DONE:
-            if read_at is self._check_read:
-                self._checked[persistence_id] = hi
             return iter(walked[0])
-        return chain.from_iterable(self._runs(first, ANY_PREVIOUS, lo, hi, limit, walked, persistence_id))
-
-    def _read_for(self, persistence_id: str | None, hi: int) -> ReadAt:
-        """The data file's ``read_at`` for a replay up to ``hi``: checking the
-        batches it reads against ``data.crc``, unless the id's chain was checked
-        that far already (committed bytes never change)."""
-        if self._dsums.handle is None:
-            return self._raw_read
-        if persistence_id is not None and self._checked.get(persistence_id, 0) >= hi:
-            return self._raw_read
-        return self._check_read
-
-    def _checked_read(self, offset: int, length: int) -> bytes:
-        """``read_at`` of data after checking the batches under ``[offset, offset + length)``."""
-        buf = self._dsums.check(self._raw_read, offset, offset + length, self.data_path)
-        return self._raw_read(offset, length) if buf is None else buf
+        return chain.from_iterable(self._runs(first, ANY_PREVIOUS, lo, hi, limit, sums, walked))
 
     def _locate(self, first: int, last: int, first_seq: int, highest: int, lo: int, hi: int,
-                limit: int) -> Iterator[list[Event]]:
+                limit: int, sums: Sums | None) -> Iterator[list[Event]]:
         """Find the block with sequence number ``lo`` (eagerly: a broken link raises
         here) and return the runs from it."""
         # Small windows while locating ``lo``: the run loop does the read-ahead.
@@ -594,10 +574,10 @@ class EventJournal:
                 offset = prv
         if header.sequence_nr != lo:
             raise CorruptFileError(path, offset, f"sequence number {lo}", str(header.sequence_nr))
-        return self._runs(offset, header.previous, lo, hi, limit)
+        return self._runs(offset, header.previous, lo, hi, limit, sums)
 
-    def _runs(self, offset: int, prev: int, expected: int, hi: int, limit: int,
-              walked: RunResult | None = None, whole_id: str | None = None) -> Iterator[list[Event]]:
+    def _runs(self, offset: int, prev: int, expected: int, hi: int, limit: int, sums: Sums | None,
+              walked: RunResult | None = None) -> Iterator[list[Event]]:
         """Yield blocks ``expected..hi`` following ``next`` links from ``offset``, as
         lists of Events (up to :data:`RUN_CHUNK` per list); ``walked`` is the result
         of a first walker call already made from that state.
@@ -609,24 +589,23 @@ class EventJournal:
         typed error where the walk stopped at a broken block.  The first window is
         4 KiB (block sizes are not known yet).
         """
-        read_at = self._read_for(whole_id, hi)
+        read_at = self._raw_read
         walk = read_runs
         cap = max_(self.readahead, BLOCK_HEADER_SIZE)
         want = min(MIN_WINDOW, cap)
         while True:
             if walked is None:
-                walked = walk(read_at, offset, prev, expected, hi, limit, cap, want, RUN_CHUNK)
+                walked = walk(read_at, offset, prev, expected, hi, limit, cap, want, RUN_CHUNK, sums)
             events, offset, prev, expected, want, status, detail = walked
             walked = None
             if events:
                 yield events
             if status == RUN_DONE:
-                if whole_id is not None and read_at is self._check_read:
-                    self._checked[whole_id] = hi
                 return
+            if status == RUN_SUM:
+                raise self._dsums.failure(detail[0], detail[1], self.data_path)
             if status != RUN_MORE:
-                raise self._dsums.failure_at(offset) or run_error(status, detail, offset, prev, expected, limit,
-                                                                  self.data_path)
+                raise run_error(status, detail, offset, prev, expected, limit, self.data_path)
 
     def highest_sequence_nr(self, persistence_id: str) -> int:
         """The highest sequence number ever written for the id (0 if none); deletion

@@ -117,6 +117,8 @@ def read_runs_py(read_at: ReadAt, offset: int, prev: int, expected: int, hi: int
     served = 0  # end (in buf) of the last block decoded from this window, 0 if none
     last_size = 0  # size of the last block decoded
     if sums is not None:
+        if type(sums) is not tuple or len(sums) != 4:
+            raise ValueError("read_runs: sums must be (ends, lasts, crcs, checked)")
         ends, lasts, crcs, checked = sums
         if not len(ends) == len(lasts) == len(crcs) == len(checked):
             raise ValueError("read_runs: data.crc arrays of different lengths")
@@ -131,6 +133,8 @@ def read_runs_py(read_at: ReadAt, offset: int, prev: int, expected: int, hi: int
         need = 0
         if DATA_HEADER_SIZE <= offset < covered and not bs <= offset < be:
             k = _batch_of(ends, offset)
+            if k >= len(ends):
+                raise ValueError("read_runs: data.crc entries do not cover their end")
             state = checked[k]
             s = ends[k - 1] if k else DATA_HEADER_SIZE
             e = ends[k]

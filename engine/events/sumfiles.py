@@ -187,7 +187,7 @@ class DataSums:
         Returns ``data[lo:hi]`` when it had to read (one read covers the window
         and the batches), ``None`` when everything there was checked before and
         is good.  A batch whose bytes differ from its checksum is remembered
-        (:meth:`failure_at` gives its error) and handed out as zeros, which no
+        (in :attr:`failures`) and handed out as zeros, which no
         walk mistakes for blocks: an id whose blocks it holds stops there (the
         caller then raises its error), other ids sharing the window read on.
         """
@@ -243,11 +243,33 @@ class DataSums:
             buf = bytes(out)
         return buf[lo - base : hi - base]
 
-    def failure_at(self, offset: int) -> CorruptFileError | None:
-        """The checksum error of the batch holding ``offset``, if it failed."""
-        if not self.failures:
+    @property
+    def walk_sums(self) -> tuple[array[int], array[int], array[int], bytearray] | None:
+        """The entries as replay's walker checks them (``sums`` of
+        :func:`engine.events.runs.read_runs_py`), ``None`` without ``data.crc``."""
+        if self.handle is None:
             return None
-        return self.failures.get(bisect_right(self.ends, offset))
+        return self.ends, self.lasts, self.crcs, self.checked
+
+    def failure(self, k: int, got: int | None, data_path: str) -> CorruptFileError:
+        """The error of batch ``k`` that the walker found bad: ``got`` is the
+        CRC-32 it computed, ``-1`` if the file ends inside the batch, ``None`` if
+        it failed before (its error is remembered)."""
+        start = self.ends[k - 1] if k else DATA_HEADER_SIZE
+        end = self.ends[k]
+        if got is None:
+            known = self.failures.get(k)
+            if known is not None:
+                return known
+            return CorruptFileError(data_path, start, f"bytes matching their checksum {self.crcs[k]:08x} "
+                                    f"({self.path} entry {k}, batch [{start}, {end}))", "a checksum failure")
+        if got < 0:
+            return CorruptFileError(data_path, start, f"{end - start} bytes of checksummed batches", "end of file")
+        error = CorruptFileError(
+            data_path, start, f"bytes matching their checksum {self.crcs[k]:08x} ({self.path} entry {k}, batch "
+            f"[{start}, {end}))", f"checksum {got:08x}")
+        self.failures[k] = error
+        return error
 
     def check_all(self, read_at: ReadAt, end: int, data_path: str) -> None:
         """Check every batch below ``end`` (``verify``), 1 MiB of batches at a

@@ -11,30 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Set
 
-from engine.errors import CorruptFileError, EngineError, FormatError, LockedError
+from engine.errors import CorruptFileError, FormatError, LockedError, PageError
+from engine.errors import RecoveryNeededError as RecoveryNeededError  # re-exported
 from engine.fs import FileHandle, FileSystem, OpenMode, create_file, lock_handle, parent_dir
 from engine.pages import codec, store_codec
 from engine.pages.store_codec import StoreHeader
 
 LOCK_SUFFIX = "-lock"
-
-
-class PageError(EngineError, ValueError):
-    """A page id that was never allocated or is free, or a range outside the page."""
-
-    def __init__(self, path: str, page: object, offset: int, reason: str) -> None:
-        self.path = path
-        self.page = page
-        self.offset = offset
-        self.reason = reason
-        super().__init__(f"{path}: page {page!r} (byte offset {offset}): {reason}")
-
-    def __reduce__(self) -> tuple[type, tuple[str, object, int, str]]:
-        return (type(self), (self.path, self.page, self.offset, self.reason))
-
-
-class RecoveryNeededError(EngineError):
-    """A read-only open found journal transactions no writer has applied yet."""
 
 
 def lock_path(store_path: str) -> str:

@@ -12,6 +12,7 @@ See ``docs/formats/streams.md`` and ``docs/guide/streams.md``.
 
 from __future__ import annotations
 
+from engine.errors import StreamRejected
 from engine.streams.client import Client
 from engine.streams.journal import Stream, StreamJournal
 from engine.streams.reader import Event, JournalScan, ScanEnd, StreamData, read_events, read_streams
@@ -24,6 +25,7 @@ __all__ = [
     "Stream",
     "StreamData",
     "StreamJournal",
+    "StreamRejected",
     "read_events",
     "read_streams",
 ]

@@ -12,7 +12,7 @@ import socket
 import struct
 from types import TracebackType
 
-from engine.errors import ClosedError, EngineError
+from engine.errors import ClosedError, StreamRejected
 
 # Length prefix of every string on the wire: u32, MSB first.
 LENGTH = struct.Struct(">I")
@@ -21,10 +21,6 @@ assert LENGTH.size == 4
 #: Bytes gathered before a send (the C client's JOURNALD_BUFSIZE is 4096; larger
 #: sends cost fewer system calls and change nothing on the wire).
 SEND_BUFFER = 64 * 1024
-
-
-class StreamRejected(EngineError):
-    """The server answered 0 (or closed without answering): not committed."""
 
 
 class Client:
