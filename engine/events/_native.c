@@ -16,6 +16,17 @@
  *   i32 size (24 + payload) | i32 own offset | i32 previous | i32 next
  *   | i64 sequence number | payload (size - 24 bytes)
  *
+ * Checksums (sums = (ends, lasts, crcs, checked), data.crc's entries): before a
+ * block in [8, ends[-1]) is decoded, its batch k is found by the same bisection
+ * as bisect_right; if checked[k] is 0 the batch must lie in the window (else a
+ * window from its start to at least its end is read), its CRC-32 without the
+ * last block's next field is compared with crcs[k]: checked[k] = 1 when equal,
+ * else RUN_SUM (the caller records the failure).
+ * Every entry used is checked first: 8 <= start <= last <= end - 24, end <= limit
+ * (else ValueError, as the reference), and the CRC reads only [start, end)
+ * inside the window.  The arrays' buffers are held only during a lookup, never
+ * across a read_at call (a writer thread may append to them meanwhile).
+ *
  * Bounds: every offset read from the buffer is a signed 32-bit value and every
  * position is computed in long long (the first block is always reached through
  * a read, whose offset is checked against [8, limit - need] first, so later
@@ -155,9 +166,12 @@ sums_release(Sums *sm)
     }
 }
 
-/* Take the four buffers; returns the entry count, or -1 with an exception set. */
+/* Take the four buffers; returns the entry count, or -1 with an exception set.
+ * ``equal``: the four must hold as many entries (the walker's start, as the
+ * reference checks); else the count is the smallest (a writer thread may be
+ * between two of its appends, which only ever add entries). */
 static Py_ssize_t
-sums_take(PyObject *sums, Sums *sm)
+sums_take(PyObject *sums, Sums *sm, int equal)
 {
     PyObject *items[4];
     for (int i = 0; i < 4; i++)
@@ -181,6 +195,14 @@ sums_take(PyObject *sums, Sums *sm)
     }
     sm->held = 1;
     Py_ssize_t n = sm->checked.len;
+    if (!equal) {
+        Py_ssize_t m = sm->ends.len / 8;
+        if (sm->lasts.len / 8 < m)
+            m = sm->lasts.len / 8;
+        if (sm->crcs.len / 4 < m)
+            m = sm->crcs.len / 4;
+        return m < n ? m : n;
+    }
     if (sm->ends.len != n * 8 || sm->lasts.len != n * 8 || sm->crcs.len != n * 4) {
         sums_release(sm);
         PyErr_SetString(PyExc_ValueError, "read_runs: data.crc arrays of different lengths");
@@ -238,7 +260,7 @@ read_runs(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "read_runs: sums must be (ends, lasts, crcs, checked)");
             return NULL;
         }
-        Py_ssize_t n = sums_take(sums, &sm);
+        Py_ssize_t n = sums_take(sums, &sm, 1);
         if (n < 0) {
             return NULL;
         }
@@ -267,11 +289,11 @@ read_runs(PyObject *self, PyObject *args)
         long long rel = offset - base;
         long long need = 0;
         if (checking && offset >= DATA_HEADER_SIZE && offset < covered && !(bs <= offset && offset < be)) {
-            Py_ssize_t n = sums_take(sums, &sm);
+            Py_ssize_t n = sums_take(sums, &sm, 0);
             if (n < 0) {
                 goto error;
             }
-            Py_ssize_t k = bisect_ends(&sm.ends, n, offset);
+            Py_ssize_t k = bisect_ends(&sm.ends, sm.ends.len / 8, offset);
             if (k >= n) {
                 sums_release(&sm);
                 PyErr_SetString(PyExc_ValueError, "read_runs: data.crc entries do not cover their end");
@@ -311,7 +333,6 @@ read_runs(PyObject *self, PyObject *args)
                     uint32_t want_crc;
                     memcpy(&want_crc, (const char *)sm.crcs.buf + k * 4, 4);
                     if (c != want_crc) {
-                        chk[k] = 2;
                         sums_release(&sm);
                         detail = Py_BuildValue("(nk)", k, (unsigned long)c);
                         if (detail == NULL) {
@@ -428,6 +449,9 @@ read_runs(PyObject *self, PyObject *args)
             }
             start = offset;
             stop = offset + n;
+            if (bs <= offset && offset < be && stop < be) {
+                stop = be;  /* the rest of a checked batch: its blocks are likely this id's run */
+            }
         }
         Py_XDECREF(buf_obj);
         buf_obj = call_read(read_at, start, stop - start);

@@ -8,6 +8,11 @@ allowed, else the reference.  Both take the same arguments, make the same
 (tests/events/test_events_native.py runs both on random valid and corrupted
 files).
 
+The walker also checks each batch it decodes blocks of against ``data.crc``
+(the ``sums`` it is given: see :func:`read_runs_py`), once per journal instance:
+that check is on the first replay's every window, so it lives in the walker
+(and its C twin) rather than in a Python wrapper around each read.
+
 The walker reads through the ``read_at`` callable it is given (the journal's
 :class:`engine.fs.FileHandle` method, so every read still goes through the file
 system seam) and never raises for bad data: it returns the events decoded so far
@@ -100,8 +105,9 @@ def read_runs_py(read_at: ReadAt, offset: int, prev: int, expected: int, hi: int
     batch holding a block in ``[8, ends[-1])`` is checked before the block is
     decoded, unless ``checked`` says it was: a window opened at a block of an
     unchecked batch starts at the batch's start and reaches at least its end, so
-    one read serves both.  The walker records the outcome in ``checked`` (the
-    only thing it writes) and stops with :data:`RUN_SUM` at a bad batch; other
+    one read serves both.  The walker records a good batch in ``checked`` (the
+    only thing it writes: 1) and stops with :data:`RUN_SUM` at a bad one (the
+    caller records it: :meth:`engine.events.sumfiles.DataSums.failure`); other
     batches in the window are left alone (another id's damage does not stop
     this one's replay).  Committed bytes never change, so a batch is checked
     once per journal instance.
@@ -148,7 +154,6 @@ def read_runs_py(read_at: ReadAt, offset: int, prev: int, expected: int, hi: int
                 else:
                     got = batch_crc(buf, s - base, lasts[k] - base, e - base)
                     if got != crcs[k]:
-                        checked[k] = 2
                         return events, offset, prev, expected, want, RUN_SUM, (k, got)
                     checked[k] = 1
                     bs, be = s, e
@@ -198,6 +203,8 @@ def read_runs_py(read_at: ReadAt, offset: int, prev: int, expected: int, hi: int
                 return events, offset, prev, expected, want, RUN_LINK, need
             start = offset
             stop = offset + min(max(want, need), limit - offset)
+            if bs <= offset < be and stop < be:
+                stop = be  # the rest of a checked batch: its blocks are likely this id's run
         buf = read_at(start, stop - start)
         if type(buf) is not bytes:
             raise TypeError(f"read_at must return bytes, not {type(buf).__name__}")

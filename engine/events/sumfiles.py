@@ -10,9 +10,11 @@ rebuilds the missing ones from the committed blocks (the commit protocol
 guarantees those are whole).  A journal written before the side files existed
 gets them the same way the first time a writer opens it.
 
-Checking is lazy and remembered: a batch is checked the first time a read of the
-journal instance touches it (replay's windows, ``delete_to``'s walk, ``verify``)
-and not again (committed bytes never change).
+Checking is lazy and remembered (``DataSums.checked``): replay's walker
+(:func:`engine.events.runs.read_runs_py`, in C when built) checks the batch of
+each block it decodes the first time the journal instance reaches it, ``verify``
+checks them all (:meth:`DataSums.check_all`), and no batch is checked again
+(committed bytes never change).
 """
 
 from __future__ import annotations
@@ -40,7 +42,6 @@ from engine.events.sums import (
     batch_crc,
     batch_crcs,
     batch_sum_offset,
-    encode_batch_sum,
     encode_data_sums_header,
     encode_header,
     encode_id_sum,
@@ -55,6 +56,7 @@ log = logging.getLogger("engine.events")
 SUMS_SYNC_EVERY = 256
 
 ReadAt = Callable[[int, int], bytes]
+_pack_batch_sum = BATCH_SUM.pack
 
 
 def _open(fs: FileSystem, path: str, magic: bytes, writer: bool) -> FileHandle | None:
@@ -154,10 +156,13 @@ class DataSums:
         return pos
 
     def append(self, start: int, end: int, last: int, crc: int) -> None:
-        """Record a batch just written at ``[start, end)`` (writer)."""
-        assert self.handle is not None and start == self.covered
-        self.handle.write_at(batch_sum_offset(len(self.ends)), encode_batch_sum(end, last, crc))
-        self.ends.append(end)
+        """Record a batch just written at ``[start, end)`` (writer).  On every
+        write's path: :func:`~engine.events.sums.batch_sum_offset` and
+        :func:`~engine.events.sums.encode_batch_sum` inlined."""
+        ends = self.ends
+        assert self.handle is not None and start == (ends[-1] if ends else DATA_HEADER_SIZE)
+        self.handle.write_at(DATA_SUMS_HEADER_SIZE + BATCH_SUM_SIZE * len(ends), _pack_batch_sum(end, last, crc))
+        ends.append(end)
         self.lasts.append(last)
         self.crcs.append(crc)
         self.checked.append(1)
@@ -269,6 +274,7 @@ class DataSums:
             data_path, start, f"bytes matching their checksum {self.crcs[k]:08x} ({self.path} entry {k}, batch "
             f"[{start}, {end}))", f"checksum {got:08x}")
         self.failures[k] = error
+        self.checked[k] = 2
         return error
 
     def check_all(self, read_at: ReadAt, end: int, data_path: str) -> None:

@@ -12,6 +12,8 @@ names, synced and renamed, so a crash leaves either no copy or a whole one.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from engine.errors import ConfigError
 from engine.fs import FileSystem, OpenMode, create_file, lock_handle, parent_dir
 from engine.pages import store_codec
@@ -51,6 +53,9 @@ def copy_store(fs: FileSystem, path: str, dest: str, *, wait: float | None = DEF
             with create_file(fs, tmp) as out:
                 for at in range(0, size, CHUNK):
                     out.write_at(at, src.read_at(at, min(CHUNK, size - at)))
+                # The copy is a closed store with no journal: its header must not
+                # say that commits may be only in a journal (JOURNAL_LIVE).
+                out.write_at(0, store_codec.encode_header(replace(header, flags=0)))
                 out.fsync()
         finally:
             src.unlock()

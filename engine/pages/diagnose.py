@@ -16,7 +16,13 @@ from engine.pages import sums as sums_module
 from engine.pages.journal import JOURNAL_SUFFIX, JournalScan, journal_path, scan, scan_if_idle
 from engine.pages.recovery import StoreState, check_ops, walk_free_list
 from engine.pages.store_codec import StoreHeader
-from engine.pages.storefile import check_store_size, read_header
+from engine.pages.storefile import (
+    check_store_size,
+    journal_present,
+    missing_journal_error,
+    orphan_journal_error,
+    read_header,
+)
 from engine.pages.sums import SUMS_SUFFIX, sums_path
 
 
@@ -78,14 +84,35 @@ def read_journal(fs: FileSystem, jpath: str) -> JournalScan:
 
 
 def read_page(fs: FileSystem, path: str, page: int) -> bytes:
-    """The bytes of page ``page`` as the store file holds them."""
+    """The bytes of page ``page`` as the store file holds them, checked against
+    its checksum when the sums file has one (CorruptFileError, never damaged bytes)."""
     info = read_store(fs, path)
     ps = info.header.page_size
     if not 1 <= page <= info.header.page_count:
         raise CorruptFileError(path, page * ps, f"a page id in 1..{info.header.page_count}", str(page))
+    loaded = None
+    spath = sums_path(path)
+    if fs.exists(spath):
+        with fs.open(spath, OpenMode.READ) as sh:
+            loaded = sums_module.load(sh.read_all(), ps)
     with fs.open(path, OpenMode.READ) as handle:
         lock_handle(handle, exclusive=False, wait=None, what="store file lock")
-        return handle.read_at(page * ps, ps)
+        data = handle.read_at(page * ps, ps)
+    if len(data) < ps:
+        raise CorruptFileError(path, page * ps + len(data), f"page {page} of {ps} bytes", "end of file")
+    if loaded is not None and page < len(loaded[0]) and loaded[1](data) != loaded[0][page]:
+        raise CorruptFileError(path, page * ps, f"page {page} matching its checksum", "a different CRC (damaged)")
+    return data
+
+
+def _describe_flags(flags: int) -> str:
+    """The store header's flags in words."""
+    words = []
+    if flags & store_codec.FLUSHING:
+        words.append("FLUSHING (a flush was interrupted: recovery needed)")
+    if flags & store_codec.JOURNAL_LIVE:
+        words.append("JOURNAL_LIVE (a writer has it open, or did not close it: the journal is part of the store)")
+    return ", ".join(words) or "0 (closed cleanly)"
 
 
 def verify_files(fs: FileSystem, path: str) -> list[str]:
@@ -100,16 +127,21 @@ def verify_files(fs: FileSystem, path: str) -> list[str]:
     notes: list[str] = []
     state: JournalScan | None = None
     live_writer = False
-    if fs.exists(jpath):
+    has_journal = journal_present(fs, jpath)  # a broken link to it raises, naming it
+    if has_journal:
         state = scan_if_idle(fs, jpath)
         live_writer = state is None
     if not fs.exists(spath):
         if path == spath:
             raise FileNotFoundError(2, "No such page store", spath)
+        if state is not None and state.txs:
+            raise orphan_journal_error(spath, jpath, len(state.txs))
         notes.append(f"{spath}: no store file next to this journal")
         header = None
     else:
         header = _read_store_header(spath, fs)
+        if not has_journal and header.flags & store_codec.JOURNAL_LIVE:
+            raise missing_journal_error(spath, jpath)
         pending = state is not None and bool(state.pending)
         if pending or header.flags & store_codec.FLUSHING:
             notes.append(
@@ -131,9 +163,13 @@ def verify_files(fs: FileSystem, path: str) -> list[str]:
             replay = StoreState(header.page_size, header.page_count, header.free_head)
             for tx in state.txs:
                 check_ops(jpath, tx, replay)
-        notes.append(
-            f"{jpath}: chain of {len(state.txs)} transaction(s) consistent, {len(state.pending)} not flagged complete"
-        )
+        if state.pending:
+            notes.append(
+                f"{jpath}: {len(state.pending)} committed transaction(s) not yet applied to the store file "
+                "(the next writable open applies them); chain consistent"
+            )
+        else:
+            notes.append(f"{jpath}: at rest (every commit is in the store file)")
     return notes
 
 
@@ -167,13 +203,13 @@ def summarize(fs: FileSystem, path: str) -> dict[str, object]:
             f"page {info.header.free_head // info.header.page_size}" if info.header.free_head else "none"
         )
         out["store bytes"] = info.file_size
-        out["header flags"] = "FLUSHING (interrupted flush)" if info.header.flags & store_codec.FLUSHING else "0"
-    if fs.exists(jpath):
+        out["header flags"] = _describe_flags(info.header.flags)
+    if journal_present(fs, jpath):
         state = read_journal(fs, jpath)
         out["journal"] = jpath
         out["journal bytes"] = state.file_size
         out["transactions"] = len(state.txs)
-        out["not flagged complete"] = len(state.pending)
+        out["committed, not yet in the store file"] = len(state.pending)
         if state.notes:
             out["journal repairs pending"] = "; ".join(state.notes)
     return out

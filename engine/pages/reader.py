@@ -33,6 +33,8 @@ from engine.pages.storefile import (
     RecoveryNeededError,
     check_live,
     check_store_size,
+    journal_present,
+    missing_journal_error,
     read_header,
     slice_page,
 )
@@ -85,7 +87,10 @@ class PageReader:
                 raise ConfigError(f"{path}: page size is {header.page_size}, not {page_size}")
             if header.flags & store_codec.FLUSHING:
                 raise flushing_error(path)
-            check_journal_applied(fs, journal_path(path))
+            jpath = journal_path(path)
+            if not journal_present(fs, jpath) and header.flags & store_codec.JOURNAL_LIVE:
+                raise missing_journal_error(path, jpath)
+            check_journal_applied(fs, jpath)
         except BaseException:
             handle.close()
             raise
@@ -147,7 +152,7 @@ class PageReader:
 
     def _read_live(self, page: int) -> bytes:
         is_free = page in self._free if isinstance(page, int) else False
-        check_live(self.path, page, self._header.page_count, is_free, self.page_size)
+        check_live(self.path, page, self._header.page_count, is_free, self.page_size, reader=True)
         return self._read_disk_page(page)
 
     def _read_disk_page(self, page: int) -> bytes:
@@ -269,8 +274,9 @@ class PageReader:
 
 def check_journal_applied(fs: FileSystem, jpath: str) -> None:
     """RecoveryNeededError if the journal holds transactions and no writer is live
-    to apply them (a live writer holds the journal's lock for its lifetime)."""
-    if not fs.exists(jpath):
+    to apply them (a live writer holds the journal's lock for its lifetime);
+    CorruptFileError naming it if its name leads to no file (a broken link)."""
+    if not journal_present(fs, jpath):
         return
     with fs.open(jpath, OpenMode.READ) as jh:
         raw = jh.read_at(0, codec.FILE_HEADER_SIZE)

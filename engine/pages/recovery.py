@@ -18,6 +18,7 @@ from engine.fs import FileHandle, FileSystem
 from engine.pages import codec, store_codec
 from engine.pages.codec import Alloc, Marker, Modify, ParsedTx, Remove
 from engine.pages.journal import scan, scan_if_idle
+from engine.pages.storefile import journal_present, missing_journal_error
 
 ReadAt = Callable[[int, int], bytes]
 
@@ -142,7 +143,9 @@ def verify_journal(
                 f"the writer's transactions {expected}",
                 str(found),
             )
-    elif not fs.exists(jpath):
+    elif not journal_present(fs, jpath):
+        if header.flags & store_codec.JOURNAL_LIVE:
+            raise missing_journal_error(jpath[: -len("-journal")], jpath)
         return [f"{jpath}: no journal (created on the next writable open)"]
     else:
         idle = scan_if_idle(fs, jpath)
@@ -154,6 +157,14 @@ def verify_journal(
     replay = StoreState(header.page_size, header.page_count, 0)
     for tx in state.txs:
         check_ops(jpath, tx, replay)
-    if state.txs:
-        notes.append(f"{jpath}: {len(state.txs)} transaction(s), {len(state.pending)} not flagged complete")
+    if state.pending and owner is not None:
+        notes.append(
+            f"{jpath}: {len(state.pending)} commit(s) since the last checkpoint, safe in the journal "
+            "(written to the store file at the next checkpoint or close)"
+        )
+    elif state.pending:
+        notes.append(
+            f"{jpath}: {len(state.pending)} committed transaction(s) not yet applied to the store file "
+            "(the next writable open applies them)"
+        )
     return notes

@@ -38,6 +38,7 @@ Locks (flock-style, whole files, all through :mod:`engine.fs.lock`; see
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 import time
@@ -45,7 +46,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal, overload
 
-from engine.errors import ClosedError, ConfigError, CorruptFileError, LockedError, PoisonedError
+from engine.errors import ClosedError, ConfigError, CorruptFileError, DiskFullError, LockedError, PoisonedError
 from engine.fs import (
     FileHandle,
     FileSystem,
@@ -70,7 +71,10 @@ from engine.pages.storefile import (
     check_store_size,
     create_store_file,
     interrupted_creation,
+    journal_present,
     lock_path,
+    missing_journal_error,
+    orphan_journal_error,
     read_header,
     slice_page,
     take_journal_lock,
@@ -328,6 +332,16 @@ class PageStore:
         jpath = journal_path(path)
         report = RecoveryReport(path)
         missing = not fs.exists(path)
+        has_journal = journal_present(fs, jpath)  # a broken link to it is an error, not "none"
+        if missing and has_journal:
+            # The journal is created after its store file, so a journal without one
+            # means the store file was deleted or moved: never an empty new store
+            # over it (its commits, or the store's whole contents, would be lost).
+            with fs.open(jpath, OpenMode.READ) as orphan:
+                held = len(scan(jpath, orphan.read_all()).txs)
+            raise orphan_journal_error(path, jpath, held)
+        if not missing and not has_journal and _header_says_journal_live(fs, path):
+            raise missing_journal_error(path, jpath)
         if missing or interrupted_creation(fs, path, jpath):
             if not create:
                 if missing:
@@ -341,7 +355,7 @@ class PageStore:
             create_store_file(fs, path, store_codec.encode_header(header) + bytes(ps - store_codec.HEADER_SIZE))
             if not fs.exists(sums_path(path)):
                 create_file(fs, sums_path(path), store_codec.encode_sums_header(ps, True)).close()
-        if not fs.exists(jpath):
+        if not has_journal:
             create_file(fs, jpath, codec.encode_file_header(0, 0)).close()
         jhandle = fs.open(jpath, OpenMode.WRITE)
         try:
@@ -380,10 +394,14 @@ class PageStore:
                 writer_lock=wlock,
                 report=report,
             )
-            store._sums = PageSums.open(fs, path, header.page_size, header.page_count, store._raw_page, report)
-            store._recover(state)
-            store._sums.fill_missing(store._header.page_count, store._raw_page, report)
-            store._load_free_list()
+            try:
+                store._sums = PageSums.open(fs, path, header.page_size, header.page_count, store._raw_page, report)
+                store._recover(state)
+                store._sums.fill_missing(store._header.page_count, store._raw_page, report)
+                store._load_free_list()
+                store._mark_journal_live()
+            except DiskFullError as exc:
+                raise DiskFullError(exc.path, exc.errno or errno.ENOSPC, f"recovery of {path}") from exc
         except BaseException:
             handle.close()
             jhandle.close()
@@ -418,7 +436,9 @@ class PageStore:
             if h.flags & store_codec.FLUSHING:
                 # A flush mark with nothing to replay: the pages it covered were all
                 # journaled and applied before; only the mark is left to clear.
-                self._header = self._disk_header = StoreHeader(h.page_size, h.page_count, h.free_head)
+                self._header = self._disk_header = StoreHeader(
+                    h.page_size, h.page_count, h.free_head, flags=h.flags & ~store_codec.FLUSHING
+                )
                 self._handle.write_at(0, store_codec.encode_header(self._header))
                 self._sync_store("recover")
                 rep.add("reset", self.path, 1, "flags", offset=0, detail="flush mark of an interrupted flush")
@@ -438,7 +458,9 @@ class PageStore:
                     redo(self._handle, jpath, tx, replay)
                     redone += 1
             if redone or undone or h.flags & store_codec.FLUSHING:
-                self._header = StoreHeader(h.page_size, replay.page_count, replay.free_head)
+                self._header = StoreHeader(
+                    h.page_size, replay.page_count, replay.free_head, flags=h.flags & ~store_codec.FLUSHING
+                )
                 self._disk_header = self._header
                 self._handle.write_at(0, store_codec.encode_header(self._header))
                 self._sync_store("recover")
@@ -461,6 +483,40 @@ class PageStore:
         rep.add("undone", jpath, undone, "transactions")
         journal.reset()
         journal.sync_reset()  # at rest: the JRNL picture of an empty journal
+
+    def _mark_journal_live(self) -> None:
+        """Set the header's JOURNAL_LIVE flag, synced, before the first commit: from
+        now until a clean close the latest commits may be only in the journal, and
+        an open that finds the flag but no journal refuses instead of losing them."""
+        h = self._header
+        if h.flags & store_codec.JOURNAL_LIVE:
+            return
+        live = StoreHeader(h.page_size, h.page_count, h.free_head, flags=h.flags | store_codec.JOURNAL_LIVE)
+        lock_handle(self._handle, exclusive=True, wait=None, what="store file lock")
+        try:
+            self._handle.write_at(0, store_codec.encode_header(live))
+            self._sync_store("open")
+        finally:
+            self._handle.unlock()
+        self._header = self._disk_header = live
+
+    def _clear_journal_live(self) -> None:
+        """At a clean close, after the checkpoint that applied every commit: the
+        store file alone is the whole store again (clear the flag, synced)."""
+        h = self._header
+        if not h.flags & store_codec.JOURNAL_LIVE or self._dirty or not self._journal.empty:
+            return
+        clean = StoreHeader(h.page_size, h.page_count, h.free_head, flags=h.flags & ~store_codec.JOURNAL_LIVE)
+        try:
+            lock_handle(self._handle, exclusive=True, wait=self.reader_wait, what="store file lock")
+        except LockedError:
+            return  # the flag stays: harmless, the journal is there and at rest
+        try:
+            self._handle.write_at(0, store_codec.encode_header(clean))
+            self._sync_store("close")
+        finally:
+            self._handle.unlock()
+        self._header = self._disk_header = clean
 
     def _load_free_list(self) -> None:
         check_store_size(self.path, self._header, self._handle.size())
@@ -624,7 +680,7 @@ class PageStore:
             self._extents.update(delta.ranges)
         header = self._header
         if delta.page_count != header.page_count or delta.free_head != header.free_head:
-            self._header = StoreHeader(header.page_size, delta.page_count, delta.free_head)
+            self._header = StoreHeader(header.page_size, delta.page_count, delta.free_head, flags=header.flags)
         if delta.allocated or delta.freed:
             self._free.difference_update(delta.allocated)
             self._free.update(delta.freed)
@@ -670,7 +726,8 @@ class PageStore:
         ps = self.page_size
         # Mark the flush in progress first: if this process dies half way, readers
         # that already have the store open see the mark, not a torn state.
-        flushing = StoreHeader(ps, self._header.page_count, self._header.free_head, flags=store_codec.FLUSHING)
+        h = self._header
+        flushing = StoreHeader(ps, h.page_count, h.free_head, flags=h.flags | store_codec.FLUSHING)
         self._handle.write_at(0, store_codec.encode_header(flushing))
         self._disk_header = flushing
         write_pages(self._handle, ps, self._dirty, self._whole, self._extents)
@@ -774,6 +831,7 @@ class PageStore:
                 if healthy and (sums is None or not sums.handle.poisoned):
                     try:
                         self.checkpoint()
+                        self._clear_journal_live()
                     except LockedError as exc:
                         # A reader's snapshot outlasted reader_wait: the journal keeps
                         # every commit and the next writable open redoes them.
@@ -795,3 +853,15 @@ class PageStore:
 
     def __repr__(self) -> str:
         return f"<PageStore {self.path!r} writer page_size={self.page_size}>"
+
+
+def _header_says_journal_live(fs: FileSystem, path: str) -> bool:
+    """Whether the store file's header has JOURNAL_LIVE set (a writer may have left
+    commits only in the journal); False for a header that does not decode (the
+    open's own header check reports that)."""
+    with fs.open(path, OpenMode.READ) as handle:
+        try:
+            header = store_codec.decode_header(handle.read_at(0, store_codec.HEADER_SIZE))
+        except ValueError:
+            return False
+    return bool(header.flags & store_codec.JOURNAL_LIVE)

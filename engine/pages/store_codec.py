@@ -32,7 +32,7 @@ MAX_PAGE_SIZE = 65536
 
 # Header (40 bytes): magic "ENGPAGES" | u16 version | u16 reserved (0) | u32 page size |
 #   u64 page count (data pages; ids 1..count) | u64 free-list head (byte offset, 0 = empty) |
-#   u32 flags (bit 0 FLUSHING) | u32 CRC-32 (zlib) of the 36 bytes before it.
+#   u32 flags (bit 0 FLUSHING, bit 1 JOURNAL_LIVE) | u32 CRC-32 (zlib) of the 36 bytes before it.
 HEADER = struct.Struct("<8sHHIQQI")
 assert HEADER.size == 36
 CRC = struct.Struct("<I")
@@ -45,6 +45,13 @@ assert HEADER_SIZE == 40
 #: after them, both under the writer's exclusive lock, so a reader that ever finds it
 #: set is looking at a flush a crash interrupted: the journal must be replayed first.
 FLUSHING = 0x1
+#: Header flag: the store's latest commits may be only in its JRNL journal.  A
+#: writer sets it (synced) when it opens the store, before its first commit, and
+#: clears it only at a clean close, with the checkpoint that applied every commit.
+#: A store file with it set and no journal beside it has lost commits: it must not
+#: open as if nothing were missing.  Files written before the flag existed have it
+#: clear and open as before.
+JOURNAL_LIVE = 0x2
 
 # Free page link: u64 byte offset of the next free page (0 = end of the list).
 LINK = struct.Struct("<Q")

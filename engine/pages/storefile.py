@@ -37,11 +37,27 @@ def read_header(path: str, handle: FileHandle) -> StoreHeader:
         raise CorruptFileError(path, 0, expected, found or None) from exc
 
 
-def check_live(path: str, page: object, count: int, is_free: bool, page_size: int) -> None:
-    """PageError unless ``page`` is an allocated page id (1..``count``, not free)."""
+def check_live(path: str, page: object, count: int, is_free: bool, page_size: int, *, reader: bool = False) -> None:
+    """PageError unless ``page`` is an allocated page id (1..``count``, not free).
+
+    ``reader``: the caller is a :class:`PageReader`, which sees the store file as
+    of the writer's last checkpoint (or flush), so a page past the end may well
+    be committed already: the message says so instead of "never allocated".
+    """
     if not isinstance(page, int) or isinstance(page, bool) or not 1 <= page <= count:
         off = page * page_size if isinstance(page, int) else 0
-        raise PageError(path, page, off, f"never allocated (pages are 1..{count})")
+        if not isinstance(page, int) or isinstance(page, bool) or page < 1:
+            why = "was never allocated (page ids start at 1)"
+        elif reader:
+            held = f"holds pages 1..{count}" if count else "holds no pages yet"
+            why = (
+                f"is not in the store file, which {held}: a writer's later commits reach readers "
+                "at its next checkpoint (or at once with apply='commit')"
+            )
+        else:
+            has = f"pages 1..{count}" if count else "no pages yet"
+            why = f"was never allocated (the store has {has})"
+        raise PageError(path, page, off, why)
     if is_free:
         raise PageError(path, page, page * page_size, "is free")
 
@@ -125,6 +141,53 @@ def free_tail_prefix(free_order: list[int], page_count: int) -> int:
         if low == page_count - n + 1:
             best = n  # the first n entries are a permutation of the last n pages
     return best
+
+
+def journal_present(fs: FileSystem, jpath: str) -> bool:
+    """Whether the journal ``jpath`` exists; CorruptFileError naming it if the name
+    is there but does not lead to a file (a dangling symbolic link or a loop of
+    them): that is not "no journal", which would silently drop its commits."""
+    if fs.exists(jpath):
+        if fs.isdir(jpath):
+            raise CorruptFileError(jpath, 0, "the page store's JRNL journal file", "a directory")
+        return True
+    parent = parent_dir(jpath)
+    name = jpath.rsplit("/", 1)[-1]
+    try:
+        listed = name in fs.listdir(parent)
+    except OSError:
+        listed = False
+    if listed:
+        raise CorruptFileError(
+            jpath, 0, "the page store's JRNL journal file", "a name that leads to no file (a dangling or looping symbolic link)"
+        )
+    return False
+
+
+def missing_journal_error(path: str, jpath: str) -> CorruptFileError:
+    """The store file's header says its latest commits may be only in the journal, which is gone."""
+    return CorruptFileError(
+        jpath,
+        0,
+        f"the JRNL journal of {path} (its header flags say a writer had it open, so commits may be only in it)",
+        "no file: it was deleted or moved; put it back (or restore a backup) before opening the store",
+    )
+
+
+def orphan_journal_error(path: str, jpath: str, count: int) -> CorruptFileError:
+    """A journal (holding ``count`` transactions) whose store file is gone."""
+    if count:
+        held = f"{count} committed transaction(s) in it"
+        advice = "put the store file back (or restore a backup)"
+    else:
+        held = "at rest"
+        advice = f"put it back, or delete {jpath} too to start a new empty store"
+    return CorruptFileError(
+        path,
+        0,
+        f"the store file the journal {jpath} belongs to ({held})",
+        f"no file: it was deleted or moved; {advice}",
+    )
 
 
 def interrupted_creation(fs: FileSystem, path: str, jpath: str) -> bool:

@@ -44,7 +44,7 @@ def shrink_store(store: PageStore) -> int:
     count = header.page_count - drop
     rest = store._free_order[drop:]
     ps = header.page_size
-    new = StoreHeader(ps, count, rest[0] * ps if rest else 0)
+    new = StoreHeader(ps, count, rest[0] * ps if rest else 0, flags=header.flags)
     lock_handle(store._handle, exclusive=True, wait=store.reader_wait, what="store file lock")
     try:
         store._handle.write_at(0, store_codec.encode_header(new))

@@ -41,7 +41,7 @@ def _typed(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.N
 def _cmd_stats(args: argparse.Namespace) -> int:
     stats = queue_stats(default_fs(), args.directory, args.name)
     table = Table(title=f"queue {args.name} — tail id {stats['tail_id']}")
-    for column in ("reader", "head", "items", "bytes (approx.)", "open reads", "done out of order", "oldest age (s)"):
+    for column in ("reader", "head", "items", "backlog bytes", "open reads", "done out of order", "oldest age (s)"):
         table.add_column(column)
     readers = stats["readers"]
     assert isinstance(readers, list)
@@ -51,7 +51,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
             repr(r["reader"]),
             str(r["head"]),
             str(r["items"]),
-            str(r["bytes"]),
+            str(r["backlog_bytes"]),
             "n/a (not journaled)" if r["open_reads"] is None else str(r["open_reads"]),
             str(r["done_out_of_order"]),
             "-" if age is None else f"{age:.1f}",

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 from dataclasses import dataclass, fields
 from typing import Any
 
+from engine.conventions import Serializer, duration_seconds
+from engine.conventions import serializer as parse_serializer
 from engine.errors import ConfigError
 from engine.fs import SyncPolicy
 from engine.queue import naming
@@ -13,10 +16,12 @@ from engine.queue.codec import DEFAULT_MAX_ITEM_SIZE
 
 @dataclass(frozen=True)
 class QueueConfig:
-    """All knobs of a queue.  Sizes in bytes, times in seconds.
+    """All knobs of a queue.  Sizes in bytes; durations are a ``datetime.timedelta``
+    or seconds (stored as float seconds, see :mod:`engine.conventions`).
 
     ``sync``: "always" (put returns once durable; concurrent puts share fsyncs),
-    a period in seconds (background fsync), or "never".
+    a period (seconds or timedelta: background fsync), or "never".
+    ``serializer``: None (bytes), "pickle", "json" or a (dumps, loads) pair.
     ``expired``: "drop" or the name of a queue in the same directory to move them to.
     ``error_queue`` + ``max_errors``: an item aborted ``max_errors`` times moves there.
     """
@@ -36,25 +41,36 @@ class QueueConfig:
     archive_dir: str | None = None
     poll_interval: float = 0.005  # cross-process readers: how often to look for new data
     group_commit_delay: float = 0.0
+    serializer: Any = None
 
     @property
     def sync_policy(self) -> SyncPolicy:
         return SyncPolicy.parse(self.sync)
 
+    @property
+    def payload_serializer(self) -> Serializer | None:
+        """The parsed ``serializer`` (None: payloads are bytes)."""
+        return parse_serializer(self.serializer)
+
     def __post_init__(self) -> None:
+        # Durations: timedelta or seconds, normalized to float seconds (messages
+        # name the option as the user typed it).
+        if isinstance(self.sync, _dt.timedelta):
+            object.__setattr__(self, "sync", duration_seconds(self.sync, "sync"))
+        for name in ("checkpoint_interval", "poll_interval"):
+            object.__setattr__(self, name, duration_seconds(getattr(self, name), name))
+        for name in ("max_age", "open_read_timeout"):
+            object.__setattr__(self, name, duration_seconds(getattr(self, name), name, allow_none=True))
+        object.__setattr__(
+            self, "group_commit_delay", duration_seconds(self.group_commit_delay, "group_commit_delay", allow_zero=True)
+        )
+        parse_serializer(self.serializer)  # raises ConfigError / TypeError
         SyncPolicy.parse(self.sync)  # raises ConfigError
         if self.journal_size < 64:
             raise ConfigError("journal_size must be at least 64 bytes")
         if self.max_item_size <= 0 or self.max_item_size > (1 << 31) - 1:
             raise ConfigError("max_item_size must be in [1, 2**31 - 1]")
         for name in ("max_items", "max_size", "max_errors"):
-            value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise ConfigError(f"{name} must be positive")
-        for name in ("checkpoint_interval", "poll_interval"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be positive")
-        for name in ("max_age", "open_read_timeout"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ConfigError(f"{name} must be positive")

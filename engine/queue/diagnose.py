@@ -158,11 +158,34 @@ def disk_reader_stats(
         "reader": reader,
         "head": head,
         "items": state.pending(max(tail, head)),
-        "bytes": journal_bytes_after(fs, source.segment_list(), head, tail),
+        "backlog_bytes": backlog_bytes(fs, directory, queue, ReaderState(head, done), tail),
         "open_reads": None,
         "done_out_of_order": len(state.done),
         "oldest_age_s": None if oldest is None else max(0.0, (now - oldest.add_time) / 1000),
     }
+
+
+def backlog_bytes(fs: FileSystem, directory: str, queue: str, state: ReaderState, tail: int) -> int:
+    """A reader's backlog in bytes: the payload bytes of the items up to ``tail``
+    that ``state`` has not confirmed (open reads count: they are not confirmed).
+
+    The one definition every report uses: ``Queue.stats()``, ``engine queue
+    stats`` and the Spark queue source's ``sum(length(data))`` per reader.  It
+    reads the backlog's records (not the files' sizes, which count record
+    overhead and whole files).
+    """
+    total = 0
+    source = PollingSource(fs, directory, queue, codec.DEFAULT_MAX_ITEM_SIZE, 0.001)
+    cursor = JournalCursor(source, state.head)
+    try:
+        while True:
+            put = cursor.next()
+            if put is None or put.xid > tail:
+                return total
+            if not state.is_done(put.xid):
+                total += len(put.data)
+    finally:
+        cursor.close()
 
 
 def journal_bytes_after(fs: FileSystem, segments: list[Segment], head: int, tail: int) -> int:

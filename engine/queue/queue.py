@@ -14,6 +14,7 @@ so no reader can confirm (and checkpoint) an id that a crash then takes back.
 
 from __future__ import annotations
 
+import datetime
 import errno
 import logging
 import threading
@@ -21,6 +22,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from engine.conventions import instant_ms, require_bytes, warn_unclosed
 from engine.errors import ClosedError, ConfigError, DiskFullError, EngineError, FullError, PoisonedError
 from engine.fs import (
     FileHandle,
@@ -37,14 +39,16 @@ from engine.fs import (
 )
 from engine.queue import codec, naming
 from engine.queue.attach import attach_reader, lock_reader, lock_writer, reader_files
+from engine.queue.checkpoint import load_reader_file
 from engine.queue.config import QueueConfig
 from engine.queue.cursor import PollingSource
-from engine.queue.diagnose import disk_reader_stats, verify_queue
+from engine.queue.diagnose import backlog_bytes, disk_reader_stats, verify_queue
 from engine.queue.reader import Item, Reader
 from engine.queue.recover import Recovered, recover
 from engine.queue.remote import RemoteReader, open_remote_reader
 from engine.queue.retire import durable_heads, remove_files, retirable
 from engine.queue.segments import SEGMENT_HEADER, Segment, create_segment, earliest_id
+from engine.queue.state import ReaderState
 
 log = logging.getLogger("engine.queue")
 
@@ -88,6 +92,10 @@ class Queue:
         self.name = name
         self.config = config
         self.max_item_size = config.max_item_size
+        serializer = config.payload_serializer
+        #: The serializer's dumps (None: payloads are bytes, put as given).
+        self._dumps = None if serializer is None else serializer.dumps
+        self._finalizer: Any = None
         #: What opening repaired (and what attaching readers clamped since).
         self.recovery = recovery
         self._clock = clock
@@ -164,6 +172,8 @@ class Queue:
             raise
         report.log(log)
         queue._start_threads()
+        # Left open at exit (or collected): closed cleanly, with a ResourceWarning.
+        queue._finalizer = warn_unclosed(queue, queue.close, f"queue {name!r} in {directory!r}")
         return queue
 
     def _now_ms(self) -> int:
@@ -372,12 +382,21 @@ class Queue:
                 total += size - _HEADER_SIZE
         return total
 
-    def put(self, data: bytes, *, expire_at: float | None = None) -> int:
-        """Add an item; returns its id.  ``expire_at``: seconds since the epoch.
+    def put(self, data: Any, *, expire_at: float | datetime.datetime | None = None) -> int:
+        """Add an item; returns its id.  ``data``: bytes, or any object the queue's
+        ``serializer`` takes.  ``expire_at``: a datetime or seconds since the epoch.
 
         With sync="always" the call returns once the item is durable.
         """
-        if len(data) > self.max_item_size:
+        dumps = self._dumps
+        if dumps is not None:
+            data = dumps(data)
+        try:
+            size = len(data)
+        except TypeError:
+            require_bytes(data)  # a TypeError that says what to do
+            raise
+        if size > self.max_item_size:
             raise ConfigError(f"item of {len(data)} bytes exceeds max_item_size {self.max_item_size}")
         if self._limited:
             self._make_room(1, len(data))
@@ -391,7 +410,13 @@ class Queue:
                 or (periodic is not None and periodic.failure is not None)
             ):
                 self._check_usable()
-            xid = self._stage(data, None if expire_at is None else int(expire_at * 1000), 0, int(self._clock() * 1000))
+            try:
+                xid = self._stage(
+                    data, None if expire_at is None else instant_ms(expire_at, "expire_at"), 0, int(self._clock() * 1000)
+                )
+            except TypeError:
+                require_bytes(data)  # a str: a TypeError that says so (not "can't concat str to bytes")
+                raise
             if gc is not None or self._buffer_bytes >= _BUFFER_LIMIT:
                 self._flush_locked()
             ticket = gc.ticket() if gc is not None else 0
@@ -401,18 +426,34 @@ class Queue:
             self.notify()
         return xid
 
-    def put_many(self, items: Iterable[bytes | tuple[bytes, float | None]]) -> list[int]:
-        """Add several items with one write and (sync="always") one fsync."""
-        batch = [
-            (bytes(item), None) if isinstance(item, (bytes, bytearray, memoryview)) else (bytes(item[0]), item[1])
-            for item in items
-        ]
-        return self._put_batch([(data, None if exp is None else int(exp * 1000)) for data, exp in batch], 0)
+    def put_many(self, items: Iterable[Any], *, expire_at: float | datetime.datetime | None = None) -> list[int]:
+        """Add several items with one write and (sync="always") one fsync.
+
+        ``expire_at`` (a datetime or seconds since the epoch) applies to them all.
+        Without a serializer an element may also be a ``(bytes, expire_at)`` pair,
+        its own expiry; with one, every element is a value (tuples included).
+        """
+        default_ms = None if expire_at is None else instant_ms(expire_at, "expire_at")
+        dumps = self._dumps
+        batch: list[tuple[bytes, int | None]] = []
+        for item in items:
+            if dumps is not None:
+                batch.append((dumps(item), default_ms))
+            elif isinstance(item, (bytes, bytearray, memoryview)):
+                batch.append((bytes(item), default_ms))
+            elif isinstance(item, tuple) and len(item) == 2:
+                data, expiry = item
+                require_bytes(data, "put_many item data")
+                expiry_ms = default_ms if expiry is None else instant_ms(expiry, "put_many item expire_at")
+                batch.append((bytes(data), expiry_ms))
+            else:
+                require_bytes(item, "put_many item")
+        return self._put_batch(batch, 0)
 
     def put_moved(self, item: Item) -> int:
         """Put ``item`` moved here from another queue (error / expired), keeping its
-        error count and expiry."""
-        return self._put_batch([(item.data, item.expire_time)], item.error_count)[0]
+        payload bytes, error count and expiry."""
+        return self._put_batch([(item.data, item.expire_time_ms)], item.error_count)[0]
 
     def _put_batch(self, batch: list[tuple[bytes, int | None]], error_count: int) -> list[int]:
         """:meth:`put` for several items (expiry in ms): the same steps, one lock
@@ -603,6 +644,25 @@ class Queue:
             return paths
 
     # -- introspection -------------------------------------------------------------
+    def __len__(self) -> int:
+        """Items not yet confirmed by every reader: the largest backlog of any
+        reader (open here or on disk); with no reader yet, every item the journal
+        holds (the first reader starts with all of them)."""
+        with self._lock:
+            self._check_usable()
+            tail = self._tail
+            earliest = earliest_id(self._segments)
+            live = {name: r for name, r in self._readers.items() if not r.closed}
+        backlogs = [len(r) for r in live.values()]
+        for name in self.reader_names():
+            if name not in live:
+                path = naming.join(self.directory, naming.reader_name(self.name, name))
+                head, done = load_reader_file(self.fs, path)
+                backlogs.append(ReaderState(head, done).pending(max(tail, head)))
+        if backlogs:
+            return max(backlogs)
+        return 0 if earliest is None else tail - earliest + 1
+
     @property
     def tail_id(self) -> int:
         """The id of the last item put."""
@@ -621,13 +681,20 @@ class Queue:
         return sum(written if seg is segments[-1] else self.fs.file_size(seg.path) for seg in segments)
 
     def stats(self) -> dict[str, object]:
-        """Queue-level figures and one entry per reader on disk."""
+        """Queue-level figures and one entry per reader on disk (snake_case keys,
+        numbers).  A reader's ``backlog_bytes`` is :func:`diagnose.backlog_bytes`:
+        the payload bytes of its items not yet confirmed (it reads the backlog)."""
+        self._flush()  # staged puts count in the tail and the backlog: put them in the file
         readers: list[dict[str, object]] = []
         for name in self.reader_names():
             live = self._readers.get(name)
             if live is not None and not live.closed:
                 entry = live.stats()
-                entry["bytes"] = self._pending_bytes(live)
+                with live._lock:
+                    head, done = live._state.snapshot()
+                entry["backlog_bytes"] = backlog_bytes(
+                    self.fs, self.directory, self.name, ReaderState(head, done), self._tail
+                )
                 readers.append(entry)
             else:
                 readers.append(disk_reader_stats(self.fs, self.directory, self.name, name, self._tail, self._clock))
@@ -673,6 +740,8 @@ class Queue:
         """Sync, checkpoint every reader, delete passed files, release the locks."""
         if self._closed:
             return
+        if self._finalizer is not None:
+            self._finalizer.detach()
         self._stop.set()
         if self._checkpointer is not None and self._checkpointer is not threading.current_thread():
             self._checkpointer.join()

@@ -13,13 +13,16 @@ process at a time owns a reader name, and it writes its own checkpoint file.
 from __future__ import annotations
 
 import bisect
+import datetime
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import Any
 
+from engine.conventions import Serializer, datetime_from_ms, timeout_seconds
 from engine.errors import ClosedError
 from engine.fs import FileSystem, HeldLock
 from engine.queue import checkpoint, codec, naming
@@ -35,7 +38,14 @@ Punt = Callable[[str, "Item"], None]
 
 @dataclass(slots=True)
 class Item:
-    """One queue item as delivered to a reader.  Times are ms since the epoch.
+    """One queue item as delivered to a reader.
+
+    ``data`` is the payload as stored (bytes); ``value`` is what was put (the
+    serializer's ``loads(data)`` when the queue has one, else ``data``).  Times:
+    ``add_time_ms`` / ``expire_time_ms`` are exact milliseconds since the epoch
+    (the libkestrel journal's unit); ``added_at`` / ``expires_at`` are aware UTC
+    datetimes and ``add_timestamp`` / ``expire_timestamp`` seconds since the
+    epoch (the unit ``put(expire_at=)`` takes).
 
     Treat it as read-only.  (Not ``frozen``: a frozen dataclass costs twice as
     much to build, and one is built per item delivered.)
@@ -43,13 +53,53 @@ class Item:
 
     id: int
     data: bytes
-    add_time: int
-    expire_time: int | None = None
+    add_time_ms: int
+    expire_time_ms: int | None = None
     error_count: int = 0
 
     @classmethod
     def from_put(cls, put: codec.Put) -> Item:
         return cls(*put)
+
+    @property
+    def value(self) -> Any:
+        """The item as put: ``data`` itself when the queue has no serializer."""
+        return self.data
+
+    @property
+    def added_at(self) -> datetime.datetime:
+        return datetime_from_ms(self.add_time_ms)
+
+    @property
+    def expires_at(self) -> datetime.datetime | None:
+        return None if self.expire_time_ms is None else datetime_from_ms(self.expire_time_ms)
+
+    @property
+    def add_timestamp(self) -> float:
+        return self.add_time_ms / 1000
+
+    @property
+    def expire_timestamp(self) -> float | None:
+        return None if self.expire_time_ms is None else self.expire_time_ms / 1000
+
+
+def item_class(serializer: Serializer | None) -> type[Item]:
+    """The class a reader builds its items with: :class:`Item`, or a subclass whose
+    ``value`` is ``serializer.loads(data)`` (chosen once per reader, so a get
+    without a serializer costs nothing more)."""
+    if serializer is None:
+        return Item
+    loads = serializer.loads
+
+    class DecodedItem(Item):
+        __slots__ = ()
+
+        @property
+        def value(self) -> Any:
+            return loads(self.data)
+
+    DecodedItem.__qualname__ = DecodedItem.__name__ = "Item"
+    return DecodedItem
 
 
 def _item_id(item: Item) -> int:
@@ -93,6 +143,8 @@ class Reader:
         self._lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()
         self._cursor = JournalCursor(source, state.head)
+        #: Item, or its subclass that decodes ``value`` with the queue's serializer.
+        self._item = item_class(config.payload_serializer)
         self._ready = self._cursor._ready  # the cursor's decoded batch (same deque for life)
         # No open-read timeout and no max_age: get() may take its flat fast path.
         self._plain = config.open_read_timeout is None and config.max_age is None
@@ -139,6 +191,21 @@ class Reader:
         with self._lock:
             return self._state.pending(max(self._tail(), self._state.head))
 
+    def __contains__(self, item_id: object) -> bool:
+        """``item_id in reader``: the id is in the queue and not yet confirmed by
+        this reader (waiting, or an open read)."""
+        if not isinstance(item_id, int) or isinstance(item_id, bool):
+            return False
+        with self._lock:
+            state = self._state
+            return state.head < item_id <= self._tail() and not state.is_done(item_id)
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError(f"reader {self.name!r} of queue {self.queue!r} is closed")
@@ -148,11 +215,11 @@ class Reader:
         return int(self._clock() * 1000)
 
     def _is_expired(self, item: Item, now_ms: int) -> bool:
-        if item.expire_time is None and self._config.max_age is None:
+        if item.expire_time_ms is None and self._config.max_age is None:
             return False
-        limit = item.expire_time
+        limit = item.expire_time_ms
         if self._config.max_age is not None:
-            aged = item.add_time + int(self._config.max_age * 1000)
+            aged = item.add_time_ms + int(self._config.max_age * 1000)
             limit = aged if limit is None else min(limit, aged)
         return limit is not None and limit <= now_ms
 
@@ -161,7 +228,7 @@ class Reader:
         target = self._config.expired
         if target != "drop" and self._punt is not None:
             # Moved without its expiry, or it would expire again at once over there.
-            self._punt(target, replace(item, expire_time=None))
+            self._punt(target, replace(item, expire_time_ms=None))
         self._state.confirm(item.id)
         self._dirty = True
 
@@ -181,7 +248,7 @@ class Reader:
             if xid > low:
                 # A hole in the ids (repair dropped damaged records): nothing to wait for.
                 self._skip_hole(low, xid - 1)
-            item = Item(*put)
+            item = self._item(*put)
             if (put.expire_time is not None or self._config.max_age is not None) and self._is_expired(
                 item, self._now_ms() if now_ms is None else now_ms
             ):
@@ -223,7 +290,7 @@ class Reader:
                 low = (prev if prev > head else head) + 1
                 if xid > low:
                     self._skip_hole(low, xid - 1)
-            item = Item(*put)  # Put's fields are Item's, in the same order
+            item = self._item(*put)  # Put's fields are Item's, in the same order
             if put[3] is not None and self._is_expired(item, self._now_ms()):
                 self._expire(item)
                 continue
@@ -260,11 +327,12 @@ class Reader:
             step = min(step, min(self._deadlines.values()) - now)
         return max(0.0, step)
 
-    def get(self, timeout: float | None = None) -> Item | None:
+    def get(self, timeout: float | datetime.timedelta | None = None) -> Item | None:
         """Open a read: the next item, or None if none arrives within ``timeout``.
 
-        ``timeout=None`` waits for ever, 0 does not wait.  The item stays "open"
-        until :meth:`confirm` (gone for this reader) or :meth:`abort` (comes back).
+        ``timeout``: seconds or a ``datetime.timedelta``; None waits for ever, 0
+        does not wait.  The item stays "open" until :meth:`confirm` (gone for this
+        reader) or :meth:`abort` (comes back).
         """
         if self._plain:
             # The common case first, flat: the next decoded record is the next item
@@ -277,13 +345,19 @@ class Reader:
                     # (head + 1 is never in the done set: confirming swallows it.)
                     if xid == self._state.head + 1 and put[3] is None and xid not in self._open:
                         ready.popleft()
-                        fast = Item(*put)  # Put's fields are Item's, in the same order
+                        fast = self._item(*put)  # Put's fields are Item's, in the same order
                         self._open[xid] = fast
                         return fast
+        # Seconds as given, else a timedelta (or a ConfigError / TypeError naming it).
+        wait: float | None
+        if timeout is None or (isinstance(timeout, (int, float)) and timeout >= 0):
+            wait = timeout
+        else:
+            wait = timeout_seconds(timeout)
         deadline = None
         while True:
             # Read before looking, so a put between the look and the wait wakes us.
-            version = self._source.version if timeout != 0 else 0
+            version = self._source.version if wait != 0 else 0
             with self._lock:
                 if self._closed:
                     self._check_open()
@@ -292,7 +366,7 @@ class Reader:
                     if item is not None:
                         self._open[item.id] = item
                         return item
-                    if timeout == 0:
+                    if wait == 0:
                         return None
                 else:
                     item = self._next_item(consume=True)
@@ -301,10 +375,10 @@ class Reader:
                         if self._open_timeout is not None:
                             self._deadlines[item.id] = time.monotonic() + self._open_timeout
                         return item
-            if timeout is not None:
+            if wait is not None:
                 now = time.monotonic()
                 if deadline is None:
-                    deadline = now + timeout
+                    deadline = now + wait
                 if now >= deadline:
                     return None
             self._source.wait(version, self._wait_step(deadline))
@@ -409,7 +483,7 @@ class Reader:
             return True
 
     @contextmanager
-    def read(self, timeout: float | None = None) -> Iterator[Item | None]:
+    def read(self, timeout: float | datetime.timedelta | None = None) -> Iterator[Item | None]:
         """``with reader.read(t) as item:`` confirm on success, abort on an exception.
 
         ``item`` is None if nothing arrived within ``timeout``.
@@ -463,7 +537,7 @@ class Reader:
             if self._open:
                 first_open = min(self._open)
                 oldest_open = self._open[first_open]
-                if oldest is None or oldest_open.add_time < oldest.add_time:
+                if oldest is None or oldest_open.add_time_ms < oldest.add_time_ms:
                     oldest = oldest_open
             now = self._now_ms()
             return {
@@ -472,7 +546,7 @@ class Reader:
                 "items": self._state.pending(max(self._tail(), self._state.head)),
                 "open_reads": len(self._open),
                 "done_out_of_order": len(self._state.done),
-                "oldest_age_s": None if oldest is None else max(0.0, (now - oldest.add_time) / 1000),
+                "oldest_age_s": None if oldest is None else max(0.0, (now - oldest.add_time_ms) / 1000),
                 "expired": self.expired_count,
                 "discarded": self.discarded_count,
             }

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from engine.conventions import warn_unclosed
 from engine.errors import EngineError
 from engine.fs import FileSystem, RecoveryReport
 from engine.queue import checkpoint, naming
@@ -56,6 +57,8 @@ class RemoteReader(Reader):
         self.checkpoint_failure: BaseException | None = None
         self._thread = threading.Thread(target=self._loop, name=f"queue-reader-{self.name}", daemon=True)
         self._thread.start()
+        # Left open at exit: checkpointed and unlocked, with a ResourceWarning.
+        self._finalizer = warn_unclosed(self, self.close, f"reader {self.name!r} of queue {self.queue!r}")
 
     def _loop(self) -> None:
         """Checkpoint every interval; a failure is kept in ``checkpoint_failure``,
@@ -83,6 +86,9 @@ class RemoteReader(Reader):
         other.put_moved(item)
 
     def close(self, *, checkpoint_first: bool = True) -> None:
+        """Stop the checkpoint thread, checkpoint, release the reader's lock and
+        close the queues items were moved to."""
+        self._finalizer.detach()
         self._stop.set()
         if self._thread is not threading.current_thread():
             self._thread.join()

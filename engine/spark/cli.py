@@ -33,10 +33,25 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    from engine.errors import EngineError
     from engine.spark.demo import run_demo
+    from engine.spark.pipeline import first_line
 
-    run_demo(args.dir, args.out, args.master, args.scale, console)
-    return 0
+    try:
+        summary = run_demo(args.dir, args.out, args.master, args.scale, console, force=args.force,
+                           verbose=args.verbose)
+    except (EngineError, KeyboardInterrupt):
+        raise  # engine's own errors are one line already
+    except Exception as exc:
+        if args.verbose:
+            raise
+        # Spark's errors carry long Java and Python stack traces: one line here.
+        console.print(f"engine demo: error: {first_line(exc)}", markup=False, highlight=False)
+        console.print(f"(the whole trace: run again with --verbose; Spark's log: "
+                      f"{os.path.join(os.path.abspath(args.dir), 'spark.log')}; running again reuses "
+                      f"{args.dir})", markup=False, highlight=False)
+        return 1
+    return 1 if summary.errors else 0
 
 
 def _cmd_spark_cleanup(args: argparse.Namespace) -> int:
@@ -50,14 +65,18 @@ def _cmd_spark_cleanup(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    """Add ``pipeline`` and ``demo`` to the ``engine`` command."""
+    """Add ``pipeline``, ``demo`` and ``spark cleanup`` to the ``engine`` command.
+
+    Placeholders name what they stand for in capitals (``DIR``, ``URL``,
+    ``COUNT``); every option says its default.
+    """
     p = subparsers.add_parser(
         "pipeline", help="summarise every store under a directory with Spark (Parquet, table, PNG)")
-    p.add_argument("data_dir", metavar="DATA_DIR")
+    p.add_argument("data_dir", metavar="DIR", help="the directory to search for stores (all levels below it)")
     p.add_argument("--out", required=True, metavar="OUT_DIR", help="where summary.parquet and summary.png go")
     p.add_argument("--master", default=None, metavar="URL",
                    help="Spark master (default local[*]; e.g. spark://host:7077)")
-    p.add_argument("--ship-package", choices=("auto", "always", "never"), default=None,
+    p.add_argument("--ship-package", choices=("auto", "always", "never"), default=None, metavar="WHEN",
                    help="send the engine package to a cluster's executors: auto (default: only when they "
                    "cannot import it), always, never (fail at once when they cannot)")
     p.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
@@ -65,17 +84,25 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_cmd_pipeline)
 
     d = subparsers.add_parser(
-        "demo", help="create realistic data in every format, then run the pipeline over it")
+        "demo", help="create realistic data in every format, then run the pipeline over it "
+        "(needs Java 17+ and the [spark] extra)")
     d.add_argument("dir", nargs="?", default="engine-demo", metavar="DIR",
-                   help="a new or empty directory (default ./engine-demo)")
+                   help="a new or empty directory, or one an unfinished run left (default ./engine-demo)")
     d.add_argument("--out", default=None, metavar="OUT_DIR", help="pipeline output (default DIR/out)")
     d.add_argument("--master", default=None, metavar="URL", help="Spark master (default local[*])")
-    d.add_argument("--scale", type=int, default=10_000, help="about how many queue items to make (default 10000)")
+    d.add_argument("--scale", type=int, default=10_000, metavar="COUNT",
+                   help="about how many queue items to make; the other stores scale with it (default 10000)")
+    d.add_argument("--force", action="store_true",
+                   help="use DIR even if it is not empty: replace the demo's own entries in it "
+                   "(queues, pages, streams, logs, events, out, spark.log), keep the rest")
+    d.add_argument("--verbose", action="store_true",
+                   help="show Spark's start-up output, log and stack traces (default: one line per error; "
+                   "Spark's log in DIR/spark.log)")
     d.set_defaults(func=_cmd_demo)
 
     sp = subparsers.add_parser("spark", help="maintenance of datasets written by the engine-log Spark sink")
     spsub = sp.add_subparsers(dest="spark_command", required=True, metavar="COMMAND")
     c = spsub.add_parser("cleanup", help="remove the job directories no manifest lists (what a crashed "
                          "driver left); run it when no job is writing to the dataset")
-    c.add_argument("datasets", nargs="+", metavar="DATASET")
+    c.add_argument("datasets", nargs="+", metavar="DIR", help="a dataset directory the engine-log sink wrote")
     c.set_defaults(func=_cmd_spark_cleanup, command="spark cleanup")

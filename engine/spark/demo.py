@@ -13,23 +13,53 @@ What it creates (each part only if its store is installed in this build):
 * ``events/accounts``: an event journal with many persistence ids.
 
 Each step shows a rich progress bar.  The sizes scale with ``--scale``.
+
+Before it creates anything it checks what the Spark phase needs (the
+``[spark]`` extra and a Java 17+ runtime) and says how to get what is missing.
+A run that fails leaves a marker file (:data:`MARKER`) in its directory, so
+the next run may reuse the directory; ``--force`` replaces the demo's own
+entries (:data:`DEMO_ENTRIES`) in any directory.  Spark's start-up noise and
+log go to ``DIR/spark.log`` unless ``--verbose``; a spinner with the elapsed
+time says what the Spark phase is doing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import random
+import re
+import shutil
+import stat
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from engine.errors import ConfigError
-from engine.fs import default_fs, make_dirs
+from engine.fs import FileSystem, default_fs, make_dirs
+
+#: What ``engine demo`` makes in its directory (all ``--force`` removes there).
+DEMO_ENTRIES = ("queues", "pages", "streams", "logs", "events", "out", "spark.log")
+#: Present while a run has not finished: the next run may reuse the directory.
+MARKER = ".engine-demo-unfinished"
+#: The oldest Java that Spark 4 runs on.
+MIN_JAVA = 17
+#: Modules the ``[spark]`` extra installs.
+SPARK_MODULES = ("pyspark", "pyarrow", "pandas", "matplotlib")
 
 
 def _have(module: str) -> bool:
@@ -219,12 +249,96 @@ STEPS: list[tuple[str, str, Callable[[str, int, Progress], None], float]] = [
 ]
 
 
-def make_demo_data(root: str, scale: int = 10_000, console: Console | None = None) -> list[str]:
-    """Create the demo stores under ``root`` (must be empty or missing); returns what was made."""
-    console = console or Console()
+def java_version(java: str) -> int:
+    """The major version of the ``java`` executable (8 for "1.8.0_392", 17 for "17.0.15")."""
+    try:
+        result = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ConfigError(f"{java}: cannot run it to learn its version: {exc}") from exc
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', result.stderr + result.stdout)
+    if not match:
+        raise ConfigError(f"{java} -version: no version in its output: {(result.stderr or result.stdout)[:200]!r}")
+    major = int(match.group(1))
+    return int(match.group(2) or 0) if major == 1 else major
+
+
+def check_requirements() -> str:
+    """Raise :class:`ConfigError` saying how to get what the Spark phase needs
+    (the ``[spark]`` extra, a Java 17+ runtime); returns the ``java`` found.
+
+    Run before anything is created, so a missing Java costs no half-made directory.
+    """
+    missing = [m for m in SPARK_MODULES if not _have(m)]
+    if missing:
+        raise ConfigError(f"the Spark extra is not installed (no {', '.join(missing)}): "
+                          "pip install 'engine[spark]'")
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    how = (f"Spark needs Java {MIN_JAVA} or newer: install a JDK or JRE (Debian/Ubuntu: "
+           f"sudo apt install openjdk-{MIN_JAVA}-jre-headless; macOS: brew install openjdk@{MIN_JAVA}; "
+           "or https://adoptium.net) and put its java on PATH or set JAVA_HOME")
+    if not java or not os.access(java, os.X_OK):
+        where = f"JAVA_HOME={home} has no bin/java" if home else "no java on PATH"
+        raise ConfigError(f"{where}. {how}")
+    version = java_version(java)
+    if version < MIN_JAVA:
+        raise ConfigError(f"{java} is Java {version}. {how}")
+    return java
+
+
+def _remove_tree(fs: FileSystem, path: str) -> None:
+    """Remove ``path`` and what is under it (a symbolic link is removed, not followed)."""
+    st = os.lstat(path)
+    if stat.S_ISDIR(st.st_mode):
+        for name in fs.listdir(path):
+            _remove_tree(fs, os.path.join(path, name))
+        fs.rmdir(path)
+    else:
+        fs.unlink(path)
+
+
+def prepare_dir(root: str, *, force: bool = False) -> None:
+    """Make ``root`` ready for new demo data and mark it unfinished (:data:`MARKER`).
+
+    A missing or empty directory is used as is; one an unfinished run left
+    (it holds :data:`MARKER`), or any with ``force``, has the demo's own
+    entries (:data:`DEMO_ENTRIES`) removed first; nothing else in it is touched.
+    Any other non-empty directory is refused.
+    """
+    fs = default_fs()
     if os.path.isdir(root) and os.listdir(root):
-        raise ConfigError(f"{root}: not empty; give engine demo a new directory")
-    make_dirs(default_fs(), root)
+        if not (force or os.path.exists(os.path.join(root, MARKER))):
+            raise ConfigError(f"{root}: not empty; give engine demo a new directory, or --force to replace "
+                              f"the demo's entries in it ({', '.join(DEMO_ENTRIES)})")
+        for name in DEMO_ENTRIES:
+            if os.path.lexists(os.path.join(root, name)):
+                _remove_tree(fs, os.path.join(root, name))
+    make_dirs(fs, root)
+    mark_unfinished(root)
+
+
+def mark_unfinished(root: str) -> None:
+    """Leave :data:`MARKER` in ``root``: the run did not finish, a rerun may reuse it."""
+    with open(os.path.join(root, MARKER), "w") as f:
+        f.write("engine demo did not finish here; running it again reuses this directory\n")
+
+
+def mark_finished(root: str) -> None:
+    """Remove :data:`MARKER` from ``root``."""
+    with contextlib.suppress(FileNotFoundError):
+        default_fs().unlink(os.path.join(root, MARKER))
+
+
+def make_demo_data(root: str, scale: int = 10_000, console: Console | None = None, *,
+                   force: bool = False) -> list[str]:
+    """Create the demo stores under ``root``; returns what was made.
+
+    ``root`` must be missing, empty, left by an unfinished run, or ``force``
+    given (see :func:`prepare_dir`).  On success the directory is no longer
+    marked unfinished; on failure it stays marked.
+    """
+    console = console or Console()
+    prepare_dir(root, force=force)
     made = []
     with _progress(console) as progress:
         for name, module, maker, share in STEPS:
@@ -237,22 +351,69 @@ def make_demo_data(root: str, scale: int = 10_000, console: Console | None = Non
                 console.print(f"[red]{name}: demo data failed: {exc!r}")
                 continue
             made.append(name)
+    mark_finished(root)
     return made
 
 
-def run_demo(root: str, out: str | None, master: str | None, scale: int, console: Console) -> Any:
-    """Make the demo data under ``root``, then run the pipeline over it and print it."""
-    from engine.spark.pipeline import print_summary, run_pipeline
+@contextlib.contextmanager
+def _stderr_to(path: str | None) -> Iterator[None]:
+    """Send file descriptor 2 to ``path`` while the JVM starts (it inherits it:
+    all its later output goes there too); ``None``: leave it alone."""
+    if path is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(path, "ab") as log:
+            os.dup2(log.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def run_spark_phase(spark: Any, root: str, out: str, console: Console) -> Any:
+    """Run the pipeline over ``root`` into ``out`` with a spinner saying what it does."""
+    from engine.spark.pipeline import run_pipeline
+
+    with _spark_progress(console) as progress:
+        task = progress.add_task("Spark: starting the job")
+        return run_pipeline(spark, root, out, step=lambda what: progress.update(task, description=f"Spark: {what}"))
+
+
+def _spark_progress(console: Console) -> Progress:
+    return Progress(SpinnerColumn(), TextColumn("[bold]{task.description:<40}"), TimeElapsedColumn(),
+                    console=console, transient=True)
+
+
+def run_demo(root: str, out: str | None, master: str | None, scale: int, console: Console, *,
+             force: bool = False, verbose: bool = False) -> Any:
+    """Check the requirements, make the demo data under ``root``, run the
+    pipeline over it and print it.
+
+    A failure leaves ``root`` marked unfinished, so a rerun reuses it.
+    """
+    from engine.spark.pipeline import print_summary
     from engine.spark.session import build_session
 
-    made = make_demo_data(root, scale, console)
+    check_requirements()
+    root = os.path.abspath(root)
+    made = make_demo_data(root, scale, console, force=force)
     console.print(f"created demo data in {root}: {', '.join(made)}")
-    console.print("starting Spark ...")
-    spark = build_session(master, "engine-demo")
+    mark_unfinished(root)
+    log_path = None if verbose else os.path.join(root, "spark.log")
+    with _spark_progress(console) as progress:
+        progress.add_task("Spark: starting (a JVM; about 20 s)")
+        with _stderr_to(log_path):
+            spark = build_session(master, "engine-demo", quiet=not verbose)
     try:
-        summary = run_pipeline(spark, root, out or os.path.join(root, "out"))
+        summary = run_spark_phase(spark, root, out or os.path.join(root, "out"), console)
     finally:
         spark.stop()
     print_summary(summary, console)
     console.print(f"summary: {summary.parquet}\nchart: {summary.chart}")
+    if log_path:
+        console.print(f"Spark's log: {log_path}")
+    mark_finished(root)
     return summary

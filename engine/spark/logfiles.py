@@ -361,9 +361,14 @@ def read_range(
                                            "an index entry (the file shrank while being read)")
                 base = int(entries["offset"][0])
                 end = int(entries["offset"][n]) if extra else seg.end_offset
-                if end <= base:
+                if not HEADER_SIZE <= base < seg.end_offset:
+                    # An index entry no checksum covers: bound it by the log before
+                    # reading, so garbage is a typed error, never a huge allocation.
+                    raise CorruptFileError(seg.idx_path, idx_off + 16,
+                                           f"a log offset in [{HEADER_SIZE}, {seg.end_offset})", str(base))
+                if not base < end <= seg.end_offset:
                     raise CorruptFileError(seg.idx_path, idx_off + ENTRY_SIZE * n + 16,
-                                           f"a log offset past {base}", str(end))
+                                           f"a log offset in ({base}, {seg.end_offset}]", str(end))
                 log_bytes = log.read_at(base, end - base)
                 crcs = crc.read_at(crc_offset(pos), CRC_SIZE * n) if crc is not None else None
                 if crcs is not None and len(crcs) < CRC_SIZE * n:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,10 @@ class Summary:
     parquet: str | None = None
     chart: str | None = None
     found: Found | None = None
+    #: Per append log: (bucket start, records per minute in that bucket), for the chart.
+    log_rates: dict[str, list[tuple[dt.datetime, float]]] = field(default_factory=dict)
+    #: Per event journal: {events an id holds: how many ids hold that many}, for the chart.
+    events_per_id: dict[str, dict[int, int]] = field(default_factory=dict)
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return [r for r in self.rows if r["kind"] == kind]
@@ -172,6 +176,62 @@ def summarize_events(spark: SparkSession, root: str, paths: list[str]) -> list[d
     return sorted(rows, key=lambda x: x["name"])
 
 
+#: Bucket widths the log timeline may use, in minutes (about 120 buckets or fewer).
+_BUCKETS = (1, 5, 15, 60, 6 * 60, 24 * 60, 7 * 24 * 60)
+
+
+def log_rates(spark: SparkSession, root: str, rows: list[dict[str, Any]],
+              paths: list[str]) -> dict[str, list[tuple[dt.datetime, float]]]:
+    """Records per minute over time, per append log: counts per time bucket
+    (the narrowest of :data:`_BUCKETS` giving at most ~120 buckets over the
+    log's span), divided by the bucket's minutes."""
+    from pyspark.sql import functions as F
+
+    by_name = {r["name"]: r for r in rows}
+    out: dict[str, list[tuple[dt.datetime, float]]] = {}
+    for p in paths:
+        name = _rel(root, p)
+        row = by_name.get(name, {})
+        minutes = next((b for b in _BUCKETS if (row.get("span_seconds") or 0.0) / 60.0 / b <= 120), _BUCKETS[-1])
+        df = spark.read.format("engine-log").load(p)
+        counts = df.groupBy(F.window("time", f"{minutes} minutes").start.alias("t")).count().orderBy("t").collect()
+        points = []
+        for r in counts:
+            if r["t"] is None:
+                continue
+            covered = _covered_minutes(r["t"], minutes, row.get("first_time"), row.get("last_time"))
+            if covered >= minutes / 2 or len(counts) <= 2:
+                points.append((r["t"], r["count"] / max(covered, minutes / 2)))
+        out[name] = points
+    return out
+
+
+def _covered_minutes(start: dt.datetime, minutes: int, first: dt.datetime | None, last: dt.datetime | None) -> float:
+    """Minutes of the bucket ``[start, start + minutes)`` the log covers.
+
+    The first and last buckets are partial: a rate over their whole width
+    would show a drop that is not there, and one over a few seconds a spike;
+    :func:`log_rates` divides by the covered minutes and leaves out a bucket
+    covered less than half (unless the log has no others).
+    """
+    end = start + dt.timedelta(minutes=minutes)
+    lo = max(start, first) if first is not None else start
+    hi = min(end, last) if last is not None else end
+    return max((hi - lo).total_seconds() / 60.0, 0.0)
+
+
+def events_per_id(spark: SparkSession, root: str, paths: list[str]) -> dict[str, dict[int, int]]:
+    """Per event journal, how many persistence ids hold 1, 2, 3 ... live events."""
+    from pyspark.sql import functions as F
+
+    out: dict[str, dict[int, int]] = {}
+    for p in paths:
+        df = spark.read.format("engine-events").load(p)
+        dist = df.groupBy("persistence_id").agg(F.count(F.lit(1)).alias("n")).groupBy("n").count().collect()
+        out[_rel(root, p)] = {int(r["n"]): int(r["count"]) for r in sorted(dist, key=lambda r: r["n"])}
+    return out
+
+
 def summarize_pages(spark: SparkSession, root: str, paths: list[str]) -> list[dict[str, Any]]:
     from pyspark.sql import functions as F
 
@@ -188,12 +248,16 @@ def summarize_pages(spark: SparkSession, root: str, paths: list[str]) -> list[di
                    for r in (all_.collect() if all_ is not None else [])), key=lambda x: x["name"])
 
 
-def run_pipeline(spark: SparkSession, data_dir: str, out_dir: str, *, chart: bool = True) -> Summary:
+def run_pipeline(spark: SparkSession, data_dir: str, out_dir: str, *, chart: bool = True,
+                 step: Callable[[str], None] | None = None) -> Summary:
     """Summarise every store under ``data_dir`` into ``out_dir``; see the module docstring.
 
     Both paths are made absolute here, on the driver: a cluster's executors
-    resolve a relative path from their own working directory.
+    resolve a relative path from their own working directory.  ``step`` is
+    told what the job does next ("reading 2 append logs"), for a progress
+    display: a Spark job over a large directory takes a while.
     """
+    tell = step or (lambda what: None)
     from engine.fs import make_dirs, resolve
     from engine.spark import available_sources
 
@@ -202,15 +266,16 @@ def run_pipeline(spark: SparkSession, data_dir: str, out_dir: str, *, chart: boo
     sources = set(available_sources())
     summary = Summary(found=found)
     plan = [
-        ("engine-log", found.logs, summarize_logs),
-        ("engine-queue", found.queues, summarize_queues),
-        ("engine-streams", found.streams, summarize_streams),
-        ("engine-events", found.events, summarize_events),
-        ("engine-pages", found.pages, summarize_pages),
+        ("engine-log", found.logs, summarize_logs, "append log"),
+        ("engine-queue", found.queues, summarize_queues, "queue directory"),
+        ("engine-streams", found.streams, summarize_streams, "stream journal"),
+        ("engine-events", found.events, summarize_events, "event journal"),
+        ("engine-pages", found.pages, summarize_pages, "page store"),
     ]
-    for source, paths, fn in plan:
+    for source, paths, fn, what in plan:
         if not paths:
             continue
+        tell(f"reading {len(paths)} {what}{'s' if len(paths) > 1 else ''}")
         if source not in sources:
             log.warning("%d store(s) for %s found but that source is not installed; skipped", len(paths), source)
             continue
@@ -223,75 +288,171 @@ def run_pipeline(spark: SparkSession, data_dir: str, out_dir: str, *, chart: boo
                 try:
                     summary.rows.extend(fn(spark, data_dir, [path]))
                 except Exception as exc:
-                    problem = _first_line(exc)
+                    problem = first_line(exc)
                     log.warning("%s: %s", path, problem)
                     summary.errors.append(f"{_rel(data_dir, path)}: {problem}")
     make_dirs(resolve(None), out_dir)
+    tell("writing summary.parquet")
     out_parquet = os.path.join(out_dir, "summary.parquet")
     df = spark.createDataFrame([tuple(r[c] for c in SUMMARY_COLUMNS) for r in summary.rows], SUMMARY_DDL)
     df.coalesce(1).write.mode("overwrite").parquet(out_parquet)
     summary.parquet = out_parquet
     if chart:
+        tell("drawing summary.png")
+        logs = [p for p in found.logs if _rel(data_dir, p) in {r["name"] for r in summary.of_kind("log")}]
+        events = [p for p in found.events if _rel(data_dir, p) in {r["name"] for r in summary.of_kind("events")}]
+        try:
+            summary.log_rates = log_rates(spark, data_dir, summary.of_kind("log"), logs)
+            summary.events_per_id = events_per_id(spark, data_dir, events)
+        except Exception as exc:  # the chart's extra detail must not cost the summary
+            log.warning("chart detail skipped: %s", first_line(exc))
         summary.chart = draw_chart(summary, os.path.join(out_dir, "summary.png"))
     return summary
 
 
-def _first_line(exc: BaseException) -> str:
-    """A one-line description of an error (Spark wraps Python errors in long traces)."""
+def first_line(exc: BaseException) -> str:
+    """A one-line description of an error, without Spark's (Java or Python) stack trace."""
     text = str(exc).strip()
-    for line in reversed(text.splitlines()):
-        line = line.strip()
+    lines = [line.strip() for line in text.splitlines()]
+    for line in reversed(lines):  # a Python error inside a Spark task: its last line is the cause
         if "Error:" in line or "error:" in line:
             return line[:300]
-    return (text.splitlines() or [type(exc).__name__])[0][:300]
+    for line in lines:  # a Java one: the first "...Exception: message" line
+        if "Exception: " in line:
+            return line[:300]
+    return (lines or [type(exc).__name__])[0][:300]
+
+
+def _bar_labels(ax: Any, bars: Any, fmt: str = "{:,.0f}") -> None:
+    """Write each bar's value at its end (zero-width bars get none)."""
+    ax.bar_label(bars, labels=[fmt.format(b.get_width()) if b.get_width() else "" for b in bars],
+                 padding=3, fontsize=8)
+
+
+def _stacked(ax: Any, labels: list[str], series: dict[str, list[int]], colors: dict[str, str]) -> None:
+    """Horizontal stacked bars, a value on every non-empty segment; a legend
+    entry only for a series with something in it."""
+    left = [0] * len(labels)
+    ys = list(range(len(labels)))
+    for name, values in series.items():
+        if not any(values):
+            continue
+        bars = ax.barh(ys, values, left=left, color=colors.get(name), label=name)
+        ax.bar_label(bars, labels=[f"{v:,}" if v else "" for v in values], label_type="center", fontsize=8)
+        left = [a + b for a, b in zip(left, values)]
+    ax.set_yticks(ys, labels)
+    ax.invert_yaxis()
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
 def draw_chart(summary: Summary, path: str) -> str:
-    """One bar chart per kind of store, in one PNG."""
+    """The PNG: one panel per question a user asks of the stores.
+
+    * queues: how far behind is each reader (backlog, items not yet confirmed);
+    * append logs: how fast are records coming in, over time (records/min);
+    * stream journals: how did the streams end (complete / aborted / open);
+    * event journals: how are events spread over persistence ids;
+    * page stores: how much of the file is in use (pages used / free).
+
+    Values are written on the bars, axes carry their units, series with
+    nothing in them get no legend entry.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
+    import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    panels = []
-    logs = summary.of_kind("log")
-    if logs:
-        panels.append(("Append logs: records per minute", [r["name"] for r in logs],
-                       {"records/min": [r["per_minute"] or 0 for r in logs]}))
+    panels: list[tuple[float, Callable[[Any], None]]] = []  # (height in inches, draw)
     queues = summary.of_kind("queue")
     if queues:
-        panels.append(("Queues: backlog per reader", [f"{r['name']}\n{r['detail']}" for r in queues],
-                       {"backlog": [r["backlog"] for r in queues]}))
+        def queue_panel(ax: Any) -> None:
+            labels = [f"{r['name']}: {r['detail']}" for r in queues]
+            bars = ax.barh(range(len(queues)), [r["backlog"] or 0 for r in queues], color="tab:blue")
+            _bar_labels(ax, bars)
+            ax.set_yticks(range(len(queues)), labels)
+            ax.invert_yaxis()
+            ax.set_xlabel("backlog (items not yet confirmed)")
+            ax.set_title("Queues: backlog per reader", loc="left")
+            ax.margins(x=0.12)
+        panels.append((0.8 + 0.45 * len(queues), queue_panel))
+    logs = summary.of_kind("log")
+    if logs:
+        def log_panel(ax: Any) -> None:
+            rates = {name: pts for name, pts in summary.log_rates.items() if pts}
+            if rates:
+                for name, pts in sorted(rates.items()):
+                    ax.plot([t for t, _ in pts], [v for _, v in pts], marker=".", label=name)
+                ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M\n%m-%d"))
+                ax.set_xlabel("time (UTC)")
+                ax.set_ylabel("records / minute")
+                ax.set_ylim(bottom=0)
+                ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+            else:  # no timeline (chart detail failed): the average rate per log
+                bars = ax.barh(range(len(logs)), [r["per_minute"] or 0 for r in logs], color="tab:green")
+                _bar_labels(ax, bars, "{:,.1f}")
+                ax.set_yticks(range(len(logs)), [r["name"] for r in logs])
+                ax.set_xlabel("records / minute (average over the log's span)")
+                ax.margins(x=0.12)
+            ax.set_title("Append logs: records per minute over time", loc="left")
+        panels.append((2.6, log_panel))
     streams = summary.of_kind("streams")
     if streams:
-        panels.append(("Stream journals", [r["name"] for r in streams],
-                       {k: [r[k] for r in streams] for k in ("complete", "aborted", "open")}))
+        def stream_panel(ax: Any) -> None:
+            _stacked(ax, [r["name"] for r in streams],
+                     {k: [r[k] or 0 for r in streams] for k in ("complete", "aborted", "open")},
+                     {"complete": "tab:green", "aborted": "tab:red", "open": "tab:gray"})
+            ax.set_xlabel("streams")
+            ax.set_title("Stream journals: how the streams ended", loc="left")
+        panels.append((0.9 + 0.45 * len(streams), stream_panel))
     events = summary.of_kind("events")
     if events:
-        panels.append(("Event journals", [r["name"] for r in events],
-                       {"ids": [r["ids"] for r in events], "events": [r["events"] for r in events]}))
+        def events_panel(ax: Any) -> None:
+            dists = {name: d for name, d in summary.events_per_id.items() if d}
+            if dists:
+                width = 0.8 / len(dists)
+                for k, (name, dist) in enumerate(sorted(dists.items())):
+                    xs = sorted(dist)
+                    bars = ax.bar([x + (k - (len(dists) - 1) / 2) * width for x in xs], [dist[x] for x in xs],
+                                  width=width, label=f"{name} ({sum(dist.values()):,} ids)")
+                    ax.bar_label(bars, fontsize=7, padding=2)
+                ax.set_xlabel("events held by one persistence id")
+                ax.set_ylabel("persistence ids")
+                ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+                ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+                ax.margins(y=0.15)
+            else:
+                bars = ax.barh(range(len(events)), [r["events"] or 0 for r in events], color="tab:purple")
+                _bar_labels(ax, bars)
+                ax.set_yticks(range(len(events)), [f"{r['name']} ({r['ids']:,} ids)" for r in events])
+                ax.set_xlabel("events")
+                ax.margins(x=0.12)
+            ax.set_title("Event journals: events per persistence id", loc="left")
+        panels.append((2.6, events_panel))
     pages = summary.of_kind("pages")
     if pages:
-        panels.append(("Page stores", [r["name"] for r in pages],
-                       {"pages": [r["pages"] for r in pages], "free": [r["free_pages"] for r in pages]}))
-    n = max(1, len(panels))
-    fig, axes = plt.subplots(n, 1, figsize=(9, 3.2 * n), squeeze=False)
-    for ax, (title, labels, series) in zip(axes[:, 0], panels):
-        width = 0.8 / max(1, len(series))
-        for k, (label, values) in enumerate(series.items()):
-            xs = [i + k * width for i in range(len(labels))]
-            ax.bar(xs, values, width=width, label=label)
-        ax.set_xticks([i + width * (len(series) - 1) / 2 for i in range(len(labels))])
-        ax.set_xticklabels(labels, fontsize=8)
-        ax.set_title(title)
-        if len(series) > 1:
-            ax.legend(fontsize=8)
+        def pages_panel(ax: Any) -> None:
+            _stacked(ax, [r["name"] for r in pages],
+                     {"in use": [(r["pages"] or 0) - (r["free_pages"] or 0) for r in pages],
+                      "free": [r["free_pages"] or 0 for r in pages]},
+                     {"in use": "tab:blue", "free": "tab:olive"})
+            ax.set_xlabel("pages")
+            ax.set_title("Page stores: pages in use and free", loc="left")
+        panels.append((0.9 + 0.45 * len(pages), pages_panel))
+    heights = [h + 0.6 for h, _ in panels] or [2.0]  # + room for each panel's title and axis label
+    fig, axes = plt.subplots(len(heights), 1, figsize=(9, 0.4 + sum(heights)), squeeze=False,
+                             layout="constrained", gridspec_kw={"height_ratios": heights})
+    for ax, (_, panel) in zip(axes[:, 0], panels):
+        panel(ax)
+        ax.grid(alpha=0.3)
+        ax.set_axisbelow(True)
     if not panels:
         axes[0, 0].text(0.5, 0.5, "no stores found", ha="center", va="center")
         axes[0, 0].set_axis_off()
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    fig.suptitle(f"engine pipeline summary ({stamp})")
-    fig.tight_layout()
+    fig.suptitle(f"engine pipeline summary ({stamp})", fontweight="bold")
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path

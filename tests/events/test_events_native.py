@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+from array import array
 from typing import Any
 
 import pytest
@@ -26,28 +27,38 @@ from engine.events.runs import (
     RUN_LINK,
     RUN_MORE,
     RUN_SHORT,
+    RUN_SUM,
     Event,
+    Sums,
     read_runs_native,
     read_runs_py,
     run_error,
 )
+from engine.events.sums import batch_crc
 
 native = pytest.mark.skipif(read_runs_native is None, reason="engine.events._native not built or disabled")
 
 I64 = (-(2**63), 2**63 - 1)
 
 
-def _chain(rng: random.Random, events: int, others: int, max_payload: int) -> tuple[bytes, list[int]]:
+def _chain(rng: random.Random, events: int, others: int, max_payload: int,
+           batches: list[tuple[int, int, int]] | None = None) -> tuple[bytes, list[int]]:
     """A data file holding one id's chain (sequence numbers 1..events) in batches,
-    interleaved with other ids' blocks; returns the bytes and the chain's offsets."""
+    interleaved with other ids' blocks; returns the bytes and the chain's offsets,
+    and appends each batch's ``(start, last, end)`` to ``batches`` (another id's
+    block is a batch of its own)."""
     data = bytearray(b"AKFD\0\0\0\0")
     offsets: list[int] = []
     seq = 0
     pending_link: int | None = None  # index in data of the previous batch's last ``next``
     while seq < events:
         for _ in range(rng.randrange(others + 1)):  # other ids' blocks
-            data += encode_block(len(data), 0, 0, rng.randrange(1, 9), os.urandom(rng.randrange(40)))
+            at = len(data)
+            data += encode_block(at, 0, 0, rng.randrange(1, 9), os.urandom(rng.randrange(40)))
+            if batches is not None:
+                batches.append((at, at, len(data)))
         batch = min(events - seq, rng.randrange(1, 8))
+        batch_start = len(data)
         for k in range(batch):
             at = len(data)
             if pending_link is not None:
@@ -59,6 +70,8 @@ def _chain(rng: random.Random, events: int, others: int, max_payload: int) -> tu
             offsets.append(at)
             seq += 1
             pending_link = at + 12 if k == batch - 1 else None
+        if batches is not None:
+            batches.append((batch_start, offsets[-1], len(data)))
     return bytes(data), offsets
 
 
@@ -80,20 +93,40 @@ class Reader:
         return self.data[max(0, offset) : max(0, offset) + size]
 
 
-def _both(data: bytes, args: tuple[int, ...], fail_at: int = -1, wrong_type_at: int = -1) -> Any:
-    """Run both walkers on the same input; assert equal outcomes; return the result."""
+def _sums(data: bytes, batches: list[tuple[int, int, int]], checked: bytes = b"") -> Sums:
+    """``data.crc``'s entries for ``batches`` of ``data`` (as the walker takes them)."""
+    ends = array("q", [e for _s, _l, e in batches])
+    lasts = array("q", [last for _s, last, _e in batches])
+    crcs = array("I", [batch_crc(data, s, last, e) for s, last, e in batches])
+    return ends, lasts, crcs, bytearray(checked or bytes(len(batches)))
+
+
+def _copy(sums: Sums | None) -> Sums | None:
+    if sums is None:
+        return None
+    ends, lasts, crcs, checked = sums
+    return array("q", ends), array("q", lasts), array("I", crcs), bytearray(checked)
+
+
+def _both(data: bytes, args: tuple[int, ...], fail_at: int = -1, wrong_type_at: int = -1,
+          sums: Sums | None = None) -> Any:
+    """Run both walkers on the same input (each with its own copy of ``sums``);
+    assert equal outcomes, read calls and checked states; return the result."""
     outcomes = []
     assert read_runs_native is not None  # the callers are marked @native
-    for walk in (read_runs_py, read_runs_native):
+    walkers: tuple[Any, Any] = (read_runs_py, read_runs_native)
+    for walk in walkers:
         reader = Reader(data, fail_at, wrong_type_at)
+        mine = _copy(sums)
         try:
-            outcome: Any = ("ok", walk(reader, *args))
+            outcome: Any = ("ok", walk(reader, *args, mine) if sums is not None else walk(reader, *args))
         except Exception as exc:  # compared below: type and text
             outcome = ("error", type(exc), str(exc))
-        outcomes.append((outcome, reader.calls))
-    (py, py_calls), (c, c_calls) = outcomes
+        outcomes.append((outcome, reader.calls, None if mine is None else bytes(mine[3])))
+    (py, py_calls, py_checked), (c, c_calls, c_checked) = outcomes
     assert c == py
     assert c_calls == py_calls
+    assert c_checked == py_checked
     if py[0] == "ok":
         assert all(type(e) is Event for e in py[1][0]) and all(type(e) is Event for e in c[1][0])
         assert all(type(e.payload) is bytes and type(e.sequence_nr) is int for e in c[1][0])
@@ -226,3 +259,109 @@ def test_journal_replay_is_the_same_with_either_walker(tmp_path: Any, monkeypatc
                 seen.append(e.sequence_nr)
         assert seen == [1, 2, 3, 4]
         assert info_err.value.offset == at + 1
+
+
+@native
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32), events=st.integers(1, 40), others=st.integers(0, 4),
+       max_payload=st.sampled_from([0, 10, 200, 3000]), cap=st.sampled_from([24, 100, 4096, 1 << 18]),
+       max_events=st.integers(1, 50), data=st.data())
+def test_native_walker_equals_reference_checking_sums_on_valid_chains(
+        seed: int, events: int, others: int, max_payload: int, cap: int, max_events: int,
+        data: st.DataObject) -> None:
+    # Every batch checked once, in both walkers alike (same reads, same ``checked``).
+    rng = random.Random(seed)
+    batches: list[tuple[int, int, int]] = []
+    blob, offsets = _chain(rng, events, others, max_payload, batches)
+    covered = data.draw(st.integers(0, len(batches)))  # entries past it are missing (not checked)
+    sums = _sums(blob, batches[:covered], bytes(rng.choice([0, 0, 1]) for _ in range(covered)))
+    lo = data.draw(st.integers(1, events))
+    hi = data.draw(st.integers(lo, events))
+    want = data.draw(st.sampled_from([24, 4096, cap]))
+    state = (offsets[lo - 1], ANY_PREVIOUS, lo)
+    got: list[Event] = []
+    for _ in range(events + 2):
+        result = _both(blob, (*state, hi, len(blob), cap, want, max_events), sums=sums)
+        assert result[0] == "ok"
+        batch, offset, prev_, expected, want, status, _detail = result[1]
+        read_runs_py(Reader(blob), *state, hi, len(blob), cap, want, max_events, sums)  # carry ``checked`` on
+        got += batch
+        if status == RUN_DONE:
+            break
+        assert status == RUN_MORE
+        state = (offset, prev_, expected)
+    assert [e.sequence_nr for e in got] == list(range(lo, hi + 1))
+
+
+@native
+@settings(max_examples=400, deadline=None)
+@given(seed=st.integers(0, 2**32), events=st.integers(1, 30), flips=st.integers(0, 6),
+       cut=st.integers(0, 100), data=st.data())
+def test_native_walker_equals_reference_checking_sums_on_damaged_files(seed: int, events: int, flips: int,
+                                                                       cut: int, data: st.DataObject) -> None:
+    rng = random.Random(seed)
+    batches: list[tuple[int, int, int]] = []
+    blob, offsets = _chain(rng, events, 2, 300, batches)
+    sums = _sums(blob, batches, bytes(rng.choice([0, 0, 0, 1, 2]) for _ in batches))
+    damaged = bytearray(blob)
+    for _ in range(flips):  # anywhere: payload flips only the checksums find
+        damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+    truncated = bytes(damaged[: max(0, len(damaged) - cut * 7)])
+    lo = data.draw(st.integers(1, events))
+    hi = data.draw(st.integers(lo, events))
+    cap = data.draw(st.sampled_from([24, 500, 4096]))
+    result = _both(truncated, (offsets[lo - 1], ANY_PREVIOUS, lo, hi, len(blob), cap, 4096,
+                               data.draw(st.integers(1, 40))), sums=sums)
+    if result[0] == "ok" and result[1][5] == RUN_SUM:
+        k, got = result[1][6]
+        assert 0 <= k < len(batches) and batches[k][0] <= result[1][1] < batches[k][2]
+        assert got is None or got == -1 or got != sums[2][k]
+
+
+@native
+@settings(max_examples=300, deadline=None)
+@given(blob=st.binary(max_size=600), offset=st.integers(-5, 700), expected=st.integers(*I64),
+       hi=st.integers(*I64), limit=st.integers(-10, 700), cap=st.integers(-5, 5000), want=st.integers(-5, 5000),
+       ends=st.lists(st.integers(-50, 800), max_size=6), lasts=st.lists(st.integers(-50, 800), max_size=6),
+       crcs=st.lists(st.integers(0, 2**32 - 1), max_size=6), checked=st.binary(max_size=6))
+def test_native_walker_equals_reference_on_hostile_sums(blob: bytes, offset: int, expected: int, hi: int, limit: int,
+                                                        cap: int, want: int, ends: list[int], lasts: list[int],
+                                                        crcs: list[int], checked: bytes) -> None:
+    # Entries that are unsorted, outside the file or the limit, of different
+    # lengths, with any ``checked`` bytes: the same result or the same error.
+    sums = (array("q", ends), array("q", lasts), array("I", crcs), bytearray(checked))
+    _both(blob, (offset, ANY_PREVIOUS, expected, hi, limit, cap, want, 10), sums=sums)
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_replay_checks_each_batch_once_and_reports_damage(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                                          pure: bool) -> None:
+    # The journal with either walker: a payload byte flipped in one batch is a
+    # checksum error (path and offset of the batch) for the id holding it only;
+    # a second replay reports it again; every batch replay reaches is checked.
+    import engine.events.journal as journal_module
+    from engine.errors import CorruptFileError
+
+    if not pure and read_runs_native is None:
+        pytest.skip("engine.events._native not built or disabled")
+    monkeypatch.setattr(journal_module, "read_runs", read_runs_py if pure else read_runs_native)
+    d = str(tmp_path / "j")
+    with EventJournal.open(d, sync="never") as j:
+        for round_ in range(4):
+            for i in range(3):
+                j.write(f"id{i}", [(round_ * 5 + k + 1, bytes([i]) * 30) for k in range(5)])
+        info = j.id_info("id1")
+        assert info is not None
+    with open(os.path.join(d, "data"), "r+b") as f:
+        f.seek(info.first_offset + 24 + 3)  # a payload byte of id1's first batch
+        f.write(b"X")
+    with EventJournal.open_read_only(d) as j:
+        for pid in ("id0", "id2"):
+            assert len(list(j.replay(pid))) == 20
+        for _ in range(2):
+            with pytest.raises(CorruptFileError, match="checksum") as err:
+                list(j.replay("id1"))
+            assert err.value.path == j.data_path and err.value.offset == info.first_offset
+        checked = bytes(j._dsums.checked)
+        # id1's later batches are never reached (its replay stops at the bad one).
+        assert checked.count(2) == 1 and checked.count(0) == 3 and checked.count(1) == 8

@@ -35,7 +35,7 @@ def store_path(tmp_path: os.PathLike[str]) -> str:
 def test_stats_dump_and_journal(store_path: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["pages", "stats", store_path]) == 0
     out = flat(capsys.readouterr().out)
-    assert "page store" in out and "free pages" in out and "not flagged complete" in out
+    assert "page store" in out and "free pages" in out and "committed, not yet in the store file" in out
     assert main(["pages", "dump", store_path]) == 0
     out = flat(capsys.readouterr().out)
     assert "live" in out and "free" in out and "68 65 6c 6c 6f" in out

@@ -1,0 +1,251 @@
+"""Conventions every store's public API shares: time values, payload serializers,
+and closing what the user forgot to close.
+
+No I/O here, and no store imports: every store (queue, append log, event journal,
+page store, key-value store, stream journal) calls these so that one spelling works
+everywhere and every message names the argument the user typed.
+
+**Time.**  A *duration* (a TTL, a max age, a timeout, a sync period) is a
+:class:`datetime.timedelta` or a number of seconds.  An *instant* is a
+:class:`datetime.datetime` (naive ones are local time, as ``datetime.timestamp``
+reads them) or a number of seconds since the Unix epoch.  Values that must be
+nanosecond- or millisecond-exact keep an explicit unit suffix in their name
+(``time_ns``, ``ttl_ns``, ``add_time_ms``) and are plain integers.
+
+**Payloads.**  Stores take and return ``bytes``.  ``serializer=`` (``"pickle"``,
+``"json"``, a :class:`Serializer` or a ``(dumps, loads)`` pair) converts objects
+on the way in and out; :func:`require_bytes` turns the confusing errors Python
+gives for a ``str`` in a ``bytes`` slot into one that says what to do.
+
+**Unclosed objects.**  :func:`warn_unclosed` registers a :mod:`weakref.finalize`
+that closes a store left open when it is garbage-collected or at interpreter
+exit, and emits a :class:`ResourceWarning`, as Python's files do.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import pickle
+import warnings
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from engine.errors import ConfigError
+
+_NS = 1_000_000_000
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+
+# -- durations -----------------------------------------------------------------------
+
+
+def _number(value: object, what: str, kinds: str) -> float:
+    """``value`` as a finite float, or TypeError / ConfigError naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be {kinds}, not {type(value).__name__} {value!r}")
+    number = float(value)
+    if math.isnan(number) or math.isinf(number):
+        raise ConfigError(f"{what} must be finite, got {value!r}")
+    return number
+
+
+def duration_seconds(
+    value: object,
+    what: str,
+    *,
+    allow_zero: bool = False,
+    allow_none: bool = False,
+) -> float | None:
+    """A duration as float seconds: ``value`` is a :class:`datetime.timedelta` or a
+    number of seconds.  ``None`` passes through when ``allow_none`` (meaning "no
+    limit" / "wait for ever", as the caller documents); ``0`` only when
+    ``allow_zero``; negative values never.
+
+    Raises TypeError for any other type and ConfigError for a value out of range,
+    both naming ``what`` (the argument as the user typed it, e.g. ``"max_age"``).
+    """
+    if value is None:
+        if allow_none:
+            return None
+        raise TypeError(f"{what} must be a number of seconds or a datetime.timedelta, not None")
+    if isinstance(value, _dt.timedelta):
+        seconds = value.total_seconds()
+    else:
+        seconds = _number(value, what, "a number of seconds or a datetime.timedelta")
+    if seconds < 0 or (seconds == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ConfigError(f"{what} must be {bound} seconds, got {value!r}")
+    return seconds
+
+
+def duration_ns(value: object, what: str, *, allow_zero: bool = False) -> int:
+    """A duration as integer nanoseconds (``timedelta`` exact to the microsecond;
+    seconds rounded to the nearest nanosecond).  Same checks as
+    :func:`duration_seconds`; ``None`` is refused."""
+    if isinstance(value, _dt.timedelta):
+        duration_seconds(value, what, allow_zero=allow_zero)  # range check only
+        return (value.days * 86_400 + value.seconds) * _NS + value.microseconds * 1000
+    seconds = duration_seconds(value, what, allow_zero=allow_zero)
+    assert seconds is not None
+    return round(seconds * _NS)
+
+
+def timeout_seconds(value: object, what: str = "timeout") -> float | None:
+    """A wait's timeout: ``None`` waits for ever, ``0`` does not wait, otherwise a
+    positive duration (timedelta or seconds)."""
+    return duration_seconds(value, what, allow_zero=True, allow_none=True)
+
+
+# -- instants ------------------------------------------------------------------------
+
+
+def instant_seconds(value: object, what: str) -> float:
+    """An instant as float seconds since the epoch: ``value`` is a
+    :class:`datetime.datetime` (naive = local time) or a number of seconds since
+    the epoch.  TypeError names ``what`` otherwise (a ``timedelta`` gets a hint:
+    "did you mean now + ...")."""
+    if isinstance(value, _dt.datetime):
+        return value.timestamp()
+    if isinstance(value, _dt.timedelta):
+        raise TypeError(
+            f"{what} is an instant (a datetime or seconds since the epoch), not a timedelta: "
+            f"use datetime.now(timezone.utc) + {value!r} or time.time() + seconds"
+        )
+    return _number(value, what, "a datetime or a number of seconds since the epoch")
+
+
+def instant_ms(value: object, what: str) -> int:
+    """An instant as integer milliseconds since the epoch (see :func:`instant_seconds`)."""
+    if isinstance(value, _dt.datetime):
+        return instant_ns(value, what) // 1_000_000
+    return int(instant_seconds(value, what) * 1000)
+
+
+def instant_ns(value: object, what: str) -> int:
+    """An instant as integer nanoseconds since the epoch (see :func:`instant_seconds`);
+    a ``datetime`` converts exactly (to the microsecond)."""
+    if isinstance(value, _dt.datetime):
+        aware = value if value.tzinfo is not None else value.astimezone()
+        delta = aware - _EPOCH
+        return (delta.days * 86_400 + delta.seconds) * _NS + delta.microseconds * 1000
+    return round(instant_seconds(value, what) * _NS)
+
+
+def datetime_from_ms(ms: int) -> _dt.datetime:
+    """An aware UTC datetime from milliseconds since the epoch (exact)."""
+    return _EPOCH + _dt.timedelta(milliseconds=ms)
+
+
+def datetime_from_ns(ns: int) -> _dt.datetime:
+    """An aware UTC datetime from nanoseconds since the epoch (to the microsecond)."""
+    return _EPOCH + _dt.timedelta(microseconds=ns // 1000)
+
+
+# -- payloads ------------------------------------------------------------------------
+
+
+def require_bytes(value: object, what: str = "data") -> None:
+    """TypeError unless ``value`` is bytes-like (bytes, bytearray, memoryview).
+    Called where a store already failed on ``value`` (so the check costs nothing
+    on the common path), to replace Python's "can't concat str to bytes"."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return
+    if isinstance(value, str):
+        raise TypeError(
+            f"{what} must be bytes, not str: encode it ({what}.encode()) or open the store "
+            f'with serializer="json" or serializer="pickle"'
+        )
+    raise TypeError(
+        f"{what} must be bytes, not {type(value).__name__}: open the store with serializer= to store objects"
+    )
+
+
+@dataclass(frozen=True)
+class Serializer:
+    """How a store turns user objects into payload bytes and back.
+
+    ``dumps(obj) -> bytes`` runs on every write, ``loads(bytes) -> obj`` on every
+    read; ``name`` is for messages and ``repr``.
+    """
+
+    dumps: Callable[[Any], bytes]
+    loads: Callable[[bytes], Any]
+    name: str = "custom"
+
+
+def _json_dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _pickle_dumps(obj: Any) -> bytes:
+    return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+#: The named serializers ``serializer=`` accepts.
+SERIALIZERS: dict[str, Serializer] = {
+    "pickle": Serializer(_pickle_dumps, pickle.loads, "pickle"),
+    "json": Serializer(_json_dumps, json.loads, "json"),
+}
+
+
+def serializer(value: object, what: str = "serializer") -> Serializer | None:
+    """Parse a ``serializer=`` argument: None (bytes in, bytes out), ``"pickle"``,
+    ``"json"``, a :class:`Serializer`, or a ``(dumps, loads)`` pair of callables.
+    ConfigError / TypeError name ``what`` otherwise.
+
+    (``"pickle"`` loads run arbitrary code from the file: only for files you trust.)
+    """
+    if value is None or isinstance(value, Serializer):
+        return value
+    if isinstance(value, str):
+        found = SERIALIZERS.get(value)
+        if found is None:
+            names = ", ".join(map(repr, SERIALIZERS))
+            raise ConfigError(f"{what} must be one of {names} or a (dumps, loads) pair, not {value!r}")
+        return found
+    if isinstance(value, tuple) and len(value) == 2 and all(callable(f) for f in value):
+        return Serializer(value[0], value[1], getattr(value[0], "__qualname__", "custom"))
+    raise TypeError(f'{what} must be "pickle", "json" or a (dumps, loads) pair of functions, not {value!r}')
+
+
+# -- unclosed objects ----------------------------------------------------------------
+
+
+def warn_unclosed(owner: object, close: Callable[[], object], what: str) -> weakref.finalize:
+    """Close ``owner`` with ``close()`` if it is garbage-collected or still open at
+    interpreter exit, emitting a ResourceWarning ``"unclosed <what>"`` first.
+
+    Call the returned finalizer's ``detach()`` from the owner's own ``close()``.
+    ``close`` must not refer to ``owner`` if the owner is to be collectable (a
+    bound method keeps it alive until exit, where it is still closed cleanly);
+    errors from ``close`` at that point are reported as warnings, never raised.
+    """
+
+    def finish() -> None:
+        warnings.warn(f"unclosed {what}: closing it now (use close() or a with block)", ResourceWarning, stacklevel=1)
+        try:
+            close()
+        except Exception as exc:
+            warnings.warn(f"closing {what} on exit failed: {exc!r}", RuntimeWarning, stacklevel=1)
+
+    return weakref.finalize(owner, finish)
+
+
+__all__ = [
+    "SERIALIZERS",
+    "Serializer",
+    "datetime_from_ms",
+    "datetime_from_ns",
+    "duration_ns",
+    "duration_seconds",
+    "instant_ms",
+    "instant_ns",
+    "instant_seconds",
+    "require_bytes",
+    "serializer",
+    "timeout_seconds",
+    "warn_unclosed",
+]

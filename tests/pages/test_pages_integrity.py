@@ -1,0 +1,157 @@
+"""Zero silent wrong answers: a missing, broken or orphaned journal, a full disk
+during recovery and damaged pages are typed errors naming the file, never an
+empty or shorter store read back as if nothing were wrong."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from engine.errors import CorruptFileError, DiskFullError, PageError
+from engine.fs import OsFileSystem, make_dirs
+from engine.pages import PageStore, store_codec
+from engine.pages.diagnose import read_page, verify_files
+from stress.faults import FaultyFS
+from stress.simfs import SimFS
+
+
+def _crashed_copy(tmp_path: Path, *, with_journal: bool) -> tuple[str, bytes]:
+    """A copy of a store taken while its writer is alive with a commit that is
+    only in the journal (what a crash leaves); returns (path, committed bytes)."""
+    src = tmp_path / "live"
+    src.mkdir()
+    store = PageStore.open(str(src / "s.db"), page_size=512)
+    with store.transaction() as tx:
+        page = tx.allocate()
+        tx.write(page, 0, b"committed")
+    dst = tmp_path / "crashed"
+    dst.mkdir()
+    names = ["s.db", "s.db-sums"] + (["s.db-journal"] if with_journal else [])
+    for name in names:
+        shutil.copyfile(src / name, dst / name)
+    store.close()
+    return str(dst / "s.db"), b"committed"
+
+
+def test_a_deleted_journal_with_commits_only_in_it_is_refused(tmp_path: Path) -> None:
+    path, _ = _crashed_copy(tmp_path, with_journal=False)
+    jpath = path + "-journal"
+    for open_it in (
+        lambda: PageStore.open(path),
+        lambda: PageStore.open(path, readonly=True),
+        lambda: verify_files(OsFileSystem(), path),
+    ):
+        with pytest.raises(CorruptFileError, match="journal") as info:
+            open_it()
+        assert info.value.path == jpath
+    assert not os.path.exists(jpath)  # nothing was created over the loss
+
+
+def test_the_crashed_copy_with_its_journal_recovers(tmp_path: Path) -> None:
+    path, data = _crashed_copy(tmp_path, with_journal=True)
+    with PageStore.open(path) as store:
+        assert store.read(1)[: len(data)] == data
+        assert store.recovery.total("redone", "transactions") == 1
+
+
+def test_a_cleanly_closed_store_opens_without_its_journal(tmp_path: Path) -> None:
+    """A clean close clears JOURNAL_LIVE; files of the previous version never had it."""
+    path = str(tmp_path / "s.db")
+    with PageStore.open(path, page_size=512) as store:
+        with store.transaction() as tx:
+            tx.write(tx.allocate(), 0, b"kept")
+    with open(path, "rb") as f:
+        assert not store_codec.decode_header(f.read(40)).flags & store_codec.JOURNAL_LIVE
+    os.unlink(path + "-journal")
+    with PageStore.open(path, readonly=True) as reader:
+        assert reader.read(1)[:4] == b"kept"
+    with PageStore.open(path) as store:
+        assert store.read(1)[:4] == b"kept"
+
+
+@pytest.mark.parametrize("link", ["loop", "dangling"])
+def test_a_journal_that_is_a_broken_link_is_a_typed_error(tmp_path: Path, link: str) -> None:
+    path = str(tmp_path / "s.db")
+    with PageStore.open(path, page_size=512) as store:
+        with store.transaction() as tx:
+            tx.write(tx.allocate(), 0, b"x")
+    jpath = path + "-journal"
+    os.unlink(jpath)
+    os.symlink("s.db-journal" if link == "loop" else "nowhere", jpath)
+    for open_it in (lambda: PageStore.open(path), lambda: PageStore.open(path, readonly=True)):
+        with pytest.raises(CorruptFileError, match="link") as info:
+            open_it()
+        assert info.value.path == jpath
+
+
+def test_a_deleted_store_file_is_not_recreated_over_its_journal(tmp_path: Path) -> None:
+    path, _ = _crashed_copy(tmp_path, with_journal=True)
+    os.unlink(path)
+    with pytest.raises(CorruptFileError, match="deleted") as info:
+        PageStore.open(path)
+    assert info.value.path == path and "1 committed transaction" in str(info.value)
+    assert not os.path.exists(path)
+
+
+def test_recovery_on_a_full_disk_says_so_and_succeeds_after(tmp_path: Path) -> None:
+    sim = SimFS()
+    make_dirs(sim, "/db")
+    store = PageStore.open("/db/s", page_size=512, fs=sim)
+    with store.transaction() as tx:
+        tx.write(tx.allocate(), 0, b"must survive")
+    crashed = sim.durable_image().fs()  # the writer dies here
+    full = FaultyFS(crashed, fail_at=1, errno=errno.ENOSPC, persistent=True)
+    with pytest.raises(DiskFullError, match="recovery of /db/s"):
+        PageStore.open("/db/s", fs=full)
+    with PageStore.open("/db/s", fs=crashed) as reopened:  # space freed
+        assert reopened.read(1)[:12] == b"must survive"
+
+
+def test_commits_on_a_full_disk_raise_disk_full_not_a_raw_os_error() -> None:
+    sim = SimFS()
+    make_dirs(sim, "/db")
+    PageStore.open("/db/s", page_size=512, fs=sim).close()
+    full = FaultyFS(sim, errno=errno.ENOSPC, persistent=True)
+    store = PageStore.open("/db/s", fs=full)
+    full.fail_at = full.ops + 1
+    with pytest.raises(DiskFullError):
+        with store.transaction() as tx:
+            tx.write(tx.allocate(), 0, b"no room")
+    store.close()  # poisoned: closes without writing
+    with PageStore.open("/db/s", fs=sim) as reopened:
+        assert reopened.page_count == 0
+
+
+def test_a_damaged_page_is_an_error_on_every_read_path(tmp_path: Path) -> None:
+    path = str(tmp_path / "s.db")
+    with PageStore.open(path, page_size=512) as store:
+        with store.transaction() as tx:
+            tx.write(tx.allocate(), 0, b"A" * 512)
+    with open(path, "r+b") as f:
+        f.seek(512 + 100)
+        f.write(b"B")
+    with pytest.raises(CorruptFileError) as info:
+        read_page(OsFileSystem(), path, 1)
+    assert info.value.path == path and info.value.offset == 512
+    with PageStore.open(path, readonly=True) as reader, pytest.raises(CorruptFileError):
+        reader.read(1)
+    with PageStore.open(path) as store, pytest.raises(CorruptFileError):
+        store.read(1)
+
+
+def test_verify_and_reader_messages_say_what_is_true(tmp_path: Path) -> None:
+    path = str(tmp_path / "s.db")
+    with PageStore.open(path, page_size=512) as store:
+        with store.transaction() as tx:
+            tx.write(tx.allocate(), 0, b"x")
+        notes = store.verify()
+        assert not any("not flagged complete" in n for n in notes)
+        assert any("safe in the journal" in n for n in notes)
+        with PageStore.open(path, readonly=True) as reader:
+            with pytest.raises(PageError, match="not in the store file, which holds no pages yet") as info:
+                reader.read(1)
+            assert "never allocated" not in str(info.value) and "next checkpoint" in str(info.value)
