@@ -16,6 +16,8 @@ NATIVE = [
     Extension(
         source[: -len(".c")].replace("/", "."),
         [source],
+        include_dirs=["engine"],  # engine/crc32.h: the CRC-32 every twin shares
+        depends=["engine/crc32.h"],
         optional=True,
         extra_compile_args=["-O2", "-std=c99", "-Wall", "-Wextra", "-Wno-unused-parameter"],
     )

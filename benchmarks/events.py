@@ -10,6 +10,12 @@ Measures, in one run on the same disk:
 
 Targets (issue 7): batches of 100 >= 1.0x sqlite3, batches of 1 >= 0.5x, replay >= 2x.
 Results go to ``benchmarks/results/events.json``.
+
+``--paired OTHER_TREE`` instead compares this tree with another checkout of the
+engine (e.g. the previous commit) in fresh processes, alternating, by CPU time:
+``write`` with ``sync="never"`` (per batch of 10), the first replay pass of an
+opened journal (every batch checked against ``data.crc``) and a warm pass (per
+id; 1,000 ids x 50 events); it prints the medians and the median ratio.
 """
 
 from __future__ import annotations
@@ -18,6 +24,9 @@ import argparse
 import os
 import random
 import sqlite3
+import statistics
+import subprocess
+import sys
 import time
 
 from benchmarks.common import Row, bench_dir, raw_append_fsync_rate, report
@@ -169,10 +178,66 @@ def bench_replay(quick: bool) -> list[Row]:
     ]
 
 
+_PAIRED_CHILD = """
+import os, shutil, tempfile, time
+from engine.events import EventJournal
+payload = os.urandom(200)
+tmp = tempfile.mkdtemp()
+d = os.path.join(tmp, "j")
+pids = [f"persistence-id-{i:04d}" for i in range(1000)]
+j = EventJournal.open(d, sync="never")
+for p in pids:
+    j.write(p, [(1, payload)])
+took = 0.0
+for r in range(5):
+    t = time.process_time()
+    for p in pids:
+        j.write(p, [(2 + r * 10 + k, payload) for k in range(10)])
+    took += time.process_time() - t
+j.close()
+out = [took / 5000 * 1e6]
+reader = EventJournal.open_read_only(d)
+for _pass in range(2):
+    t = time.process_time()
+    for p in pids:
+        for _e in reader.replay(p):
+            pass
+    out.append((time.process_time() - t) / 1000 * 1e6)
+reader.close()
+shutil.rmtree(tmp)
+print(*out)
+"""
+
+
+def paired(other: str, rounds: int) -> None:
+    """This tree against ``other`` (another checkout), alternating fresh processes."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    names = ("write, sync=never (us/batch)", "first replay pass (us/id)", "warm replay (us/id)")
+    got: dict[str, list[list[float]]] = {here: [], other: []}
+    for round_ in range(rounds):
+        for tree in (here, other) if round_ % 2 == 0 else (other, here):
+            env = dict(os.environ, PYTHONPATH=tree)
+            line = subprocess.run([sys.executable, "-c", _PAIRED_CHILD], env=env, cwd="/", check=True,
+                                  capture_output=True, text=True).stdout
+            got[tree].append([float(x) for x in line.split()])
+    for i, name in enumerate(names):
+        new = [r[i] for r in got[here]]
+        old = [r[i] for r in got[other]]
+        ratios = [o / n for n, o in zip(new, old)]
+        print(f"{name}: this {statistics.median(new):.2f}, other {statistics.median(old):.2f}, "
+              f"median ratio other/this {statistics.median(ratios):.3f} (min {min(ratios):.3f}, "
+              f"max {max(ratios):.3f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="small run (seconds)")
+    parser.add_argument("--paired", metavar="OTHER_TREE", help="compare CPU time with another checkout")
+    parser.add_argument("--rounds", type=int, default=7, help="rounds of --paired (default 7)")
     args = parser.parse_args()
+    if args.paired:
+        paired(os.path.abspath(args.paired), args.rounds)
+        return
     with bench_dir("events-raw-") as tmp:
         raw = raw_append_fsync_rate(tmp, PAYLOAD, seconds=0.5 if args.quick else 1.5)
     rows = [Row("raw write+fdatasync loop", raw, "ops/s", note="the disk's limit for one sync per op")]

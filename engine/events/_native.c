@@ -53,7 +53,7 @@
 
 #define RUN_SUM 5
 
-static uint32_t crc_update(uint32_t crc, const unsigned char *p, size_t len);
+#include "crc32.h"
 
 /* engine.events.runs.Event (a NamedTuple: a tuple subclass), set by setup(). */
 static PyTypeObject *event_type = NULL;
@@ -519,45 +519,8 @@ setup(PyObject *self, PyObject *arg)
  * lasts are array('q') buffers (native int64).  Every batch must satisfy
  * base <= s <= l, l + 24 <= e, e - base <= len(buf), else ValueError (as the
  * reference).  All positions are int64; nothing is read outside buf.
+ * The CRC-32 itself is crc_update of engine/crc32.h.
  */
-static uint32_t crc_table[8][256];
-
-static void
-crc_init(void)
-{
-    for (uint32_t n = 0; n < 256; n++) {
-        uint32_t c = n;
-        for (int k = 0; k < 8; k++)
-            c = (c & 1) ? 0xEDB88320U ^ (c >> 1) : c >> 1;
-        crc_table[0][n] = c;
-    }
-    for (uint32_t n = 0; n < 256; n++) {
-        uint32_t c = crc_table[0][n];
-        for (int k = 1; k < 8; k++) {
-            c = crc_table[0][c & 0xFF] ^ (c >> 8);
-            crc_table[k][n] = c;
-        }
-    }
-}
-
-/* zlib.crc32(p[:len], crc), slicing by 8. */
-static uint32_t
-crc_update(uint32_t crc, const unsigned char *p, size_t len)
-{
-    crc = ~crc;
-    while (len >= 8) {
-        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
-        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
-        crc = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^ crc_table[5][(lo >> 16) & 0xFF] ^
-              crc_table[4][lo >> 24] ^ crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF] ^
-              crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
-        p += 8;
-        len -= 8;
-    }
-    while (len--)
-        crc = crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
-    return ~crc;
-}
 
 PyDoc_STRVAR(batch_crcs_doc,
 "batch_crcs(buf, base, ends, lasts, i, j) -> bytes\n"

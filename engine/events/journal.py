@@ -696,7 +696,6 @@ class EventJournal:
     def _flush_on_close(self) -> None:
         """Make everything durable and leave the files as the original
         akka-persistence-file-journal reader expects them (close's work)."""
-        self._sync_sums(final=True)
         if self._data.size() > self._end:
             # Leave exactly what the akka-persistence-file-journal
             # writer would: no reserved zeros.
@@ -704,6 +703,10 @@ class EventJournal:
             self._data.fdatasync()
         elif not self.sync.always:
             self._data.fdatasync()
+        # The data first, then the checksum entries that describe it: a crash
+        # between the two leaves batches whose entries recovery rebuilds, never
+        # synced entries past the committed end (which would read as damage).
+        self._sync_sums(final=True)
         self._meta.flush()
 
     def _release(self) -> None:

@@ -19,7 +19,7 @@ from engine.fs import FileSystem, OpenMode, create_file, lock_handle, parent_dir
 from engine.pages import store_codec
 from engine.pages.journal import journal_path
 from engine.pages.reader import check_journal_applied, flushing_error
-from engine.pages.storefile import check_store_size, read_header
+from engine.pages.storefile import check_store_size, file_present, read_header
 from engine.pages.sums import sums_path
 
 #: Bytes copied per read/write.
@@ -45,7 +45,7 @@ def copy_store(fs: FileSystem, path: str, dest: str, *, wait: float | None = DEF
             check_store_size(path, header, src.size())
             spath = sums_path(path)
             sums = b""
-            if fs.exists(spath):
+            if file_present(fs, spath, "the page checksum file"):
                 with fs.open(spath, OpenMode.READ) as sh:
                     sums = sh.read_at(0, store_codec.sum_offset(header.page_count + 1))
             tmp = dest + ".partial"

@@ -64,10 +64,9 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     table.add_column("offset", justify="right")
     table.add_column("state")
     table.add_column("first 16 bytes")
-    with fs.open(path) as handle:
-        for page in range(1, info.header.page_count + 1):
-            head = handle.read_at(page * ps, 16)
-            table.add_row(str(page), str(page * ps), "free" if page in free else "live", head.hex(" "))
+    pages = range(1, info.header.page_count + 1)
+    for page, data in zip(pages, diagnose.iter_pages(fs, info, pages), strict=True):  # checked pages only
+        table.add_row(str(page), str(page * ps), "free" if page in free else "live", data[:16].hex(" "))
     console.print(table)
     return 0
 

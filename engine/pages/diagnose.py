@@ -7,6 +7,7 @@ takes the file system first (the CLI passes the real one, tests the simulator).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from engine.errors import CorruptFileError
@@ -18,6 +19,7 @@ from engine.pages.recovery import StoreState, check_ops, walk_free_list
 from engine.pages.store_codec import StoreHeader
 from engine.pages.storefile import (
     check_store_size,
+    file_present,
     journal_present,
     missing_journal_error,
     orphan_journal_error,
@@ -58,12 +60,18 @@ def read_store(fs: FileSystem, path: str) -> StoreInfo:
 def _verify_sums(fs: FileSystem, info: StoreInfo) -> str:
     """Check every page against ``<store>-sums``; a note saying what was checked."""
     spath = sums_path(info.path)
-    if not fs.exists(spath):
+    if not file_present(fs, spath, "the page checksum file"):
         return f"{spath}: missing (rebuilt from the store on the next writable open)"
     with fs.open(spath, OpenMode.READ) as handle:
         loaded = sums_module.load(handle.read_all(), info.header.page_size)
     if loaded is None:
-        return f"{spath}: unusable header (rebuilt on the next writable open)"
+        # Not a pass: with its checksums unreadable, no page of the store is checked.
+        raise CorruptFileError(
+            spath,
+            0,
+            f"an ENGSUMS header for {info.header.page_size}-byte pages",
+            "a damaged or foreign header (the next writable open rebuilds the file from the store)",
+        )
     values, page_sum = loaded
     ps = info.header.page_size
     checked = 0
@@ -90,19 +98,34 @@ def read_page(fs: FileSystem, path: str, page: int) -> bytes:
     ps = info.header.page_size
     if not 1 <= page <= info.header.page_count:
         raise CorruptFileError(path, page * ps, f"a page id in 1..{info.header.page_count}", str(page))
+    return next(iter_pages(fs, info, [page]))
+
+
+def iter_pages(fs: FileSystem, info: StoreInfo, pages: Iterable[int]) -> Iterator[bytes]:
+    """The bytes of ``pages`` (ids in 1..page_count) as the store file holds them,
+    each checked against its checksum when the sums file has one: a damaged page
+    is a CorruptFileError with its offset, never returned."""
+    path = info.path
+    ps = info.header.page_size
     loaded = None
     spath = sums_path(path)
-    if fs.exists(spath):
+    if file_present(fs, spath, "the page checksum file"):
         with fs.open(spath, OpenMode.READ) as sh:
             loaded = sums_module.load(sh.read_all(), ps)
     with fs.open(path, OpenMode.READ) as handle:
-        lock_handle(handle, exclusive=False, wait=None, what="store file lock")
-        data = handle.read_at(page * ps, ps)
-    if len(data) < ps:
-        raise CorruptFileError(path, page * ps + len(data), f"page {page} of {ps} bytes", "end of file")
-    if loaded is not None and page < len(loaded[0]) and loaded[1](data) != loaded[0][page]:
-        raise CorruptFileError(path, page * ps, f"page {page} matching its checksum", "a different CRC (damaged)")
-    return data
+        for page in pages:
+            lock_handle(handle, exclusive=False, wait=None, what="store file lock")
+            try:
+                data = handle.read_at(page * ps, ps)
+            finally:
+                handle.unlock()
+            if len(data) < ps:
+                raise CorruptFileError(path, page * ps + len(data), f"page {page} of {ps} bytes", "end of file")
+            if loaded is not None and page < len(loaded[0]) and loaded[1](data) != loaded[0][page]:
+                raise CorruptFileError(
+                    path, page * ps, f"page {page} matching its checksum", "a different CRC (damaged)"
+                )
+            yield data
 
 
 def _describe_flags(flags: int) -> str:

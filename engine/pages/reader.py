@@ -33,6 +33,7 @@ from engine.pages.storefile import (
     RecoveryNeededError,
     check_live,
     check_store_size,
+    file_present,
     journal_present,
     missing_journal_error,
     read_header,
@@ -215,7 +216,7 @@ class PageReader:
         self._free = set(self._free_order)
         self._sums = None
         spath = sums_path(self.path)
-        if self._fs.exists(spath):
+        if file_present(self._fs, spath, "the page checksum file"):
             with self._fs.open(spath, OpenMode.READ) as sh:
                 loaded = sums_module.load(sh.read_all(), self.page_size)
             if loaded is not None:
@@ -242,6 +243,14 @@ class PageReader:
                 self._refresh()
                 header = self._header
                 free = list(self._free_order)
+                spath = sums_path(self.path)
+                if self._sums is None and file_present(self._fs, spath, "the page checksum file"):
+                    raise CorruptFileError(
+                        spath,
+                        0,
+                        f"an ENGSUMS header for {header.page_size}-byte pages",
+                        "a damaged or foreign header (the next writable open rebuilds the file from the store)",
+                    )
                 for page in range(1, header.page_count + 1):
                     self._read_disk_page(page)  # raises if it does not match its checksum
             notes = verify_journal(self._fs, self.journal_path, header)

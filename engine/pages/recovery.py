@@ -150,7 +150,7 @@ def verify_journal(
     else:
         idle = scan_if_idle(fs, jpath)
         if idle is None:
-            return [f"{jpath}: in use by a live writer, not checked from this handle"]
+            return [f"{jpath}: a live writer is using it (its own verify() checks it)"]
         state = idle
     notes = [f"{jpath}: {n} (recovery would repair)" for n in state.notes]
     # The store may already hold the transactions: check against the larger of the two counts.

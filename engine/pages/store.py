@@ -44,6 +44,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Literal, overload
 
 from engine.errors import ClosedError, ConfigError, CorruptFileError, DiskFullError, LockedError, PoisonedError
@@ -70,6 +71,7 @@ from engine.pages.storefile import (
     check_live,
     check_store_size,
     create_store_file,
+    file_present,
     interrupted_creation,
     journal_present,
     lock_path,
@@ -353,7 +355,7 @@ class PageStore:
             header = StoreHeader(ps, 0, 0)
             # Header page durable (data, then directory entry) before anything refers to it.
             create_store_file(fs, path, store_codec.encode_header(header) + bytes(ps - store_codec.HEADER_SIZE))
-            if not fs.exists(sums_path(path)):
+            if not file_present(fs, sums_path(path), "the page checksum file"):
                 create_file(fs, sums_path(path), store_codec.encode_sums_header(ps, True)).close()
         if not has_journal:
             create_file(fs, jpath, codec.encode_file_header(0, 0)).close()
@@ -504,7 +506,7 @@ class PageStore:
         """At a clean close, after the checkpoint that applied every commit: the
         store file alone is the whole store again (clear the flag, synced)."""
         h = self._header
-        if not h.flags & store_codec.JOURNAL_LIVE or self._dirty or not self._journal.empty:
+        if not self._disk_header.flags & store_codec.JOURNAL_LIVE or self._dirty or not self._journal.empty:
             return
         clean = StoreHeader(h.page_size, h.page_count, h.free_head, flags=h.flags & ~store_codec.JOURNAL_LIVE)
         try:
@@ -759,15 +761,22 @@ class PageStore:
         the store file), then raises LockedError (nothing lost: the journal keeps
         the commits).
         """
+        self._checkpoint_durably(final=False)
+
+    def _checkpoint_durably(self, *, final: bool) -> None:
+        """:meth:`checkpoint`; ``final`` (at close) also clears the header's
+        JOURNAL_LIVE flag, with the same header write and store sync when there
+        are pages to write (safe: the store is then synced with every commit
+        before the journal is reset, and redoing them again is idempotent)."""
         with self._lock:
-            if not self._checkpoint(wait=self.reader_wait):
+            if not self._checkpoint(wait=self.reader_wait, final=final):
                 raise LockedError(
                     f"{self.path}: readers held a snapshot for over {self.reader_wait:g} s; checkpoint put off",
                     self.path,
                 )
             self._journal.sync_reset()
 
-    def _checkpoint(self, wait: float | None) -> bool:
+    def _checkpoint(self, wait: float | None, final: bool = False) -> bool:
         """Write and sync the store, then reset the journal (the reset left for the
         next commit's sync, see ``Journal.reset``).  Commits call this when the
         journal is due, with ``wait=0``: a reader's snapshot puts it off to a later
@@ -785,6 +794,9 @@ class PageStore:
             try:
                 # The store must be durable before the journal forgets how to redo it.
                 try:
+                    h = self._header
+                    if final and h.flags & store_codec.JOURNAL_LIVE:
+                        self._header = replace(h, flags=h.flags & ~store_codec.JOURNAL_LIVE)
                     self._flush_locked()
                 except BaseException as exc:
                     self._failure = exc
@@ -830,8 +842,8 @@ class PageStore:
                 healthy = self._failure is None and not self._handle.poisoned and not self._journal.handle.poisoned
                 if healthy and (sums is None or not sums.handle.poisoned):
                     try:
-                        self.checkpoint()
-                        self._clear_journal_live()
+                        self._checkpoint_durably(final=True)
+                        self._clear_journal_live()  # if the checkpoint had nothing to write
                     except LockedError as exc:
                         # A reader's snapshot outlasted reader_wait: the journal keeps
                         # every commit and the next writable open redoes them.

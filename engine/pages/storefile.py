@@ -143,25 +143,29 @@ def free_tail_prefix(free_order: list[int], page_count: int) -> int:
     return best
 
 
-def journal_present(fs: FileSystem, jpath: str) -> bool:
-    """Whether the journal ``jpath`` exists; CorruptFileError naming it if the name
-    is there but does not lead to a file (a dangling symbolic link or a loop of
-    them): that is not "no journal", which would silently drop its commits."""
-    if fs.exists(jpath):
-        if fs.isdir(jpath):
-            raise CorruptFileError(jpath, 0, "the page store's JRNL journal file", "a directory")
+def file_present(fs: FileSystem, path: str, what: str) -> bool:
+    """Whether the file ``path`` (``what``: which of the store's files) exists;
+    CorruptFileError naming it if the name is there but leads to no file (a
+    dangling symbolic link or a loop of them) or to a directory: that is not "no
+    file", which would silently drop what it holds or skip its checks."""
+    if fs.exists(path):
+        if fs.isdir(path):
+            raise CorruptFileError(path, 0, what, "a directory")
         return True
-    parent = parent_dir(jpath)
-    name = jpath.rsplit("/", 1)[-1]
+    parent = parent_dir(path)
+    name = path.rsplit("/", 1)[-1]
     try:
         listed = name in fs.listdir(parent)
     except OSError:
         listed = False
     if listed:
-        raise CorruptFileError(
-            jpath, 0, "the page store's JRNL journal file", "a name that leads to no file (a dangling or looping symbolic link)"
-        )
+        raise CorruptFileError(path, 0, what, "a name that leads to no file (a dangling or looping symbolic link)")
     return False
+
+
+def journal_present(fs: FileSystem, jpath: str) -> bool:
+    """:func:`file_present` for the store's JRNL journal."""
+    return file_present(fs, jpath, "the page store's JRNL journal file")
 
 
 def missing_journal_error(path: str, jpath: str) -> CorruptFileError:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from engine.errors import CorruptFileError
 from engine.fs import FileHandle, FileSystem, OpenMode, RecoveryReport, crashpoint, create_file, parent_dir
 from engine.pages import store_codec
+from engine.pages.storefile import file_present
 
 SUMS_SUFFIX = "-sums"
 
@@ -81,7 +82,7 @@ class PageSums:
         rebuild is recorded in ``report``.
         """
         path = sums_path(store_path)
-        if not fs.exists(path):
+        if not file_present(fs, path, "the page checksum file"):
             create_file(fs, path, store_codec.encode_sums_header(page_size, True)).close()
         handle = fs.open(path, OpenMode.WRITE)
         try:

@@ -165,6 +165,13 @@ def disk_reader_stats(
     }
 
 
+def disk_pending(fs: FileSystem, directory: str, queue: str, reader: str, tail: int) -> int:
+    """Items reader ``reader`` has not confirmed, from its file (``len`` of a reader
+    not open in this process)."""
+    head, done = checkpoint.load_reader_file(fs, naming.join(directory, naming.reader_name(queue, reader)))
+    return ReaderState(head, done).pending(max(tail, head))
+
+
 def backlog_bytes(fs: FileSystem, directory: str, queue: str, state: ReaderState, tail: int) -> int:
     """A reader's backlog in bytes: the payload bytes of the items up to ``tail``
     that ``state`` has not confirmed (open reads count: they are not confirmed).

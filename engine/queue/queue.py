@@ -39,10 +39,10 @@ from engine.fs import (
 )
 from engine.queue import codec, naming
 from engine.queue.attach import attach_reader, lock_reader, lock_writer, reader_files
-from engine.queue.checkpoint import load_reader_file
 from engine.queue.config import QueueConfig
 from engine.queue.cursor import PollingSource
-from engine.queue.diagnose import backlog_bytes, disk_reader_stats, verify_queue
+from engine.queue.diagnose import backlog_bytes, disk_pending, disk_reader_stats, verify_queue
+from engine.queue.payload import put_many_batch
 from engine.queue.reader import Item, Reader
 from engine.queue.recover import Recovered, recover
 from engine.queue.remote import RemoteReader, open_remote_reader
@@ -388,9 +388,8 @@ class Queue:
 
         With sync="always" the call returns once the item is durable.
         """
-        dumps = self._dumps
-        if dumps is not None:
-            data = dumps(data)
+        if self._dumps is not None:
+            data = self._dumps(data)
         try:
             size = len(data)
         except TypeError:
@@ -400,6 +399,7 @@ class Queue:
             raise ConfigError(f"item of {len(data)} bytes exceeds max_item_size {self.max_item_size}")
         if self._limited:
             self._make_room(1, len(data))
+        expire_ms = None if expire_at is None else instant_ms(expire_at, "expire_at")
         gc, periodic = self._gc, self._periodic
         with self._lock:
             # _check_usable's tests, inline (a call per put costs 5%): it raises.
@@ -411,9 +411,7 @@ class Queue:
             ):
                 self._check_usable()
             try:
-                xid = self._stage(
-                    data, None if expire_at is None else instant_ms(expire_at, "expire_at"), 0, int(self._clock() * 1000)
-                )
+                xid = self._stage(data, expire_ms, 0, int(self._clock() * 1000))
             except TypeError:
                 require_bytes(data)  # a str: a TypeError that says so (not "can't concat str to bytes")
                 raise
@@ -433,22 +431,7 @@ class Queue:
         Without a serializer an element may also be a ``(bytes, expire_at)`` pair,
         its own expiry; with one, every element is a value (tuples included).
         """
-        default_ms = None if expire_at is None else instant_ms(expire_at, "expire_at")
-        dumps = self._dumps
-        batch: list[tuple[bytes, int | None]] = []
-        for item in items:
-            if dumps is not None:
-                batch.append((dumps(item), default_ms))
-            elif isinstance(item, (bytes, bytearray, memoryview)):
-                batch.append((bytes(item), default_ms))
-            elif isinstance(item, tuple) and len(item) == 2:
-                data, expiry = item
-                require_bytes(data, "put_many item data")
-                expiry_ms = default_ms if expiry is None else instant_ms(expiry, "put_many item expire_at")
-                batch.append((bytes(data), expiry_ms))
-            else:
-                require_bytes(item, "put_many item")
-        return self._put_batch(batch, 0)
+        return self._put_batch(put_many_batch(items, self._dumps, expire_at), 0)
 
     def put_moved(self, item: Item) -> int:
         """Put ``item`` moved here from another queue (error / expired), keeping its
@@ -645,20 +628,17 @@ class Queue:
 
     # -- introspection -------------------------------------------------------------
     def __len__(self) -> int:
-        """Items not yet confirmed by every reader: the largest backlog of any
-        reader (open here or on disk); with no reader yet, every item the journal
-        holds (the first reader starts with all of them)."""
+        """Items not confirmed by every reader: the largest backlog of any reader (open
+        here or on disk); with no reader yet, every item (the first reader gets them)."""
         with self._lock:
-            self._check_usable()
+            if self._closed:
+                self._check_usable()  # raises ClosedError
             tail = self._tail
             earliest = earliest_id(self._segments)
             live = {name: r for name, r in self._readers.items() if not r.closed}
         backlogs = [len(r) for r in live.values()]
-        for name in self.reader_names():
-            if name not in live:
-                path = naming.join(self.directory, naming.reader_name(self.name, name))
-                head, done = load_reader_file(self.fs, path)
-                backlogs.append(ReaderState(head, done).pending(max(tail, head)))
+        others = [name for name in self.reader_names() if name not in live]
+        backlogs += [disk_pending(self.fs, self.directory, self.name, name, tail) for name in others]
         if backlogs:
             return max(backlogs)
         return 0 if earliest is None else tail - earliest + 1

@@ -17,6 +17,7 @@ import datetime
 import logging
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -75,6 +76,19 @@ class Item:
         return None if self.expire_time_ms is None else datetime_from_ms(self.expire_time_ms)
 
     @property
+    def add_time(self) -> int:
+        """Deprecated: milliseconds since the epoch; use ``add_time_ms`` (or ``added_at``)."""
+        warnings.warn("Item.add_time is deprecated: use add_time_ms or added_at", DeprecationWarning, stacklevel=2)
+        return self.add_time_ms
+
+    @property
+    def expire_time(self) -> int | None:
+        """Deprecated: milliseconds since the epoch; use ``expire_time_ms`` (or ``expires_at``)."""
+        message = "Item.expire_time is deprecated: use expire_time_ms or expires_at"
+        warnings.warn(message, DeprecationWarning, stacklevel=2)
+        return self.expire_time_ms
+
+    @property
     def add_timestamp(self) -> float:
         return self.add_time_ms / 1000
 
@@ -97,6 +111,10 @@ def item_class(serializer: Serializer | None) -> type[Item]:
         @property
         def value(self) -> Any:
             return loads(self.data)
+
+        def __reduce__(self) -> tuple[type[Item], tuple[int, bytes, int, int | None, int]]:
+            # Pickled as a plain Item (its class is local to this reader).
+            return Item, (self.id, self.data, self.add_time_ms, self.expire_time_ms, self.error_count)
 
     DecodedItem.__qualname__ = DecodedItem.__name__ = "Item"
     return DecodedItem

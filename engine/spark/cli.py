@@ -11,20 +11,42 @@ from engine.terminal import terminal_console
 console = terminal_console()
 
 
+def _one_line(command: str, exc: Exception, log_path: str) -> int:
+    """Spark's errors carry long Java and Python stack traces: one line, and where the rest is."""
+    from engine.spark.pipeline import first_line
+
+    console.print(f"engine {command}: error: {first_line(exc)}", markup=False, highlight=False)
+    console.print(f"(the whole trace: run again with --verbose; Spark's log: {log_path})",
+                  markup=False, highlight=False)
+    return 1
+
+
 def _cmd_pipeline(args: argparse.Namespace) -> int:
-    from engine.spark.pipeline import print_summary, run_pipeline
-    from engine.spark.session import build_session
+    from engine.errors import EngineError
+    from engine.fs import make_dirs, resolve
+    from engine.spark.demo import run_spark_phase, start_spark
+    from engine.spark.pipeline import print_summary
 
     # Absolute on the driver: executors elsewhere resolve paths from their own directory.
     data_dir, out_dir = os.path.abspath(args.data_dir), os.path.abspath(args.out)
     if not os.path.isdir(data_dir):
         console.print(f"engine pipeline: {data_dir}: not a directory")
         return 2
-    spark = build_session(args.master, "engine-pipeline", quiet=not args.verbose, ship=args.ship_package)
+    make_dirs(resolve(None), out_dir)
+    log_path = os.path.join(out_dir, "spark.log")
     try:
-        summary = run_pipeline(spark, data_dir, out_dir, chart=not args.no_chart)
-    finally:
-        spark.stop()
+        spark = start_spark(args.master, "engine-pipeline", console, log_path=None if args.verbose else log_path,
+                            ship=args.ship_package)
+        try:
+            summary = run_spark_phase(spark, data_dir, out_dir, console, chart=not args.no_chart)
+        finally:
+            spark.stop()
+    except (EngineError, KeyboardInterrupt):
+        raise  # engine's own errors are one line already
+    except Exception as exc:
+        if args.verbose:
+            raise
+        return _one_line("pipeline", exc, log_path)
     print_summary(summary, console)
     console.print(f"summary: {summary.parquet}")
     if summary.chart:
@@ -35,7 +57,6 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from engine.errors import EngineError
     from engine.spark.demo import run_demo
-    from engine.spark.pipeline import first_line
 
     try:
         summary = run_demo(args.dir, args.out, args.master, args.scale, console, force=args.force,
@@ -45,12 +66,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     except Exception as exc:
         if args.verbose:
             raise
-        # Spark's errors carry long Java and Python stack traces: one line here.
-        console.print(f"engine demo: error: {first_line(exc)}", markup=False, highlight=False)
-        console.print(f"(the whole trace: run again with --verbose; Spark's log: "
-                      f"{os.path.join(os.path.abspath(args.dir), 'spark.log')}; running again reuses "
-                      f"{args.dir})", markup=False, highlight=False)
-        return 1
+        status = _one_line("demo", exc, os.path.join(os.path.abspath(args.dir), "spark.log"))
+        console.print(f"(running it again reuses {args.dir})", markup=False, highlight=False)
+        return status
     return 1 if summary.errors else 0
 
 
@@ -80,7 +98,9 @@ def register(subparsers: Any) -> None:
                    help="send the engine package to a cluster's executors: auto (default: only when they "
                    "cannot import it), always, never (fail at once when they cannot)")
     p.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
-    p.add_argument("--verbose", action="store_true", help="keep Spark's own log output")
+    p.add_argument("--verbose", action="store_true",
+                   help="show Spark's start-up output, log and stack traces (default: one line per error; "
+                   "Spark's log in OUT_DIR/spark.log)")
     p.set_defaults(func=_cmd_pipeline)
 
     d = subparsers.add_parser(

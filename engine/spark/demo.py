@@ -373,13 +373,27 @@ def _stderr_to(path: str | None) -> Iterator[None]:
         os.close(saved)
 
 
-def run_spark_phase(spark: Any, root: str, out: str, console: Console) -> Any:
+def start_spark(master: str | None, app_name: str, console: Console, *, log_path: str | None,
+                ship: str | None = None) -> Any:
+    """A session (:func:`engine.spark.session.build_session`) started behind a
+    spinner; the JVM's output goes to ``log_path`` (``None``: the terminal,
+    with Spark's log level left as is)."""
+    from engine.spark.session import build_session
+
+    with _spark_progress(console) as progress:
+        progress.add_task("Spark: starting (a JVM; about 20 s)")
+        with _stderr_to(log_path):
+            return build_session(master, app_name, quiet=log_path is not None, ship=ship)
+
+
+def run_spark_phase(spark: Any, root: str, out: str, console: Console, *, chart: bool = True) -> Any:
     """Run the pipeline over ``root`` into ``out`` with a spinner saying what it does."""
     from engine.spark.pipeline import run_pipeline
 
     with _spark_progress(console) as progress:
         task = progress.add_task("Spark: starting the job")
-        return run_pipeline(spark, root, out, step=lambda what: progress.update(task, description=f"Spark: {what}"))
+        return run_pipeline(spark, root, out, chart=chart,
+                            step=lambda what: progress.update(task, description=f"Spark: {what}"))
 
 
 def _spark_progress(console: Console) -> Progress:
@@ -395,7 +409,6 @@ def run_demo(root: str, out: str | None, master: str | None, scale: int, console
     A failure leaves ``root`` marked unfinished, so a rerun reuses it.
     """
     from engine.spark.pipeline import print_summary
-    from engine.spark.session import build_session
 
     check_requirements()
     root = os.path.abspath(root)
@@ -403,10 +416,7 @@ def run_demo(root: str, out: str | None, master: str | None, scale: int, console
     console.print(f"created demo data in {root}: {', '.join(made)}")
     mark_unfinished(root)
     log_path = None if verbose else os.path.join(root, "spark.log")
-    with _spark_progress(console) as progress:
-        progress.add_task("Spark: starting (a JVM; about 20 s)")
-        with _stderr_to(log_path):
-            spark = build_session(master, "engine-demo", quiet=not verbose)
+    spark = start_spark(master, "engine-demo", console, log_path=log_path)
     try:
         summary = run_spark_phase(spark, root, out or os.path.join(root, "out"), console)
     finally:

@@ -79,3 +79,17 @@ def test_damaged_files_give_typed_errors(store_path: str, capsys: pytest.Capture
     assert main(["verify", store_path]) == 2
     err = flat(capsys.readouterr().err)
     assert "FAILED" in err and "-journal at offset 45" in err
+
+
+def test_dump_never_prints_a_damaged_page(tmp_path: os.PathLike[str], capsys: pytest.CaptureFixture[str]) -> None:
+    path = os.path.join(str(tmp_path), "d.db")
+    with PageStore.open(path, page_size=512) as store:
+        with store.transaction() as tx:
+            tx.write(tx.allocate(), 0, b"A" * 512)
+    with open(path, "r+b") as f:
+        f.seek(512)
+        f.write(b"B")  # inside the first 16 bytes the listing shows
+    for argv in (["pages", "dump", path], ["pages", "dump", path, "1"]):
+        assert main(argv) != 0
+        captured = capsys.readouterr()
+        assert "42 41 41" not in captured.out and "offset 512" in flat(captured.err)

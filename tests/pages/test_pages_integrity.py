@@ -88,6 +88,21 @@ def test_a_journal_that_is_a_broken_link_is_a_typed_error(tmp_path: Path, link: 
         assert info.value.path == jpath
 
 
+def test_a_checksum_file_that_is_a_broken_link_is_a_typed_error(tmp_path: Path) -> None:
+    path = str(tmp_path / "s.db")
+    with PageStore.open(path, page_size=512) as store:
+        with store.transaction() as tx:
+            tx.write(tx.allocate(), 0, b"x")
+    spath = path + "-sums"
+    os.unlink(spath)
+    os.symlink("s.db-sums", spath)
+    with pytest.raises(CorruptFileError, match="link") as info:
+        PageStore.open(path)
+    assert info.value.path == spath
+    with PageStore.open(path, readonly=True) as reader, pytest.raises(CorruptFileError, match="link"):
+        reader.read(1)  # never unchecked data
+
+
 def test_a_deleted_store_file_is_not_recreated_over_its_journal(tmp_path: Path) -> None:
     path, _ = _crashed_copy(tmp_path, with_journal=True)
     os.unlink(path)
@@ -155,3 +170,68 @@ def test_verify_and_reader_messages_say_what_is_true(tmp_path: Path) -> None:
             with pytest.raises(PageError, match="not in the store file, which holds no pages yet") as info:
                 reader.read(1)
             assert "never allocated" not in str(info.value) and "next checkpoint" in str(info.value)
+
+
+def test_verify_fails_when_the_checksums_file_header_is_damaged(tmp_path: Path) -> None:
+    """No page is checked then: not a pass (the writer's open rebuilds the file)."""
+    path = str(tmp_path / "s.db")
+    with PageStore.open(path, page_size=512) as store:
+        with store.transaction() as tx:
+            tx.write(tx.allocate(), 0, b"x")
+    with open(path + "-sums", "r+b") as f:
+        f.seek(3)
+        f.write(b"?")
+    with pytest.raises(CorruptFileError) as info:
+        verify_files(OsFileSystem(), path)
+    assert info.value.path == path + "-sums" and info.value.offset == 0
+    with PageStore.open(path, readonly=True) as reader, pytest.raises(CorruptFileError):
+        reader.verify()
+    with PageStore.open(path) as store:
+        assert store.recovery.of("rebuilt")
+        store.verify()
+
+
+def test_in_every_crash_state_a_clear_flag_means_the_store_file_has_every_commit() -> None:
+    """The invariant behind JOURNAL_LIVE: delete the journal from any crash image;
+    the open either refuses (flag set) or finds every acknowledged commit."""
+    sim = SimFS()
+    make_dirs(sim, "/db")
+    store = PageStore.open("/db/s", page_size=512, checkpoint_bytes=1500, fs=sim)
+    for i in range(1, 7):
+        with store.transaction() as tx:
+            page = tx.allocate() if i == 1 else 1
+            tx.write(page, 0, bytes([i]) * 100)
+        sim.mark(i)
+    store.close()
+    sim.mark("closed")
+    refused = opened = 0
+    for state in sim.crash_states(limit=300, seed=5):
+        acked = [m for m in state.marks if isinstance(m, int)]
+        files = dict(state.files)
+        if not acked or "/db/s" not in files:
+            continue
+        files.pop("/db/s-journal", None)
+        fs = SimFS.from_image(files, state.dirs)
+        try:
+            reopened = PageStore.open("/db/s", fs=fs)
+        except CorruptFileError as exc:
+            assert exc.path == "/db/s-journal", state.describe()
+            refused += 1
+            continue
+        with reopened:
+            got = reopened.read(1)[:100] if reopened.page_count else b""
+            # the last acknowledged commit, or the one in flight at the crash
+            assert got in (bytes([acked[-1]]) * 100, bytes([acked[-1] + 1]) * 100), state.describe()
+        opened += 1
+    assert refused and opened
+
+
+def test_a_close_with_nothing_to_write_clears_the_flag_too(tmp_path: Path) -> None:
+    path = str(tmp_path / "s.db")
+    PageStore.open(path, page_size=512).close()
+    with PageStore.open(path) as store:
+        with store.transaction() as tx:
+            tx.allocate()
+        store.checkpoint()
+    with open(path, "rb") as f:
+        assert store_codec.decode_header(f.read(40)).flags == 0

@@ -187,3 +187,15 @@ def test_a_queue_left_open_at_exit_is_closed_cleanly(tmp_path: Path) -> None:
         assert not q.recovery.repaired, q.recovery.summary()
         assert q.tail_id == 3 and q.reader_names() == ["local", "remote"]
         assert [r.head for r in (q.reader("local"), q.reader("remote"))] == [1, 1] and len(q) == 2
+
+
+def test_the_old_millisecond_names_still_work_with_a_deprecation_warning() -> None:
+    q = sim_queue()
+    q.put(b"x", expire_at=1_700_000_100)
+    item = q.reader().get(0)
+    assert item is not None
+    with pytest.warns(DeprecationWarning, match="use add_time_ms"):
+        assert item.add_time == item.add_time_ms == 1_700_000_000_000
+    with pytest.warns(DeprecationWarning, match="use expire_time_ms"):
+        assert item.expire_time == 1_700_000_100_000
+    q.close()

@@ -35,6 +35,12 @@ KNOWN: dict[tuple[str, str], dict[str, str]] = {
         "when the store file or its journal is deleted or a symlink loop",
         r"silent wrong data via engine pages dump": "engine pages dump prints page bytes without checking the "
         "page checksums",
+        r"silent wrong data via spark PagesReader": "the Spark pages source reads a zeroed range of the store "
+        "file back silently, where PageStore.open and open_reader raise CorruptFileError",
+    },
+    ("applog", "damage"): {
+        r"silent wrong data via (spark )?LogReader": "LogReader reads an .idx file cut to its first bytes back "
+        "silently different, where AppendLog.open rebuilds the index",
     },
     ("pages", "paths"): {
         r"traceback via engine pages (dump|journal|stats)": "engine pages dump/journal/stats print a traceback "
