@@ -108,6 +108,8 @@ def _probe(adapter: StoreAdapter, tally: Tally, seed: int, workdir: str, rel: st
             outcome = "identical"  # exit 0 on an empty store is fine: nothing to compare
         results.append(("engine " + " ".join(shown_arg(c) for c in command), outcome, detail))
         tally.cli_runs += 1
+    if not results:
+        return  # a store with no read paths or commands listed (a calibration toy)
     kind = f"path: {label.split(' at ')[0]}"
     tally.damaged += 1
     worst = min((o for _n, o, _d in results), key=_SEVERITY.index)

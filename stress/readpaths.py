@@ -46,7 +46,7 @@ def _spark_rows(source: str, options: dict[str, str]) -> list[tuple[Any, ...]]:
     module_name, cls_name, schema_name = source.split(":")
     module = importlib.import_module(f"engine.spark.{module_name}")
     schemas = importlib.import_module("engine.spark.schemas")
-    schema = getattr(schemas, schema_name)
+    schema = getattr(module, schema_name, None) or getattr(schemas, schema_name)
     reader = getattr(module, cls_name)(options, schema)
     rows: list[tuple[Any, ...]] = []
     for part in reader.partitions():
@@ -165,6 +165,21 @@ def _events_writer(fs: FileSystem, root: str) -> Any:
         journal.close()
 
 
+# -- kv ------------------------------------------------------------------------------------
+
+
+def _kv_writer(fs: FileSystem, root: str) -> Any:
+    from stress.stores.kv import read_store
+
+    return read_store(fs, root)
+
+
+def _kv_reader(fs: FileSystem, root: str) -> Any:
+    from stress.stores.kv import read_store
+
+    return read_store(fs, root, readonly=True)
+
+
 def _spark(source: str, sub: str = "") -> ReadPath:
     def read(fs: FileSystem, root: str) -> Any:
         return _spark_rows(source, {"path": root + sub})
@@ -198,6 +213,11 @@ READ_PATHS: dict[str, dict[str, ReadPath]] = {
         "EventJournal.open_read_only": _events_reader,
         "EventJournal.open": _events_writer,
         "spark EventsReader": _spark("eventsource:EventsReader:EVENTS_SCHEMA"),
+    },
+    "kv": {
+        "KV.open (read-only)": _kv_reader,
+        "KV.open": _kv_writer,
+        "spark KVSourceReader": _spark("kvsource:KVSourceReader:KV_SCHEMA", "/store.kv"),
     },
 }
 
@@ -239,6 +259,12 @@ CLI_COMMANDS: dict[str, list[list[str]]] = {
         ["events", "replay", "{root}", "alpha"],
         ["events", "replay", "{root}", "beta"],
     ],
+    "kv": [
+        ["inspect", "{root}/store.kv"],
+        ["verify", "{root}/store.kv"],
+        ["kv", "stats", "{root}/store.kv"],
+        ["kv", "scan", "{root}/store.kv"],
+    ],
 }
 
 
@@ -268,6 +294,8 @@ COVERAGE: dict[str, Coverage] = {
         },
     ),
     "events": Coverage(covered=(r"data", r"meta", r"data\.crc", r"meta\.crc"), uncovered_why={}),
+    # B+trees in a page store: the page store's per-page sums and journal CRCs.
+    "kv": Coverage(covered=(r"store\.kv", r"store\.kv-journal", r"store\.kv-sums"), uncovered_why={}),
 }
 
 

@@ -90,8 +90,15 @@ def test_spark_errors_are_one_line_unless_verbose(tmp_path: Any, monkeypatch: py
     out = capsys.readouterr().out
     assert "engine demo: error: : org.apache.spark.SparkException: Job aborted due to stage failure: disk gone" in out
     assert "at org.apache" not in out and "--verbose" in out
+    assert "running it again reuses" in out
     with pytest.raises(RuntimeError):
         main(["demo", str(tmp_path / "d"), "--verbose"])
+    # engine pipeline: the same.
+    monkeypatch.setattr(demo, "start_spark", failing)
+    assert main(["pipeline", str(tmp_path), "--out", str(tmp_path / "out")]) == 1
+    out = capsys.readouterr().out
+    assert "engine pipeline: error: : org.apache.spark.SparkException: Job aborted" in out
+    assert "at org.apache" not in out and os.path.join(str(tmp_path), "out", "spark.log") in out
 
 
 def test_spark_phase_and_chart(spark: Any, tmp_path: Any) -> None:
@@ -121,7 +128,8 @@ def test_spark_phase_spinner_follows_the_steps(monkeypatch: pytest.MonkeyPatch) 
 
     seen: list[str] = []
 
-    def fake(spark: Any, root: str, out: str, *, step: Any) -> str:
+    def fake(spark: Any, root: str, out: str, *, chart: bool, step: Any) -> str:
+        assert chart
         for what in ("reading 2 append logs", "writing summary.parquet"):
             step(what)
             seen.append(what)
