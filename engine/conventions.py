@@ -27,6 +27,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import os
 import pickle
 import warnings
 import weakref
@@ -221,15 +222,23 @@ def warn_unclosed(owner: object, close: Callable[[], object], what: str) -> weak
     Call the returned finalizer's ``detach()`` from the owner's own ``close()``.
     ``close`` must not refer to ``owner`` if the owner is to be collectable (a
     bound method keeps it alive until exit, where it is still closed cleanly);
-    errors from ``close`` at that point are reported as warnings, never raised.
+    errors from ``close`` at that point are a second ResourceWarning, never raised.
+    A forked child that exits through ``atexit`` does not close its parent's
+    objects (that would write the parent's files twice).
     """
 
+    pid = os.getpid()
+
     def finish() -> None:
+        if os.getpid() != pid:
+            return  # a forked child exiting: the object is its parent's to close
         warnings.warn(f"unclosed {what}: closing it now (use close() or a with block)", ResourceWarning, stacklevel=1)
         try:
             close()
         except Exception as exc:
-            warnings.warn(f"closing {what} on exit failed: {exc!r}", RuntimeWarning, stacklevel=1)
+            # A ResourceWarning too (hidden by default, as the first one): a store
+            # that failed (poisoned, say) and was never closed fails to close here.
+            warnings.warn(f"closing {what} on exit failed: {exc!r}", ResourceWarning, stacklevel=1)
 
     return weakref.finalize(owner, finish)
 

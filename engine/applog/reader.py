@@ -40,11 +40,12 @@ from engine.applog.codec import (
     parse_segment_name,
     record_crc,
 )
+from engine.applog.log import LOCK_FILE
 from engine.applog.recovery import Mismatch, scan_sealed
 from engine.applog.segment import Segment, crc_path, idx_path, log_path
 from engine.applog.view import START_FILE, LogView, parse_start, read_headers
 from engine.errors import CorruptFileError, FormatError
-from engine.fs import FileHandle, FileSystem, OpenMode, RecoveryReport, as_path, resolve
+from engine.fs import FileHandle, FileSystem, OpenMode, RecoveryReport, as_path, probe_lock, resolve
 
 log = logging.getLogger("engine.applog")
 
@@ -69,6 +70,7 @@ class LogReader(LogView):
         #: (``dropped`` index entries) and logged once on ``engine.applog``.
         self.recovery = RecoveryReport(self.directory)
         self._hidden: dict[int, tuple[int, int]] = {}  # base -> (kept, entries) reported
+        self._hidden_log: dict[int, tuple[int, int]] = {}  # base -> (shown end, log size) reported
 
     @classmethod
     def open(cls, directory: str, *, fs: FileSystem | None = None) -> LogReader:
@@ -257,6 +259,13 @@ class LogReader(LogView):
         )
 
     def _update_count(self, seg: Segment) -> None:
+        """Bring the newest segment's visible count up to date: the entries at
+        the index's end that agree with the log (see the module docstring), then
+        :meth:`_check_unindexed` for records the log holds past them."""
+        self._count_entries(seg)
+        self._check_unindexed(seg)
+
+    def _count_entries(self, seg: Segment) -> None:
         if seg.idx is None:
             try:
                 seg.idx = self._fs.open(seg.idx_path, OpenMode.READ)
@@ -302,6 +311,44 @@ class LogReader(LogView):
         if floor == 0:
             self._report_hidden(seg, 0, n)
             seg.count, seg.log_size, seg.first_time, seg.last_time = 0, HEADER_SIZE, None, None
+
+    def _check_unindexed(self, seg: Segment) -> None:
+        """Never hide records of the newest segment silently.  The writer creates
+        the index (header included) before it writes any record, so an index
+        that is missing or shorter than its header while the log holds a record
+        is damage: CorruptFileError naming the index (the writer's next open
+        rebuilds it from the log).  A whole record past the last one shown, while
+        no writer holds the log's lock (a live writer writes a record before its
+        entry), is a torn tail or a cut index: reported in ``recovery``
+        (``dropped`` log bytes) and logged once, not shown."""
+        shown = seg.log_size if seg.idx is not None and seg.count else HEADER_SIZE
+        log_size = seg.log.size()
+        if log_size < shown + RECORD_HEADER_SIZE:
+            return
+        head = seg.log.read_at(shown, RECORD_HEADER_SIZE)
+        if len(head) < RECORD_HEADER_SIZE:
+            return
+        size = RECORD_HEADER.unpack(head)[0]
+        if size == 0 or shown + RECORD_HEADER_SIZE + size > log_size:
+            return  # the zero-filled tail the original LOG/IDX writer leaves, or a record being written
+        idx_size = seg.idx.size() if seg.idx is not None else -1
+        if idx_size < HEADER_SIZE:
+            found = "no file" if idx_size < 0 else f"{idx_size} bytes (truncated file)"
+            raise CorruptFileError(
+                seg.idx_path, max(idx_size, 0),
+                f"a 16-byte IDX header (the log {seg.log_path} holds records; the writer's next open rebuilds it)",
+                found,
+            )
+        if self._hidden_log.get(seg.base) == (shown, log_size) or probe_lock(
+            self._fs, f"{self.directory}/{LOCK_FILE}"
+        ):
+            return
+        self._hidden_log[seg.base] = (shown, log_size)
+        detail = (f"the newest segment's log holds {log_size - shown} bytes of records past the {seg.count} "
+                  f"shown without index entries in {seg.idx_path}: "
+                  "a torn tail or a cut index (the writer's next open cuts or re-indexes them); not shown")
+        self.recovery.add("dropped", seg.log_path, log_size - shown, "bytes", offset=shown, detail=detail)
+        log.warning("%s: %s", seg.log_path, detail)
 
     def _report_hidden(self, seg: Segment, kept: int, n: int) -> None:
         """Report whole index entries at the newest segment's end that do not agree

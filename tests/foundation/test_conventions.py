@@ -144,6 +144,20 @@ def test_a_failing_close_becomes_a_warning() -> None:
 
     owner = Owner()
     warn_unclosed(owner, boom, "thing")
-    with pytest.warns(ResourceWarning), pytest.warns(RuntimeWarning, match="closing thing on exit failed"):
+    with pytest.warns(ResourceWarning, match="closing thing on exit failed"):
         del owner
         gc.collect()
+
+
+def test_a_forked_child_does_not_close_its_parents_objects() -> None:
+    import os
+
+    log: list[str] = []
+    res = Resource(log)
+    pid = os.fork()
+    if pid == 0:  # the child: run the finalizer as interpreter exit would
+        res.finalizer()
+        os._exit(0 if log == [] else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    res.close()
