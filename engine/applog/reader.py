@@ -213,6 +213,13 @@ class LogReader(LogView):
             return
         if seg.idx is None:
             seg.idx = self._fs.open(seg.idx_path, OpenMode.READ)
+        if seg.crc is None:
+            # First seen before its .crc file was created (the writer creates it
+            # before the index), and sealed since: look again.
+            try:
+                seg.crc = self._fs.open(seg.crc_path, OpenMode.READ)
+            except FileNotFoundError:
+                pass  # the original LOG/IDX writer's segment
         idx_size = seg.idx.size()
         log_size = seg.log.size()
         if idx_size >= HEADER_SIZE:
@@ -331,6 +338,16 @@ class LogReader(LogView):
         size = RECORD_HEADER.unpack(head)[0]
         if size == 0 or shown + RECORD_HEADER_SIZE + size > log_size:
             return  # the zero-filled tail the original LOG/IDX writer leaves, or a record being written
+        if seg.idx is None:
+            # Looked for before the log was read: the writer may have created it
+            # (and written records) since.  Count again; the next refresh checks.
+            try:
+                seg.idx = self._fs.open(seg.idx_path, OpenMode.READ)
+            except FileNotFoundError:
+                pass
+            else:
+                self._count_entries(seg)
+                return
         idx_size = seg.idx.size() if seg.idx is not None else -1
         if idx_size < HEADER_SIZE:
             found = "no file" if idx_size < 0 else f"{idx_size} bytes (truncated file)"

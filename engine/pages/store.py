@@ -5,7 +5,9 @@ Files: the store (``path``, ENGPAGES, ``docs/formats/pagestore.md``), its journa
 (``path + "-sums"``, :mod:`engine.pages.sums`).  This module is the writer; readers
 in other processes use :class:`~engine.pages.reader.PageReader`
 (``PageStore.open(path, readonly=True)``), transactions live in
-:mod:`engine.pages.transaction`.
+:mod:`engine.pages.transaction`, the open's recovery and the header's
+JOURNAL_LIVE flag (set before the first commit, cleared at a clean close, so a
+store whose journal went missing is refused) in :mod:`engine.pages.writeropen`.
 
 Commit protocol (one sync per commit):
 
@@ -63,15 +65,16 @@ from engine.fs import (
 )
 from engine.pages import codec, store_codec
 from engine.pages.cache import PageCache
-from engine.pages.journal import Journal, JournalScan, journal_path, scan
+from engine.pages.journal import Journal, journal_path, scan
 from engine.pages.reader import PageReader
-from engine.pages.recovery import StoreState, check_ops, redo, undo, walk_free_list
+from engine.pages.recovery import walk_free_list
 from engine.pages.store_codec import StoreHeader
 from engine.pages.storefile import (
     check_live,
     check_store_size,
     create_store_file,
     file_present,
+    header_says_journal_live,
     interrupted_creation,
     journal_present,
     lock_path,
@@ -85,6 +88,7 @@ from engine.pages.storefile import (
 from engine.pages.sums import PageSums, sums_path
 from engine.pages.transaction import Image, Transaction, TransactionDelta
 from engine.pages.upkeep import shrink_store, verify_store
+from engine.pages.writeropen import clear_journal_live, mark_journal_live, recover_into_store
 
 log = logging.getLogger("engine.pages")
 
@@ -342,7 +346,7 @@ class PageStore:
             with fs.open(jpath, OpenMode.READ) as orphan:
                 held = len(scan(jpath, orphan.read_all()).txs)
             raise orphan_journal_error(path, jpath, held)
-        if not missing and not has_journal and _header_says_journal_live(fs, path):
+        if not missing and not has_journal and header_says_journal_live(fs, path):
             raise missing_journal_error(path, jpath)
         if missing or interrupted_creation(fs, path, jpath):
             if not create:
@@ -398,10 +402,10 @@ class PageStore:
             )
             try:
                 store._sums = PageSums.open(fs, path, header.page_size, header.page_count, store._raw_page, report)
-                store._recover(state)
+                recover_into_store(store, state)
                 store._sums.fill_missing(store._header.page_count, store._raw_page, report)
                 store._load_free_list()
-                store._mark_journal_live()
+                mark_journal_live(store)
             except DiskFullError as exc:
                 raise DiskFullError(exc.path, exc.errno or errno.ENOSPC, f"recovery of {path}") from exc
         except BaseException:
@@ -411,114 +415,6 @@ class PageStore:
                 store._sums.close()
             raise
         return store
-
-    def _recover(self, state: JournalScan) -> None:
-        """Cut an unfinished tail, redo/undo what the store lacks, reset the journal."""
-        journal = self._journal
-        rep = self.recovery
-        jpath = self.journal_path
-        if state.needs_repair:
-            detail = "; ".join(state.notes)
-            if state.cut_bytes:
-                rep.cut(jpath, state.size, state.cut_bytes, detail)
-            elif state.cut:
-                rep.add("reset", jpath, 1, "links", offset=state.clear_next_at or 0, detail=detail)
-            if (state.first, state.last) != (state.header.first, state.header.last):
-                rep.add(
-                    "reset",
-                    jpath,
-                    1,
-                    "headers",
-                    offset=0,
-                    detail=f"first/last {state.header.first}/{state.header.last} -> {state.first}/{state.last}",
-                )
-            journal.repair(state)
-        h = self._header
-        if not state.txs:
-            if h.flags & store_codec.FLUSHING:
-                # A flush mark with nothing to replay: the pages it covered were all
-                # journaled and applied before; only the mark is left to clear.
-                self._header = self._disk_header = StoreHeader(
-                    h.page_size, h.page_count, h.free_head, flags=h.flags & ~store_codec.FLUSHING
-                )
-                self._handle.write_at(0, store_codec.encode_header(self._header))
-                self._sync_store("recover")
-                rep.add("reset", self.path, 1, "flags", offset=0, detail="flush mark of an interrupted flush")
-            return
-        replay = StoreState(h.page_size, h.page_count, h.free_head)
-        redone = undone = 0
-        lock_handle(self._handle, exclusive=True, wait=None, what="store file lock")
-        try:
-            for tx in state.txs:
-                if tx.applied:
-                    # Already in the synced store; keep the count of appended pages right for checks.
-                    check_ops(jpath, tx, replay)
-                elif tx.rolled_back:
-                    undo(self._handle, jpath, tx, replay)
-                    undone += 1
-                else:
-                    redo(self._handle, jpath, tx, replay)
-                    redone += 1
-            if redone or undone or h.flags & store_codec.FLUSHING:
-                self._header = StoreHeader(
-                    h.page_size, replay.page_count, replay.free_head, flags=h.flags & ~store_codec.FLUSHING
-                )
-                self._disk_header = self._header
-                self._handle.write_at(0, store_codec.encode_header(self._header))
-                self._sync_store("recover")
-                # Checksums of every page the replayed transactions touched, from the
-                # pages as they now are (a crash may have torn their entries too).
-                assert self._sums is not None
-                touched = {
-                    off // h.page_size
-                    for tx in state.txs
-                    if not tx.applied
-                    for op in tx.ops
-                    for off in codec.op_page_offsets(op)
-                }
-                self._sums.truncate_to(replay.page_count)
-                self._sums.recompute(sorted(p for p in touched if p <= replay.page_count), self._raw_page)
-                self._sums.sync("recover")
-        finally:
-            self._handle.unlock()
-        rep.add("redone", jpath, redone, "transactions")
-        rep.add("undone", jpath, undone, "transactions")
-        journal.reset()
-        journal.sync_reset()  # at rest: the JRNL picture of an empty journal
-
-    def _mark_journal_live(self) -> None:
-        """Set the header's JOURNAL_LIVE flag, synced, before the first commit: from
-        now until a clean close the latest commits may be only in the journal, and
-        an open that finds the flag but no journal refuses instead of losing them."""
-        h = self._header
-        if h.flags & store_codec.JOURNAL_LIVE:
-            return
-        live = StoreHeader(h.page_size, h.page_count, h.free_head, flags=h.flags | store_codec.JOURNAL_LIVE)
-        lock_handle(self._handle, exclusive=True, wait=None, what="store file lock")
-        try:
-            self._handle.write_at(0, store_codec.encode_header(live))
-            self._sync_store("open")
-        finally:
-            self._handle.unlock()
-        self._header = self._disk_header = live
-
-    def _clear_journal_live(self) -> None:
-        """At a clean close, after the checkpoint that applied every commit: the
-        store file alone is the whole store again (clear the flag, synced)."""
-        h = self._header
-        if not self._disk_header.flags & store_codec.JOURNAL_LIVE or self._dirty or not self._journal.empty:
-            return
-        clean = StoreHeader(h.page_size, h.page_count, h.free_head, flags=h.flags & ~store_codec.JOURNAL_LIVE)
-        try:
-            lock_handle(self._handle, exclusive=True, wait=self.reader_wait, what="store file lock")
-        except LockedError:
-            return  # the flag stays: harmless, the journal is there and at rest
-        try:
-            self._handle.write_at(0, store_codec.encode_header(clean))
-            self._sync_store("close")
-        finally:
-            self._handle.unlock()
-        self._header = self._disk_header = clean
 
     def _load_free_list(self) -> None:
         check_store_size(self.path, self._header, self._handle.size())
@@ -843,7 +739,7 @@ class PageStore:
                 if healthy and (sums is None or not sums.handle.poisoned):
                     try:
                         self._checkpoint_durably(final=True)
-                        self._clear_journal_live()  # if the checkpoint had nothing to write
+                        clear_journal_live(self)  # if the checkpoint had nothing to write
                     except LockedError as exc:
                         # A reader's snapshot outlasted reader_wait: the journal keeps
                         # every commit and the next writable open redoes them.
@@ -865,15 +761,3 @@ class PageStore:
 
     def __repr__(self) -> str:
         return f"<PageStore {self.path!r} writer page_size={self.page_size}>"
-
-
-def _header_says_journal_live(fs: FileSystem, path: str) -> bool:
-    """Whether the store file's header has JOURNAL_LIVE set (a writer may have left
-    commits only in the journal); False for a header that does not decode (the
-    open's own header check reports that)."""
-    with fs.open(path, OpenMode.READ) as handle:
-        try:
-            header = store_codec.decode_header(handle.read_at(0, store_codec.HEADER_SIZE))
-        except ValueError:
-            return False
-    return bool(header.flags & store_codec.JOURNAL_LIVE)

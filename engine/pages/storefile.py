@@ -228,3 +228,15 @@ def take_journal_lock(jhandle: FileHandle, jpath: str, seconds: float) -> None:
         lock_handle(jhandle, exclusive=True, wait=seconds, what="journal lock")
     except LockedError as exc:
         raise LockedError(f"{jpath}: readers held a shared lock on the journal for over {seconds:g} s", jpath) from exc
+
+
+def header_says_journal_live(fs: FileSystem, path: str) -> bool:
+    """Whether the store file's header has JOURNAL_LIVE set (a writer may have left
+    commits only in the journal); False for a header that does not decode (the
+    open's own header check reports that)."""
+    with fs.open(path, OpenMode.READ) as handle:
+        try:
+            header = store_codec.decode_header(handle.read_at(0, store_codec.HEADER_SIZE))
+        except ValueError:
+            return False
+    return bool(header.flags & store_codec.JOURNAL_LIVE)

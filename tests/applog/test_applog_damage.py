@@ -230,3 +230,88 @@ def test_cli_on_a_symlink_loop_is_one_line_without_traceback(tmp_path: os.PathLi
         out = subprocess.run([sys.executable, "-m", "engine", "log", *argv], capture_output=True, text=True)
         assert out.returncode == 1, (argv, out.stderr)
         assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def _read_paths(d: str) -> dict[str, object]:
+    """What every LogReader read path returns (next_index, scan, get, between,
+    index_at_time, segments), and the reader's recovery report."""
+    with LogReader.open(d) as reader:
+        out: dict[str, object] = {"next": reader.next_index}
+        out["scan"] = [tuple(r) for r in reader.scan(reader.first_index, reader.next_index)]
+        got = []
+        for i in range(N):
+            try:
+                got.append(tuple(reader.get(i)))
+            except IndexError:
+                break
+        out["get"] = got
+        out["between"] = [tuple(r) for r in reader.between(0, 1 << 40)]
+        out["at_time"] = [reader.index_at_time(100 + k) for k in range(0, N, 7)]
+        out["segments"] = len(reader.segments())
+        out["repaired"] = reader.recovery.repaired
+    return out
+
+
+@pytest.mark.parametrize("base", [36, 28], ids=["newest", "sealed"])
+@pytest.mark.parametrize("length", range(0, 16 + 3))
+def test_index_cut_below_its_header_is_never_silent(
+    tmp_path: os.PathLike[str], caplog: pytest.LogCaptureFixture, base: int, length: int
+) -> None:
+    """The stress run (seed 2026112417): the newest segment's .idx cut to 14 or 15
+    bytes made LogReader show the log without that segment's records, no error,
+    no warning, while AppendLog.open rebuilds the index.  Cut to every length up
+    to the header plus two: each read path returns exactly the records written,
+    raises CorruptFileError naming the index, or (the newest segment only, header
+    whole) shows a prefix and reports the rest, with a warning."""
+    d = str(tmp_path)
+    clean = _make(d)
+    ipath = os.path.join(d, segment_name(base, ".idx"))
+    os.truncate(ipath, length)
+    with caplog.at_level(logging.WARNING, logger="engine.applog"):
+        try:
+            got = _read_paths(d)
+        except CorruptFileError as exc:
+            assert exc.path == ipath
+            assert exc.offset == (min(length, 16) if length < 16 or base == 36 else 16)
+            got = None
+    if got is not None:
+        assert base == 36 and length >= 16, "only a newest segment's whole header may show a prefix"
+        assert got["scan"] == got["get"] == got["between"] == clean[:base]
+        assert got["next"] == base and got["repaired"]
+        assert any(segment_name(base, ".log") in r.getMessage() for r in caplog.records)
+    with AppendLog.open(d) as log:  # the writer rebuilds the index from the log
+        assert [tuple(r) for r in log.scan()] == clean
+    assert _read_paths(d)["scan"] == clean
+
+
+def test_missing_newest_index_with_records_is_an_error_for_the_reader(tmp_path: os.PathLike[str]) -> None:
+    """The newest segment's index deleted while its log holds records: no live
+    writer leaves that (it creates the index before any record), so the reader
+    names the missing index rather than showing the log without them."""
+    d = str(tmp_path)
+    clean = _make(d)
+    ipath = os.path.join(d, segment_name(36, ".idx"))
+    os.remove(ipath)
+    with pytest.raises(CorruptFileError) as err:
+        _read_paths(d)
+    assert err.value.path == ipath
+    with AppendLog.open(d) as log:
+        assert [tuple(r) for r in log.scan()] == clean
+
+
+def test_reader_beside_a_live_writer_does_not_report_unindexed_records(
+    tmp_path: os.PathLike[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A record in the newest log without its entry is what a live writer shows
+    between writing the record and its entry: while the writer holds its lock the
+    reader shows the indexed records only, and reports nothing."""
+    d = str(tmp_path)
+    clean = _make(d)
+    with AppendLog.open(d) as log:
+        ipath = os.path.join(d, segment_name(36, ".idx"))
+        os.truncate(ipath, entry_offset(2))  # as if entries 38 and 39 were not written yet
+        with caplog.at_level(logging.WARNING, logger="engine.applog"), LogReader.open(d) as reader:
+            assert [tuple(r) for r in reader.scan(0, reader.next_index)] == clean[:38]
+            assert not reader.recovery.repaired
+        assert not caplog.records
+        assert log.next_index == N
