@@ -44,6 +44,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from engine.conventions import datetime_from_ms
 from engine.errors import ConfigError
 from engine.fs import FileSystem, resolve
 from engine.queue import checkpoint, codec, naming
@@ -170,13 +171,16 @@ class QueueReader(DataSourceReader):
             yield puts_to_batch(self.schema, partition.queue, partition.reader, buf)
 
 
-def _row(queue: str, reader: str, put: Any) -> tuple[Any, ...]:
-    import datetime as dt
+def _row(queue: str, reader: str, item: Any) -> tuple[Any, ...]:
+    """One row from a reader's item (``engine.queue.Item``)."""
+    return (queue, reader, item.id, item.added_at, item.expires_at, item.error_count, item.data)
 
-    utc = dt.UTC
-    add = dt.datetime.fromtimestamp(put.add_time / 1000, utc)
-    exp = None if put.expire_time is None else dt.datetime.fromtimestamp(put.expire_time / 1000, utc)
-    return (queue, reader, put.id if hasattr(put, "id") else put.xid, add, exp, put.error_count, put.data)
+
+def _put_row(queue: str, reader: str, put: Any) -> tuple[Any, ...]:
+    """One row from a journal's PUT record (``engine.queue.codec.Put``: times in ms)."""
+    add = datetime_from_ms(put.add_time)
+    exp = None if put.expire_time is None else datetime_from_ms(put.expire_time)
+    return (queue, reader, put.xid, add, exp, put.error_count, put.data)
 
 
 class QueueStreamReader(SimpleDataSourceStreamReader):
@@ -252,7 +256,7 @@ class QueueStreamReader(SimpleDataSourceStreamReader):
         fs = resolve(None)
         for put in pending_puts(fs, self.directory, self.queue, self.reader_name,
                                 int(start.get("id", 0)), int(end.get("id", 0))):
-            yield _row(self.queue, self.reader_name, put)
+            yield _put_row(self.queue, self.reader_name, put)
 
     def commit(self, end: dict[str, int]) -> None:
         upto = int(end.get("id", 0))
