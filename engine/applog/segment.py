@@ -168,9 +168,8 @@ class Segment:
             return b""
         return self.idx.read_at(start, n)
 
-    def load_cache(self) -> None:
-        """Keep the segment's record offsets in memory (8 bytes per record) so that
-        a lookup here reads only the log; the view decides which segments."""
+    def _all_entries(self) -> array[int]:
+        """Every index entry as native int64s (time, offset, ... three per entry)."""
         raw = self._idx_bytes(0, self.count * ENTRY_SIZE)
         if len(raw) < self.count * ENTRY_SIZE:
             raise CorruptFileError(self.idx_path, HEADER_SIZE, f"{self.count} index entries", f"{len(raw)} bytes")
@@ -178,6 +177,12 @@ class Segment:
         entries.frombytes(bytes(raw))
         if _BIG_ENDIAN:  # pragma: no cover
             entries.byteswap()
+        return entries
+
+    def load_cache(self) -> None:
+        """Keep the segment's record offsets in memory (8 bytes per record) so that
+        a lookup here reads only the log; the view decides which segments."""
+        entries = self._all_entries()
         crcs: array[int] | None = None
         if self.crc is not None:
             raw_crc = self.crc.read_at(crc_offset(0), self.count * CRC_SIZE)
@@ -290,13 +295,7 @@ class Segment:
 
     def _load_sparse(self) -> array[int]:
         """Every SPARSE-th entry's time, read from the index in one go."""
-        raw = self._idx_bytes(0, self.count * ENTRY_SIZE)
-        if len(raw) < self.count * ENTRY_SIZE:
-            raise CorruptFileError(self.idx_path, HEADER_SIZE, f"{self.count} index entries", f"{len(raw)} bytes")
-        entries = array("q")
-        entries.frombytes(bytes(raw))
-        if _BIG_ENDIAN:  # pragma: no cover
-            entries.byteswap()
+        entries = self._all_entries()
         self._sparse = entries[0 :: 3 * SPARSE]
         self._sparse_count = self.count
         return self._sparse

@@ -143,11 +143,7 @@ class KVReader(TreeAPI):
     def _get(self, name: bytes, key: bytes) -> bytes | None:
         self._check_open()
         with self._snap():
-            info = self._trees.get(name)
-            if info is None:
-                return None
-            found = trees.find(self, info, key)
-            return None if found is None else self.value(found)
+            return trees.get(self, self._trees.get(name), key)
 
     def _count(self, name: bytes) -> int:
         with self._snap():

@@ -197,11 +197,7 @@ class KVTransaction(TreeAPI):
     # -- the Backend protocol ------------------------------------------------------------------
     def _get(self, name: bytes, key: bytes) -> bytes | None:
         self._check()
-        info = self._trees.get(name)
-        if info is None:
-            return None
-        found = trees.find(self, info, key)
-        return None if found is None else self.value(found)
+        return trees.get(self, self._trees.get(name), key)
 
     def _count(self, name: bytes) -> int:
         info = self._trees.get(name)
@@ -444,11 +440,7 @@ class KV(TreeAPI):
     def _get(self, name: bytes, key: bytes) -> bytes | None:
         with self._lock:
             self._check_open()
-            info = self._trees.get(name)
-            if info is None:
-                return None
-            found = trees.find(self, info, key)
-            return None if found is None else self.value(found)
+            return trees.get(self, self._trees.get(name), key)
 
     def _count(self, name: bytes) -> int:
         with self._lock:

@@ -94,8 +94,12 @@ def checked(src: Source, page: int, level: int, lo: bytes | None, hi: bytes | No
     return node
 
 
-def find(src: Source, tree: TreeInfo, key: bytes) -> Value | None:
-    """The value stored under ``key`` (None if there is none)."""
+def descend(
+    src: Source, tree: TreeInfo, key: bytes, path: list[tuple[int, int]] | None = None
+) -> tuple[Leaf, int]:
+    """The leaf whose key range holds ``key``, and its page; every node on the way
+    is checked against its level and the separator range its parent gives it.
+    ``path``, when given, receives the branches passed as (page, child index)."""
     page = tree.root
     lo: bytes | None = None
     hi: bytes | None = None
@@ -108,13 +112,31 @@ def find(src: Source, tree: TreeInfo, key: bytes) -> Value | None:
             lo = keys[i - 1]
         if i < len(keys):
             hi = keys[i]
+        if path is not None:
+            path.append((page, i))
         page = node.children[i]
     leaf = checked(src, page, 0, lo, hi)
+    assert type(leaf) is Leaf
+    return leaf, page
+
+
+def find(src: Source, tree: TreeInfo, key: bytes) -> Value | None:
+    """The value stored under ``key`` (None if there is none)."""
+    leaf, _page = descend(src, tree, key)
     keys = leaf.keys
     i = bisect_left(keys, key)
     if i < len(keys) and keys[i] == key:
-        return leaf.value_at(i)  # type: ignore[union-attr]
+        return leaf.value_at(i)
     return None
+
+
+def get(src: Source, tree: TreeInfo | None, key: bytes) -> bytes | None:
+    """The bytes stored under ``key`` in ``tree`` (None for no such key or tree),
+    overflow chains read whole: every backend's lookup."""
+    if tree is None:
+        return None
+    found = find(src, tree, key)
+    return None if found is None else src.value(found)
 
 
 def leaf_at(src: Source, tree: TreeInfo, key: bytes | None, before: bool) -> tuple[Leaf, bytes | None, bytes | None]:
@@ -197,21 +219,7 @@ def scan(fetch: Fetch, start: bytes | None, stop: bytes | None, reverse: bool) -
 def _path_to(w: Writer, tree: TreeInfo, key: bytes) -> tuple[list[tuple[int, int]], int]:
     """The branches from the root down to ``key``'s leaf as (page, child index), and the leaf's page."""
     path: list[tuple[int, int]] = []
-    page = tree.root
-    lo: bytes | None = None
-    hi: bytes | None = None
-    for level in range(tree.height - 1, 0, -1):
-        node = checked(w, page, level, lo, hi)
-        assert type(node) is Branch
-        keys = node.keys
-        i = bisect_right(keys, key)
-        if i:
-            lo = keys[i - 1]
-        if i < len(keys):
-            hi = keys[i]
-        path.append((page, i))
-        page = node.children[i]
-    checked(w, page, 0, lo, hi)
+    _leaf, page = descend(w, tree, key, path)
     return path, page
 
 

@@ -325,20 +325,18 @@ def repair(fs: FileSystem, directory: str, queue: str) -> RecoveryReport:
             if seg.first_id is not None:
                 earliest = seg.first_id
                 break
+        def reset_head(path: str, why: str) -> None:
+            """Rewrite a reader file at the journal's first item: redeliver, never skip."""
+            head = (earliest - 1) if earliest is not None else previous
+            checkpoint.write_reader_file(fs, path, head, (), int(time.time() * 1000))
+            report.add("reset", path, 1, "heads",
+                       detail=f"{why}; reset to head {head}: items {head + 1}..{previous} will be delivered again")
+
         for path in reader_files(fs, directory, queue).values():
             try:
                 old_head, done = checkpoint.load_reader_file(fs, path)
             except CorruptFileError as exc:
-                head = (earliest - 1) if earliest is not None else previous
-                checkpoint.write_reader_file(fs, path, head, (), int(time.time() * 1000))
-                report.add(
-                    "reset",
-                    path,
-                    1,
-                    "heads",
-                    detail=f"unreadable ({exc}); reset to head {head}: "
-                    f"items {head + 1}..{previous} will be delivered again",
-                )
+                reset_head(path, f"unreadable ({exc})")
                 continue
             # Ids past the journal's tail (a flipped bit, or confirmations of items a
             # crash took back) name nothing in the journal.  A head there cannot be
@@ -348,16 +346,7 @@ def repair(fs: FileSystem, directory: str, queue: str) -> RecoveryReport:
             if earliest is None:
                 continue
             if old_head > previous:
-                head = (earliest - 1) if earliest is not None else previous
-                checkpoint.write_reader_file(fs, path, head, (), int(time.time() * 1000))
-                report.add(
-                    "reset",
-                    path,
-                    1,
-                    "heads",
-                    detail=f"head {old_head} is past the journal tail {previous}; reset to head {head}: "
-                    f"items {head + 1}..{previous} will be delivered again",
-                )
+                reset_head(path, f"head {old_head} is past the journal tail {previous}")
             elif done and max(done) > previous:
                 beyond = [i for i in done if i > previous]
                 kept = [i for i in done if i <= previous]

@@ -237,15 +237,23 @@ def list_segments(path: str, fs: FileSystem | None = None, *, use_store: bool = 
     out = []
     for first, name in found:
         seg = open_segment(fs, join(path, name), first)
-        if seg.count and start > seg.first_index:
-            if start >= seg.stop_index:
-                continue
-            pos = start - seg.first_index
-            with fs.open(seg.idx_path) as idx:
-                t0 = _entry_at(idx, pos)[0]
-            seg = dataclasses.replace(seg, min_pos=pos, first_time_ns=t0)
-        out.append(seg)
+        trimmed = _from_start(fs, seg, start)
+        if trimmed is not None:
+            out.append(trimmed)
     return out
+
+
+def _from_start(fs: FileSystem, seg: Segment, start: int) -> Segment | None:
+    """``seg`` as read from the log's first live index ``start`` on: None when all
+    of it is below ``start`` (expired), else trimmed to begin there."""
+    if not seg.count or start <= seg.first_index:
+        return seg
+    if start >= seg.stop_index:
+        return None
+    pos = start - seg.first_index
+    with fs.open(seg.idx_path) as idx:
+        t0 = _entry_at(idx, pos)[0]
+    return dataclasses.replace(seg, min_pos=pos, first_time_ns=t0)
 
 
 def _store_segments(reader_cls: Any, path: str, fs: FileSystem) -> list[Segment]:
@@ -260,14 +268,9 @@ def _store_segments(reader_cls: Any, path: str, fs: FileSystem) -> list[Segment]
     for info in infos:
         seg = Segment(info.log_path, info.idx_path, info.first_index, info.next_index - info.first_index,
                       info.log_bytes, info.ttl_ns, info.first_time_ns, info.last_time_ns)
-        if start > seg.first_index and seg.count:
-            if start >= seg.stop_index:
-                continue
-            pos = start - seg.first_index
-            with fs.open(seg.idx_path) as idx:
-                t0 = _entry_at(idx, pos)[0]
-            seg = dataclasses.replace(seg, min_pos=pos, first_time_ns=t0)
-        out.append(seg)
+        trimmed = _from_start(fs, seg, start)
+        if trimmed is not None:
+            out.append(trimmed)
     return out
 
 

@@ -118,10 +118,9 @@ def start_positions(source: str, opts: Mapping[str, str], found: list[LogSpan],
     out = {}
     for s in found:
         name = s.log.name
-        if by_ts is not None and name in by_ts:
-            pos = s.index_at_time(fs, by_ts[name] * 1_000_000)
-        elif ts is not None:
-            pos = s.index_at_time(fs, _ms(source, "startingTimestamp", ts) * 1_000_000)
+        at_time = _by_time(fs, source, s, by_ts, ts, "startingTimestamp")
+        if at_time is not None:
+            pos = at_time
         elif by_index is not None and name in by_index:
             pos = by_index[name]
             if pos == EARLIEST:
@@ -154,10 +153,9 @@ def end_positions(source: str, opts: Mapping[str, str], found: list[LogSpan],
     out = {}
     for s in found:
         name = s.log.name
-        if by_ts is not None and name in by_ts:
-            pos = s.index_at_time(fs, by_ts[name] * 1_000_000)
-        elif ts is not None:
-            pos = s.index_at_time(fs, _ms(source, "endingTimestamp", ts) * 1_000_000)
+        at_time = _by_time(fs, source, s, by_ts, ts, "endingTimestamp")
+        if at_time is not None:
+            pos = at_time
         elif by_index is not None and name in by_index and by_index[name] != LATEST:
             pos = by_index[name]
             if pos < 0:
@@ -166,6 +164,17 @@ def end_positions(source: str, opts: Mapping[str, str], found: list[LogSpan],
             pos = s.next
         out[name] = min(pos, s.next)
     return out
+
+
+def _by_time(fs: FileSystem, source: str, span: LogSpan, by_ts: dict[str, int] | None, ts: str | None,
+             key: str) -> int | None:
+    """The index a timestamp option gives ``span``: its entry in the per-log map
+    (``...OffsetsByTimestamp``) first, else the one for every log (``key``), else None."""
+    if by_ts is not None and span.log.name in by_ts:
+        return span.index_at_time(fs, by_ts[span.log.name] * 1_000_000)
+    if ts is not None:
+        return span.index_at_time(fs, _ms(source, key, ts) * 1_000_000)
+    return None
 
 
 def _ms(source: str, key: str, raw: str) -> int:

@@ -25,7 +25,10 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from engine.pages import PageStore
+from engine.errors import CorruptFileError
+from engine.fs import OpenMode
+from engine.pages import PageReader, PageStore, sums
+from engine.pages.sums import sums_path
 from engine.spark.batches import guarded, record_batch, repeat_string
 from engine.spark.options import check_options, input_paths, int_option, lower, mode_option, read_schema
 from engine.spark.schemas import PAGES_SCHEMA
@@ -47,11 +50,51 @@ class PagesPartition(InputPartition):
         self.free = free
 
 
+def check_free_pages(store: PageReader) -> list[int]:
+    """The store's free pages, each checked against its page sum; CorruptFileError
+    naming the store file and offset if one does not match (or the sums file is
+    present but unusable), as ``PageReader.verify`` says.
+
+    The reader's ``read`` checks the live pages it returns, but which pages are
+    live comes from the free list, whose links are kept in the free pages: a
+    damaged free page (a zeroed link) cuts the list short and turns the free
+    pages after it into "live" rows.  Checking every free page's sum (the list
+    is short next to the store, and its links were just read anyway) proves the
+    list whole.  Holds the store's shared lock, so the pages checked are the
+    ones the list names.
+    """
+    path, fs, size = store.path, store.fs, store.page_size
+    spath = sums_path(path)
+    with store.snapshot():
+        free = store.free_pages
+        try:
+            with fs.open(spath, OpenMode.READ) as sh:
+                raw = sh.read_all()
+        except FileNotFoundError:
+            return free  # no sums (yet): the store's own reads check nothing either
+        loaded = sums.load(raw, size)
+        if loaded is None:
+            raise CorruptFileError(spath, 0, f"an ENGSUMS header for {size}-byte pages",
+                                   "a damaged or foreign header (the next writable open rebuilds it)")
+        values, page_sum = loaded
+        with fs.open(path, OpenMode.READ) as handle:
+            for page in free:
+                data = handle.read_at(page * size, size)
+                if len(data) < size:
+                    raise CorruptFileError(path, page * size + len(data), f"free page {page} of {size} bytes",
+                                           "end of file")
+                if page < len(values) and page_sum(data) != values[page]:
+                    raise CorruptFileError(path, page * size, f"free page {page} matching its checksum",
+                                           "a different CRC (damaged: its free-list link cannot be trusted)")
+    return free
+
+
 def read_pages(schema: StructType, part: PagesPartition) -> Iterator[pa.RecordBatch]:
-    """The pages of one partition, read through the store's read-only handle."""
+    """The pages of one partition, read through the store's read-only handle
+    (live pages checked by its ``read``, the free list by :func:`check_free_pages`)."""
     name = part.path.rstrip("/").rsplit("/", 1)[-1]
     with PageStore.open(part.path, readonly=True) as store:
-        free = set(store.free_pages)
+        free = set(check_free_pages(store))
         size = store.page_size
         hi = min(part.hi, store.page_count + 1)
         ids = [p for p in range(part.lo, hi) if part.free is None or (p in free) == part.free]

@@ -185,3 +185,79 @@ def test_discover_finds_every_kind(tmp_path: Any) -> None:
     assert [os.path.relpath(p, root) for p in f.events] == ["e/ev"]
     assert [os.path.relpath(p, root) for p in f.pages] == ["p.db"]
     assert f.total == 5
+
+
+def _pages_store(path: str) -> None:
+    from engine.pages import PageStore
+
+    with PageStore.open(path, page_size=512, create=True) as ps:
+        with ps.transaction() as tx:
+            for i in range(10):
+                p = tx.allocate()
+                tx.write(p, 0, b"P%d" % i)
+        for p in (3, 6, 9):  # a free list of three pages, each link in the page before
+            with ps.transaction() as tx:
+                tx.free(p)
+
+
+def _pages_rows(path: str, **options: str) -> list[dict[str, Any]]:
+    from engine.spark.pagesource import PagesReader
+
+    r = PagesReader({"path": path, **options}, PAGES_SCHEMA)
+    return [row for p in r.partitions() for b in r.read(p) for row in b.to_pylist()]
+
+
+def test_pages_reader_checks_the_free_list_pages(tmp_path: Any) -> None:
+    """The stress run (seed 2026112417): zeros over the head of the free list's
+    first page cut the list short, so the free pages after it were read back as
+    live pages, with no error, while PageStore.open and open_reader raise
+    CorruptFileError (their verify checks every page's sum).  The source checks
+    the free pages' sums too, and ``mode`` decides what the damage does."""
+    from engine.errors import CorruptFileError
+    from engine.pages import PageStore
+    from engine.spark.schemas import PAGES_SCHEMA as SCHEMA
+
+    path = str(tmp_path / "p.db")
+    _pages_store(path)
+    clean = _pages_rows(path)
+    assert [r["page"] for r in clean if r["free"]] == [3, 6, 9]
+    with PageStore.open_reader(path) as reader:
+        head = reader.free_pages[0]
+    with open(path, "r+b") as f:
+        f.seek(head * 512)
+        f.write(bytes(64))
+    with pytest.raises(CorruptFileError) as err:
+        _pages_rows(path)
+    assert err.value.path == path and err.value.offset == head * 512
+    with pytest.raises(CorruptFileError), PageStore.open_reader(path) as reader:
+        reader.verify()  # what the store says about it
+    assert _pages_rows(path, mode="DROPMALFORMED") == []
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    permissive = StructType([*SCHEMA.fields, StructField("_corrupt_record", StringType(), True)])
+    from engine.spark.pagesource import PagesReader
+
+    r = PagesReader({"path": path, "mode": "PERMISSIVE"}, permissive)
+    rows = [row for p in r.partitions() for b in r.read(p) for row in b.to_pylist()]
+    assert len(rows) == 1 and "CorruptFileError" in rows[0]["_corrupt_record"]
+    assert f"offset {head * 512}" in rows[0]["_corrupt_record"]
+
+
+def test_pages_reader_never_reads_zeroed_bytes_back_silently(tmp_path: Any) -> None:
+    """Every 64-byte range of the store file zeroed (the stress run's damage):
+    the partition reader returns exactly the clean rows or raises an EngineError."""
+    from engine.errors import EngineError
+
+    path = str(tmp_path / "p.db")
+    _pages_store(path)
+    with open(path, "rb") as f:
+        original = f.read()
+    clean = _pages_rows(path)
+    for at in range(0, len(original), 64):
+        with open(path, "wb") as f:
+            f.write(original[:at] + bytes(64) + original[at + 64:])
+        try:
+            got = _pages_rows(path, pagesPerPartition="4")
+        except EngineError:
+            continue
+        assert got == clean, f"zeros at {at}"
