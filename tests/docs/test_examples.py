@@ -31,7 +31,7 @@ def run_blocks(path: Path) -> None:
     namespace: dict[str, object] = {"__name__": "__docs__"}
     for line, source in python_blocks(path):
         code = compile("\n" * (line - 1) + source, str(path), "exec")
-        exec(code, namespace)  # noqa: S102 - the documentation's own examples
+        exec(code, namespace)  # the documentation's own examples
     del namespace
     gc.collect()
 

@@ -53,7 +53,7 @@ def test_readers_take_a_pathlib_path(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("bad", [3, None, b"bytes/path"])
 def test_anything_else_is_a_type_error_naming_the_argument(bad: object) -> None:
-    with pytest.raises(TypeError, match="path must be a str or an os.PathLike"):
+    with pytest.raises(TypeError, match=r"path must be a str or an os\.PathLike"):
         engine.PageStore.open(bad)  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="directory must be a str"):
         engine.AppendLog.open(bad)  # type: ignore[arg-type]

@@ -17,7 +17,8 @@ def test_every_error_is_importable_from_engine_and_documented() -> None:
         assert getattr(engine, name) is getattr(engine.errors, name)
         assert issubclass(getattr(engine, name), engine.EngineError)
     index = (engine.__file__.rsplit("/engine/", 1)[0] + "/docs/index.md")
-    table = open(index).read()
+    with open(index) as docs:
+        table = docs.read()
     missing = [name for name in errors if f"`{name}" not in table]
     assert not missing, f"docs/index.md's errors table lacks {missing}"
     assert StreamRejected is engine.StreamRejected
