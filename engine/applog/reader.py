@@ -11,7 +11,11 @@ offset with its time, and, in a segment with a ``.crc`` file, the record matches
 its checksum).  A partial entry at the end is one the writer is still writing;
 whole entries that do not agree are a crash tail the writer's next open will cut
 (or damage): the reader stops before them and reports them in ``recovery`` and
-as a warning.  Every record returned is checked again when read
+as a warning.  Whole records the newest log holds past the last entry shown are
+reported the same way when no writer holds the log's lock (a live writer writes a
+record before its entry); an index missing or shorter than its header while the
+log holds records is CorruptFileError (the writer creates it before any record).
+Every record returned is checked again when read
 (:meth:`engine.applog.segment.Segment.read`, ``iter_range``).
 
 The directory is re-read when a lookup goes past the known end, on
@@ -109,36 +113,52 @@ class LogReader(LogView):
             for gone in known.values():
                 self._index_cache.pop(gone.base, None)
                 gone.close()
-            prev_time: int | None = None
-            checked: list[Segment] = []
-            for n, seg in enumerate(keep):
-                if n + 1 < len(keep):
-                    try:
-                        self._check_sealed(seg, keep[n + 1], prev_time)
-                    except FileNotFoundError:
-                        # Being deleted (expire, truncate_before: oldest first,
-                        # the log before its index and .crc file).
-                        if checked or fs.exists(seg.log_path):
-                            raise CorruptFileError(
-                                seg.idx_path, 0, "the index of a sealed segment", "no file"
-                            ) from None
-                        self._index_cache.pop(seg.base, None)
-                        seg.close()
-                        continue
-                else:
-                    self._update_count(seg)
-                checked.append(seg)
-                if seg.last_time is not None:
-                    prev_time = seg.last_time
-            keep = checked
-            self._segments = keep
-            self._bases = [s.base for s in keep]
-            start_path = f"{self.directory}/{START_FILE}"
+            self._segments = [s for s in self._segments if s.base not in known]
             try:
-                with fs.open(start_path) as h:
-                    self._start = parse_start(h.read_all(), start_path)
-            except FileNotFoundError:
-                self._start = keep[0].base if keep else 0
+                self._check_segments(keep)
+            except BaseException:
+                # Segments opened here are not yet the reader's: close them (a
+                # reader that keeps refreshing a damaged log must not leak handles).
+                old = {id(s) for s in self._segments}
+                for seg in keep:
+                    if id(seg) not in old:
+                        seg.close()
+                raise
+
+    def _check_segments(self, keep: list[Segment]) -> None:
+        """Check the listed segments (sealed ones once, the newest's count) and make
+        them the reader's; then re-read the start checkpoint."""
+        fs = self._fs
+        prev_time: int | None = None
+        checked: list[Segment] = []
+        for n, seg in enumerate(keep):
+            if n + 1 < len(keep):
+                try:
+                    self._check_sealed(seg, keep[n + 1], prev_time)
+                except FileNotFoundError:
+                    # Being deleted (expire, truncate_before: oldest first,
+                    # the log before its index and .crc file).
+                    if checked or fs.exists(seg.log_path):
+                        raise CorruptFileError(
+                            seg.idx_path, 0, "the index of a sealed segment", "no file"
+                        ) from None
+                    self._index_cache.pop(seg.base, None)
+                    seg.close()
+                    continue
+            else:
+                self._update_count(seg)
+            checked.append(seg)
+            if seg.last_time is not None:
+                prev_time = seg.last_time
+        keep = checked
+        self._segments = keep
+        self._bases = [s.base for s in keep]
+        start_path = f"{self.directory}/{START_FILE}"
+        try:
+            with fs.open(start_path) as h:
+                self._start = parse_start(h.read_all(), start_path)
+        except FileNotFoundError:
+            self._start = keep[0].base if keep else 0
 
     def _prepare_read(self, index: int | None) -> None:
         # Lookups inside the known range need no directory listing: sealed

@@ -315,3 +315,17 @@ def test_reader_beside_a_live_writer_does_not_report_unindexed_records(
             assert not reader.recovery.repaired
         assert not caplog.records
         assert log.next_index == N
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts open descriptors through /proc")
+def test_a_reader_refused_by_damage_leaks_no_handles(tmp_path: os.PathLike[str]) -> None:
+    """LogReader.open raising CorruptFileError closes every segment it opened (the
+    stress run ran out of file descriptors reading damaged copies)."""
+    d = str(tmp_path)
+    _make(d)
+    os.truncate(os.path.join(d, segment_name(36, ".idx")), 15)
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        with pytest.raises(CorruptFileError):
+            LogReader.open(d)
+    assert len(os.listdir("/proc/self/fd")) == before
