@@ -408,8 +408,14 @@ class Segment:
             entries = list(INDEX_ENTRY.iter_unpack(raw_idx))
             first_off = entries[0][2]
             last_end = self.entry(position + n - 1)[3]
-            if not first_off < last_end:
-                raise CorruptFileError(self.idx_path, entry_offset(position), "increasing offsets", "disorder")
+            if not HEADER_SIZE <= first_off < last_end <= self.log_size:
+                # Index entries are not checksummed: bound them by the log before
+                # reading, so garbage there is a typed error, never a huge read.
+                raise CorruptFileError(
+                    self.idx_path, entry_offset(position),
+                    f"entries with increasing offsets within the log's {self.log_size} bytes",
+                    f"offsets {first_off}..{last_end}",
+                )
             chunk = self.log.read_at(first_off, last_end - first_off)
             crcs: array[int] | None = None
             if self.crc is not None:

@@ -14,7 +14,7 @@ import pytest
 
 from engine.applog import AppendLog, LogReader
 from engine.applog.codec import crc_offset, entry_offset, segment_name
-from engine.errors import CorruptFileError
+from engine.errors import CorruptFileError, EngineError
 
 SEG = 16 + 4 * 25  # segments of 4 records of 9 bytes
 N = 40  # 10 segments: 0, 4, ..., 36
@@ -329,3 +329,30 @@ def test_a_reader_refused_by_damage_leaks_no_handles(tmp_path: os.PathLike[str])
         with pytest.raises(CorruptFileError):
             LogReader.open(d)
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+@pytest.mark.parametrize("garbage", [b"\xff\xff\xff\x7f", b"\x00\x00\x00\x80"])
+def test_garbage_offsets_in_an_index_are_typed_errors_not_huge_reads(tmp_path, garbage) -> None:  # type: ignore[no-untyped-def]
+    """Found by the stress suite (seed 20261124): 4 garbage bytes in the newest
+    segment's first index entry made LogReader.scan allocate the offset's size
+    (MemoryError).  Index entries carry no checksum; they are bounded by the log."""
+    import glob
+
+    src = tmp_path / "db"
+    with AppendLog.open(str(src), segment_bytes=4096, sync="never") as log:
+        for _ in range(200):
+            log.append(bytes(50))
+    for target in sorted(glob.glob(str(src / "*.idx"))):
+        for pos in range(16, 60, 3):
+            copy = tmp_path / "copy"
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(src, copy)
+            with open(copy / os.path.basename(target), "r+b") as f:
+                f.seek(pos)
+                f.write(garbage)
+            try:
+                with LogReader.open(str(copy)) as reader:
+                    records = list(reader.scan(reader.first_index, reader.next_index))
+                assert len(records) == 200 and all(r.data == bytes(50) for r in records)
+            except EngineError:
+                pass
