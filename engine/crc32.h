@@ -3,9 +3,10 @@
  *
  *   crc_init()               fill the tables; call once from PyInit__native
  *   crc_update(crc, p, len)  zlib.crc32(p[:len], crc): slicing by 8
- *   crc32_of(p, len)         zlib.crc32(p[:len]): carry-less multiplication
+ *   crc_extend(crc, p, len)  zlib.crc32(p[:len], crc): carry-less multiplication
  *                            (PCLMULQDQ) for 64 bytes and more where the CPU has
  *                            it (crc_fold_ok, set by crc_init), else slicing by 8
+ *   crc32_of(p, len)         crc_extend(0, p, len)
  *
  * Everything is static: each extension gets its own copy of the tables.
  */
@@ -159,19 +160,28 @@ crc_fold(const unsigned char *buf, size_t len, uint32_t crc)
 }
 #endif
 
+/* zlib.crc32(p[:len], crc): the folding code for the bulk where the CPU has it
+ * (the register it starts from is ~crc), slicing by 8 for the rest. */
+__attribute__((unused))
+static uint32_t
+crc_extend(uint32_t crc, const unsigned char *p, size_t len)
+{
+#ifdef HAVE_CRC_FOLD
+    if (crc_fold_ok && len >= 64) {
+        size_t chunk = len & ~(size_t)15;
+        crc = ~crc_fold(p, chunk, ~crc);
+        return crc_update(crc, p + chunk, len - chunk);
+    }
+#endif
+    return crc_update(crc, p, len);
+}
+
 /* CRC-32 of ``len`` bytes, exactly as zlib.crc32(bytes(p[:len])). */
 __attribute__((unused))
 static uint32_t
 crc32_of(const unsigned char *p, size_t len)
 {
-#ifdef HAVE_CRC_FOLD
-    if (crc_fold_ok && len >= 64) {
-        size_t chunk = len & ~(size_t)15;
-        uint32_t crc = ~crc_fold(p, chunk, 0xFFFFFFFFU);
-        return crc_update(crc, p + chunk, len - chunk);
-    }
-#endif
-    return crc_update(0, p, len);
+    return crc_extend(0, p, len);
 }
 
 #endif /* ENGINE_CRC32_H */

@@ -328,8 +328,8 @@ read_runs(PyObject *self, PyObject *args)
                 }
                 else {
                     /* s - base >= 0 and e - base <= blen: inside buf; s <= last, last + 24 <= e */
-                    uint32_t c = crc_update(0, buf + (s - base), (size_t)(last + 12 - s));
-                    c = crc_update(c, buf + (last + 16 - base), (size_t)(e - last - 16));
+                    uint32_t c = crc_extend(0, buf + (s - base), (size_t)(last + 12 - s));
+                    c = crc_extend(c, buf + (last + 16 - base), (size_t)(e - last - 16));
                     uint32_t want_crc;
                     memcpy(&want_crc, (const char *)sm.crcs.buf + k * 4, 4);
                     if (c != want_crc) {
@@ -519,7 +519,7 @@ setup(PyObject *self, PyObject *arg)
  * lasts are array('q') buffers (native int64).  Every batch must satisfy
  * base <= s <= l, l + 24 <= e, e - base <= len(buf), else ValueError (as the
  * reference).  All positions are int64; nothing is read outside buf.
- * The CRC-32 itself is crc_update of engine/crc32.h.
+ * The CRC-32 itself is crc_extend of engine/crc32.h.
  */
 
 PyDoc_STRVAR(batch_crcs_doc,
@@ -560,8 +560,8 @@ batch_crcs(PyObject *self, PyObject *args)
                 Py_CLEAR(out);
                 goto done;
             }
-            uint32_t c = crc_update(0, p + (s - base), (size_t)(l + 12 - s));
-            c = crc_update(c, p + (l + 16 - base), (size_t)(e - l - 16));
+            uint32_t c = crc_extend(0, p + (s - base), (size_t)(l + 12 - s));
+            c = crc_extend(c, p + (l + 16 - base), (size_t)(e - l - 16));
             memcpy(o + (k - i) * 4, &c, 4);
         }
     }
