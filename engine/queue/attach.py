@@ -128,6 +128,7 @@ def attach_reader(
     stamp_ms: int,
     report: RecoveryReport,
     window: int | None = None,
+    named_reader_held: bool = False,
 ) -> tuple[HeldLock, ReaderState]:
     """Lock reader ``name`` and load (or create) its state.
 
@@ -144,11 +145,18 @@ def attach_reader(
         path = naming.join(directory, naming.reader_name(queue, name))
         if fs.exists(path):
             return lock, _load_state(fs, path, tail=tail, earliest=earliest, window=window, report=report)
-        # Only while the default reader's file exists can this reader take it over,
-        # and only then is the directory listed: creating N readers costs O(N) file
-        # operations in all, not a listing (O(N) names) each.
+        # Only while the default reader's file is the only reader file can this
+        # reader take it over, and only then is the directory listed: creating N
+        # readers costs O(N) file operations in all, not a listing (O(N) names)
+        # each.  ``named_reader_held``: the caller holds a named reader open, so
+        # its file exists and the default is not alone (no listing needed).
         default = naming.join(directory, naming.reader_name(queue, ""))
-        if name != "" and fs.exists(default) and set(reader_files(fs, directory, queue)) == {""}:
+        if (
+            name != ""
+            and not named_reader_held
+            and fs.exists(default)
+            and set(reader_files(fs, directory, queue)) == {""}
+        ):
             try:
                 default_lock: HeldLock | None = lock_reader(fs, directory, queue, "")
             except LockedError:

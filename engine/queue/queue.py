@@ -501,17 +501,10 @@ class Queue:
                 return existing
             tail = self._tail
             earliest = earliest_id(self._segments)
+            held = next((True for n, r in self._readers.items() if n and not r.closed), False)
         clamped = RecoveryReport(path=naming.join(self.directory, naming.reader_name(self.name, name)))
-        lock, state = attach_reader(
-            self.fs,
-            self.directory,
-            self.name,
-            name,
-            tail=tail,
-            earliest=earliest,
-            stamp_ms=self._now_ms(),
-            report=clamped,
-        )
+        lock, state = attach_reader(self.fs, self.directory, self.name, name, tail=tail, earliest=earliest,
+                                    stamp_ms=self._now_ms(), report=clamped, named_reader_held=held)
         if self._skipped is not None and state.head < self._skipped[1]:
             # Those ids will never be delivered: count them done, so that len() and
             # max_items do not wait for them.
