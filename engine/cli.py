@@ -95,6 +95,10 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
             err_console.print(f"engine inspect: {exc}")
             status = 1 if isinstance(exc, UnknownFormatError) else 2
             continue
+        except OSError as exc:  # unreadable: one line, and on to the next path
+            err_console.print(f"engine inspect: {_os_error_text(exc)}")
+            status = max(status, 1)
+            continue
         table = Table(title=f"{path} — {handler.description}", show_header=False)
         table.add_column("field", style="bold")
         table.add_column("value")
@@ -119,6 +123,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         except EngineError as exc:
             err_console.print(f"engine verify: {path}: FAILED: {exc}")
             status = 2
+            continue
+        except OSError as exc:  # unreadable: one line, and on to the next path
+            err_console.print(f"engine verify: {_os_error_text(exc)}")
+            status = max(status, 1)
             continue
         for note in notes:
             console.print(f"{path}: note: {note}")

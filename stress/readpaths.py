@@ -129,10 +129,8 @@ def _applog_reader(fs: FileSystem, root: str) -> Any:
 # -- events ------------------------------------------------------------------------------
 
 
-def _events_reader(fs: FileSystem, root: str) -> Any:
-    from engine.events import EventJournal
-
-    journal = EventJournal.open_read_only(root, fs=fs)
+def _events_snapshot(journal: Any) -> Any:
+    """Every id's (lowest, highest, events) after a full verify; closes ``journal``."""
     try:
         journal.verify()
         return {
@@ -145,24 +143,18 @@ def _events_reader(fs: FileSystem, root: str) -> Any:
         }
     finally:
         journal.close()
+
+
+def _events_reader(fs: FileSystem, root: str) -> Any:
+    from engine.events import EventJournal
+
+    return _events_snapshot(EventJournal.open_read_only(root, fs=fs))
 
 
 def _events_writer(fs: FileSystem, root: str) -> Any:
     from engine.events import EventJournal
 
-    journal = EventJournal.open(root, sync="always", fs=fs)
-    try:
-        journal.verify()
-        return {
-            pid: (
-                journal.lowest_sequence_nr(pid),
-                journal.highest_sequence_nr(pid),
-                [(e.sequence_nr, e.payload) for e in journal.replay(pid)],
-            )
-            for pid in journal.persistence_ids()
-        }
-    finally:
-        journal.close()
+    return _events_snapshot(EventJournal.open(root, sync="always", fs=fs))
 
 
 # -- kv ------------------------------------------------------------------------------------

@@ -9,16 +9,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import functools
-import sys
-from collections.abc import Callable
 
 from rich.table import Table
 
 from engine.applog.log import AppendLog
 from engine.applog.reader import LogReader
 from engine.applog.segment import Record
-from engine.errors import EngineError
 from engine.terminal import terminal_console
 
 console = terminal_console()
@@ -53,26 +49,6 @@ def _print(rec: Record, args: argparse.Namespace) -> None:
     print(f"{rec.index}\t{_when(rec.time_ns)}\tflags=0x{rec.flags:x}\t{_data(rec.data, args.width)}", flush=True)
 
 
-def _os_errors(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Run ``command``; an operating system error (a missing file, a symbolic link
-    loop, no permission) prints one line on stderr and exits 1, never a
-    traceback.  Engine errors go on to ``engine.cli`` (exit 2); a closed pipe too."""
-
-    @functools.wraps(command)
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return command(args)
-        except (EngineError, BrokenPipeError):
-            raise
-        except OSError as exc:
-            where = f": {exc.filename}" if exc.filename else ""
-            print(f"engine log {args.log_command}: error{where}: {exc.strerror or exc}", file=sys.stderr)
-            return 1
-
-    return run
-
-
-@_os_errors
 def _cmd_stats(args: argparse.Namespace) -> int:
     with LogReader.open(args.dir) as reader:
         segs = reader.segments()
@@ -91,7 +67,6 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-@_os_errors
 def _cmd_tail(args: argparse.Namespace) -> int:
     with LogReader.open(args.dir) as reader:
         end = reader.next_index
@@ -103,7 +78,6 @@ def _cmd_tail(args: argparse.Namespace) -> int:
     return 0
 
 
-@_os_errors
 def _cmd_get(args: argparse.Namespace) -> int:
     with LogReader.open(args.dir) as reader:
         try:
@@ -115,7 +89,6 @@ def _cmd_get(args: argparse.Namespace) -> int:
     return 0
 
 
-@_os_errors
 def _cmd_between(args: argparse.Namespace) -> int:
     with LogReader.open(args.dir) as reader:
         for rec in reader.between(args.t0, args.t1):
@@ -123,7 +96,6 @@ def _cmd_between(args: argparse.Namespace) -> int:
     return 0
 
 
-@_os_errors
 def _cmd_expire(args: argparse.Namespace) -> int:
     with AppendLog.open(args.dir, create=False, sync="always") as log:
         if log.recovery.repaired:

@@ -10,8 +10,7 @@ and reads only through it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 
 from engine.applog.codec import (
     CRC_MAGIC,
@@ -26,7 +25,7 @@ from engine.applog.codec import (
 )
 from engine.applog.reader import LogReader
 from engine.applog.recovery import Mismatch, scan_segment
-from engine.errors import CorruptFileError, EngineError, FormatError
+from engine.errors import CorruptFileError, FormatError
 from engine.formats import FormatHandler
 from engine.fs import FileSystem
 
@@ -113,30 +112,14 @@ def _file_summary(fs: FileSystem, path: str) -> dict[str, object]:
     return out
 
 
-@contextmanager
-def _unreadable_is_typed(path: str) -> Iterator[None]:
-    """An operating system error reading a file of the log (a symbolic link loop,
-    no permission, a file deleted) becomes a CorruptFileError naming it, so that
-    ``engine inspect``/``verify`` print one line instead of a traceback."""
-    try:
-        yield
-    except EngineError:
-        raise
-    except OSError as exc:
-        raise CorruptFileError(str(exc.filename or path), 0, "a readable file of the append log",
-                               exc.strerror or str(exc)) from None
-
-
 def summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
     """Segments, index and time range of a log directory, or one file's header."""
-    with _unreadable_is_typed(path):
-        return _summarize(fs, path)
+    return _summarize(fs, path)
 
 
 def verify(fs: FileSystem, path: str) -> list[str]:
     """Full self-check: every entry against its record, contiguity, times."""
-    with _unreadable_is_typed(path):
-        return _verify(fs, path)
+    return _verify(fs, path)
 
 
 def _summarize(fs: FileSystem, path: str) -> Mapping[str, object]:

@@ -146,24 +146,13 @@ class FileHandle(ABC):
             return exc
         return PoisonedError(self.path, exc, operation)
 
-    def _read_once(self, size: int, offset: int) -> bytes:
-        """One read of up to ``size`` bytes at ``offset`` (note the order: that of
-        ``os.pread`` without the descriptor); it may return fewer bytes than are
-        there.  The real file system sets this to ``os.pread`` bound to its
-        descriptor (a C call: no Python frame on the point lookups of replay and
-        ``get``); others read through :meth:`_raw_read`."""
-        return self._raw_read(offset, size)
-
     def read_at(self, offset: int, size: int) -> bytes:
         """Up to ``size`` bytes at ``offset`` (fewer at end of file)."""
         if self._closed:
             self._check_open()
         if size <= 0:
             return b""
-        first = self._read_once(size, offset)
-        if len(first) == size or not first:
-            return first  # the usual case: one read served it all (or end of file)
-        return first + self._raw_read(offset + len(first), size - len(first))
+        return self._raw_read(offset, size)
 
     def read_all(self) -> bytes:
         """The whole file as it is now."""

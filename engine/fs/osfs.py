@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import functools
 import os
 import threading
 from collections.abc import Sequence
@@ -36,8 +35,6 @@ class OsFileHandle(FileHandle):
     def __init__(self, path: str, fd: int, writable: bool) -> None:
         super().__init__(path, writable)
         self._fd = fd
-        # The raw single read as a C callable (see FileHandle._read_once).
-        self._read_once = functools.partial(os.pread, fd)  # type: ignore[method-assign]
         self._locked = False
         self._lock_guard = threading.Lock()
 

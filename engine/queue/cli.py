@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 from rich.table import Table
@@ -14,7 +12,6 @@ from rich.table import Table
 from engine.fs import default_fs
 from engine.queue import codec
 from engine.queue.diagnose import iter_file_records, queue_stats, repair
-from engine.queue.oserrors import os_errors_typed
 from engine.terminal import terminal_console
 
 console = terminal_console()
@@ -23,19 +20,6 @@ console = terminal_console()
 def _preview(data: bytes, width: int = 60) -> str:
     text = data[:width].decode("utf-8", "backslashreplace")
     return text + ("…" if len(data) > width else "")
-
-
-def _typed(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """``command`` with operating-system errors (a missing path, a link loop, a
-    file where a directory belongs) reported as EngineError: a message and exit
-    status 2 from ``engine``, never a traceback."""
-
-    @functools.wraps(command)
-    def run(args: argparse.Namespace) -> int:
-        with os_errors_typed(getattr(args, "directory", None) or args.path):
-            return command(args)
-
-    return run
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
@@ -166,20 +150,20 @@ def register(subparsers: Any) -> None:
     p = sub.add_parser("stats", help="per reader: items, open reads, oldest age; files on disk")
     p.add_argument("directory")
     p.add_argument("name")
-    p.set_defaults(func=_typed(_cmd_stats))
+    p.set_defaults(func=_cmd_stats)
 
     p = sub.add_parser("dump", help="records of a journal FILE, or items of queue NAME in DIR")
     p.add_argument("path", help="a writer/reader file, or the queue directory")
     p.add_argument("name", nargs="?", help="queue name (when PATH is a directory)")
     p.add_argument("--limit", type=int, default=None)
-    p.set_defaults(func=_typed(_cmd_dump))
+    p.set_defaults(func=_cmd_dump)
 
     p = sub.add_parser("put", help="add items (arguments, or one per stdin line)")
     p.add_argument("directory")
     p.add_argument("name")
     p.add_argument("data", nargs="*")
     p.add_argument("--expire-in", type=float, default=None, metavar="SECONDS")
-    p.set_defaults(func=_typed(_cmd_put))
+    p.set_defaults(func=_cmd_put)
 
     p = sub.add_parser("get", help="take items (printed one per line) as a reader")
     p.add_argument("directory")
@@ -188,9 +172,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--count", type=int, default=1)
     p.add_argument("--timeout", type=float, default=0.0)
     p.add_argument("--no-confirm", action="store_true", help="abort instead of confirming (peek)")
-    p.set_defaults(func=_typed(_cmd_get))
+    p.set_defaults(func=_cmd_get)
 
     p = sub.add_parser("repair", help="make a damaged queue openable; reports what it dropped")
     p.add_argument("directory")
     p.add_argument("name")
-    p.set_defaults(func=_typed(_cmd_repair))
+    p.set_defaults(func=_cmd_repair)

@@ -12,7 +12,6 @@ from engine.formats import FormatHandler
 from engine.fs import FileSystem
 from engine.queue import checkpoint, codec, naming
 from engine.queue.diagnose import queue_names, queue_stats, verify_queue
-from engine.queue.oserrors import os_errors_typed
 from engine.queue.segments import open_segment_handle, scan_file
 
 
@@ -46,8 +45,7 @@ def _file_kind(fs: FileSystem, path: str) -> str:
 
 
 def _summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
-    with os_errors_typed(path):
-        return _summary(fs, path)
+    return _summary(fs, path)
 
 
 def _summary(fs: FileSystem, path: str) -> Mapping[str, object]:
@@ -85,8 +83,7 @@ def _summary(fs: FileSystem, path: str) -> Mapping[str, object]:
 
 
 def _verify(fs: FileSystem, path: str) -> list[str]:
-    with os_errors_typed(path):
-        return _verify_path(fs, path)
+    return _verify_path(fs, path)
 
 
 def _verify_path(fs: FileSystem, path: str) -> list[str]:
