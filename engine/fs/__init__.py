@@ -29,7 +29,7 @@ from engine.fs.durable import (
     make_dirs,
     parent_dir,
 )
-from engine.fs.lock import HeldLock, lock_handle, probe_lock, take_lock
+from engine.fs.lock import GatedLock, HeldLock, lock_handle, probe_lock, take_lock
 from engine.fs.osfs import OsFileSystem
 from engine.fs.paths import as_path
 from engine.fs.recovery import RecoveryAction, RecoveryReport
@@ -50,6 +50,7 @@ def resolve(fs: FileSystem | None) -> FileSystem:
 __all__ = [
     "FileHandle",
     "FileSystem",
+    "GatedLock",
     "GroupCommit",
     "HeldLock",
     "OpenMode",

@@ -13,6 +13,15 @@ directory entry, the next holder creates it again.
 :class:`~engine.errors.LockedError`, a number of seconds (or a ``timedelta``)
 polls with a growing sleep (1 ms to 50 ms; ``flock`` has no timed wait), and
 ``None`` blocks until the lock is free.
+
+A file that readers lock shared for a snapshot and a writer locks exclusively
+between them (the page store's file) uses a :class:`GatedLock`: with plain
+``flock`` a polling writer can wait for ever behind readers whose snapshots
+overlap, because a new shared lock is granted while the writer sleeps.  The
+gate is a second, empty lock file every locker passes through (shared for
+readers, for an instant; exclusive for a writer, until it holds the file), so
+once a writer is waiting, new snapshots queue behind it and the ones already
+running drain (SQLite's PENDING lock plays the same part).
 """
 
 from __future__ import annotations
@@ -102,6 +111,65 @@ def lock_handle(
                 ) from None
             time.sleep(min(delay, left))
             delay = min(delay * 2, _MAX_POLL)
+
+
+class GatedLock:
+    """The lock of ``handle`` (shared or exclusive, whole file), taken through
+    the gate file ``gate_path`` (see the module docstring).
+
+    The writer creates the gate file (an empty file, like a lock file) when it
+    creates its lock file; this class only opens it, and while it is missing
+    (no writer of this version has opened the store) takes the lock directly,
+    looking for the gate again at the next lock.
+    """
+
+    __slots__ = ("_fs", "_gate", "_gate_path", "handle", "what")
+
+    def __init__(self, fs: FileSystem, handle: FileHandle, gate_path: str, *, what: str) -> None:
+        self._fs = fs
+        self.handle = handle
+        self._gate_path = gate_path
+        self.what = what
+        self._gate: FileHandle | None = None
+
+    def _gate_handle(self) -> FileHandle | None:
+        if self._gate is None:
+            try:
+                self._gate = self._fs.open(self._gate_path, OpenMode.READ)
+            except FileNotFoundError:
+                return None
+        return self._gate
+
+    def acquire(self, *, exclusive: bool, wait: float | datetime.timedelta | None) -> None:
+        """Lock the file, waiting up to ``wait`` in all (LockedError past it)."""
+        seconds = wait_seconds(wait)
+        gate = self._gate_handle()
+        if gate is None:
+            lock_handle(self.handle, exclusive=exclusive, wait=seconds, what=self.what)
+            return
+        deadline = None if seconds is None else time.monotonic() + seconds
+        try:
+            lock_handle(gate, exclusive=exclusive, wait=seconds, what=self.what)
+        except LockedError:
+            raise LockedError(
+                f"{self.handle.path}: the {self.what} is held by another process or handle (waited {seconds:g} s)",
+                self.handle.path,
+            ) from None
+        try:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            lock_handle(self.handle, exclusive=exclusive, wait=left, what=self.what)
+        finally:
+            gate.unlock()
+
+    def release(self) -> None:
+        """Unlock the file (the gate is never held between calls)."""
+        self.handle.unlock()
+
+    def close(self) -> None:
+        """Close the gate file (the locked file's handle belongs to the caller)."""
+        if self._gate is not None:
+            self._gate.close()
+            self._gate = None
 
 
 def take_lock(

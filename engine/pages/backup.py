@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from engine.errors import ConfigError
-from engine.fs import FileSystem, OpenMode, create_file, lock_handle, parent_dir
+from engine.fs import FileSystem, OpenMode, create_file, parent_dir
 from engine.pages import store_codec
 from engine.pages.journal import journal_path
 from engine.pages.reader import check_journal_applied, flushing_error
-from engine.pages.storefile import check_store_size, file_present, read_header
+from engine.pages.storefile import check_store_size, file_present, lock_store_shared, read_header
 from engine.pages.sums import sums_path
 
 #: Bytes copied per read/write.
@@ -35,7 +35,7 @@ def copy_store(fs: FileSystem, path: str, dest: str, *, wait: float | None = DEF
         if fs.exists(target):
             raise ConfigError(f"{target}: already exists; a backup never overwrites a file")
     with fs.open(path, OpenMode.READ) as src:
-        lock_handle(src, exclusive=False, wait=wait, what="store file lock")
+        lock_store_shared(fs, path, src, wait)
         try:
             header = read_header(path, src)
             if header.flags & store_codec.FLUSHING:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from engine.errors import CorruptFileError
-from engine.fs import FileSystem, OpenMode, lock_handle
+from engine.fs import FileSystem, OpenMode
 from engine.pages import codec, store_codec
 from engine.pages import sums as sums_module
 from engine.pages.journal import JOURNAL_SUFFIX, JournalScan, journal_path, scan, scan_if_idle
@@ -21,6 +21,7 @@ from engine.pages.storefile import (
     check_store_size,
     file_present,
     journal_present,
+    lock_store_shared,
     missing_journal_error,
     orphan_journal_error,
     read_header,
@@ -49,7 +50,7 @@ def store_path_of(path: str) -> str:
 def read_store(fs: FileSystem, path: str) -> StoreInfo:
     """Header, size and free list of the store file; typed errors on damage."""
     with fs.open(path, OpenMode.READ) as handle:
-        lock_handle(handle, exclusive=False, wait=None, what="store file lock")
+        lock_store_shared(fs, path, handle, None)
         header = read_header(path, handle)
         size = handle.size()
         check_store_size(path, header, size)
@@ -76,7 +77,7 @@ def _verify_sums(fs: FileSystem, info: StoreInfo) -> str:
     ps = info.header.page_size
     checked = 0
     with fs.open(info.path, OpenMode.READ) as handle:
-        lock_handle(handle, exclusive=False, wait=None, what="store file lock")
+        lock_store_shared(fs, info.path, handle, None)
         for page in range(1, min(len(values) - 1, info.header.page_count) + 1):
             data = handle.read_at(page * ps, ps)
             if page_sum(data) != values[page]:
@@ -114,7 +115,7 @@ def iter_pages(fs: FileSystem, info: StoreInfo, pages: Iterable[int]) -> Iterato
             loaded = sums_module.load(sh.read_all(), ps)
     with fs.open(path, OpenMode.READ) as handle:
         for page in pages:
-            lock_handle(handle, exclusive=False, wait=None, what="store file lock")
+            lock_store_shared(fs, path, handle, None)
             try:
                 data = handle.read_at(page * ps, ps)
             finally:

@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import NoReturn
 
 from engine.errors import ClosedError, ConfigError, CorruptFileError, FormatError, LockedError
-from engine.fs import FileHandle, FileSystem, OpenMode, RecoveryReport, lock_handle
+from engine.fs import FileSystem, GatedLock, OpenMode, RecoveryReport, lock_handle
 from engine.pages import codec, store_codec
 from engine.pages import sums as sums_module
 from engine.pages.journal import journal_path
@@ -34,6 +34,7 @@ from engine.pages.storefile import (
     check_live,
     check_store_size,
     file_present,
+    gate_path,
     journal_present,
     missing_journal_error,
     read_header,
@@ -52,11 +53,12 @@ class PageReader:
 
     readonly = True
 
-    def __init__(self, fs: FileSystem, path: str, handle: FileHandle, header: StoreHeader) -> None:
+    def __init__(self, fs: FileSystem, path: str, store_lock: GatedLock, header: StoreHeader) -> None:
         self._fs = fs
         self.path = path
         self.journal_path = journal_path(path)
-        self._handle = handle
+        self._store_lock = store_lock
+        self._handle = store_lock.handle
         self._header = header
         self._lock = threading.RLock()
         self._closed = False
@@ -78,12 +80,13 @@ class PageReader:
         journal); FileNotFoundError if there is no store.
         """
         handle = fs.open(path, OpenMode.READ)
+        store_lock = GatedLock(fs, handle, gate_path(path), what="store file lock")
         try:
-            lock_handle(handle, exclusive=False, wait=None, what="store file lock")
+            store_lock.acquire(exclusive=False, wait=None)
             try:
                 header = read_header(path, handle)
             finally:
-                handle.unlock()
+                store_lock.release()
             if page_size is not None and page_size != header.page_size:
                 raise ConfigError(f"{path}: page size is {header.page_size}, not {page_size}")
             if header.flags & store_codec.FLUSHING:
@@ -93,9 +96,10 @@ class PageReader:
                 raise missing_journal_error(path, jpath)
             check_journal_applied(fs, jpath)
         except BaseException:
+            store_lock.close()
             handle.close()
             raise
-        return cls(fs, path, handle, header)
+        return cls(fs, path, store_lock, header)
 
     # -- properties ------------------------------------------------------------------------
     @property
@@ -179,13 +183,13 @@ class PageReader:
             finally:
                 self._shared_depth -= 1
             return
-        lock_handle(self._handle, exclusive=False, wait=None, what="store file lock")
+        self._store_lock.acquire(exclusive=False, wait=None)
         self._shared_depth = 1
         try:
             yield
         finally:
             self._shared_depth = 0
-            self._handle.unlock()
+            self._store_lock.release()
 
     @contextmanager
     def snapshot(self) -> Iterator[PageReader]:
@@ -267,6 +271,7 @@ class PageReader:
         with self._lock:
             if not self._closed:
                 self._closed = True
+                self._store_lock.close()
                 self._handle.close()
 
     def __enter__(self) -> PageReader:

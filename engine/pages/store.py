@@ -35,7 +35,9 @@ Locks (flock-style, whole files, all through :mod:`engine.fs.lock`; see
   make a writer fail; only a second writer may.
 * the store file: the writer locks it exclusively while it writes pages; readers
   take a shared lock on it for each read, so they never see a half-applied
-  transaction.
+  transaction.  Both take it through the gate ``path + "-gate"``
+  (:class:`~engine.fs.GatedLock`), so overlapping snapshots cannot starve a
+  checkpoint.
 """
 
 from __future__ import annotations
@@ -53,13 +55,13 @@ from engine.errors import ClosedError, ConfigError, CorruptFileError, DiskFullEr
 from engine.fs import (
     FileHandle,
     FileSystem,
+    GatedLock,
     HeldLock,
     OpenMode,
     RecoveryReport,
     as_path,
     crashpoint,
     create_file,
-    lock_handle,
     resolve,
     take_lock,
 )
@@ -74,6 +76,7 @@ from engine.pages.storefile import (
     check_store_size,
     create_store_file,
     file_present,
+    gate_path,
     header_says_journal_live,
     interrupted_creation,
     journal_present,
@@ -160,6 +163,9 @@ class PageStore:
         self._disk_header = header
         self._sums: PageSums | None = None
         self._writer_lock = writer_lock  # <path>-lock, held until close
+        # The store file's lock: exclusive while this writer writes pages, through
+        # <path>-gate so readers' overlapping snapshots cannot starve it.
+        self._store_lock = GatedLock(fs, handle, gate_path(path), what="store file lock")
         #: What this open repaired (empty after a clean close).
         self.recovery = report
         self.commits = 0
@@ -291,6 +297,7 @@ class PageStore:
         except LockedError as exc:
             raise LockedError(f"{path}: another writer has the page store open (lock file {lpath})", lpath) from exc
         try:
+            fs.open(gate_path(path), OpenMode.CREATE).close()  # the store file lock's gate, empty like the lock file
             store = cls._open_writer(
                 fs,
                 path,
@@ -411,8 +418,10 @@ class PageStore:
         except BaseException:
             handle.close()
             jhandle.close()
-            if store is not None and store._sums is not None:
-                store._sums.close()
+            if store is not None:
+                store._store_lock.close()
+                if store._sums is not None:
+                    store._sums.close()
             raise
         return store
 
@@ -607,14 +616,14 @@ class PageStore:
         if not self._dirty and self._header == self._disk_header:
             return True
         try:
-            lock_handle(self._handle, exclusive=True, wait=wait, what="store file lock")
+            self._store_lock.acquire(exclusive=True, wait=wait)
         except LockedError:
             self.postponed += 1
             return False
         try:
             self._flush_locked()
         finally:
-            self._handle.unlock()
+            self._store_lock.release()
         return True
 
     def _flush_locked(self) -> None:
@@ -683,7 +692,7 @@ class PageStore:
             if journal.empty:
                 return True
             try:
-                lock_handle(self._handle, exclusive=True, wait=wait, what="store file lock")
+                self._store_lock.acquire(exclusive=True, wait=wait)
             except LockedError:
                 self.postponed += 1
                 return False
@@ -701,7 +710,7 @@ class PageStore:
                 assert self._sums is not None
                 self._sums.sync("checkpoint")
             finally:
-                self._handle.unlock()
+                self._store_lock.release()
             journal.reset()
             self.checkpoints += 1
             return True
@@ -746,6 +755,7 @@ class PageStore:
                         log.warning("%s; left to the next open's recovery", exc)
             finally:
                 self._closed = True
+                self._store_lock.close()
                 self._handle.close()
                 self._journal.handle.close()
                 if self._sums is not None:

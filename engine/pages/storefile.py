@@ -4,7 +4,8 @@ committed page images are written into it.
 
 The store file (ENGPAGES, ``docs/formats/pagestore.md``) sits at ``path``; its
 JRNL journal at ``path + "-journal"``, its page checksums at ``path + "-sums"``
-and the writers' lock at ``path + "-lock"``.
+the writers' lock at ``path + "-lock"`` and the store file lock's gate at
+``path + "-gate"`` (:class:`~engine.fs.GatedLock`).
 """
 
 from __future__ import annotations
@@ -13,11 +14,29 @@ from collections.abc import Iterable, Set
 
 from engine.errors import CorruptFileError, FormatError, LockedError, PageError
 from engine.errors import RecoveryNeededError as RecoveryNeededError  # re-exported
-from engine.fs import FileHandle, FileSystem, OpenMode, create_file, lock_handle, parent_dir
+from engine.fs import FileHandle, FileSystem, GatedLock, OpenMode, create_file, lock_handle, parent_dir
 from engine.pages import codec, store_codec
 from engine.pages.store_codec import StoreHeader
 
 LOCK_SUFFIX = "-lock"
+
+
+GATE_SUFFIX = "-gate"
+
+
+def gate_path(store_path: str) -> str:
+    """The gate of the store file's lock (an empty file; see :class:`~engine.fs.GatedLock`)."""
+    return store_path + GATE_SUFFIX
+
+
+def lock_store_shared(fs: FileSystem, path: str, handle: FileHandle, wait: float | None) -> None:
+    """Take the store file's shared lock on ``handle`` through its gate, for a
+    one-off read; closing ``handle`` lets it go."""
+    store_lock = GatedLock(fs, handle, gate_path(path), what="store file lock")
+    try:
+        store_lock.acquire(exclusive=False, wait=wait)
+    finally:
+        store_lock.close()
 
 
 def lock_path(store_path: str) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.errors import CorruptFileError
-from engine.fs import lock_handle
 from engine.pages import store_codec
 from engine.pages.recovery import verify_journal, walk_free_list
 from engine.pages.store_codec import StoreHeader
@@ -45,7 +44,7 @@ def shrink_store(store: PageStore) -> int:
     rest = store._free_order[drop:]
     ps = header.page_size
     new = StoreHeader(ps, count, rest[0] * ps if rest else 0, flags=header.flags)
-    lock_handle(store._handle, exclusive=True, wait=store.reader_wait, what="store file lock")
+    store._store_lock.acquire(exclusive=True, wait=store.reader_wait)
     try:
         store._handle.write_at(0, store_codec.encode_header(new))
         store._sync_store("shrink")
@@ -60,7 +59,7 @@ def shrink_store(store: PageStore) -> int:
         store._failure = exc
         raise
     finally:
-        store._handle.unlock()
+        store._store_lock.release()
     store._free_order = rest
     store._free = set(rest)
     store._cache.discard_many(range(count + 1, count + drop + 1))

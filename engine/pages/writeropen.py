@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.errors import LockedError
-from engine.fs import lock_handle
 from engine.pages import codec, store_codec
 from engine.pages.journal import JournalScan
 from engine.pages.recovery import StoreState, check_ops, redo, undo
@@ -58,7 +57,7 @@ def recover_into_store(store: PageStore, state: JournalScan) -> None:
         return
     replay = StoreState(h.page_size, h.page_count, h.free_head)
     redone = undone = 0
-    lock_handle(store._handle, exclusive=True, wait=None, what="store file lock")
+    store._store_lock.acquire(exclusive=True, wait=None)
     try:
         for tx in state.txs:
             if tx.applied:
@@ -91,7 +90,7 @@ def recover_into_store(store: PageStore, state: JournalScan) -> None:
             store._sums.recompute(sorted(p for p in touched if p <= replay.page_count), store._raw_page)
             store._sums.sync("recover")
     finally:
-        store._handle.unlock()
+        store._store_lock.release()
     rep.add("redone", jpath, redone, "transactions")
     rep.add("undone", jpath, undone, "transactions")
     journal.reset()
@@ -106,12 +105,12 @@ def mark_journal_live(store: PageStore) -> None:
     if h.flags & store_codec.JOURNAL_LIVE:
         return
     live = StoreHeader(h.page_size, h.page_count, h.free_head, flags=h.flags | store_codec.JOURNAL_LIVE)
-    lock_handle(store._handle, exclusive=True, wait=None, what="store file lock")
+    store._store_lock.acquire(exclusive=True, wait=None)
     try:
         store._handle.write_at(0, store_codec.encode_header(live))
         store._sync_store("open")
     finally:
-        store._handle.unlock()
+        store._store_lock.release()
     store._header = store._disk_header = live
 
 
@@ -123,12 +122,12 @@ def clear_journal_live(store: PageStore) -> None:
         return
     clean = StoreHeader(h.page_size, h.page_count, h.free_head, flags=h.flags & ~store_codec.JOURNAL_LIVE)
     try:
-        lock_handle(store._handle, exclusive=True, wait=store.reader_wait, what="store file lock")
+        store._store_lock.acquire(exclusive=True, wait=store.reader_wait)
     except LockedError:
         return  # the flag stays: harmless, the journal is there and at rest
     try:
         store._handle.write_at(0, store_codec.encode_header(clean))
         store._sync_store("close")
     finally:
-        store._handle.unlock()
+        store._store_lock.release()
     store._header = store._disk_header = clean

@@ -158,8 +158,47 @@ def test_lock_file_only_for_writers(tmp_path: os.PathLike[str]) -> None:
         pass
     assert sorted(os.listdir(str(tmp_path))) == [
         "missing.db",
+        "missing.db-gate",
         "missing.db-journal",
         "missing.db-lock",
         "missing.db-sums",
     ]
     assert os.path.getsize(missing + "-lock") == 0
+    assert os.path.getsize(missing + "-gate") == 0
+
+
+def test_overlapping_snapshots_never_starve_a_checkpoint(path: str) -> None:
+    """Two readers whose snapshots overlap keep the store file share-locked at every
+    instant; the writer's checkpoint still gets in, because once it waits at the
+    gate new snapshots queue behind it and the running ones drain."""
+    stop = threading.Event()
+    overlap = threading.Barrier(2)
+    snapshots = [0, 0]
+
+    def read_forever(slot: int) -> None:
+        with PageStore.open(path, readonly=True) as reader:
+            while not stop.is_set():
+                with reader.snapshot():
+                    assert reader.read(1, 0, 6) in (b"before", b"after!")
+                    snapshots[slot] += 1
+                    if snapshots[slot] == 1:
+                        overlap.wait(5)  # both inside a snapshot at once, at least once
+                    time.sleep(0.002)
+
+    threads = [threading.Thread(target=read_forever, args=(i,)) for i in range(2)]
+    with PageStore.open(path) as store:
+        store.reader_wait = 5.0
+        for thread in threads:
+            thread.start()
+        try:
+            while min(snapshots) < 3:
+                time.sleep(0.001)
+            with store.transaction() as tx:
+                tx.write(1, 0, b"after!")
+            store.checkpoint()  # LockedError after 5 s if the readers starved it
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
+    with PageStore.open(path, readonly=True) as reader:
+        assert reader.read(1, 0, 6) == b"after!"
