@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from rich.table import Table
 
 import engine
+from engine.clireport import add_json_option, print_json
 from engine.errors import EngineError
 from engine.formats import UnknownFormatError, detect
 from engine.fs import default_fs
@@ -99,6 +100,10 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
             err_console.print(f"engine inspect: {_os_error_text(exc)}")
             status = max(status, 1)
             continue
+        if args.json:
+            print_json({"path": path, "format": handler.name, "description": handler.description,
+                        "summary": summary})
+            continue
         table = Table(title=f"{path} — {handler.description}", show_header=False)
         table.add_column("field", style="bold")
         table.add_column("value")
@@ -122,11 +127,16 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             continue
         except EngineError as exc:
             err_console.print(f"engine verify: {path}: FAILED: {exc}")
+            if args.json:
+                print_json({"path": path, "ok": False, "error": str(exc), "error_type": type(exc).__name__})
             status = 2
             continue
         except OSError as exc:  # unreadable: one line, and on to the next path
             err_console.print(f"engine verify: {_os_error_text(exc)}")
             status = max(status, 1)
+            continue
+        if args.json:
+            print_json({"path": path, "format": handler.name, "ok": True, "notes": list(notes)})
             continue
         for note in notes:
             console.print(f"{path}: note: {note}")
@@ -151,11 +161,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     inspect_p = sub.add_parser("inspect", help="recognise files of any engine format and summarise them")
-    inspect_p.add_argument("paths", nargs="+", metavar="PATH")
+    inspect_p.add_argument("paths", nargs="+", metavar="PATH", help="a store's file or directory (any format)")
+    add_json_option(inspect_p)
     inspect_p.set_defaults(func=_cmd_inspect)
 
     verify_p = sub.add_parser("verify", help="run a store's self-check (non-zero exit on a problem)")
-    verify_p.add_argument("paths", nargs="+", metavar="PATH")
+    verify_p.add_argument("paths", nargs="+", metavar="PATH", help="a store's file or directory (any format)")
+    add_json_option(verify_p)
     verify_p.set_defaults(func=_cmd_verify)
 
     notes = []

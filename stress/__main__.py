@@ -244,6 +244,12 @@ def print_tallies(tallies: list[Tally], seed: int) -> None:
             console.print(f"  {t.store}: ... {t.violations - 8} more violation(s)", markup=False)
 
 
+#: A run of at least this many seconds per store is a long run that also fuzzes ...
+LONG_RUN = 300.0
+#: ... for this many seconds (all targets together).
+LONG_FUZZ = 120.0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stress", description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", action="append", choices=sorted(ADAPTER_MODULES), help="repeatable; default all")
@@ -253,6 +259,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--attacks", default=",".join(ATTACKS), help="comma-separated subset of " + ",".join(ATTACKS))
     parser.add_argument("--json", default=None, help="write the counts to this file")
     parser.add_argument("--keep-going", action="store_true", help="long run: go on after a violation")
+    parser.add_argument("--fuzz", type=float, default=None, metavar="SECONDS",
+                        help="differential fuzzing of the compiled decoders (stress/fuzz.py, atheris) after the "
+                        f"stores, SECONDS in all; default {LONG_FUZZ:g} in a run of --seconds >= {LONG_RUN:g}, "
+                        "else none; 0 turns it off")
     parser.add_argument("--report", default=None, metavar="MARKDOWN",
                         help="rewrite the generated figures section of this file (docs/reliability.md)")
     args = parser.parse_args(argv)
@@ -278,11 +288,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         seconds = None if budget is BOUNDED else args.seconds
         tallies.append(run_store(name, store_seed, budget, attacks, seconds, args.keep_going))
     print_tallies(tallies, seed)
+    fuzz_seconds = args.fuzz if args.fuzz is not None else (
+        LONG_FUZZ if budget is not BOUNDED and (args.seconds or 0) >= LONG_RUN else 0)
+    fuzzed: dict[str, int] = {}
+    if fuzz_seconds > 0:
+        from stress import fuzz  # atheris (the [fuzz] extra) is imported only by the children
+
+        console.print(f"fuzz: {', '.join(sorted(fuzz.TARGETS))} for {fuzz_seconds:g} s in all ...")
+        fuzzed = fuzz.run_all(fuzz_seconds)
+        for target, status in fuzzed.items():
+            console.print(f"fuzz {target}: {'ok' if status == 0 else f'FAILED (exit {status})'}", markup=False)
     run = {
         "seed": seed,
         "attacks": attacks,
         "budget": "bounded" if budget is BOUNDED else f"{args.seconds} s per store",
         "stores": [t.as_dict() for t in tallies],
+        "fuzz": {"seconds": fuzz_seconds, "targets": fuzzed},
     }
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
@@ -291,8 +312,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         report.write_section(args.report, run)
         console.print(f"figures written to {args.report}")
     violations = sum(t.violations for t in tallies)
-    console.print(f"seed {seed}: {violations} violation(s)")
-    return 1 if violations else 0
+    fuzz_failures = sum(1 for status in fuzzed.values() if status != 0)
+    console.print(f"seed {seed}: {violations} violation(s)"
+                  + (f", {fuzz_failures} fuzz target(s) failed" if fuzz_failures else ""))
+    return 1 if violations or fuzz_failures else 0
 
 
 if __name__ == "__main__":

@@ -6,9 +6,11 @@ import argparse
 import os
 from typing import Any
 
+from engine.clireport import add_json_option, print_json
 from engine.terminal import terminal_console
 
 console = terminal_console()
+err_console = terminal_console(stderr=True)
 
 
 def _one_line(command: str, exc: Exception, log_path: str) -> int:
@@ -29,16 +31,18 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
 
     # Absolute on the driver: executors elsewhere resolve paths from their own directory.
     data_dir, out_dir = os.path.abspath(args.data_dir), os.path.abspath(args.out)
+    # With --json, standard output carries only the JSON document: progress goes to stderr.
+    progress = err_console if args.json else console
     if not os.path.isdir(data_dir):
         console.print(f"engine pipeline: {data_dir}: not a directory")
         return 2
     make_dirs(resolve(None), out_dir)
     log_path = os.path.join(out_dir, "spark.log")
     try:
-        spark = start_spark(args.master, "engine-pipeline", console, log_path=None if args.verbose else log_path,
+        spark = start_spark(args.master, "engine-pipeline", progress, log_path=None if args.verbose else log_path,
                             ship=args.ship_package)
         try:
-            summary = run_spark_phase(spark, data_dir, out_dir, console, chart=not args.no_chart)
+            summary = run_spark_phase(spark, data_dir, out_dir, progress, chart=not args.no_chart)
         finally:
             spark.stop()
     except (EngineError, KeyboardInterrupt):
@@ -47,6 +51,10 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
         if args.verbose:
             raise
         return _one_line("pipeline", exc, log_path)
+    if args.json:
+        print_json({"rows": summary.rows, "errors": summary.errors, "parquet": summary.parquet,
+                    "chart": summary.chart})
+        return 1 if summary.errors else 0
     print_summary(summary, console)
     console.print(f"summary: {summary.parquet}")
     if summary.chart:
@@ -98,6 +106,7 @@ def register(subparsers: Any) -> None:
                    help="send the engine package to a cluster's executors: auto (default: only when they "
                    "cannot import it), always, never (fail at once when they cannot)")
     p.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
+    add_json_option(p)
     p.add_argument("--verbose", action="store_true",
                    help="show Spark's start-up output, log and stack traces (default: one line per error; "
                    "Spark's log in OUT_DIR/spark.log)")

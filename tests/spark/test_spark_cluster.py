@@ -11,6 +11,7 @@ venv, so nothing is shipped), and that Python named by ``PYSPARK_PYTHON``.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -122,12 +123,19 @@ def test_pipeline_and_every_source_on_a_standalone_cluster(cluster: tuple[str, P
     env["TMPDIR"] = str(tmp_path / "tmp")
     # A relative DATA directory: the executors run elsewhere (in their work directory).
     run = subprocess.run(
-        [sys.executable, "-m", "engine", "pipeline", "data", "--out", "out", "--master", url, "--no-chart"],
+        [sys.executable, "-m", "engine", "pipeline", "data", "--out", "out", "--master", url, "--no-chart",
+         "--json"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert "could not read" not in run.stdout
+    # --json: standard output is one JSON document (progress went to stderr).
+    lines = run.stdout.splitlines()
+    assert len(lines) == 1, run.stdout[-3000:]
+    report = json.loads(lines[0])
+    assert report["errors"] == [] and report["chart"] is None
+    assert report["parquet"] == str(tmp_path / "out" / "summary.parquet")
     # The pipeline read every store through its source on the cluster's executor.
     summary = pq.read_table(str(tmp_path / "out" / "summary.parquet")).to_pylist()
+    assert len(report["rows"]) == len(summary)
     kinds = {r["kind"] for r in summary}
     assert kinds == {"log", "queue", "streams", "events", "pages"}, run.stdout[-3000:]
     assert all((r["records"] or r["backlog"] or r["events"] or r["pages"] or 0) > 0

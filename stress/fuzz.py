@@ -1,0 +1,190 @@
+"""Coverage-guided differential fuzzing of the compiled decoder kernels (atheris).
+
+Each target feeds one fuzzer input to a decoder kernel and to its pure-Python
+reference and requires the same outcome: the same result, the same objects, the
+same exception type and message (the parity the unit tests check on generated
+cases, here searched by libFuzzer for as long as it is given).  atheris
+instruments the pure-Python reference, so its branch coverage guides the search
+into the format's corners; the C kernel is compared on every input.  (Coverage of
+the C code itself would need the extension built with clang's
+``-fsanitize=fuzzer-no-link``; this machine's compiler is gcc.)
+
+Targets:
+
+* ``queue``: ``engine.queue._native.decode_batch`` against
+  ``engine.queue.codec.decode_batch`` (libkestrel journal records and CHECKs);
+* ``events``: ``engine.events._native.read_runs`` against
+  ``engine.events.runs.read_runs_py`` (a file journal chain walk, with and without
+  ``data.crc`` entries).
+
+Run: ``python -m stress.fuzz --seconds 60`` (every target, the budget split
+between them) or ``python -m stress.fuzz --target queue --seconds 30``; the
+stress suite's long mode (``python -m stress --seconds N`` with N >= 300) runs it
+too.  A difference or a crash stops with the input saved as ``crash-*`` in the
+working directory (libFuzzer's convention) and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import subprocess
+import sys
+from array import array
+from collections.abc import Callable
+from typing import Any
+
+#: Targets and the native module each needs.
+TARGETS = {"queue": "engine.queue._native", "events": "engine.events._native"}
+
+
+def _outcome(fn: Callable[[], Any]) -> tuple[str, Any]:
+    try:
+        return ("ok", fn())
+    except Exception as exc:  # compared: the twins must raise the same
+        return ("error", (type(exc), str(exc)))
+
+
+class _Input:
+    """Integers and bytes drawn from one fuzzer input (little-endian, wrapping)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.at = 0
+
+    def number(self, size: int, signed: bool = True) -> int:
+        raw = self.data[self.at : self.at + size]
+        self.at += size
+        return int.from_bytes(raw.ljust(size, b"\0"), "little", signed=signed)
+
+    def small(self, lo: int, hi: int) -> int:
+        return lo + self.number(2, signed=False) % (hi - lo + 1)
+
+    def rest(self) -> bytes:
+        return self.data[self.at :]
+
+
+def queue_target() -> Callable[[bytes], None]:
+    """decode_batch(buf, pos, out, crc, covered, max_records) on both twins."""
+    from engine.queue import codec
+
+    native = importlib.import_module(TARGETS["queue"])
+
+    def one(data: bytes) -> None:
+        src = _Input(data)
+        pos = src.small(-4, 64)
+        crc = None if src.small(0, 1) else src.number(4, signed=False)
+        covered = src.small(-4, 256)
+        max_records = src.small(-1, 64)
+        buf = src.rest()
+        results = []
+        for decode in (codec.decode_batch, native.decode_batch):
+            out: list[Any] = [codec.Put(99, b"carried", 1, None, 0)]
+            got = _outcome(lambda d=decode, o=out: d(buf, pos, o, crc, covered, max_records=max_records))  # type: ignore[misc]
+            results.append((got, [(type(p), tuple(p)) for p in out]))
+        if results[0] != results[1]:
+            raise AssertionError(f"queue decode_batch twins differ on {data.hex()}: {results[0]} != {results[1]}")
+
+    return one
+
+
+def events_target() -> Callable[[bytes], None]:
+    """read_runs(read_at, offset, prev, expected, hi, limit, cap, want, max_events[, sums]) on both twins."""
+    from engine.events import runs
+
+    native = runs.read_runs_native
+    if native is None:
+        raise ImportError("engine.events._native is not built (or ENGINE_PURE_PYTHON is set)")
+
+    def one(data: bytes) -> None:
+        src = _Input(data)
+        args = (
+            src.small(-8, 600),
+            runs.ANY_PREVIOUS if src.small(0, 1) else src.small(-8, 600),
+            src.small(-2, 50),
+            src.small(-2, 60),
+            src.small(-8, 700),
+            src.small(-5, 5000),
+            src.small(-5, 5000),
+            src.small(-2, 12),
+        )
+        with_sums = src.small(0, 1)
+        count = src.small(0, 5)
+        entries = [(src.small(-50, 800), src.small(-50, 800), src.number(4, signed=False)) for _ in range(count)]
+        checked = bytes(src.small(0, 1) for _ in range(count))
+        blob = b"AKFD\0\0\0\0" + src.rest()
+        outcomes = []
+        for walk in (runs.read_runs_py, native):
+            calls: list[tuple[int, int]] = []
+
+            def read_at(offset: int, size: int, calls: list[tuple[int, int]] = calls) -> bytes:
+                calls.append((offset, size))
+                return blob[max(0, offset) : max(0, offset) + size]
+
+            sums = None
+            if with_sums:
+                sums = (
+                    array("q", [e[0] for e in entries]),
+                    array("q", [e[1] for e in entries]),
+                    array("I", [e[2] for e in entries]),
+                    bytearray(checked),
+                )
+            got = _outcome(lambda w=walk, s=sums: w(read_at, *args, s) if s is not None else w(read_at, *args))  # type: ignore[misc]
+            outcomes.append((got, calls, None if sums is None else bytes(sums[3])))
+        if outcomes[0] != outcomes[1]:
+            raise AssertionError(f"events read_runs twins differ on {data.hex()}: {outcomes[0]} != {outcomes[1]}")
+
+    return one
+
+
+BUILDERS = {"queue": queue_target, "events": events_target}
+
+
+def run_one(target: str, seconds: int, corpus: str | None) -> None:
+    """Fuzz ``target`` in this process for ``seconds`` (atheris never returns: libFuzzer exits).
+    A kernel that is not built raises ImportError: it fails loudly, never skips."""
+    import atheris  # type: ignore[import-untyped]  # the [fuzz] extra; imported here so `--help` works without it
+
+    # engine's modules must be first imported here, inside the block, to be instrumented.
+    with atheris.instrument_imports(include=["engine"]):
+        one = BUILDERS[target]()
+    argv = [sys.argv[0], f"-max_total_time={seconds}", "-max_len=4096", "-print_final_stats=1"]
+    if corpus:
+        os.makedirs(corpus, exist_ok=True)
+        argv.append(corpus)
+    atheris.Setup(argv, one)
+    atheris.Fuzz()
+
+
+def run_all(seconds: float, targets: list[str] | None = None, corpus_root: str | None = None) -> dict[str, int]:
+    """Fuzz each target in a child process for its share of ``seconds``; returns
+    {target: exit status} (0: no difference and no crash found)."""
+    chosen = targets or sorted(TARGETS)
+    share = max(1, int(seconds / len(chosen)))
+    statuses = {}
+    for target in chosen:
+        cmd = [sys.executable, "-m", "stress.fuzz", "--target", target, "--seconds", str(share)]
+        if corpus_root:
+            cmd += ["--corpus", os.path.join(corpus_root, target)]
+        statuses[target] = subprocess.run(cmd, timeout=share + 120).returncode
+    return statuses
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m stress.fuzz", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--target", choices=sorted(TARGETS), default=None, help="one target (default: all, in turn)")
+    parser.add_argument("--seconds", type=float, default=60.0, help="time budget (all targets together)")
+    parser.add_argument("--corpus", default=None, metavar="DIR", help="keep the inputs found (a directory per target)")
+    args = parser.parse_args(argv)
+    if args.target is None:
+        statuses = run_all(args.seconds, corpus_root=args.corpus)
+        for target, status in statuses.items():
+            print(f"fuzz {target}: {'ok' if status == 0 else f'FAILED (exit {status})'}")
+        return 0 if all(s == 0 for s in statuses.values()) else 1
+    run_one(args.target, int(args.seconds), args.corpus)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
