@@ -195,7 +195,7 @@ def bench_between(log: AppendLog, n: int, lookups: int, per_time: int = 100) -> 
     def run() -> int:
         between = log.between
         for t0 in starts:
-            next(iter(between(t0, t0 + 10_000)), None)
+            next(iter(between(start_ns=t0, end_ns=t0 + 10_000)), None)
         return lookups
 
     return _rate(run)

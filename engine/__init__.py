@@ -16,6 +16,7 @@ program that uses one store does not load the others.
 from __future__ import annotations
 
 import importlib
+import os.path as _ospath
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import (
@@ -34,6 +35,15 @@ from engine.errors import (
     StreamRejected,
     UnknownFormatError,
 )
+
+# The README installs engine editable in setuptools' strict mode: the environment
+# holds links to the checkout's files (which type checkers follow, unlike the
+# default mode's import hook).  Looking for submodules in the checkout itself first
+# keeps a module added to it since the install importable without reinstalling.
+# In a regular install both paths are the same directory and nothing changes.
+_checkout = _ospath.dirname(_ospath.realpath(__file__))
+if _checkout not in __path__:
+    __path__.insert(0, _checkout)
 
 __version__ = "0.1.0"
 

@@ -19,24 +19,32 @@ record never comes back as data that was not written.  What opening repaired is
 in ``log.recovery`` (:mod:`engine.applog.opening`).
 
 ``sync="always"`` flushes and syncs before ``append`` returns, sharing the fsyncs of
-concurrent threads (group commit); a number of seconds syncs in the background;
-``"never"`` leaves it to the OS.  Buffered records reach the files when the buffer
+concurrent threads (group commit); a period (seconds or a timedelta) syncs in the
+background; ``"never"`` leaves it to the OS.  Buffered records reach the files when the buffer
 holds ``buffer_bytes``, at every sync, on ``flush()`` and on ``close()``.
 
 Rotation: the full segment is synced first, then the new one is created (files
 fsynced, then the directory), so segments are always contiguous on disk.
+
+A log dropped or left open at exit without ``close()`` is closed (flushed,
+synced, its lock released) with a ResourceWarning
+(:meth:`~engine.applog.view.LogView._close_when_dropped`); the group commit, the
+background syncer and the segment writer call the log through weak references
+(:func:`engine.applog.args.weak_call`) so that they do not keep it alive.
 """
 
 from __future__ import annotations
 
 import datetime
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
+from engine.applog.args import as_bytes, instant_arg_ns, period_arg, ttl_arg_ns, weak_call
 from engine.applog.codec import (
     HEADER_SIZE,
     INT64_MAX,
@@ -46,9 +54,10 @@ from engine.applog.codec import (
     RECORD_HEADER_SIZE,
 )
 from engine.applog.opening import open_segments
-from engine.applog.segment import Record, Segment
+from engine.applog.segment import Record, Segment, record_class
 from engine.applog.view import START_FILE, LogView
 from engine.applog.writer import SegmentWriter, create_segment
+from engine.conventions import serializer as parse_serializer
 from engine.errors import ClosedError, ConfigError, CorruptFileError, PoisonedError
 from engine.fs import (
     FileSystem,
@@ -76,14 +85,9 @@ DEFAULT_SEGMENT_BYTES = 64 << 20
 DEFAULT_BUFFER_BYTES = 64 << 10
 
 
-def _ttl_ns(ttl: int | float | datetime.timedelta | None) -> int | None:
-    if ttl is None:
-        return None
-    if isinstance(ttl, datetime.timedelta):
-        return int(ttl.total_seconds() * 1_000_000_000)
-    if isinstance(ttl, bool) or not isinstance(ttl, int):
-        raise ConfigError(f"ttl is an int of nanoseconds or a timedelta, not {ttl!r}")
-    return ttl
+class _Serialized:
+    """``type(data) is`` this never holds: with a serializer, every value
+    appended goes through ``dumps`` (see :meth:`AppendLog.append`)."""
 
 
 class AppendLog(LogView):
@@ -98,9 +102,18 @@ class AppendLog(LogView):
         segment_bytes: int,
         sync: SyncPolicy,
         buffer_bytes: int,
+        serializer: object = None,
     ) -> None:
         super().__init__(directory)
         self._fs = fs
+        ser = parse_serializer(serializer)
+        #: The serializer's dumps (None: records are bytes, appended as given).
+        self._dumps = None if ser is None else ser.dumps
+        #: The type ``append`` passes to the encoder as it is: ``bytes``, or with a
+        #: serializer a type no value has (every value goes through ``dumps``).
+        #: One type check on the append path covers both.
+        self._plain: type = bytes if ser is None else _Serialized
+        self._decoded = record_class(ser)
         self._ttl_arg = ttl_ns
         self.ttl_ns = 0
         self.segment_bytes = segment_bytes
@@ -123,27 +136,35 @@ class AppendLog(LogView):
     @classmethod
     def open(
         cls,
-        directory: str,
-        ttl: int | datetime.timedelta | None = None,
+        directory: str | os.PathLike[str],
+        ttl: float | datetime.timedelta | None = None,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         sync: object = "always",
         *,
+        ttl_ns: int | None = None,
         buffer_bytes: int = DEFAULT_BUFFER_BYTES,
         create: bool = True,
         lock_wait: float | datetime.timedelta | None = 0.0,
         fs: FileSystem | None = None,
+        serializer: object = None,
     ) -> AppendLog:
         """Open (and recover) the log in ``directory``, creating it if needed.
 
-        ``ttl``: nanoseconds (int) or a timedelta; records expire ``ttl`` after their
-        time (``None``: keep the TTL of the existing newest segment, 0 for a new
-        log; 0 or less: never).  A changed TTL applies to segments created from now
-        on; each segment's header keeps the TTL it was written with.
-        ``sync``: ``"always"``, ``"never"`` or a period in seconds.
+        ``ttl``: seconds or a timedelta (exact: ``ttl_ns``, an int of nanoseconds;
+        not both); records expire ``ttl`` after their time (``None``: keep the TTL
+        of the existing newest segment, 0 for a new log; 0: never).  A changed TTL
+        applies to segments created from now on; each segment's header keeps the
+        TTL it was written with.  A number of seconds from 10**9 (31 years) up is
+        refused: it is a nanosecond TTL of an older engine (use ``ttl_ns``).
+        ``sync``: ``"always"``, ``"never"`` or a period (seconds or a timedelta).
         ``lock_wait``: how long to wait for another writer to close the log
         (seconds or a timedelta; None: for ever) before LockedError.
+        ``serializer``: None (records are bytes), ``"json"``, ``"pickle"`` or a
+        ``(dumps, loads)`` pair: ``append`` takes objects, records give them back
+        as ``record.value`` (``record.data`` stays the bytes).
         """
         directory = as_path(directory, "directory")
+        ttl_value = ttl_arg_ns(ttl, ttl_ns)
         if segment_bytes < HEADER_SIZE + RECORD_HEADER_SIZE:
             raise ConfigError(f"segment_bytes must be at least {HEADER_SIZE + RECORD_HEADER_SIZE}")
         if buffer_bytes < 0:
@@ -152,10 +173,11 @@ class AppendLog(LogView):
         self = cls(
             fsys,
             directory,
-            ttl_ns=_ttl_ns(ttl),
+            ttl_ns=ttl_value,
             segment_bytes=segment_bytes,
-            sync=SyncPolicy.parse(sync),
+            sync=SyncPolicy.parse(period_arg(sync)),
             buffer_bytes=buffer_bytes,
+            serializer=serializer,
         )
         if create:
             make_dirs(fsys, self.directory)
@@ -177,12 +199,16 @@ class AppendLog(LogView):
         self._writer = self._new_writer(self._segments[-1], last_time)
         self._synced_end = self._writer.next_index
         self.recovery.log(log)
+        # The helpers call the log through weak references, so a log dropped
+        # without close() is collected and closed (_close_when_dropped).
         if self.sync_policy.always:
-            self._gc = GroupCommit(self._sync_files, name=self.directory)
+            self._gc = GroupCommit(weak_call(self._sync_files, required=True), name=self.directory)
         elif self.sync_policy.mode == "periodic":
             self._periodic = PeriodicSync(
-                self._sync_files, self.sync_policy.period, dirty=self._has_unsynced, name="engine-applog-sync"
+                weak_call(self._sync_files), self.sync_policy.period, dirty=weak_call(self._has_unsynced),
+                name="engine-applog-sync",
             )
+        self._close_when_dropped(f"append log {self.directory!r}")
         return self
 
     def _has_unsynced(self) -> bool:
@@ -223,7 +249,10 @@ class AppendLog(LogView):
             # The clock may step back (NTP); times in a log never do.
             return now if now >= last else last
         if isinstance(time_ns, bool) or not isinstance(time_ns, int):
-            raise ConfigError(f"time_ns must be an int, not {time_ns!r}")
+            raise TypeError(
+                f"time_ns must be an int of nanoseconds since the epoch (time.time_ns()), "
+                f"not {type(time_ns).__name__} {time_ns!r}"
+            )
         if time_ns < last:
             raise ConfigError(
                 f"time_ns {time_ns} is earlier than the log's newest record ({last}): times never go backwards"
@@ -239,8 +268,12 @@ class AppendLog(LogView):
         if isinstance(flags, bool) or not isinstance(flags, int) or not 0 <= flags <= MAX_FLAGS:
             raise ConfigError(f"flags must be a u32, not {flags!r}")
 
-    def append(self, data: bytes, flags: int = 0, time_ns: int | None = None) -> int:
+    def append(self, data: Any, flags: int = 0, time_ns: int | None = None) -> int:
         """Append one record and return its index.
+
+        ``data``: bytes (any bytes-like object), or with ``serializer=`` any object
+        it takes.  A ``str`` without a serializer is a TypeError that says to encode
+        it.  ``time_ns``: exact, an int of nanoseconds since the epoch.
 
         ``time_ns`` defaults to the wall clock (never earlier than the newest
         record); an explicit time earlier than the newest record raises ConfigError.
@@ -250,8 +283,8 @@ class AppendLog(LogView):
         one ``bytes`` as a batch of one), which checks the flags and the size;
         what it refuses becomes a ConfigError here, with nothing appended.
         """
-        if type(data) is not bytes:
-            data = bytes(data)
+        if type(data) is not self._plain:  # bytes without a serializer: as they are
+            data = self._payload(data)
         # acquire/try/finally rather than ``with``: the same lock, released on
         # every exit, and ~80 ns less per call on CPython 3.11 (``with`` looks
         # up and calls __enter__/__exit__ with three arguments each time).
@@ -279,21 +312,34 @@ class AppendLog(LogView):
         gc.wait(ticket)
         return index
 
+    def _payload(self, data: Any, what: str = "data") -> bytes:
+        """``data`` as the bytes to store: the serializer's ``dumps(data)``, or a
+        bytes-like object as ``bytes``; a TypeError that says what to do for a
+        ``str`` (:func:`engine.conventions.require_bytes`)."""
+        if self._dumps is not None:
+            data = self._dumps(data)
+            if type(data) is bytes:
+                return data
+        return as_bytes(data, what)
+
     def append_many(
         self,
-        records: Iterable[bytes | tuple[bytes, int] | tuple[bytes, int, int | None]],
+        records: Iterable[Any],
         flags: int = 0,
         time_ns: int | None = None,
     ) -> range:
         """Append several records in one go; returns the range of their indexes.
 
         Items are ``bytes`` (using ``flags`` and ``time_ns``, one clock reading when
-        None) or ``(data, flags)`` / ``(data, flags, time_ns)`` tuples.  Every item
-        is checked before any is appended, so a bad one appends nothing.  Under
-        ``sync="always"`` one sync covers them all.
+        None) or ``(data, flags)`` / ``(data, flags, time_ns)`` tuples; with a
+        serializer every item is a value (tuples too), all with ``flags`` and
+        ``time_ns``.  Every item is checked before any is appended, so a bad one
+        appends nothing.  Under ``sync="always"`` one sync covers them all.
         """
         self._check_record(b"", flags)
         items = records if isinstance(records, list) else list(records)
+        if self._dumps is not None:
+            items = [self._payload(value, f"item {n}") for n, value in enumerate(items)]
         with self._lock:
             first = self._check_writable().next_index
             if set(map(type, items)) <= _BYTES_ONLY:  # C-level check of every item
@@ -329,10 +375,10 @@ class AppendLog(LogView):
         batch: list[tuple[bytes, int, int]] = []
         for item in items:
             if isinstance(item, tuple):
-                data, fl = bytes(item[0]), item[1]
+                data, fl = as_bytes(item[0], f"the data of item {len(batch)}"), item[1]
                 t = item[2] if len(item) > 2 else fixed
             else:
-                data, fl, t = bytes(item), flags, fixed
+                data, fl, t = as_bytes(item, f"item {len(batch)}"), flags, fixed
             self._check_record(data, fl)
             if t is None:
                 t = now if now >= last else last
@@ -366,7 +412,8 @@ class AppendLog(LogView):
         record's): a full segment rolls over, a full buffer is flushed (a failure
         of either poisons the log)."""
         return SegmentWriter(
-            seg, self.segment_bytes, self.buffer_bytes, self._roll_locked, self._flush_locked, last_time
+            seg, self.segment_bytes, self.buffer_bytes, weak_call(self._roll_locked, required=True),
+            weak_call(self._flush_locked, required=True), last_time,
         )
 
     def _flush_locked(self) -> None:
@@ -459,18 +506,21 @@ class AppendLog(LogView):
             del self._bases[: len(victims)]
         return removed
 
-    def expire(self, now: int | None = None) -> int:
+    def expire(self, now: datetime.datetime | float | None = None, *, now_ns: int | None = None) -> int:
         """Delete whole segments whose newest record has outlived its segment's TTL
         (``now > last_time + ttl``, the original LOG/IDX writer's rule), oldest first; returns how
-        many records went.  Segments with TTL <= 0 never expire, and expiry stops at
-        the first segment that has not expired, so the log stays contiguous."""
+        many records went.  ``now``: a datetime or seconds since the epoch (exact:
+        ``now_ns``; default: the clock).  Segments with TTL <= 0 never expire, and
+        expiry stops at the first segment that has not expired, so the log stays
+        contiguous."""
+        given = instant_arg_ns(now, now_ns, "now")
         with self._sync_lock, self._lock:
             self._check_writable()
             self._flush_locked()  # the segments' times include every record appended
-            now = time.time_ns() if now is None else now
+            at = time.time_ns() if given is None else given
             victims: list[Segment] = []
             for seg in self._segments:
-                if seg.ttl_ns > 0 and seg.count and seg.last_time is not None and now > seg.last_time + seg.ttl_ns:
+                if seg.ttl_ns > 0 and seg.count and seg.last_time is not None and at > seg.last_time + seg.ttl_ns:
                     victims.append(seg)
                 else:
                     break
@@ -553,6 +603,8 @@ class AppendLog(LogView):
 
     def close(self) -> None:
         """Flush and (unless sync="never") sync, then release the files and lock."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
         # Stop the background syncer first: it takes _sync_lock itself.
         if self._periodic is not None:
             self._periodic.stop()

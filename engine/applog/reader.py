@@ -27,6 +27,7 @@ below the new first index raises IndexError.
 from __future__ import annotations
 
 import logging
+import os
 from types import TracebackType
 
 from engine.applog.codec import (
@@ -46,8 +47,9 @@ from engine.applog.codec import (
 )
 from engine.applog.log import LOCK_FILE
 from engine.applog.recovery import Mismatch, scan_sealed
-from engine.applog.segment import Segment, crc_path, idx_path, log_path
+from engine.applog.segment import Segment, crc_path, idx_path, log_path, record_class
 from engine.applog.view import START_FILE, LogView, parse_start, read_headers
+from engine.conventions import serializer as parse_serializer
 from engine.errors import CorruptFileError, FormatError
 from engine.fs import FileHandle, FileSystem, OpenMode, RecoveryReport, as_path, probe_lock, resolve
 
@@ -77,18 +79,26 @@ class LogReader(LogView):
         self._hidden_log: dict[int, tuple[int, int]] = {}  # base -> (shown end, log size) reported
 
     @classmethod
-    def open(cls, directory: str, *, fs: FileSystem | None = None) -> LogReader:
-        """Open the log in ``directory`` for reading (it must exist)."""
+    def open(
+        cls, directory: str | os.PathLike[str], *, fs: FileSystem | None = None, serializer: object = None
+    ) -> LogReader:
+        """Open the log in ``directory`` for reading (it must exist).
+
+        ``serializer``: as the writer's (``"json"``, ``"pickle"``, a ``(dumps,
+        loads)`` pair): records give ``record.value`` decoded."""
         directory = as_path(directory, "directory")
+        decoded = record_class(parse_serializer(serializer))
         fsys = resolve(fs)
         if not fsys.isdir(directory):
             raise FileNotFoundError(f"{directory}: no such append log directory")
         self = cls(fsys, directory)
+        self._decoded = decoded
         try:
             self.refresh()
         except BaseException:
             self.close()
             raise
+        self._close_when_dropped(f"append log reader {self.directory!r}")
         return self
 
     # -- keeping current ---------------------------------------------------------------
@@ -417,6 +427,9 @@ class LogReader(LogView):
             return self._verify_segments(contents, tail_ok=True)
 
     def close(self) -> None:
+        """Close the files (the reader takes no lock and writes nothing)."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
         with self._lock:
             for seg in self._segments:
                 seg.close()

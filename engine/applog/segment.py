@@ -13,12 +13,13 @@ memory, which the writer does for its active segment.
 from __future__ import annotations
 
 import bisect
+import datetime
 import struct
 import sys
 import zlib
 from array import array
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from engine.applog.codec import (
     CRC_SIZE,
@@ -31,6 +32,7 @@ from engine.applog.codec import (
     entry_offset,
     segment_name,
 )
+from engine.conventions import Serializer, datetime_from_ns
 from engine.errors import CorruptFileError
 from engine.fs import FileHandle
 
@@ -51,12 +53,52 @@ SCAN_CHUNK = 1 << 20
 
 
 class Record(NamedTuple):
-    """One record of an append log."""
+    """One record of an append log: ``(index, time_ns, flags, data)``.
+
+    ``time_ns`` is exact (nanoseconds since the epoch); ``time`` is the same
+    instant as an aware UTC datetime (to the microsecond).  ``data`` is the
+    stored bytes; ``value`` is what was appended (``data`` itself unless the log
+    was opened with ``serializer=``: then its ``loads(data)``, see
+    :func:`record_class`).
+    """
 
     index: int  # type: ignore[assignment]  # shadows tuple.index on purpose: the record's position
     time_ns: int
     flags: int
     data: bytes
+
+    @property
+    def time(self) -> datetime.datetime:
+        """The record's time as an aware UTC datetime (``time_ns`` is exact)."""
+        return datetime_from_ns(self.time_ns)
+
+    @property
+    def value(self) -> Any:
+        """The record as appended: ``data`` (no serializer)."""
+        return self.data
+
+
+def record_class(serializer: Serializer | None) -> type[Record] | None:
+    """The class a log built with ``serializer`` returns its records as: None
+    without one (records stay plain :class:`Record` s, at no cost), else a
+    subclass whose ``value`` is ``serializer.loads(data)`` (decoded on access;
+    it shows and pickles as a plain ``Record``)."""
+    if serializer is None:
+        return None
+    loads = serializer.loads
+
+    class DecodedRecord(Record):
+        __slots__ = ()
+
+        @property
+        def value(self) -> Any:
+            return loads(self.data)
+
+        def __reduce__(self) -> tuple[type[Record], tuple[int, int, int, bytes]]:
+            return Record, (self.index, self.time_ns, self.flags, self.data)
+
+    DecodedRecord.__qualname__ = DecodedRecord.__name__ = "Record"
+    return DecodedRecord
 
 
 # Bound once: the lookups below run once per record read.

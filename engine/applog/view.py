@@ -12,18 +12,25 @@ yield outside it, so a slow consumer never blocks the writer.
 from __future__ import annotations
 
 import bisect
+import datetime
+import functools
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
+from engine.applog.args import instant_arg_ns
 from engine.applog.codec import CRC_MAGIC, HEADER_SIZE, IDX_MAGIC, LOG_MAGIC, check_header
 from engine.applog.recovery import Mismatch, scan_segment
 from engine.applog.segment import Record, Segment
-from engine.errors import ClosedError, ConfigError, CorruptFileError
+from engine.conventions import duration_seconds, timeout_seconds, warn_unclosed
+from engine.errors import ClosedError, CorruptFileError
 
 _bisect_right = bisect.bisect_right
+_new_record = tuple.__new__
 
 #: Records materialised per chunk by the generators.
 CHUNK_RECORDS = 4096
@@ -78,10 +85,27 @@ class LogView:
         self._start = 0
         self._closed = False
         self._index_cache: OrderedDict[int, Segment] = OrderedDict()
+        #: The record class of a log opened with ``serializer=`` (decodes
+        #: ``value``); None: plain :class:`Record` s, returned as read.
+        self._decoded: type[Record] | None = None
+        #: Closes the view if it is dropped or still open at exit (warn_unclosed).
+        self._finalizer: weakref.finalize | None = None
+
+    def _close_when_dropped(self, what: str) -> None:
+        """Register :func:`engine.conventions.warn_unclosed`: a view dropped or left
+        open at exit is closed, with a ResourceWarning.  The finalizer holds the
+        view's attribute dictionary, not the view, so the view stays collectable
+        (nothing the view holds may refer back to it: see
+        :func:`engine.applog.args.weak_call`)."""
+        self._finalizer = warn_unclosed(self, functools.partial(_close_detached, type(self), vars(self)), what)
 
     # -- subclass hooks ----------------------------------------------------------------
     def _prepare_read(self, index: int | None) -> None:
         """Make records up to ``index`` (all if None) readable, if they exist."""
+
+    def close(self) -> None:
+        """Release the files (each subclass its own)."""
+        raise NotImplementedError
 
     def _check_open(self) -> None:
         if self._closed:
@@ -106,8 +130,57 @@ class LogView:
             return self._segments[-1].end if self._segments else self._start
 
     def __len__(self) -> int:
+        """How many records are kept (``next_index - first_index``)."""
         with self._lock:
             return self.next_index - self.first_index
+
+    def __getitem__(self, index: int) -> Record:
+        """``log[i]``: the record with index ``i`` (:meth:`get`); IndexError when it
+        expired, was truncated or does not exist yet (indexes are absolute and
+        never reused: ``log[-1]`` is not the newest, ``log[log.next_index - 1]`` is)."""
+        if isinstance(index, slice):
+            raise TypeError("an append log takes one record index, not a slice: use scan(start, stop)")
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise TypeError(f"record indexes are ints, not {type(index).__name__} {index!r}")
+        return self.get(index)
+
+    def __contains__(self, index: object) -> bool:
+        """``i in log``: whether record ``i`` is kept (``first_index <= i < next_index``)."""
+        if isinstance(index, bool) or not isinstance(index, int):
+            return False
+        with self._lock:
+            return self.first_index <= index < self.next_index
+
+    def __iter__(self) -> Iterator[Record]:
+        """The records kept when the iteration starts, oldest to newest (records
+        appended meanwhile are not included; ones expired meanwhile are skipped)."""
+        with self._lock:
+            first, stop = self.first_index, self.next_index
+        return self.scan(first, stop)
+
+    def stats(self) -> dict[str, Any]:
+        """A summary (snake_case keys, numbers; None where unknown):
+        ``first_index``, ``next_index``, ``records``, ``segment_count``, ``log_bytes``
+        (the ``.log`` files' sizes), ``first_time_ns`` / ``last_time_ns`` (the
+        oldest and newest kept records' times, None when empty) and ``ttl_ns``
+        (the newest segment's; 0 or less: never expire)."""
+        with self._lock:
+            segs = self.segments()
+            first, nxt = self.first_index, self.next_index
+            first_time = last_time = None
+            if nxt > first:
+                first_time, last_time = self.get(first).time_ns, self.get(nxt - 1).time_ns
+            return {
+                "directory": self.directory,
+                "first_index": first,
+                "next_index": nxt,
+                "records": nxt - first,
+                "segment_count": len(segs),
+                "log_bytes": sum(s.log_bytes for s in segs),
+                "first_time_ns": first_time,
+                "last_time_ns": last_time,
+                "ttl_ns": segs[-1].ttl_ns if segs else 0,
+            }
 
     def segments(self) -> list[SegmentInfo]:
         """The segments, oldest first, with their index and time ranges."""
@@ -142,7 +215,7 @@ class LogView:
             else:
                 nxt = first
             if not first <= index < nxt:
-                raise IndexError(f"record {index} is outside the log's range [{min(first, nxt)}, {nxt})")
+                raise IndexError(_missing(index, min(first, nxt), nxt))
             seg = segs[_bisect_right(self._bases, index) - 1]
             if seg.mem_idx is None:
                 cache = self._index_cache
@@ -150,7 +223,8 @@ class LogView:
                     cache.move_to_end(seg.base)  # the common case of _touch_cache, inline
                 else:
                     self._touch_cache(seg)
-            return seg.read(index - seg.base)
+            rec = seg.read(index - seg.base)
+            return rec if self._decoded is None else _new_record(self._decoded, rec)
 
     def _touch_cache(self, seg: Segment) -> None:
         """Keep some segments' indexes in memory so that a lookup there is one read
@@ -190,7 +264,10 @@ class LogView:
             seg = self._locate(index)
             position = index - seg.base
             upto = min(seg.count, position + limit, end - seg.base)
-            return list(seg.iter_range(position, upto))
+            cls = self._decoded
+            if cls is None:
+                return list(seg.iter_range(position, upto))
+            return [_new_record(cls, rec) for rec in seg.iter_range(position, upto)]
 
     def scan(self, start: int = 0, stop: int | None = None) -> Iterator[Record]:
         """Records with ``start <= index < stop`` in order (``stop`` None: up to the
@@ -205,9 +282,16 @@ class LogView:
             index = chunk[-1].index + 1
             limit = min(limit * 4, CHUNK_RECORDS)
 
-    def index_at_time(self, t0: int) -> int:
-        """Index of the first kept record with ``time_ns >= t0`` (``next_index`` if
-        none): a binary search over segments, then over one segment's index."""
+    def index_at_time(self, time: datetime.datetime | float | None = None, *, time_ns: int | None = None) -> int:
+        """Index of the first kept record at or after ``time`` (a datetime or
+        seconds since the epoch; exact: ``time_ns``), ``next_index`` if none: a
+        binary search over segments, then over one segment's index."""
+        t0 = instant_arg_ns(time, time_ns, "time")
+        if t0 is None:
+            raise TypeError("index_at_time() needs time (a datetime or seconds since the epoch) or time_ns")
+        return self._index_at_ns(t0)
+
+    def _index_at_ns(self, t0: int) -> int:
         with self._lock:
             self._check_open()
             self._prepare_read(None)
@@ -247,21 +331,45 @@ class LogView:
             f"record {found}, which does not",
         )
 
-    def between(self, t0: int, t1: int) -> Iterator[Record]:
-        """Records with ``t0 <= time_ns < t1``, oldest first."""
-        if t1 <= t0:
+    def between(
+        self,
+        start: datetime.datetime | float | None = None,
+        end: datetime.datetime | float | None = None,
+        *,
+        start_ns: int | None = None,
+        end_ns: int | None = None,
+    ) -> Iterator[Record]:
+        """Records with ``start <= time < end``, oldest first.  ``start`` and ``end``
+        are datetimes or seconds since the epoch (exact: ``start_ns``/``end_ns``);
+        a missing bound is open (from the oldest record, up to the newest)."""
+        t0 = instant_arg_ns(start, start_ns, "start")
+        t1 = instant_arg_ns(end, end_ns, "end")
+        return self._between_ns(t0, t1)
+
+    def _between_ns(self, t0: int | None, t1: int | None) -> Iterator[Record]:
+        if t0 is not None and t1 is not None and t1 <= t0:
             return
-        for rec in self.scan(self.index_at_time(t0)):
-            if rec.time_ns >= t1:
+        for rec in self.scan(self.first_index if t0 is None else self._index_at_ns(t0)):
+            if t1 is not None and rec.time_ns >= t1:
                 return
             yield rec
 
-    def follow(self, start: int | None = None, *, poll: float = 0.05, timeout: float | None = None) -> Iterator[Record]:
-        """Yield records from ``start`` (default: the current end) on, waiting for
-        new ones; ends after ``timeout`` seconds without a new record (None: never).
-        Records that expire before they are read are skipped."""
-        if poll <= 0:
-            raise ConfigError("poll must be > 0 seconds")
+    def follow(
+        self,
+        start: int | None = None,
+        *,
+        poll: float | datetime.timedelta = 0.05,
+        timeout: float | datetime.timedelta | None = None,
+    ) -> Iterator[Record]:
+        """Yield records from index ``start`` (default: the current end) on,
+        waiting for new ones (checking every ``poll``); ends after ``timeout``
+        without a new record (None: never).  ``poll`` and ``timeout`` are seconds
+        or timedeltas.  Records that expire before they are read are skipped."""
+        poll_s = duration_seconds(poll, "poll")
+        assert poll_s is not None
+        return self._follow(start, poll_s, timeout_seconds(timeout))
+
+    def _follow(self, start: int | None, poll: float, timeout: float | None) -> Iterator[Record]:
         index = self.next_index if start is None else start
         idle_since = time.monotonic()
         while True:
@@ -332,6 +440,28 @@ class LogView:
         if not bases:
             notes.append("no segments")
         return notes
+
+
+def _missing(index: int, first: int, nxt: int) -> str:
+    """Why record ``index`` is not in a log that keeps ``[first, nxt)``, in words."""
+    if index < 0:
+        return f"record {index} does not exist: record indexes start at 0"
+    if index < first:
+        return (f"record {index} is no longer in the log: expired or truncated "
+                f"(the oldest kept is {first})" if first < nxt else
+                f"record {index} is no longer in the log: expired or truncated (the log is empty)")
+    if first < nxt:
+        return f"record {index} does not exist yet: the newest record is {nxt - 1}"
+    return f"record {index} does not exist yet: the log is empty (the next record appended gets {nxt})"
+
+
+def _close_detached(cls: type[LogView], state: dict[str, Any]) -> None:
+    """Close a view that was dropped (or is still open at exit) without close():
+    through a shell object sharing its attribute dictionary, so that the
+    finalizer never refers to the view itself."""
+    shell = object.__new__(cls)
+    shell.__dict__ = state
+    shell.close()
 
 
 def read_headers(log_head: bytes, log_path: str) -> int:

@@ -4,7 +4,10 @@
 batch writes per persistence id, replay of a sequence-number range, the highest
 sequence number (kept across deletion) and delete-to.  ``open_read_only`` is the
 lock-free reader used by tools and the Spark pipeline.  What opening repaired is
-``journal.recovery`` (an :class:`engine.fs.RecoveryReport`).
+``journal.recovery`` (an :class:`engine.fs.RecoveryReport`).  Payloads are bytes,
+or objects with ``serializer=`` (``event.value``); ``len(journal)``, ``pid in
+journal`` and iteration are over the persistence ids; ``stats()`` is a dict of
+numbers.  See ``docs/guide/events.md``.
 """
 
 from __future__ import annotations

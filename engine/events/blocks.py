@@ -69,3 +69,36 @@ class BlockReader:
         if len(buf) - at < header.size:
             raise CorruptFileError(self.path, header.offset, f"{header.size} bytes of block", "end of file")
         return buf[at + BLOCK_HEADER_SIZE : at + header.size]
+
+
+def locate(reader: BlockReader, first: int, last: int, first_seq: int, highest: int, lo: int) -> BlockHeader:
+    """The header of the block with sequence number ``lo`` in the chain from
+    ``first`` (sequence number ``first_seq``) to ``last`` (``highest``), walking
+    from whichever end is nearer and checking every link on the way (a broken
+    one is a CorruptFileError)."""
+    path = reader.path
+    if lo - first_seq <= highest - lo:
+        offset, header = first, reader.header(first)
+        while header.sequence_nr < lo:
+            if offset == last:
+                raise CorruptFileError(path, offset, f"a link onward to sequence number {lo}", "the last block")
+            nxt = header.next
+            expected_seq = header.sequence_nr + 1
+            header = reader.header(nxt)
+            if header.sequence_nr != expected_seq or header.previous != offset:
+                raise CorruptFileError(path, nxt, f"sequence number {expected_seq} linked back to {offset}",
+                                       f"{header.sequence_nr} linked back to {header.previous}")
+            offset = nxt
+    else:
+        offset, header = last, reader.header(last)
+        while header.sequence_nr > lo:
+            prv = header.previous
+            expected_seq = header.sequence_nr - 1
+            header = reader.header(prv)
+            if header.sequence_nr != expected_seq or header.next != offset:
+                raise CorruptFileError(path, prv, f"sequence number {expected_seq} linked to {offset}",
+                                       f"{header.sequence_nr} linked to {header.next}")
+            offset = prv
+    if header.sequence_nr != lo:
+        raise CorruptFileError(path, offset, f"sequence number {lo}", str(header.sequence_nr))
+    return header

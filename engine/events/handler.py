@@ -43,6 +43,8 @@ def sniff(fs: FileSystem, path: str, head: bytes, is_dir: bool) -> bool:
 
 
 def summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
+    """A journal directory's :meth:`EventJournal.stats`, or what a lone ``data`` or
+    ``meta`` file's header (and meta blocks) say; snake_case keys, numbers."""
     is_dir = fs.isdir(path)
     directory = _journal_dir(fs, path, is_dir)
     if directory is not None:
@@ -53,11 +55,11 @@ def summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
         content = handle.read_all()
     if content[:4] == DATA_MAGIC:
         length = decode_data_header(content[:DATA_HEADER_SIZE], path)
-        return {"file": "data", "blocks length": length, "file size": len(content)}
+        return {"file": "data", "blocks_bytes": length, "file_bytes": len(content)}
     magic, size = decode_meta_header(content[:META_HEADER_SIZE], path)
     blocks = decode_meta_blocks(content[META_HEADER_SIZE : META_HEADER_SIZE + size], path)
-    return {"file": "meta", "magic": magic.decode("ascii"), "blocks size": size, "persistence ids": len(blocks),
-            "events ever written": sum(b.highest for b in blocks)}
+    return {"file": "meta", "meta_magic": magic.decode("ascii"), "blocks_bytes": size, "persistence_ids": len(blocks),
+            "events_ever_written": sum(b.highest for b in blocks)}
 
 
 def verify(fs: FileSystem, path: str) -> list[str]:

@@ -22,12 +22,18 @@ file's cache updates are :mod:`engine.events.metafile`; replay's walk is
 
 from __future__ import annotations
 
+import datetime as _dt
 import errno
 import logging
 import threading
 from collections.abc import Iterable, Iterator
+from functools import partial
 from itertools import chain
+from os import PathLike
+from typing import Any
 
+from engine.conventions import Serializer
+from engine.conventions import serializer as parse_serializer
 from engine.errors import (
     ClosedError,
     ConfigError,
@@ -38,7 +44,8 @@ from engine.errors import (
     PoisonedError,
     SequenceNumberError,
 )
-from engine.events.blocks import DEFAULT_READAHEAD, BlockReader
+from engine.events.blocks import DEFAULT_READAHEAD, BlockReader, locate
+from engine.events.closing import ClosedWhenDropped
 from engine.events.codec import (
     BLOCK_HEADER_SIZE,
     BLOCK_NEXT_FIELD,
@@ -62,6 +69,7 @@ from engine.events.layout import (
     join,
 )
 from engine.events.metafile import MetaFile
+from engine.events.payloads import batch_error, event_class, payload_error, sequence_number_error
 from engine.events.recovery import (
     Loaded,
     complete_meta_sums,
@@ -108,7 +116,7 @@ DEFAULT_PREALLOCATE = 256 * 1024
 RUN_CHUNK = 1024
 
 
-class EventJournal:
+class EventJournal(ClosedWhenDropped):
     """An event-sourcing journal in one directory; see the module docstring.
 
     Open with :meth:`open` (writer: takes the writer lock ``<dir>/.lock`` and
@@ -129,6 +137,7 @@ class EventJournal:
         max_data_size: int,
         readahead: int,
         lock: HeldLock | None = None,
+        serializer: Serializer | None = None,
     ) -> None:
         self.directory = directory
         self.data_path = join(directory, DATA_NAME)
@@ -161,12 +170,16 @@ class EventJournal:
         #: Counters for tests and benchmarks.
         self.batches_written = 0
         self.single_sync_batches = 0
+        #: The ``serializer=`` given to open (None: payloads are bytes).
+        self.serializer = serializer
+        # Replay re-types its events to the serializer's Event class (None: as built).
+        self._decoded = None if serializer is None else partial(tuple.__new__, event_class(serializer))
 
     # -- opening ----------------------------------------------------------------------
     @classmethod
     def open(
         cls,
-        directory: str,
+        directory: str | PathLike[str],
         *,
         create: bool = True,
         sync: object = "always",
@@ -174,6 +187,7 @@ class EventJournal:
         readahead: int = DEFAULT_READAHEAD,
         preallocate: int = DEFAULT_PREALLOCATE,
         salvage: bool = False,
+        serializer: object = None,
         fs: FileSystem | None = None,
     ) -> EventJournal:
         """Open (creating if allowed) the journal in ``directory`` for writing.
@@ -195,12 +209,23 @@ class EventJournal:
         leaves (one batch, one meta block); more is reported as damage.  After a
         crash of a ``sync="never"`` writer several batches may be uncommitted:
         ``salvage=True`` then cuts whatever is past the committed end.
+
+        ``serializer``: None (payloads are bytes), ``"json"``, ``"pickle"`` (only
+        for files you trust) or a ``(dumps, loads)`` pair: ``write`` then takes
+        objects and replay's ``event.value`` gives them back (``event.data`` is
+        the stored bytes).  The files hold the bytes either way.
+
+        ``directory`` is a ``str`` or any ``os.PathLike``.  Close the journal
+        (or use ``with``): one left open is closed when it is garbage-collected
+        or at interpreter exit, with a ResourceWarning.
         """
         directory = as_path(directory, "directory")
         fs = resolve(fs)
-        policy = SyncPolicy.parse(sync)
-        if policy.mode == "periodic":
-            raise ConfigError("EventJournal supports sync='always' or 'never'")
+        codec = parse_serializer(serializer)
+        policy = None if isinstance(sync, _dt.timedelta) else SyncPolicy.parse(sync)
+        if policy is None or policy.mode == "periodic":  # a period: there is no periodic sync here
+            raise ConfigError(f"sync must be 'always' or 'never' for an event journal, not {sync!r} (no "
+                              "periodic sync: use sync='never' and close(), or batch your writes)")
         if not 0 < max_data_size <= MAX_DATA_SIZE:
             raise ConfigError(f"max_data_size must be in (0, {MAX_DATA_SIZE}]")
         data_path = join(directory, DATA_NAME)
@@ -218,7 +243,7 @@ class EventJournal:
             lock.release()
             raise
         journal = cls(fs, directory, data, meta, read_only=False, sync=policy,
-                      max_data_size=max_data_size, readahead=readahead, lock=lock)
+                      max_data_size=max_data_size, readahead=readahead, lock=lock, serializer=codec)
         journal.preallocate = max(0, preallocate)
         try:
             report = journal.recovery
@@ -238,14 +263,16 @@ class EventJournal:
             journal._release()
             raise
         report.log(log)
+        journal._watch_unclosed(f"event journal {directory!r}")
         return journal
 
     @classmethod
     def open_read_only(
         cls,
-        directory: str,
+        directory: str | PathLike[str],
         *,
         readahead: int = DEFAULT_READAHEAD,
+        serializer: object = None,
         fs: FileSystem | None = None,
     ) -> EventJournal:
         """Open without the writer lock and without repairing anything.
@@ -253,9 +280,11 @@ class EventJournal:
         The reader sees what was committed when it opened (or last called
         :meth:`refresh`), even while a writer keeps appending: committed blocks
         never change, and the reader never looks past the committed length.
+        ``serializer`` decodes ``event.value`` as in :meth:`open`.
         """
         directory = as_path(directory, "directory")
         fs = resolve(fs)
+        codec = parse_serializer(serializer)
         data_path = join(directory, DATA_NAME)
         meta_path = join(directory, META_NAME)
         for path in (meta_path, data_path):
@@ -268,12 +297,13 @@ class EventJournal:
             data.close()
             raise
         journal = cls(fs, directory, data, meta, read_only=True, sync=SyncPolicy("never"),
-                      max_data_size=MAX_DATA_SIZE, readahead=readahead)
+                      max_data_size=MAX_DATA_SIZE, readahead=readahead, serializer=codec)
         try:
             journal._load_snapshot()
         except BaseException:
             journal._release()
             raise
+        journal._watch_unclosed(f"read-only event journal {directory!r}")
         return journal
 
     def refresh(self) -> None:
@@ -336,36 +366,53 @@ class EventJournal:
             raise PoisonedError(self.directory, self._failure)
 
     # -- writing ----------------------------------------------------------------------
-    def write(self, persistence_id: str, events: Iterable[tuple[int, bytes]]) -> None:
+    def write(self, persistence_id: str, events: Iterable[tuple[int, Any]]) -> None:
         """Append one atomic batch of ``(sequence_nr, payload)`` events for one id.
 
         Sequence numbers must continue the id's sequence by one (the first event of
         a new id is 1).  After a crash the batch is there whole or not at all; with
         ``sync="always"`` it is durable when this returns.
+
+        ``events`` is an iterable of pairs, e.g. ``[(n + 1, b"created")]``; a
+        payload is bytes (a ``str`` is a TypeError: encode it), or any object the
+        journal's ``serializer`` takes.
         """
-        batch = list(events)
+        # The fast path assumes a well-formed batch; the explanations of a wrong
+        # one (batch_error & co) run only once it failed, so they cost nothing
+        # here.  (The checks are C-level comprehensions and comparisons: a
+        # per-item Python loop costs ~0.3 us an event.)
+        batch: list[Any] | None = None
+        try:
+            batch = list(events)
+            seqs = [seq for seq, _ in batch]
+            payloads = [payload for _, payload in batch]
+        except (TypeError, ValueError):
+            if batch is None and isinstance(events, Iterable) and not isinstance(events, (str, bytes)):
+                raise  # the iterable's own error, raised while it was listed
+            raise batch_error(events, batch) from None
         if not batch:
             return
         try:
             raw_id = encode_id(persistence_id)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        # (The checks run in C-level comprehensions and comparisons: they are on
-        # every write's path, and a per-item Python loop costs ~0.3 us an event.)
-        payloads = [item[1] for item in batch]
+        except AttributeError:
+            raise TypeError(f"persistence_id must be a str, not {type(persistence_id).__name__} "
+                            f"{persistence_id!r}") from None
+        if self.serializer is not None:
+            payloads = list(map(self.serializer.dumps, payloads))
         if set(map(type, payloads)) != {bytes}:
-            converted: list[bytes] = []
-            for payload in payloads:
-                if not isinstance(payload, (bytes, bytearray, memoryview)):
-                    raise ConfigError(f"event payloads must be bytes, not {type(payload).__name__}")
-                converted.append(bytes(payload))
-            payloads = converted
-        seqs = [item[0] for item in batch]
+            if not all(isinstance(p, (bytes, bytearray, memoryview)) for p in payloads):
+                raise payload_error(payloads, self.serializer)
+            payloads = [bytes(p) for p in payloads]
         with self._lock:
             self._check_writable()
             entry = self._entries.get(persistence_id)
             expected = (entry.highest if entry is not None else 0) + 1
             if seqs != list(range(expected, expected + len(seqs))):
+                wrong_type = sequence_number_error(batch)
+                if wrong_type is not None:
+                    raise wrong_type
                 for i, seq in enumerate(seqs):
                     if seq != expected + i:
                         raise SequenceNumberError(
@@ -479,7 +526,6 @@ class EventJournal:
                 raise
             entry.first, entry.first_seq = new_first, new_first_seq
 
-
     def _link(self, last: int, first: int) -> None:
         """Point the id's last block's ``next`` at the first block of a new batch."""
         self._data.write_at(last + BLOCK_NEXT_FIELD, I32.pack(first))
@@ -509,7 +555,12 @@ class EventJournal:
     ) -> Iterator[Event]:
         """Yield the id's events with ``from_seq <= sequence_nr <= to_seq``, in order,
         at most ``max`` of them.  Only that id's blocks are read (following its links
-        from the nearer end, with read-ahead)."""
+        from the nearer end, with read-ahead).  An unknown id yields nothing (see
+        ``persistence_id in journal``).
+
+        Each is an :class:`Event`: ``sequence_nr``, ``payload``/``data`` (the
+        stored bytes) and ``value`` (decoded by the journal's serializer: the
+        events are re-typed to its Event class on the way out)."""
         with self._lock:
             self._check_open()
             entry = self._entries.get(persistence_id)
@@ -527,7 +578,12 @@ class EventJournal:
         if lo > hi:
             return iter(())
         if lo != first_seq:
-            return chain.from_iterable(self._locate(first, last, first_seq, highest, lo, hi, limit, sums))
+            # Find ``lo`` now (a broken link raises here), in small windows: the
+            # run loop does the read-ahead.
+            found = locate(BlockReader(self._data, self.data_path, limit, 4096), first, last, first_seq, highest, lo)
+            events: Iterator[Event] = chain.from_iterable(self._runs(found.offset, found.previous, lo, hi, limit,
+                                                                     sums))
+            return events if self._decoded is None else map(self._decoded, events)
         # From the first live block (the usual replay): no separate walk to find
         # ``lo``.  That block's ``previous`` is not checked (after a delete it
         # points at deleted blocks); everything else is, as in _runs.  The first
@@ -538,43 +594,9 @@ class EventJournal:
         cap = max_(self.readahead, BLOCK_HEADER_SIZE)
         walked = read_runs(self._raw_read, first, ANY_PREVIOUS, lo, hi, limit, cap, min(MIN_WINDOW, cap), RUN_CHUNK,
                            sums)
-        if walked[5] == RUN_DONE:
-            return iter(walked[0])
-        return chain.from_iterable(self._runs(first, ANY_PREVIOUS, lo, hi, limit, sums, walked))
-
-    def _locate(self, first: int, last: int, first_seq: int, highest: int, lo: int, hi: int,
-                limit: int, sums: Sums | None) -> Iterator[list[Event]]:
-        """Find the block with sequence number ``lo`` (eagerly: a broken link raises
-        here) and return the runs from it."""
-        # Small windows while locating ``lo``: the run loop does the read-ahead.
-        reader = BlockReader(self._data, self.data_path, limit, 4096)
-        path = self.data_path
-        # Walk from whichever end is nearer.
-        if lo - first_seq <= highest - lo:
-            offset, header = first, reader.header(first)
-            while header.sequence_nr < lo:
-                if offset == last:
-                    raise CorruptFileError(path, offset, f"a link onward to sequence number {lo}", "the last block")
-                nxt = header.next
-                expected_seq = header.sequence_nr + 1
-                header = reader.header(nxt)
-                if header.sequence_nr != expected_seq or header.previous != offset:
-                    raise CorruptFileError(path, nxt, f"sequence number {expected_seq} linked back to {offset}",
-                                           f"{header.sequence_nr} linked back to {header.previous}")
-                offset = nxt
-        else:
-            offset, header = last, reader.header(last)
-            while header.sequence_nr > lo:
-                prv = header.previous
-                expected_seq = header.sequence_nr - 1
-                header = reader.header(prv)
-                if header.sequence_nr != expected_seq or header.next != offset:
-                    raise CorruptFileError(path, prv, f"sequence number {expected_seq} linked to {offset}",
-                                           f"{header.sequence_nr} linked to {header.next}")
-                offset = prv
-        if header.sequence_nr != lo:
-            raise CorruptFileError(path, offset, f"sequence number {lo}", str(header.sequence_nr))
-        return self._runs(offset, header.previous, lo, hi, limit, sums)
+        events = iter(walked[0]) if walked[5] == RUN_DONE else chain.from_iterable(
+            self._runs(first, ANY_PREVIOUS, lo, hi, limit, sums, walked))
+        return events if self._decoded is None else map(self._decoded, events)
 
     def _runs(self, offset: int, prev: int, expected: int, hi: int, limit: int, sums: Sums | None,
               walked: RunResult | None = None) -> Iterator[list[Event]]:
@@ -628,6 +650,23 @@ class EventJournal:
             self._check_open()
             return list(self._entries)
 
+    def __len__(self) -> int:
+        """The number of persistence ids ever written (an id whose events were all
+        deleted still counts: its highest sequence number is kept)."""
+        with self._lock:
+            self._check_open()
+            return len(self._entries)
+
+    def __contains__(self, persistence_id: object) -> bool:
+        """``pid in journal``: the id was ever written (as :meth:`persistence_ids`)."""
+        with self._lock:
+            self._check_open()
+            return persistence_id in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        """The persistence ids (a snapshot of :meth:`persistence_ids`)."""
+        return iter(self.persistence_ids())
+
     def id_info(self, persistence_id: str) -> IdInfo | None:
         """Range and offsets of one id, or ``None`` if unknown."""
         with self._lock:
@@ -641,32 +680,40 @@ class EventJournal:
             self._check_open()
             return [e.info() for e in self._entries.values()]
 
-    def stats(self) -> dict[str, object]:
-        """Counts and sizes, for ``engine events stats``."""
+    def stats(self) -> dict[str, Any]:
+        """Counts and sizes (for ``engine events stats``): snake_case keys, numbers.
+
+        ``data_committed_bytes`` is the data file's committed length (header
+        included); ``data_capacity_used_fraction`` (0..1) is that length over
+        ``data_capacity_bytes``, the format's 2 GiB limit (or a lower
+        ``max_data_size``).  ``data_bytes_past_committed_end``: what a reader's
+        snapshot skips (a writer's reserved zeros or a batch in progress), or the
+        zeros a writer keeps reserved.  ``recovery_actions``: how many repairs the
+        writer's open made (None for a reader, which repairs nothing).
+        """
         with self._lock:
             self._check_open()
             infos = [e.info() for e in self._entries.values()]
+            past_end = self._past_end if self.read_only else max(0, self._data.size() - self._end)
             return {
                 "directory": self.directory,
-                "meta magic": self._meta.magic.decode("ascii"),
-                "persistence ids": len(infos),
-                "live events": sum(i.live for i in infos),
-                "events ever written": sum(i.highest for i in infos),
-                "data bytes (committed)": self._end,
-                "data capacity used": f"{100.0 * self._end / MAX_DATA_SIZE:.4f}%",
-                "meta bytes": len(self._meta.image),
-                "read only": self.read_only,
-                # A reader skips what lies past the committed end (a writer's reserved
-                # zeros or batch in progress); a writer reports what recovery did.
-                **({"bytes past the committed end": self._past_end} if self.read_only
-                   else {"recovery": self.recovery.summary()}),
+                "read_only": self.read_only,
+                "meta_magic": self._meta.magic.decode("ascii"),
+                "persistence_ids": len(infos),
+                "live_events": sum(i.live for i in infos),
+                "events_ever_written": sum(i.highest for i in infos),
+                "data_committed_bytes": self._end,
+                "data_capacity_bytes": self.max_data_size,
+                "data_capacity_used_fraction": self._end / self.max_data_size,
+                "data_bytes_past_committed_end": past_end,
+                "meta_bytes": len(self._meta.image),
+                "recovery_actions": None if self.read_only else len(self.recovery.actions),
             }
 
     @property
     def committed_size(self) -> int:
         """The data file's committed length (header included)."""
         return self._end
-
 
     def verify(self) -> list[str]:
         """Check every invariant of both files; raises CorruptFileError on a problem
@@ -683,6 +730,7 @@ class EventJournal:
     # -- closing ----------------------------------------------------------------------
     def close(self) -> None:
         """Make everything durable (with ``sync="never"``) and release the lock."""
+        self._unwatch()
         with self._lock:
             if self._closed:
                 return

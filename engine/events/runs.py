@@ -35,10 +35,25 @@ from engine.native import load
 
 
 class Event(NamedTuple):
-    """One replayed event."""
+    """One replayed event: its sequence number and its payload as stored (bytes).
+
+    ``data`` is the payload too (the queue's name for the stored bytes); ``value``
+    is the event as written: the journal's ``serializer=`` ``loads(data)`` when it
+    has one (see :func:`engine.events.payloads.event_class`), else ``data``.
+    """
 
     sequence_nr: int
     payload: bytes
+
+    @property
+    def data(self) -> bytes:
+        """The payload as stored (bytes)."""
+        return self.payload
+
+    @property
+    def value(self) -> Any:
+        """The event as written (``data`` itself when the journal has no serializer)."""
+        return self.payload
 
 
 #: ``status``: ``hi`` was reached; the replay is complete.

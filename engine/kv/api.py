@@ -8,13 +8,15 @@ A handle is a :class:`TreeAPI` bound to a backend and a tree name; the backend
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Protocol
+from typing import Protocol, TypeVar, overload
 
 from engine.errors import ConfigError
 from engine.kv.node import MAX_VALUE
 
 #: The tree ``kv[key]`` uses; ``kv.tree(name)`` names others.
 DEFAULT_TREE = b""
+_MISSING = object()
+_T = TypeVar("_T")
 
 
 class Backend(Protocol):
@@ -36,19 +38,24 @@ class Backend(Protocol):
 
 
 def as_bytes(value: object, what: str) -> bytes:
-    """``value`` as ``bytes`` (bytes, bytearray and memoryview accepted); TypeError otherwise."""
+    """``value`` as ``bytes`` (bytes, bytearray and memoryview accepted); a
+    TypeError naming ``what`` otherwise, which tells a ``str`` to be encoded."""
     if type(value) is bytes:
         return value
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
-    raise TypeError(f"{what} must be bytes, not {type(value).__name__}")
+    if isinstance(value, str):
+        raise TypeError(
+            f"{what} must be bytes, not str: encode it ({what}.encode(), or b{value[:20]!r} for a literal)"
+        )
+    raise TypeError(f"{what} must be bytes (or bytearray, memoryview), not {type(value).__name__}")
 
 
 def tree_name(name: str | bytes) -> bytes:
     """A tree name as stored (str names in UTF-8)."""
-    raw = name.encode() if isinstance(name, str) else as_bytes(name, "a tree name")
+    raw = name.encode() if isinstance(name, str) else as_bytes(name, "name")
     if len(raw) > 255:
-        raise ConfigError(f"a tree name is at most 255 bytes, not {len(raw)}")
+        raise ConfigError(f"a tree name is at most 255 bytes, not {len(raw)} ({name!r})")
     return raw
 
 
@@ -67,9 +74,11 @@ class TreeAPI:
     _name: bytes
 
     def _key(self, key: object) -> bytes:
-        raw = as_bytes(key, "a key")
+        raw = as_bytes(key, "key")
         if len(raw) > self._backend.max_key:
-            raise ConfigError(f"a key is at most {self._backend.max_key} bytes with this page size, not {len(raw)}")
+            raise ConfigError(
+                f"a key is at most {self._backend.max_key} bytes with this store's page size, not {len(raw)}"
+            )
         return raw
 
     def __getitem__(self, key: bytes) -> bytes:
@@ -108,11 +117,11 @@ class TreeAPI:
 
     def prefix(self, prefix: bytes, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
         """(key, value) for every key starting with ``prefix``; lazy."""
-        p = as_bytes(prefix, "a prefix")
+        p = as_bytes(prefix, "prefix")
         return self._backend._items(self._name, p or None, prefix_end(p) if p else None, reverse)
 
     def __setitem__(self, key: bytes, value: bytes) -> None:
-        raw = as_bytes(value, "a value")
+        raw = as_bytes(value, "value")
         if len(raw) > MAX_VALUE:
             raise ConfigError(f"a value is at most {MAX_VALUE} bytes, not {len(raw)}")
         self._backend._put(self._name, self._key(key), raw)
@@ -128,9 +137,19 @@ class TreeAPI:
         """Remove ``key``; False if it was not there."""
         return self._backend._delete(self._name, self._key(key))
 
-    def pop(self, key: bytes, default: bytes | None = None) -> bytes | None:
+    @overload
+    def pop(self, key: bytes) -> bytes: ...
+
+    @overload
+    def pop(self, key: bytes, default: _T) -> bytes | _T: ...
+
+    def pop(self, key: bytes, default: object = _MISSING) -> object:
+        """Remove ``key`` and return its value; ``default`` if it was not there,
+        else KeyError (as ``dict.pop``)."""
         value = self.get(key)
         if value is None:
+            if default is _MISSING:
+                raise KeyError(key)
             return default
         self.delete(key)
         return value

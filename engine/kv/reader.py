@@ -15,14 +15,16 @@ counter changed since the last snapshot (every commit writes it).
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
 from typing import NoReturn
 
+from engine.conventions import warn_unclosed
 from engine.errors import ClosedError, ConfigError
-from engine.fs import FileSystem, as_path
+from engine.fs import FileSystem, as_path, resolve
 from engine.kv import node as nodes
 from engine.kv import tree as trees
 from engine.kv.api import DEFAULT_TREE, TreeAPI, TreeView, tree_name
@@ -33,6 +35,21 @@ from engine.pages import PageReader
 from engine.pages.backup import copy_store
 
 META_PAGE = 1
+
+
+def kv_stats(path: str, page_stats: Mapping[str, int], txid: int, infos: Iterable[TreeInfo]) -> dict[str, object]:
+    """``stats()`` of a key-value store: ``path``; ``page_size``, ``pages``
+    (``live_pages`` + ``free_pages``) and ``store_bytes`` of the file; ``txid``
+    (the commit counter); ``keys`` in all trees; ``trees``: each tree's name (as
+    text; undecodable bytes replaced) to its ``keys`` and ``height``."""
+    trees_ = list(infos)
+    return {
+        "path": path,
+        **{k: page_stats[k] for k in ("page_size", "pages", "live_pages", "free_pages", "store_bytes")},
+        "txid": txid,
+        "keys": sum(t.count for t in trees_),
+        "trees": {t.name.decode(errors="replace"): {"keys": t.count, "height": t.height} for t in trees_},
+    }
 
 
 class KVReader(TreeAPI):
@@ -56,17 +73,26 @@ class KVReader(TreeAPI):
         self._depth = 0
         #: Readers never repair anything.
         self.recovery = reader.recovery
+        # Closed if collected or still open at exit, with a ResourceWarning.
+        self._finalizer = warn_unclosed(self, reader.close, f"key-value store reader {self.path!r}")
 
     @classmethod
-    def open(cls, path: str, *, fs: FileSystem, cache_nodes: int = DEFAULT_CACHE_NODES) -> KVReader:
-        """Open the store at ``path`` for reading (FormatError for a plain page store)."""
-        reader = PageReader.open(path, None, fs=fs)
+    def open(
+        cls, path: str | os.PathLike[str], *, fs: FileSystem | None = None, cache_nodes: int = DEFAULT_CACHE_NODES
+    ) -> KVReader:
+        """Open the store at ``path`` (a str or os.PathLike) for reading
+        (FormatError for a plain page store)."""
+        reader = PageReader.open(as_path(path, "path"), None, fs=resolve(fs))
         try:
             self = cls(reader, cache_nodes)
+        except BaseException:
+            reader.close()
+            raise
+        try:
             with self._snap():
                 pass  # checks the meta page
         except BaseException:
-            reader.close()
+            self.close()
             raise
         return self
 
@@ -83,7 +109,13 @@ class KVReader(TreeAPI):
                 return
             with self._pr.snapshot():
                 page_count = self._pr.page_count
-                txid, infos = read_meta(self.path, self._pr.read(META_PAGE), page_count)
+                infos: list[TreeInfo]
+                if page_count == 0:
+                    # Nothing in the store file yet (a new store whose writer, with
+                    # apply="checkpoint", has not checkpointed): an empty store.
+                    txid, infos = 0, []
+                else:
+                    txid, infos = read_meta(self.path, self._pr.read(META_PAGE), page_count)
                 if txid != self._txid or page_count != self._page_count:
                     self._cache.clear()
                     self._txid, self._page_count = txid, page_count
@@ -178,26 +210,22 @@ class KVReader(TreeAPI):
             notes += verify_trees(self, list(self._trees.values()), self._page_count, self._pr.free_pages)
             return notes
 
-    def backup(self, dest: str) -> int:
+    def backup(self, dest: str | os.PathLike[str]) -> int:
         """A consistent copy of the store at ``dest`` (see ``engine.pages.backup``)."""
         dest = as_path(dest, "dest")
         self._check_open()
         return copy_store(self._fs, self.path, dest)
 
     def stats(self) -> dict[str, object]:
+        """Figures about the commit this reader sees (see :func:`kv_stats`)."""
+        self._check_open()
         with self._snap():
-            return {
-                "path": self.path,
-                "page_size": self.page_size,
-                "pages": self._page_count,
-                "free_pages": len(self._pr.free_pages),
-                "txid": self._txid,
-                "trees": {
-                    t.name.decode(errors="replace"): {"keys": t.count, "height": t.height} for t in self._trees.values()
-                },
-            }
+            assert self._txid is not None
+            return kv_stats(self.path, self._pr.stats(), self._txid, self._trees.values())
 
     def close(self) -> None:
+        """Release the store file (closing twice is fine)."""
+        self._finalizer.detach()
         self._cache.clear()
         self._pr.close()
 

@@ -16,13 +16,16 @@ readonly=True)``, :class:`~engine.kv.reader.KVReader`) see every commit.
 
 from __future__ import annotations
 
+import datetime
 import logging
+import os
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
+from engine.conventions import warn_unclosed
 from engine.errors import ClosedError, ConfigError
 from engine.fs import FileSystem, RecoveryReport, as_path, resolve
 from engine.kv import node as nodes
@@ -31,7 +34,7 @@ from engine.kv.api import DEFAULT_TREE, TreeAPI, TreeView, tree_name
 from engine.kv.maint import compact, verify_trees
 from engine.kv.node import Node, Overflow, TreeInfo, Value
 from engine.kv.pager import DEFAULT_CACHE_NODES, NodeCache, overflow_chain, read_meta, read_node, read_overflow
-from engine.kv.reader import KVReader
+from engine.kv.reader import KVReader, kv_stats
 from engine.pages import PageStore, Transaction
 from engine.pages.backup import copy_store
 from engine.pages.store import DEFAULT_READER_WAIT
@@ -315,18 +318,21 @@ class KV(TreeAPI):
         self.commits = 0
         #: What opening the page store repaired (an ``engine.fs.RecoveryReport``).
         self.recovery: RecoveryReport = pages.recovery
+        # Closed cleanly (checkpointed) if collected or still open at exit, with a
+        # ResourceWarning; through the page store, so that this object can be collected.
+        self._finalizer = warn_unclosed(self, pages.close, f"key-value store {self.path!r}")
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
     def open(
         cls,
-        path: str,
+        path: str | os.PathLike[str],
         *,
         create: bool = True,
         readonly: bool = False,
         page_size: int | None = None,
         cache_nodes: int = DEFAULT_CACHE_NODES,
-        reader_wait: float = DEFAULT_READER_WAIT,
+        reader_wait: float | datetime.timedelta = DEFAULT_READER_WAIT,
         fs: FileSystem | None = None,
         **page_options: Any,
     ) -> Any:
@@ -336,9 +342,9 @@ class KV(TreeAPI):
         ``page_size`` (power of two, 512..65,536; 4096 when creating) fixes the
         longest key (a quarter page less 32 bytes) and when values move to
         overflow pages (entries over a quarter page).  ``cache_nodes`` decoded
-        nodes are kept in memory.  ``reader_wait``: how long an explicit
-        checkpoint, ``close``, ``compact`` or the writer's open waits for readers
-        (see ``docs/guide/kv.md``).  Other keywords go to ``PageStore.open``
+        nodes are kept in memory.  ``reader_wait`` (seconds or a timedelta): how
+        long an explicit checkpoint, ``close``, ``compact`` or the writer's open
+        waits for readers (see ``docs/guide/kv.md``).  Other keywords go to ``PageStore.open``
         (``checkpoint_bytes``, ``cache_pages``...).  FormatError if ``path`` is a
         page store without the key-value meta page.
         """
@@ -483,7 +489,7 @@ class KV(TreeAPI):
         finally:
             reader.close()
 
-    def backup(self, dest: str) -> int:
+    def backup(self, dest: str | os.PathLike[str]) -> int:
         """A consistent copy of the store as of one commit at ``dest`` (see
         ``engine.pages.backup``); returns the bytes copied.  Commits go on meanwhile."""
         dest = as_path(dest, "dest")
@@ -509,20 +515,19 @@ class KV(TreeAPI):
             return notes
 
     def stats(self) -> dict[str, object]:
+        """Figures about the store (the keys of :func:`engine.kv.reader.kv_stats`)
+        and the writer's own: ``commits`` (by this handle), ``cached_nodes``,
+        ``journal_bytes`` and ``pending_transactions`` (commits in the journal not
+        yet checkpointed into the store file)."""
         with self._lock:
             self._check_open()
-            pages = self._pages
+            page_stats = self._pages.stats()
             return {
-                "path": self.path,
-                "page_size": self.page_size,
-                "pages": pages.page_count,
-                "free_pages": len(pages.free_pages),
-                "txid": self._txid,
-                "trees": {
-                    t.name.decode(errors="replace"): {"keys": t.count, "height": t.height} for t in self._trees.values()
-                },
+                **kv_stats(self.path, page_stats, self._txid, self._trees.values()),
+                "commits": self.commits,
                 "cached_nodes": len(self._cache),
-                "journal_bytes": pages.journal_size,
+                "journal_bytes": page_stats["journal_bytes"],
+                "pending_transactions": page_stats["pending_transactions"],
             }
 
     def checkpoint(self) -> None:
@@ -534,6 +539,7 @@ class KV(TreeAPI):
         with self._lock:
             if not self._closed:
                 self._closed = True
+                self._finalizer.detach()
                 self._cache.clear()
                 self._pages.close()
 

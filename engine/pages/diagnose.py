@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from engine.errors import CorruptFileError
+from engine.clireport import human_bytes
+from engine.errors import CorruptFileError, PageError
 from engine.fs import FileSystem, OpenMode
 from engine.pages import codec, store_codec
 from engine.pages import sums as sums_module
 from engine.pages.journal import JOURNAL_SUFFIX, JournalScan, journal_path, scan, scan_if_idle
-from engine.pages.recovery import StoreState, check_ops, walk_free_list
+from engine.pages.recovery import StoreState, check_ops, page_range, unapplied_words, walk_free_list
 from engine.pages.store_codec import StoreHeader
 from engine.pages.storefile import (
     check_store_size,
@@ -98,7 +99,8 @@ def read_page(fs: FileSystem, path: str, page: int) -> bytes:
     info = read_store(fs, path)
     ps = info.header.page_size
     if not 1 <= page <= info.header.page_count:
-        raise CorruptFileError(path, page * ps, f"a page id in 1..{info.header.page_count}", str(page))
+        held = page_range(info.header.page_count)
+        raise PageError(path, page, max(page, 0) * ps, f"is not in the store file, which holds {held}")
     return next(iter_pages(fs, info, [page]))
 
 
@@ -169,18 +171,24 @@ def verify_files(fs: FileSystem, path: str) -> list[str]:
         pending = state is not None and bool(state.pending)
         if pending or header.flags & store_codec.FLUSHING:
             notes.append(
-                f"{spath}: committed transactions await recovery (the next writable open redoes them); "
-                "free list and page checksums not checked until then"
+                f"{spath}: a writer did not close the store: its last commits are in the journal, not all in the "
+                "store file yet (the next writable open applies them); free list and page checksums are checked "
+                "after that"
             )
         else:
             info = read_store(fs, spath)
+            count = header.page_count
+            live = count - len(info.free)
             notes.append(
-                f"{spath}: {header.page_count} pages of {header.page_size} bytes, {len(info.free)} free; "
-                "free list in range, no cycle"
+                f"{spath}: {count} page{'' if count == 1 else 's'} of {header.page_size} bytes ({live} live, "
+                f"{len(info.free)} free) as the store file holds them; free list whole"
             )
             notes.append(_verify_sums(fs, info))
     if live_writer:
-        notes.append(f"{jpath}: in use by a live writer, not checked")
+        notes.append(
+            f"{jpath}: a live writer has it open: its commits since its last checkpoint are in the journal, "
+            "not yet all in the store file (normal); not checked here (the writer's verify() checks it)"
+        )
     elif state is not None:
         notes.extend(f"{jpath}: {n} (the next writable open repairs this)" for n in state.notes)
         if header is not None:
@@ -188,10 +196,7 @@ def verify_files(fs: FileSystem, path: str) -> list[str]:
             for tx in state.txs:
                 check_ops(jpath, tx, replay)
         if state.pending:
-            notes.append(
-                f"{jpath}: {len(state.pending)} committed transaction(s) not yet applied to the store file "
-                "(the next writable open applies them); chain consistent"
-            )
+            notes.append(f"{jpath}: {unapplied_words(len(state.pending))}; chain consistent")
         else:
             notes.append(f"{jpath}: at rest (every commit is in the store file)")
     return notes
@@ -202,40 +207,100 @@ def _read_store_header(path: str, fs: FileSystem) -> StoreHeader:
         return read_header(path, handle)
 
 
-def summarize(fs: FileSystem, path: str) -> dict[str, object]:
-    """Name/value pairs for ``engine inspect`` and ``engine pages stats``."""
+def file_stats(fs: FileSystem, path: str) -> dict[str, object]:
+    """What ``engine pages stats --json`` prints: snake_case keys, raw numbers.
+
+    ``kind`` is ``page_store``, ``journal`` (a journal without its store file) or
+    ``page_checksums``.  A store has ``format_version``, ``page_size``,
+    ``pages`` (``live_pages`` + ``free_pages``), ``free_head_page`` (None: empty
+    free list), ``store_bytes``, ``header_flags`` (the raw flags) and
+    ``closed_cleanly``; beside a journal file, ``journal_path``,
+    ``journal_bytes``, ``journal_transactions``, ``pending_transactions``
+    (committed, not yet checkpointed into the store file) and
+    ``journal_repairs`` (what the next writable open repairs, in words).
+    """
     spath = store_path_of(path)
     jpath = journal_path(spath)
-    out: dict[str, object] = {}
+    out: dict[str, object] = {"path": path}
     if path.endswith(SUMS_SUFFIX):
-        out["kind"] = "page checksums"
-        out["bytes"] = fs.file_size(path)
-        out["entries"] = max(0, (fs.file_size(path) - store_codec.SUMS_HEADER_SIZE) // store_codec.SUM.size)
-        out["store"] = spath
+        size = fs.file_size(path)
+        out["kind"] = "page_checksums"
+        out["store_path"] = spath
+        out["bytes"] = size
+        out["entries"] = max(0, (size - store_codec.SUMS_HEADER_SIZE) // store_codec.SUM.size)
         return out
     if path.endswith(JOURNAL_SUFFIX) or not fs.exists(spath):
-        out["kind"] = "JRNL journal"
+        out["kind"] = "journal"
     else:
         info = read_store(fs, spath)
-        out["kind"] = "page store"
-        out["format version"] = info.header.version
-        out["page size"] = info.header.page_size
-        out["pages"] = info.header.page_count
-        out["live pages"] = info.header.page_count - len(info.free)
-        out["free pages"] = len(info.free)
-        out["free-list head"] = (
-            f"page {info.header.free_head // info.header.page_size}" if info.header.free_head else "none"
-        )
-        out["store bytes"] = info.file_size
-        out["header flags"] = _describe_flags(info.header.flags)
+        header = info.header
+        out["kind"] = "page_store"
+        out["format_version"] = header.version
+        out["page_size"] = header.page_size
+        out["pages"] = header.page_count
+        out["live_pages"] = header.page_count - len(info.free)
+        out["free_pages"] = len(info.free)
+        out["free_head_page"] = header.free_head // header.page_size if header.free_head else None
+        out["store_bytes"] = info.file_size
+        out["header_flags"] = header.flags
+        out["closed_cleanly"] = not header.flags & (store_codec.JOURNAL_LIVE | store_codec.FLUSHING)
     if journal_present(fs, jpath):
         state = read_journal(fs, jpath)
-        out["journal"] = jpath
-        out["journal bytes"] = state.file_size
-        out["transactions"] = len(state.txs)
-        out["committed, not yet in the store file"] = len(state.pending)
-        if state.notes:
-            out["journal repairs pending"] = "; ".join(state.notes)
+        out["journal_path"] = jpath
+        out["journal_bytes"] = state.file_size
+        out["journal_transactions"] = len(state.txs)
+        out["pending_transactions"] = len(state.pending)
+        out["journal_repairs"] = list(state.notes)
+    return out
+
+
+def _size(n: object) -> str:
+    """A size for text output: with its unit, and exact in bytes beside it."""
+    assert isinstance(n, int)
+    text = human_bytes(n)
+    return text if n < 1024 else f"{text} ({n} bytes)"
+
+
+def summarize(fs: FileSystem, path: str) -> dict[str, object]:
+    """Name/value pairs in words for ``engine inspect`` and ``engine pages stats``
+    (the same figures as :func:`file_stats`)."""
+    stats = file_stats(fs, path)
+    out: dict[str, object] = {}
+    if stats["kind"] == "page_checksums":
+        return {
+            "kind": "page checksums",
+            "size": _size(stats["bytes"]),
+            "entries": stats["entries"],
+            "store": stats["store_path"],
+        }
+    if stats["kind"] == "journal":
+        out["kind"] = "JRNL journal"
+    else:
+        head = stats["free_head_page"]
+        flags = stats["header_flags"]
+        assert isinstance(flags, int)
+        out.update(
+            {
+                "kind": "page store",
+                "format version": stats["format_version"],
+                "page size": _size(stats["page_size"]),
+                "pages": stats["pages"],
+                "live pages": stats["live_pages"],
+                "free pages": stats["free_pages"],
+                "free-list head": "none" if head is None else f"page {head}",
+                "store file size": _size(stats["store_bytes"]),
+                "header flags": _describe_flags(flags),
+            }
+        )
+    if "journal_path" in stats:
+        out["journal"] = stats["journal_path"]
+        out["journal size"] = _size(stats["journal_bytes"])
+        out["transactions in the journal"] = stats["journal_transactions"]
+        out["committed, not yet checkpointed into the store file"] = stats["pending_transactions"]
+        repairs = stats["journal_repairs"]
+        assert isinstance(repairs, list)
+        if repairs:
+            out["journal repairs pending"] = "; ".join(repairs)
     return out
 
 

@@ -15,18 +15,21 @@ changed (its header bytes or mtime).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from types import TracebackType
 from typing import NoReturn
 
+from engine.conventions import warn_unclosed
 from engine.errors import ClosedError, ConfigError, CorruptFileError, FormatError, LockedError
-from engine.fs import FileSystem, GatedLock, OpenMode, RecoveryReport, lock_handle
+from engine.fs import FileSystem, GatedLock, OpenMode, RecoveryReport, as_path, lock_handle, resolve
 from engine.pages import codec, store_codec
 from engine.pages import sums as sums_module
 from engine.pages.journal import journal_path
-from engine.pages.recovery import verify_journal, walk_free_list
+from engine.pages.recovery import page_range, pages_words, verify_journal, walk_free_list
 from engine.pages.store_codec import StoreHeader
 from engine.pages.storefile import (
     PageError,
@@ -43,8 +46,22 @@ from engine.pages.storefile import (
 from engine.pages.sums import sums_path
 
 
+def not_visible_words(beyond: bool, count: int) -> str:
+    """Why a reader cannot read a page: past the end of the store file
+    (``beyond``) or free in it, with the store file's pages in words."""
+    holds = f"the store file holds {page_range(count)}"
+    where = f"beyond what the store file holds yet ({holds})" if beyond else f"free in the store file ({holds})"
+    return (
+        f"{where}; pages a writer has committed reach readers at its next flush or checkpoint "
+        '(a writer opened with apply="commit" makes every commit visible at once)'
+    )
+
+
 def flushing_error(path: str) -> RecoveryNeededError:
-    return RecoveryNeededError(f"{path}: a writer died while writing pages; open it for writing to recover")
+    return RecoveryNeededError(
+        f"{path}: a writer stopped while writing pages into the store file; open the store for writing once "
+        "to finish from its journal (nothing committed is lost)"
+    )
 
 
 class PageReader:
@@ -70,15 +87,22 @@ class PageReader:
         self._shared_depth = 0
         #: Readers never repair anything: always an empty report.
         self.recovery = RecoveryReport(path)
+        # Closed if collected or still open at exit, with a ResourceWarning (the
+        # files only: the finalizer must not refer to the reader).
+        self._finalizer = warn_unclosed(self, partial(_close_files, store_lock), f"page store reader {path!r}")
 
     @classmethod
-    def open(cls, path: str, page_size: int | None = None, *, fs: FileSystem) -> PageReader:
-        """Open the store at ``path`` for reading.
+    def open(
+        cls, path: str | os.PathLike[str], page_size: int | None = None, *, fs: FileSystem | None = None
+    ) -> PageReader:
+        """Open the store at ``path`` (a str or os.PathLike) for reading.
 
         RecoveryNeededError if a crashed writer left work for recovery (a flush
         mark in the header, or journal transactions while no writer holds the
         journal); FileNotFoundError if there is no store.
         """
+        path = as_path(path, "path")
+        fs = resolve(fs)
         handle = fs.open(path, OpenMode.READ)
         store_lock = GatedLock(fs, handle, gate_path(path), what="store file lock")
         try:
@@ -156,8 +180,12 @@ class PageReader:
             return slice_page(self.path, page, data, offset, size, self.page_size)
 
     def _read_live(self, page: int) -> bytes:
-        is_free = page in self._free if isinstance(page, int) else False
-        check_live(self.path, page, self._header.page_count, is_free, self.page_size, reader=True)
+        count = self._header.page_count
+        if type(page) is int and (page > count or page in self._free):
+            # A writer may have committed the page already: it reaches this file
+            # (and readers) at the writer's next flush or checkpoint.
+            raise PageError(self.path, page, page * self.page_size, not_visible_words(page > count, count))
+        check_live(self.path, page, count, False, self.page_size)
         return self._read_disk_page(page)
 
     def _read_disk_page(self, page: int) -> bytes:
@@ -189,7 +217,8 @@ class PageReader:
             yield
         finally:
             self._shared_depth = 0
-            self._store_lock.release()
+            if not self._closed:  # closed meanwhile (an unfinished iterator): the lock went with the file
+                self._store_lock.release()
 
     @contextmanager
     def snapshot(self) -> Iterator[PageReader]:
@@ -227,6 +256,24 @@ class PageReader:
                 self._sums, self._sum = loaded[0].tolist(), loaded[1]
         self._key = key
 
+    def stats(self) -> dict[str, int]:
+        """Figures about the store file as this reader sees it: ``page_size``,
+        ``pages`` (``live_pages`` + ``free_pages``) and ``store_bytes``."""
+        with self._lock:
+            self._check_open()
+            with self._shared():
+                self._refresh()
+                free = len(self._free_order)
+                count = self._header.page_count
+                size = self._handle.size()
+        return {
+            "page_size": self.page_size,
+            "pages": count,
+            "live_pages": count - free,
+            "free_pages": free,
+            "store_bytes": size,
+        }
+
     def transaction(self) -> NoReturn:
         """Readers cannot write: ConfigError (open the store without ``readonly``)."""
         raise ConfigError(f"{self.path}: opened read-only")
@@ -258,7 +305,7 @@ class PageReader:
                 for page in range(1, header.page_count + 1):
                     self._read_disk_page(page)  # raises if it does not match its checksum
             notes = verify_journal(self._fs, self.journal_path, header)
-            notes.append(f"{header.page_count} pages, {len(free)} free, page size {header.page_size}")
+            notes.append(pages_words(header, len(free)))
             return notes
 
     # -- closing -------------------------------------------------------------------------
@@ -271,8 +318,8 @@ class PageReader:
         with self._lock:
             if not self._closed:
                 self._closed = True
-                self._store_lock.close()
-                self._handle.close()
+                self._finalizer.detach()
+                _close_files(self._store_lock)
 
     def __enter__(self) -> PageReader:
         return self
@@ -284,6 +331,12 @@ class PageReader:
 
     def __repr__(self) -> str:
         return f"<PageReader {self.path!r} page_size={self.page_size}>"
+
+
+def _close_files(store_lock: GatedLock) -> None:
+    """Release a reader's store file: its lock (and gate), then the handle."""
+    store_lock.close()
+    store_lock.handle.close()
 
 
 def check_journal_applied(fs: FileSystem, jpath: str) -> None:
@@ -305,5 +358,6 @@ def check_journal_applied(fs: FileSystem, jpath: str) -> None:
         except LockedError:
             return  # a live writer applies what its journal holds
         raise RecoveryNeededError(
-            f"{jpath}: holds transactions not yet applied; open the store for writing once to recover"
+            f"{jpath}: holds committed transactions not yet in the store file (its writer did not close it); "
+            "open the store for writing once to apply them (nothing is lost)"
         )

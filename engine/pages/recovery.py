@@ -32,6 +32,22 @@ class StoreState:
     free_head: int
 
 
+def page_range(count: int) -> str:
+    """The valid page ids of a store of ``count`` pages, in words."""
+    if count == 0:
+        return "no pages yet"
+    return "page 1 only" if count == 1 else f"pages 1 to {count}"
+
+
+def pages_words(header: store_codec.StoreHeader, free: int) -> str:
+    """The note a clean verify() ends with: what the store holds and what was checked."""
+    count = header.page_count
+    return (
+        f"{count} page{'' if count == 1 else 's'} of {header.page_size} bytes ({count - free} live, {free} free): "
+        "free list whole, the pages in the store file match their checksums"
+    )
+
+
 def check_ops(journal_path: str, tx: ParsedTx, state: StoreState) -> None:
     """Raise CorruptFileError if an op of ``tx`` points outside the store.
 
@@ -48,9 +64,8 @@ def check_ops(journal_path: str, tx: ParsedTx, state: StoreState) -> None:
             page = off // ps
             limit = state.page_count + 1 if isinstance(op, Alloc) and off == op.page_offset else state.page_count
             if not 1 <= page <= limit:
-                raise CorruptFileError(
-                    journal_path, at, f"a page offset inside the store (pages 1..{state.page_count})", str(off)
-                )
+                inside = f"a page offset inside the store (it has {page_range(state.page_count)})"
+                raise CorruptFileError(journal_path, at, inside, str(off))
         if isinstance(op, Alloc):
             state.page_count = max(state.page_count, op.page_offset // ps)
         elif isinstance(op, Modify) and op.offset + len(op.after) > ps:
@@ -105,7 +120,9 @@ def walk_free_list(path: str, header: store_codec.StoreHeader, read_at: ReadAt) 
     while off:
         page = off // ps
         if off % ps or not 1 <= page <= header.page_count:
-            raise CorruptFileError(path, link_at, f"a free page offset inside pages 1..{header.page_count}", str(off))
+            raise CorruptFileError(
+                path, link_at, f"a free page offset inside the store (it has {page_range(header.page_count)})", str(off)
+            )
         if page in seen:
             raise CorruptFileError(path, link_at, "a free list without a cycle", f"page {page} twice")
         seen.add(page)
@@ -158,13 +175,27 @@ def verify_journal(
     for tx in state.txs:
         check_ops(jpath, tx, replay)
     if state.pending and owner is not None:
-        notes.append(
-            f"{jpath}: {len(state.pending)} commit(s) since the last checkpoint, safe in the journal "
-            "(written to the store file at the next checkpoint or close)"
-        )
+        notes.append(f"{jpath}: {pending_words(len(state.pending))}")
     elif state.pending:
-        notes.append(
-            f"{jpath}: {len(state.pending)} committed transaction(s) not yet applied to the store file "
-            "(the next writable open applies them)"
-        )
+        notes.append(f"{jpath}: {unapplied_words(len(state.pending))}")
     return notes
+
+
+def _transactions(count: int) -> str:
+    return f"{count} committed transaction{'' if count == 1 else 's'}"
+
+
+def pending_words(count: int) -> str:
+    """What a live writer's journal holds beyond the store file, in a user's words."""
+    return (
+        f"{_transactions(count)} in the journal, not yet checkpointed into the store file "
+        "(normal while a writer is open: the next checkpoint or close() writes them there)"
+    )
+
+
+def unapplied_words(count: int) -> str:
+    """What the journal of a writer that did not close holds, in a user's words."""
+    return (
+        f"{_transactions(count)} in the journal, not yet checkpointed into the store file: the writer "
+        "did not close it; nothing is lost (the next writable open applies them)"
+    )

@@ -42,15 +42,20 @@ Locks (flock-style, whole files, all through :mod:`engine.fs.lock`; see
 
 from __future__ import annotations
 
+import datetime
 import errno
 import logging
+import os
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from functools import partial
 from typing import Literal, overload
 
+from engine.conventions import duration_seconds, timeout_seconds, warn_unclosed
 from engine.errors import ClosedError, ConfigError, CorruptFileError, DiskFullError, LockedError, PoisonedError
 from engine.fs import (
     FileHandle,
@@ -90,7 +95,7 @@ from engine.pages.storefile import (
 )
 from engine.pages.sums import PageSums, sums_path
 from engine.pages.transaction import Image, Transaction, TransactionDelta
-from engine.pages.upkeep import shrink_store, verify_store
+from engine.pages.upkeep import close_abandoned, shrink_store, store_stats, verify_store
 from engine.pages.writeropen import clear_journal_live, mark_journal_live, recover_into_store
 
 log = logging.getLogger("engine.pages")
@@ -116,6 +121,7 @@ CHECKPOINT_RATIO = 8
 #: the bound turns a reader that never lets go into a LockedError instead of a hang.
 DEFAULT_READER_WAIT = 10.0
 APPLY_MODES = ("checkpoint", "commit")
+_COUNTS = ("cache_pages", "checkpoint_bytes", "checkpoint_max_bytes")
 
 
 class PageStore:
@@ -175,13 +181,14 @@ class PageStore:
         self.reader_wait = DEFAULT_READER_WAIT
         #: Flushes and automatic checkpoints put off because a reader held a snapshot.
         self.postponed = 0
+        self._finalizer: weakref.finalize | None = None  # set by open()
 
     # -- opening ---------------------------------------------------------------------
     @overload
     @classmethod
     def open(
         cls,
-        path: str,
+        path: str | os.PathLike[str],
         page_size: int | None = None,
         *,
         create: bool = True,
@@ -190,7 +197,7 @@ class PageStore:
         checkpoint_bytes: int | None = None,
         checkpoint_max_bytes: int | None = None,
         apply: str = "checkpoint",
-        reader_wait: float = DEFAULT_READER_WAIT,
+        reader_wait: float | datetime.timedelta = DEFAULT_READER_WAIT,
         fs: FileSystem | None = None,
     ) -> PageStore: ...
 
@@ -198,7 +205,7 @@ class PageStore:
     @classmethod
     def open(
         cls,
-        path: str,
+        path: str | os.PathLike[str],
         page_size: int | None = None,
         *,
         create: bool = True,
@@ -207,7 +214,7 @@ class PageStore:
         checkpoint_bytes: int | None = None,
         checkpoint_max_bytes: int | None = None,
         apply: str = "checkpoint",
-        reader_wait: float = DEFAULT_READER_WAIT,
+        reader_wait: float | datetime.timedelta = DEFAULT_READER_WAIT,
         fs: FileSystem | None = None,
     ) -> PageReader: ...
 
@@ -215,7 +222,7 @@ class PageStore:
     @classmethod
     def open(
         cls,
-        path: str,
+        path: str | os.PathLike[str],
         page_size: int | None = None,
         *,
         create: bool = True,
@@ -224,14 +231,14 @@ class PageStore:
         checkpoint_bytes: int | None = None,
         checkpoint_max_bytes: int | None = None,
         apply: str = "checkpoint",
-        reader_wait: float = DEFAULT_READER_WAIT,
+        reader_wait: float | datetime.timedelta = DEFAULT_READER_WAIT,
         fs: FileSystem | None = None,
     ) -> PageStore | PageReader: ...
 
     @classmethod
     def open(
         cls,
-        path: str,
+        path: str | os.PathLike[str],
         page_size: int | None = None,
         *,
         create: bool = True,
@@ -240,7 +247,7 @@ class PageStore:
         checkpoint_bytes: int | None = None,
         checkpoint_max_bytes: int | None = None,
         apply: str = "checkpoint",
-        reader_wait: float = DEFAULT_READER_WAIT,
+        reader_wait: float | datetime.timedelta = DEFAULT_READER_WAIT,
         fs: FileSystem | None = None,
     ) -> PageStore | PageReader:
         """Open (or create) the store at ``path`` for writing and recover it.
@@ -267,7 +274,7 @@ class PageStore:
         (``docs/formats/jrnl.md``).
 
         A second writer (any process) gets LockedError at once; a writer waits up
-        to ``reader_wait`` seconds for readers that briefly hold the journal's
+        to ``reader_wait`` (seconds or a timedelta) for readers that briefly hold the journal's
         shared lock (then LockedError).  What the open repaired is in
         :attr:`recovery` (and logged once as a warning).
         """
@@ -283,8 +290,11 @@ class PageStore:
                 checkpoint_max_bytes = DEFAULT_CHECKPOINT_MAX_BYTES
         if checkpoint_max_bytes is None:
             checkpoint_max_bytes = checkpoint_bytes  # a fixed threshold, as given
-        if cache_pages < 0 or checkpoint_bytes < 0 or checkpoint_max_bytes < 0 or reader_wait < 0:
-            raise ConfigError("cache_pages, checkpoint_bytes, checkpoint_max_bytes and reader_wait must be >= 0")
+        for name, number in zip(_COUNTS, (cache_pages, checkpoint_bytes, checkpoint_max_bytes), strict=True):
+            if number < 0:
+                raise ConfigError(f"{name} must be >= 0, got {number!r}")
+        wait = duration_seconds(reader_wait, "reader_wait", allow_zero=True)
+        assert wait is not None
         if readonly:
             return PageReader.open(path, page_size, fs=fs)
         if not create and not fs.exists(path):
@@ -308,17 +318,21 @@ class PageStore:
                 checkpoint_bytes=checkpoint_bytes,
                 checkpoint_max_bytes=max(checkpoint_bytes, checkpoint_max_bytes),
                 apply_each_commit=apply == "commit",
-                reader_wait=reader_wait,
+                reader_wait=wait,
             )
         except BaseException:
             wlock.release()
             raise
-        store.reader_wait = reader_wait
+        store.reader_wait = wait
         store.recovery.log(log)
+        # Closed cleanly if collected or still open at exit (with a ResourceWarning).
+        store._finalizer = warn_unclosed(store, partial(close_abandoned, cls, store.__dict__), f"page store {path!r}")
         return store
 
     @classmethod
-    def open_reader(cls, path: str, page_size: int | None = None, *, fs: FileSystem | None = None) -> PageReader:
+    def open_reader(
+        cls, path: str | os.PathLike[str], page_size: int | None = None, *, fs: FileSystem | None = None
+    ) -> PageReader:
         """A read-only :class:`PageReader` of the store at ``path`` (any process,
         beside a live writer)."""
         path = as_path(path, "path")
@@ -595,13 +609,14 @@ class PageStore:
             # left of the old list.
             self._free_order = delta.freed[::-1] + self._free_order[len(delta.allocated) :]
 
-    def flush(self, wait: float | None = 0.0) -> bool:
+    def flush(self, wait: float | datetime.timedelta | None = 0.0) -> bool:
         """Write committed pages to the store file now (no sync), so readers in
-        other processes see the last commit; waits up to ``wait`` seconds for
-        their snapshots (False: put off, nothing lost)."""
+        other processes see the last commit; waits up to ``wait`` (seconds or a
+        timedelta; None: for ever) for their snapshots (False: put off, nothing lost)."""
+        seconds = timeout_seconds(wait, "wait")
         with self._lock:
             self._check_writable()
-            return self._flush(wait)
+            return self._flush(seconds)
 
     def _flush(self, wait: float | None = None) -> bool:
         """Write the committed-but-unwritten pages and header to the store (no sync).
@@ -676,7 +691,8 @@ class PageStore:
         with self._lock:
             if not self._checkpoint(wait=self.reader_wait, final=final):
                 raise LockedError(
-                    f"{self.path}: readers held a snapshot for over {self.reader_wait:g} s; checkpoint put off",
+                    f"{self.path}: readers held a snapshot for over {self.reader_wait:g} s (reader_wait); "
+                    "checkpoint put off, nothing lost (the journal keeps every commit)",
                     self.path,
                 )
             self._journal.sync_reset()
@@ -736,12 +752,20 @@ class PageStore:
             self._check_open()
             return verify_store(self)
 
+    def stats(self) -> dict[str, int]:
+        """Figures about the store (see :func:`engine.pages.upkeep.store_stats`)."""
+        with self._lock:
+            self._check_open()
+            return store_stats(self)
+
     # -- closing -------------------------------------------------------------------------
     def close(self) -> None:
         """Checkpoint (unless a failure poisoned the store) and release the files."""
         with self._lock:
             if self._closed:
                 return
+            if self._finalizer is not None:
+                self._finalizer.detach()
             try:
                 sums = self._sums
                 healthy = self._failure is None and not self._handle.poisoned and not self._journal.handle.poisoned
@@ -771,3 +795,4 @@ class PageStore:
 
     def __repr__(self) -> str:
         return f"<PageStore {self.path!r} writer page_size={self.page_size}>"
+

@@ -1,17 +1,18 @@
-"""Store upkeep that needs the writer's state: shrinking the file and verify().
+"""Store upkeep that needs the writer's state: shrinking the file, verify(),
+stats() and closing a store its user forgot to close.
 
 Functions over a :class:`~engine.pages.store.PageStore` (called by its
-``shrink`` and ``verify`` methods with the store's lock held), kept out of
-``store.py`` to keep that module to the commit path.
+``shrink``, ``verify`` and ``stats`` methods with the store's lock held, and by
+its finalizer), kept out of ``store.py`` to keep that module to the commit path.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import CorruptFileError
 from engine.pages import store_codec
-from engine.pages.recovery import verify_journal, walk_free_list
+from engine.pages.recovery import pages_words, verify_journal, walk_free_list
 from engine.pages.store_codec import StoreHeader
 from engine.pages.storefile import check_store_size, free_tail_prefix, read_header
 
@@ -87,5 +88,47 @@ def verify_store(store: PageStore) -> list[str]:
             sums.check(page, store._raw_page(page), ps)  # raises if it does not match
     journal = store._journal
     notes = verify_journal(store._fs, store.journal_path, header, owner=journal.handle, expected=journal.tx_offsets)
-    notes.append(f"{header.page_count} pages, {len(free)} free, page size {header.page_size}")
+    notes.append(pages_words(header, len(free)))
     return notes
+
+
+def store_stats(store: PageStore) -> dict[str, int]:
+    """:meth:`PageStore.stats`: snake_case keys, integer values.
+
+    ``pages`` counts every page id (``live_pages`` + ``free_pages``);
+    ``unflushed_pages`` are committed pages not yet written to the store file
+    (readers in other processes do not see them yet); ``pending_transactions``
+    are commits in the journal not yet checkpointed into the store file (normal
+    while a writer is open); ``postponed`` counts flushes and checkpoints put off
+    because a reader held a snapshot.
+    """
+    free = len(store._free_order)
+    cache = store._cache
+    return {
+        "page_size": store.page_size,
+        "pages": store.page_count,
+        "live_pages": store.page_count - free,
+        "free_pages": free,
+        "store_bytes": store._handle.size(),
+        "journal_bytes": store._journal.size,
+        "pending_transactions": len(store._journal.unapplied),
+        "unflushed_pages": len(store._dirty),
+        "commits": store.commits,
+        "checkpoints": store.checkpoints,
+        "postponed": store.postponed,
+        "cache_pages": cache.capacity,
+        "cached_pages": len(cache),
+        "cache_hits": cache.hits,
+        "cache_misses": cache.misses,
+    }
+
+
+def close_abandoned(kind: type[PageStore], state: dict[str, Any]) -> None:
+    """Close a writer collected (or still open at exit) without ``close()``, from
+    its attributes ``state`` (its ``__dict__``) in a new ``kind`` shell: the
+    finalizer (:func:`engine.conventions.warn_unclosed`) must not refer to the
+    store itself, or the store could never be collected.  The close is the
+    ordinary one (a checkpoint), so the next open has nothing to recover."""
+    shell = kind.__new__(kind)
+    shell.__dict__.update(state)
+    shell.close()

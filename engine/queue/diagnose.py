@@ -16,6 +16,7 @@ from engine.queue.attach import lock_writer, reader_files
 from engine.queue.config import QueueConfig
 from engine.queue.cursor import JournalCursor, PollingSource
 from engine.queue.segments import (
+    SEGMENT_HEADER,
     Segment,
     find_tail,
     ids_in_valid_batches,
@@ -138,7 +139,9 @@ def disk_reader_stats(
     tail: int,
     clock: Callable[[], float] = time.time,
 ) -> dict[str, object]:
-    """A reader's figures from its file (open reads are not journaled: unknown)."""
+    """A reader's figures from its file, with the keys of ``Reader.stats()``: what
+    only the process holding the reader knows (open reads, items it expired or
+    discarded) is None."""
     path = naming.join(directory, naming.reader_name(queue, reader))
     head, done = checkpoint.load_reader_file(fs, path)
     state = ReaderState(head, done)
@@ -162,6 +165,8 @@ def disk_reader_stats(
         "open_reads": None,
         "done_out_of_order": len(state.done),
         "oldest_age_s": None if oldest is None else max(0.0, (now - oldest.add_time) / 1000),
+        "expired": None,
+        "discarded": None,
     }
 
 
@@ -193,6 +198,27 @@ def backlog_bytes(fs: FileSystem, directory: str, queue: str, state: ReaderState
                 total += len(put.data)
     finally:
         cursor.close()
+
+
+def unread_journal_bytes(
+    fs: FileSystem, segments: list[Segment], newest_end: int, staged: int, cursor: JournalCursor
+) -> int:
+    """Journal bytes from an in-process reader's ``cursor`` to the tail, for the
+    writer's ``max_size``: the files from the cursor's position on (the newest up
+    to ``newest_end``, what the writer wrote), the ``staged`` bytes not written yet
+    and the cursor's decoded batch.  An estimate: it counts record overhead, and
+    items confirmed out of order ahead of the cursor."""
+    path, offset = cursor.position()
+    total = staged + cursor.ready_bytes
+    counting = path is None
+    for seg in segments:
+        size = newest_end if seg is segments[-1] else fs.file_size(seg.path)
+        if seg.path == path:
+            counting = True
+            total += max(0, size - offset)
+        elif counting:
+            total += size - len(SEGMENT_HEADER)
+    return total
 
 
 def journal_bytes_after(fs: FileSystem, segments: list[Segment], head: int, tail: int) -> int:

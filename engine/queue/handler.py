@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from engine.clireport import human_bytes
 from engine.errors import CorruptFileError, EngineError, FormatError
 from engine.formats import FormatHandler
 from engine.fs import FileSystem
@@ -49,26 +50,30 @@ def _summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
 
 
 def _summary(fs: FileSystem, path: str) -> Mapping[str, object]:
+    """Human-readable fields for ``engine inspect`` (``engine queue stats --json``
+    gives a queue's figures as numbers)."""
     if fs.isdir(path):
         out: dict[str, object] = {"kind": "queue directory"}
         for name in queue_names(fs, path):
             stats = queue_stats(fs, path, name)
             readers = stats["readers"]
             assert isinstance(readers, list)
-            out[f"queue {name}"] = (
-                f"tail id {stats['tail_id']}, {stats['journal_files']} writer file(s), {stats['journal_bytes']} bytes, "
-                + ", ".join(f"reader {r['reader']!r}: {r['items']} items" for r in readers)
+            files = f"{stats['journal_files']} writer file(s), {human_bytes(stats['journal_bytes'])}"  # type: ignore[arg-type]
+            backlogs = "".join(
+                f", reader {r['reader']!r}: {r['items']} items ({human_bytes(r['backlog_bytes'])})" for r in readers
             )
+            out[f"queue {name}"] = f"tail id {stats['tail_id']}, {files}{backlogs}"
         return out
     kind = _file_kind(fs, path)
     if kind == "reader":
         head, done = checkpoint.load_reader_file(fs, path)
-        return {"kind": "reader checkpoint", "head": head, "done out of order": len(done), "bytes": fs.file_size(path)}
+        nbytes = fs.file_size(path)
+        return {"kind": "reader checkpoint", "head": head, "done out of order": len(done), "size": _size(nbytes)}
     with open_segment_handle(fs, path) as handle:
         scan = scan_file(handle, path)
     summary: dict[str, object] = {
         "kind": "writer journal",
-        "bytes": scan.size,
+        "size": _size(scan.size),
         "items": scan.count,
         "last id": scan.last_id,
     }
@@ -80,6 +85,11 @@ def _summary(fs: FileSystem, path: str) -> Mapping[str, object]:
     elif scan.problem:
         summary["torn tail"] = f"{scan.size - scan.good_end} bytes at offset {scan.good_end}: {scan.problem}"
     return summary
+
+
+def _size(nbytes: int) -> str:
+    text = human_bytes(nbytes)
+    return text if text.endswith(" B") else f"{text} ({nbytes} bytes)"
 
 
 def _verify(fs: FileSystem, path: str) -> list[str]:

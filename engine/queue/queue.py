@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from engine.conventions import instant_ms, require_bytes, warn_unclosed
+from engine.conventions import instant_ms, require_bytes
 from engine.errors import ClosedError, ConfigError, DiskFullError, EngineError, FullError, PoisonedError
 from engine.fs import (
     FileHandle,
@@ -41,7 +41,8 @@ from engine.queue import codec, naming
 from engine.queue.attach import attach_reader, lock_reader, lock_writer, reader_files
 from engine.queue.config import QueueConfig
 from engine.queue.cursor import PollingSource
-from engine.queue.diagnose import backlog_bytes, disk_pending, disk_reader_stats, verify_queue
+from engine.queue.diagnose import backlog_bytes, disk_pending, disk_reader_stats, unread_journal_bytes, verify_queue
+from engine.queue.lifetime import close_when_dropped, detached, keeper_of
 from engine.queue.payload import put_many_batch
 from engine.queue.reader import Item, Reader
 from engine.queue.recover import Recovered, recover
@@ -61,11 +62,10 @@ _PUT_BYTE, _PUT_BYTE_EXPIRY = codec.PUT_BYTE, codec.PUT_BYTE_EXPIRY
 
 
 def _again(error: PoisonedError) -> PoisonedError:
-    """A fresh copy of the failure that stopped writes, to raise once more (maybe in
-    several threads at once), with its type."""
+    """A fresh copy (same type, no traceback) of the failure that stopped writes."""
     if isinstance(error, DiskFullError):
         return DiskFullError(error.path, error.errno or errno.ENOSPC, error.operation)
-    return PoisonedError(error.path, error.cause, error.operation)
+    return PoisonedError(error.path, None if error.cause is None else detached(error.cause), error.operation)
 
 
 class Queue:
@@ -73,7 +73,8 @@ class Queue:
 
     Use :meth:`open`.  ``put`` appends; each reader (``reader(name)``) sees every
     item (fanout).  Close it (or use ``with``) to checkpoint readers and release
-    the writer lock.  ``recovery`` says what opening repaired.
+    the writer lock; dropped unclosed, it is closed (readers too) with a
+    ResourceWarning (:mod:`engine.queue.lifetime`).  ``recovery``: what open repaired.
     """
 
     def __init__(
@@ -134,6 +135,7 @@ class Queue:
         #: with its type: DiskFullError stays DiskFullError (the fsyncgate rule,
         #: until a reopen lets recovery decide what the files hold).
         self._poisoned: PoisonedError | None = None
+        self._keeper: Queue = keeper_of(self)  # what threads, readers, finalizer hold (see lifetime)
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -171,8 +173,11 @@ class Queue:
             queue._abandon()
             raise
         report.log(log)
-        queue._start_threads()
-        queue._finalizer = warn_unclosed(queue, queue.close, f"queue {name!r} in {directory!r}")  # closed at exit
+        queue._keeper._start_threads()
+        keeper = queue._keeper
+        queue._finalizer = close_when_dropped(
+            queue, keeper._close_dropped, keeper.background_threads, f"queue {name!r} in {directory!r}"
+        )
         return queue
 
     def _now_ms(self) -> int:
@@ -198,6 +203,16 @@ class Queue:
             target=self._checkpoint_loop, name=f"queue-{self.name}-checkpoint", daemon=True
         )
         self._checkpointer.start()
+
+    def background_threads(self) -> list[threading.Thread | None]:
+        """The threads this queue runs (its checkpoints; its periodic sync or flush)."""
+        return [self._checkpointer, None if self._periodic is None else self._periodic._thread]
+
+    def _close_dropped(self) -> None:
+        """:meth:`close` by the finalizer (the user's object is gone): readers say why."""
+        for reader in list(self._readers.values()):
+            reader._closed_note = ": its Queue was dropped without close() (keep it referenced while using readers)"
+        self.close()
 
     def _abandon(self) -> None:
         self._handle.close()
@@ -238,7 +253,6 @@ class Queue:
         return True  # this is the writer
 
     # -- writing -------------------------------------------------------------------
-    #
     # Records are first *staged* in memory (``_buffer``), then *flushed* to the newest
     # file in one write followed by one CHECK record.  sync="always" flushes at the
     # end of every put (and the group commit fsyncs it); the other modes flush when
@@ -270,9 +284,13 @@ class Queue:
             raise
 
     def _fail(self, exc: BaseException, path: str, operation: str) -> None:
-        """Remember the first failure that stopped writes (see ``_poisoned``)."""
+        """Remember the first failure that stopped writes (see ``_poisoned``), as a copy:
+        its traceback holds the caller's frames, and so the user's object."""
         if self._poisoned is None:
-            self._poisoned = exc if isinstance(exc, PoisonedError) else PoisonedError(path, exc, operation)
+            if isinstance(exc, PoisonedError):
+                self._poisoned = _again(exc)
+            else:
+                self._poisoned = PoisonedError(path, detached(exc), operation)
 
     def _flush_locked(self) -> None:
         """Write the staged records and their CHECK (caller holds ``_lock``)."""
@@ -360,26 +378,13 @@ class Queue:
             while True:
                 pending = len(reader)
                 over_items = cfg.max_items is not None and pending + adding > cfg.max_items
-                over_size = cfg.max_size is not None and self._pending_bytes(reader) + nbytes > cfg.max_size
+                over_size = cfg.max_size is not None and nbytes + unread_journal_bytes(
+                    self.fs, self._segments, self._written_end, self._buffer_bytes, reader._cursor
+                ) > cfg.max_size
                 if not (over_items or over_size):
                     break
                 if not cfg.discard_old_when_full or pending == 0 or not reader.discard_oldest():
                     raise FullError(f"queue {self.name!r} is full for reader {reader.name!r} ({pending} items)")
-
-    def _pending_bytes(self, reader: Reader) -> int:
-        """Journal bytes from the reader's position to the tail (an estimate: it
-        counts record overhead, and items out-of-order confirmed ahead)."""
-        path, offset = reader._cursor.position()
-        total = self._buffer_bytes + reader._cursor.ready_bytes
-        counting = path is None
-        for seg in self._segments:
-            size = self._written_end if seg is self._segments[-1] else self.fs.file_size(seg.path)
-            if seg.path == path:
-                counting = True
-                total += max(0, size - offset)
-            elif counting:
-                total += size - _HEADER_SIZE
-        return total
 
     def put(self, data: Any, *, expire_at: float | datetime.datetime | None = None) -> int:
         """Add an item; returns its id (with sync="always", once it is durable).
@@ -515,18 +520,19 @@ class Queue:
                 clamped.add("reset", clamped.path, high - low + 1, "ids", detail="lost in a crash: skipped")
         clamped.log(log)
         self.recovery.actions.extend(clamped.actions)
+        keeper = self._keeper  # never ``self``: a reader must not keep the queue alive
         reader = Reader(
             name=name,
             queue=self.name,
             directory=self.directory,
             fs=self.fs,
-            source=self,
+            source=keeper,
             state=state,
             config=self.config,
             lock=lock,
             clock=self._clock,
-            punt=self._punt,
-            tail=lambda: self._tail,
+            punt=keeper._punt,
+            tail=lambda: keeper._tail,
         )
         if clamped.repaired:
             reader._dirty = True
@@ -772,11 +778,10 @@ class Queue:
     ) -> RemoteReader:
         """Open reader ``reader`` of queue ``name`` from a process that is not the writer.
 
-        It polls the writer files every ``poll_interval`` seconds for new data and
-        checkpoints its own file every ``checkpoint_interval`` (and on close).
-        Items it moves to another queue (error / expired) go through
-        :meth:`Queue.open` of that queue in this process.  What attaching it
-        clamped is in its ``recovery``.
+        It polls the writer files every ``poll_interval`` seconds and checkpoints its
+        own file every ``checkpoint_interval`` (and on close).  Items it moves to
+        another queue (error / expired) go through :meth:`Queue.open` of that queue
+        in this process.  What attaching it clamped is in its ``recovery``.
         """
         directory = as_path(directory, "directory")
         return open_remote_reader(

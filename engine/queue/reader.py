@@ -174,6 +174,7 @@ class Reader:
         self._returned: list[Item] = []
         self._dirty = False
         self._closed = False
+        self._closed_note = ""  # why, when its queue was closed for it (see Queue._close_dropped)
         self.durable_head = state.head  # head as of the last checkpoint on disk
         #: Id ranges found missing from the journal while reading (see _skip_hole).
         self.skipped_holes: list[tuple[int, int]] = []
@@ -226,7 +227,7 @@ class Reader:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise ClosedError(f"reader {self.name!r} of queue {self.queue!r} is closed")
+            raise ClosedError(f"reader {self.name!r} of queue {self.queue!r} is closed{self._closed_note}")
 
     # -- delivering ----------------------------------------------------------------
     def _now_ms(self) -> int:

@@ -17,13 +17,13 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from engine.conventions import warn_unclosed
 from engine.errors import EngineError
 from engine.fs import FileSystem, RecoveryReport
 from engine.queue import checkpoint, naming
 from engine.queue.attach import attach_reader, reader_files
 from engine.queue.config import QueueConfig
 from engine.queue.cursor import PollingSource
+from engine.queue.lifetime import close_when_dropped, keeper_of
 from engine.queue.reader import Item, Reader
 from engine.queue.segments import Segment, earliest_id, find_tail
 
@@ -46,6 +46,8 @@ class RemoteReader(Reader):
     """A :class:`Reader` that owns its checkpoint thread and its punt queues.
 
     ``recovery`` says what attaching it clamped (empty when its file was clean).
+    Dropped without :meth:`close` (or left open at exit), it is closed all the
+    same, with a ResourceWarning: its thread holds its keeper (:mod:`lifetime`).
     """
 
     def __init__(self, *args: Any, open_queue: OpenQueue, recovery: RecoveryReport, **kwargs: Any) -> None:
@@ -55,10 +57,16 @@ class RemoteReader(Reader):
         self._stop = threading.Event()
         self._punt_queues: dict[str, MovedItemSink] = {}
         self.checkpoint_failure: BaseException | None = None
-        self._thread = threading.Thread(target=self._loop, name=f"queue-reader-{self.name}", daemon=True)
+        self._keeper: RemoteReader = keeper_of(self)
+        self._thread = threading.Thread(target=self._keeper._loop, name=f"queue-reader-{self.name}", daemon=True)
         self._thread.start()
-        # Left open at exit: checkpointed and unlocked, with a ResourceWarning.
-        self._finalizer = warn_unclosed(self, self.close, f"reader {self.name!r} of queue {self.queue!r}")
+        # Dropped, or left open at exit: checkpointed and unlocked, with a ResourceWarning.
+        what = f"reader {self.name!r} of queue {self.queue!r}"
+        self._finalizer = close_when_dropped(self, self._keeper.close, self._keeper.background_threads, what)
+
+    def background_threads(self) -> list[threading.Thread | None]:
+        """The thread this reader runs (its checkpoints)."""
+        return [self._thread]
 
     def _loop(self) -> None:
         """Checkpoint every interval; a failure is kept in ``checkpoint_failure``,
@@ -166,7 +174,7 @@ def open_remote_reader(
         open_queue=open_queue,
         recovery=report,
     )
-    holder.append(reader)
+    holder.append(reader._keeper)  # the closures above must not keep ``reader`` alive
     if report.repaired:
         reader._dirty = True
     return reader

@@ -130,7 +130,7 @@ def make_logs(root: str, n: int, progress: Progress) -> None:
     hour = 3600 * 10**9
     rnd = random.Random(7)
     pages = ["/", "/cart", "/checkout", "/search", "/item"]
-    with AppendLog.open(os.path.join(root, "logs", "clicks"), ttl=24 * hour, sync=0.05) as log:
+    with AppendLog.open(os.path.join(root, "logs", "clicks"), ttl_ns=24 * hour, sync=0.05) as log:
         t = now - hour
         batch = []
         for i in range(n):

@@ -1,19 +1,27 @@
-"""``engine streams serve | dump | extract``: the original journald, journal-dump
-and journal-read programs."""
+"""``engine streams serve | dump | list | stats | extract``: the original
+journald, journal-dump and journal-read programs, and two reports.
+
+``--json`` (dump, list, stats, extract) prints JSON instead of text: one line
+per event / stream (JSON Lines) or one document (stats), with the keys the
+guide's table lists (``docs/guide/streams.md``)."""
 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import re
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from types import FrameType
+from typing import cast
 
+from engine.clireport import add_json_option, bytes_fields, human_bytes, parse_duration_ns, print_json
 from engine.fs import atomic_write, default_fs, make_dirs
 from engine.streams.journal import DEFAULT_SYNC_DELAY, StreamJournal
-from engine.streams.reader import Event, JournalScan
+from engine.streams.reader import Event, JournalScan, StreamData
 from engine.streams.server import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, JournalServer
 from engine.terminal import terminal_console
 
@@ -27,11 +35,44 @@ def parse_size(text: str) -> int:
     """``65536``, ``64k``, ``16M``, ``1G`` -> bytes."""
     match = re.fullmatch(r"\s*(\d+)\s*([kmgKMG]?)i?[bB]?\s*", text)
     if not match:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r}")
+        raise argparse.ArgumentTypeError(f"--size: {text!r} is not a size (bytes, or with a unit: 64k, 16M, 1G)")
     return int(match.group(1)) * _UNITS[match.group(2).lower()]
 
 
+def parse_delay_ms(text: str) -> float:
+    """``--delay-ms``: a plain number is milliseconds (as the option's name
+    says); one with a unit (``10ms``, ``0.01s``) is read as written."""
+    try:
+        value = float(text)
+    except ValueError:
+        return parse_duration_ns(text, "--delay-ms") / 1e6
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"--delay-ms: {text!r} is not a delay (milliseconds, 0 or more)")
+    return value
+
+
+def parse_idle_timeout(text: str) -> float | None:
+    """``--idle-timeout``: seconds, or a duration with a unit (``90s``, ``2m``);
+    0 means never (None)."""
+    ns = parse_duration_ns(text, "--idle-timeout")
+    return ns / 1e9 if ns else None
+
+
+def parse_mode(text: str) -> int:
+    """``--mode``: socket file permissions in octal (``660``, ``0o660``)."""
+    try:
+        mode = int(text.removeprefix("0o"), 8)
+    except ValueError:
+        mode = -1
+    if not 0 <= mode <= 0o7777:
+        raise argparse.ArgumentTypeError(f"--mode: {text!r} is not octal permissions (like 660)")
+    return mode
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
+    if args.size is None and not os.path.exists(args.file):
+        err_console.print(f"engine streams serve: {args.file}: no such journal; give --size BYTES to create it")
+        return 2
     journal = StreamJournal.open(
         args.file,
         size=args.size,
@@ -45,9 +86,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         server = JournalServer(
             args.socket,
             journal,
-            mode=int(args.mode, 8) if args.mode else None,
+            mode=args.mode,
             max_connections=args.max_connections,
-            idle_timeout=args.idle_timeout if args.idle_timeout > 0 else None,
+            idle_timeout=args.idle_timeout,
         )
     except BaseException:
         journal.close()  # another server holds the socket, say: leave its socket alone
@@ -58,16 +99,22 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, _stop)
     err_console.print(
-        f"engine streams serve: {args.file} ({journal.size} bytes, page {journal.page_size}) on {args.socket}"
+        f"engine streams serve: {args.file} ({human_bytes(journal.size)}, page {human_bytes(journal.page_size)}) "
+        f"on {args.socket}"
     )
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
-        server.server_close()
-        server.remove_socket()
+        server.stop()
         journal.close()
+    stats = server.stats()
+    err_console.print(
+        "engine streams serve: stopped: "
+        + ", ".join(f"{stats[k]} {k.replace('_', ' ')}" for k in ("committed", "aborted", "rejected", "refused",
+                                                                  "timed_out"))
+    )
     return 0
 
 
@@ -94,37 +141,129 @@ def _dump_line(event: Event, *, raw: bool = False) -> bytes:
     return (prefix + event.kind).encode()
 
 
-def _unreadable(command: str, path: str) -> bool:
-    """Print why ``path`` is not a journal file one can read (missing, a
-    directory, a name the OS refuses to open) and return True; else False."""
-    if not os.path.exists(path):
-        problem = "no such file"
-    elif os.path.isdir(path):
-        problem = "is a directory, not a journal file"
-    else:
-        try:
-            with open(path, "rb"):
-                return False
-        except OSError as exc:
-            problem = exc.strerror or str(exc)
-    err_console.print(f"engine streams {command}: {path}: {problem}", markup=False)
-    return True
+def _event_json(event: Event) -> dict[str, object]:
+    """One ``dump --json`` line: the event's numbers, the identifier as text and
+    hex (:func:`bytes_fields`), the data's length (not the data)."""
+    return {
+        "event": event.kind,
+        "stream": event.stream,
+        "record": event.record,
+        "offset": event.offset,
+        "position": event.position if event.position >= 0 else None,
+        "global_record": event.global_record if event.global_record >= 0 else None,
+        **bytes_fields("ident", event.ident),
+        "data_bytes": len(event.data) if event.kind == "append" else None,
+    }
+
+
+def _check_readable(path: str) -> None:
+    """Raise the OSError the engine command line reports (one line, exit 1) when
+    ``path`` is not a journal file one can read: missing, a directory, a name
+    the OS refuses to open."""
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, "is a directory, not a journal file", path)
+    with open(path, "rb"):
+        pass
+
+
+def _report_end(command: str, scan: JournalScan) -> None:
+    """The end of a scan that was not clean, and its anomalies, on stderr."""
+    assert scan.end is not None
+    if not scan.end.clean:
+        err_console.print(
+            f"engine streams {command}: {scan.path}: stopped at offset {scan.end.position}: {scan.end.reason}"
+        )
+    for note in scan.anomalies:
+        err_console.print(f"engine streams {command}: {scan.path}: {note}")
 
 
 def _cmd_dump(args: argparse.Namespace) -> int:
-    if _unreadable("dump", args.file):
-        return 2
-    scan = JournalScan(args.file)
-    sys.stdout.flush()
-    out = sys.stdout.buffer
+    _check_readable(args.file)
+    with JournalScan(args.file) as scan:
+        if args.json:
+            for event in scan:
+                print_json(_event_json(event))
+        else:
+            sys.stdout.flush()
+            out = sys.stdout.buffer
+            for event in scan:
+                out.write(_dump_line(event, raw=args.raw) + b"\n")
+            out.flush()
+    _report_end("dump", scan)
+    return 0
+
+
+def _stream_rows(scan: JournalScan) -> Iterator[dict[str, object]]:
+    """One row per stream (complete, aborted, or left open at the end), in the
+    order their ends are read, from the events: no stream data is kept."""
+    seen: dict[int, dict[str, object]] = {}
     for event in scan:
-        out.write(_dump_line(event, raw=args.raw) + b"\n")
-    out.flush()
-    assert scan.end is not None
-    if not scan.end.clean:
-        err_console.print(f"engine streams dump: {args.file}: stopped at offset {scan.end.position}: {scan.end.reason}")
+        if event.kind == "init":
+            seen[event.stream] = {
+                "stream": event.stream,
+                "status": "open",
+                **bytes_fields("ident", event.ident),
+                "start_offset": event.offset,
+                "data_bytes": 0,
+                "records": 0,
+                "position": event.position,
+            }
+            continue
+        row = seen.get(event.stream)
+        if row is None:
+            continue
+        if event.kind == "append":
+            row["data_bytes"] = cast(int, row["data_bytes"]) + len(event.data)
+            row["records"] = cast(int, row["records"]) + 1
+        elif event.kind in ("end", "abort", "unfinished"):
+            row["status"] = {"end": "complete", "abort": "aborted"}.get(event.kind, "open")
+            yield seen.pop(event.stream)
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    _check_readable(args.file)
+    with JournalScan(args.file) as scan:
+        for row in _stream_rows(scan):
+            if args.status and row["status"] != args.status:
+                continue
+            if args.json:
+                print_json(row)
+                continue
+            ident = _escape_ident(bytes.fromhex(cast(str, row["ident_hex"])))
+            size = cast(int, row["data_bytes"])
+            console.print(
+                f"stream {row['stream']:>10} {row['status']:<8} {human_bytes(size):>10} "
+                f"from offset {row['start_offset']} at position {row['position']}  {ident}"
+            )
+    _report_end("list", scan)
+    return 0
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    _check_readable(args.file)
+    with JournalScan(args.file) as scan:
+        stats = scan.stats()
+    if args.json:
+        print_json({"path": args.file, **stats})
+        return 0
+    page = cast(int, stats["page_size"])
+    size = cast(int, stats["file_size_bytes"])
+    rows = [
+        ("journal", args.file),
+        ("format", f"journald version {stats['version']}"),
+        ("file size", f"{human_bytes(size)} ({size} bytes, {size // page} pages of {human_bytes(page)})"),
+        ("records", f"{stats['records']} (the next global record is {stats['next_global_record']})"),
+        ("streams", f"{stats['streams_complete']} complete, {stats['streams_aborted']} aborted, "
+                    f"{stats['streams_open']} open"),
+        ("data", f"{human_bytes(cast(int, stats['data_bytes']))} ({stats['data_bytes']} bytes)"),
+        ("end", f"offset {stats['end_position']}: "
+                + ("clean" if stats["clean_end"] else f"torn: {stats['end_reason']}")),
+        ("anomalies", str(stats["anomalies"])),
+    ]
+    for name, value in rows:
+        console.print(f"{name + ':':<11} {value}")
     for note in scan.anomalies:
-        err_console.print(f"engine streams dump: {args.file}: {note}")
+        console.print(f"  {note}")
     return 0
 
 
@@ -135,9 +274,11 @@ def _safe_name(ident: bytes) -> str:
 
 def _cmd_extract(args: argparse.Namespace) -> int:
     prog = list(args.prog)
-    # argparse's REMAINDER also swallows a trailing "--out DIR": take it back.
-    while prog and prog[0] != "--" and prog[0].startswith("--out"):
-        if prog[0] == "--out" and len(prog) > 1:
+    # argparse's REMAINDER also swallows trailing options: take --out and --json back.
+    while prog and prog[0] != "--" and (prog[0].startswith("--out") or prog[0] == "--json"):
+        if prog[0] == "--json":
+            args.json, prog = True, prog[1:]
+        elif prog[0] == "--out" and len(prog) > 1:
             args.out, prog = prog[1], prog[2:]
         elif prog[0].startswith("--out="):
             args.out, prog = prog[0][len("--out=") :], prog[1:]
@@ -148,56 +289,69 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     if bool(prog) == bool(args.out):
         err_console.print("engine streams extract: give either --out DIR or -- PROG ARGS")
         return 2
-    if _unreadable("extract", args.file):
-        return 2
+    _check_readable(args.file)
     fs = default_fs()
     if args.out:
         make_dirs(fs, args.out)
-    scan = JournalScan(args.file)
     status = 0
     count = 0
-    for stream in scan.streams():
-        if not stream.complete:
-            continue
-        count += 1
-        if args.out:
-            name = f"{stream.number:010d}-{stream.start_offset}-{_safe_name(stream.ident)}"
-            atomic_write(fs, os.path.join(args.out, name), stream.data)
-            console.print(f"{name}: {len(stream.data)} bytes")
-        else:
-            ident = stream.ident
-            if b"\0" in ident:
-                # An argument cannot hold a NUL byte: pass what the original
-                # journal-read passes (a C string), the identifier cut at the NUL.
-                ident = ident[: ident.index(b"\0")]
-                err_console.print(
-                    f"engine streams extract: stream {stream.number}: its identifier holds a NUL byte; "
-                    f"passing the part before it ({_escape_ident(ident)!r})",
-                    markup=False,
-                )
-            argv = [*prog, os.fsdecode(ident), str(stream.start_offset)]
-            result = subprocess.run(argv, input=stream.data, check=False)
-            if result.returncode != 0:
-                err_console.print(
-                    f"engine streams extract: {argv[0]} exited {result.returncode} for stream {stream.number}"
-                )
-                status = 1
-    assert scan.end is not None
-    if not scan.end.clean:
-        err_console.print(
-            f"engine streams extract: {args.file}: stopped at offset {scan.end.position}: {scan.end.reason}"
-        )
+    with JournalScan(args.file) as scan:
+        for stream in scan.streams():
+            if not stream.complete:
+                continue
+            count += 1
+            row: dict[str, object] = {
+                "stream": stream.number,
+                **bytes_fields("ident", stream.ident),
+                "start_offset": stream.start_offset,
+                "data_bytes": len(stream.data),
+            }
+            if args.out:
+                name = f"{stream.number:010d}-{stream.start_offset}-{_safe_name(stream.ident)}"
+                path = os.path.join(args.out, name)
+                atomic_write(fs, path, stream.data)
+                row["file"] = path
+                if not args.json:
+                    console.print(f"{name}: {human_bytes(len(stream.data))} ({len(stream.data)} bytes)")
+            else:
+                returncode = _run_prog(prog, stream)
+                row["exit_code"] = returncode
+                if returncode != 0:
+                    err_console.print(
+                        f"engine streams extract: {prog[0]} exited {returncode} for stream {stream.number}"
+                    )
+                    status = 1
+            if args.json:
+                print_json(row)
+    _report_end("extract", scan)
     err_console.print(f"engine streams extract: {count} complete stream(s)")
     return status
+
+
+def _run_prog(prog: list[str], stream: StreamData) -> int:
+    """Run ``prog IDENT OFFSET`` with the stream on stdin; its exit code."""
+    ident = stream.ident
+    if b"\0" in ident:
+        # An argument cannot hold a NUL byte: pass what the original
+        # journal-read passes (a C string), the identifier cut at the NUL.
+        ident = ident[: ident.index(b"\0")]
+        err_console.print(
+            f"engine streams extract: stream {stream.number}: its identifier holds a NUL byte; "
+            f"passing the part before it ({_escape_ident(ident)!r})",
+            markup=False,
+        )
+    sys.stdout.flush()  # our lines before the program's
+    result = subprocess.run([*prog, os.fsdecode(ident), str(stream.start_offset)], input=stream.data, check=False)
+    return result.returncode
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``engine streams ...``.
 
     Placeholders name what they stand for in capitals (``PATH``, ``DIR``,
-    ``SIZE``, ``SECONDS``); every option says its unit and default.
+    ``BYTES``, ``SECONDS``); every option says its unit and default.
     """
-    top = subparsers.add_parser("streams", help="journald stream journals: serve, dump, extract")
+    top = subparsers.add_parser("streams", help="journald stream journals: serve, dump, list, stats, extract")
     sub = top.add_subparsers(dest="streams_command", metavar="ACTION")
     sub.required = True
 
@@ -206,21 +360,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        help="Unix socket path to listen on; a stale socket file is replaced, one a live "
                        "server listens on is refused")
     serve.add_argument("file", metavar="PATH", help="the journal file (created if missing)")
-    serve.add_argument("--size", type=parse_size, default=None, metavar="SIZE",
+    serve.add_argument("--size", type=parse_size, default=None, metavar="BYTES",
                        help="size of a new journal in bytes, or with a unit (64k, 16M, 1G)")
     serve.add_argument("--page-size", type=int, default=None, metavar="BYTES",
                        help="page size of a new journal in bytes (default: the file system's block size)")
     serve.add_argument(
         "--delay-ms",
-        type=float,
+        type=parse_delay_ms,
         default=DEFAULT_SYNC_DELAY * 1000,
         metavar="MILLISECONDS",
-        help=f"fsync delay while other streams are open, in milliseconds (default {DEFAULT_SYNC_DELAY * 1000:g})",
+        help="fsync delay while other streams are open, in milliseconds (or with a unit: 10ms, 0.01s; "
+        f"default {DEFAULT_SYNC_DELAY * 1000:g})",
     )
     serve.add_argument(
         "--reset", action="store_true", help="start the journal over (the original journald server's behaviour)"
     )
-    serve.add_argument("--mode", default=None, metavar="OCTAL",
+    serve.add_argument("--mode", type=parse_mode, default=None, metavar="OCTAL",
                        help="permissions of the socket file, octal (e.g. 660; default: from the umask)")
     serve.add_argument(
         "--max-connections",
@@ -231,11 +386,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     serve.add_argument(
         "--idle-timeout",
-        type=float,
+        type=parse_idle_timeout,
         default=DEFAULT_IDLE_TIMEOUT,
         metavar="SECONDS",
-        help=f"seconds a client may send nothing before its stream is aborted (0: never; "
-        f"default {DEFAULT_IDLE_TIMEOUT:g})",
+        help="seconds a client may send nothing before its stream is aborted, or with a unit (90s, 2m); "
+        f"0: never (default {DEFAULT_IDLE_TIMEOUT:g})",
     )
     serve.set_defaults(func=_cmd_serve)
 
@@ -243,13 +398,28 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     dump.add_argument("file", metavar="PATH", help="the journal file to read")
     dump.add_argument("--raw", action="store_true",
                       help="write identifiers as the bytes in the file (NUL bytes included), as the original "
-                      "journal-dump does; default: control and non-UTF-8 bytes as \\xNN escapes")
+                      "journal-dump does; default: control and non-UTF-8 bytes as \\xNN escapes (--json always "
+                      "gives ident_hex, the exact bytes)")
+    add_json_option(dump)
     dump.set_defaults(func=_cmd_dump)
+
+    listing = sub.add_parser("list", help="one line per stream: number, status, size, identifier")
+    listing.add_argument("file", metavar="PATH", help="the journal file to read")
+    listing.add_argument("--status", choices=("complete", "aborted", "open"), default=None, metavar="STATUS",
+                         help="only the streams with this status: complete, aborted or open (default: all)")
+    add_json_option(listing)
+    listing.set_defaults(func=_cmd_list)
+
+    stats = sub.add_parser("stats", help="header, record and stream counts, data size, where the journal ends")
+    stats.add_argument("file", metavar="PATH", help="the journal file to read")
+    add_json_option(stats)
+    stats.set_defaults(func=_cmd_stats)
 
     extract = sub.add_parser("extract", help="write out or pipe each complete stream (journal-read)")
     extract.add_argument("file", metavar="PATH", help="the journal file to read")
     extract.add_argument("--out", metavar="DIR", default=None,
                          help="write each complete stream to a file in DIR (created if missing)")
+    add_json_option(extract)
     extract.add_argument(
         "prog",
         nargs=argparse.REMAINDER,

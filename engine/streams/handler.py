@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from engine.clireport import human_bytes
 from engine.errors import CorruptFileError
 from engine.formats import FormatHandler
 from engine.fs import FileSystem
@@ -19,34 +20,36 @@ def _sniff(fs: FileSystem, path: str, head: bytes, is_dir: bool) -> bool:
     return not is_dir and head[: len(codec.MAGIC)] == codec.MAGIC
 
 
-def _scan(fs: FileSystem, path: str) -> tuple[JournalScan, dict[str, int]]:
+def _scan(fs: FileSystem, path: str) -> tuple[JournalScan, dict[str, object]]:
     scan = JournalScan(path, fs)
-    counts = {"complete": 0, "aborted": 0, "open": 0}
-    for stream in scan.streams():
-        counts[stream.status] += 1
-    return scan, counts
+    return scan, scan.stats()  # reads to the end, keeping no stream data
 
 
 def _summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
-    scan, counts = _scan(fs, path)
+    """Human-readable fields for ``engine inspect`` (``engine streams stats --json``
+    gives the same figures as numbers)."""
+    scan, stats = _scan(fs, path)
     assert scan.header is not None and scan.end is not None
     end = scan.end
     page = scan.header.page_size
     return {
         "version": scan.header.version,
-        "page size": page,
-        "file size": f"{scan.file_size} bytes ({scan.file_size // page} pages)",
+        "page size": human_bytes(page),
+        "file size": f"{human_bytes(scan.file_size)} ({scan.file_size} bytes, {scan.file_size // page} pages)",
         "first global record": scan.header.first_global,
         "records": end.records,
         "next global record": end.next_global,
-        "streams complete / aborted / open": f"{counts['complete']} / {counts['aborted']} / {counts['open']}",
+        "streams complete / aborted / open": (
+            f"{stats['streams_complete']} / {stats['streams_aborted']} / {stats['streams_open']}"
+        ),
+        "data": f"{human_bytes(scan.data_bytes)} ({scan.data_bytes} bytes)",
         "end": f"offset {end.position}: " + ("clean" if end.clean else f"TORN: {end.reason}"),
         "anomalies": len(scan.anomalies),
     }
 
 
 def _verify(fs: FileSystem, path: str) -> list[str]:
-    scan, counts = _scan(fs, path)
+    scan, stats = _scan(fs, path)
     assert scan.end is not None
     if scan.anomalies:
         raise CorruptFileError(path, 0, "records consistent with their streams", found="; ".join(scan.anomalies))
@@ -56,8 +59,8 @@ def _verify(fs: FileSystem, path: str) -> list[str]:
             f"journal ends at offset {scan.end.position} in a torn transaction ({scan.end.reason}); "
             "it is cut there when a writer opens it"
         )
-    if counts["open"]:
-        notes.append(f"{counts['open']} stream(s) left open (not complete)")
+    if stats["streams_open"]:
+        notes.append(f"{stats['streams_open']} stream(s) left open (not complete)")
     return notes
 
 

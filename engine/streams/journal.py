@@ -23,13 +23,18 @@ file in the order their positions were handed out.
 
 from __future__ import annotations
 
+import datetime as dt
 import errno
 import logging
+import os
 import threading
 import time
+import weakref
+from collections.abc import Iterator
 from types import TracebackType
 from typing import cast
 
+from engine.conventions import duration_seconds, warn_unclosed
 from engine.errors import ClosedError, ConfigError, CorruptFileError, DiskFullError, FullError, PoisonedError
 from engine.fs import (
     FileHandle,
@@ -47,6 +52,7 @@ from engine.fs import (
 )
 from engine.streams import codec
 from engine.streams.reader import JournalScan, later_records
+from engine.streams.stream import Stream, stream_ident
 
 log = logging.getLogger("engine.streams")
 
@@ -75,59 +81,20 @@ def _stopped(path: str, failure: BaseException | None) -> PoisonedError:
     return PoisonedError(path, failure)
 
 
-class Stream:
-    """One stream of a :class:`StreamJournal`: ``write`` then ``close`` or ``abort``.
-
-    Data is buffered into records of up to ``record_size`` bytes; nothing is
-    durable until :meth:`close` returns.  As a context manager, a clean exit
-    closes the stream and an exception aborts it.
-    """
-
-    def __init__(self, journal: StreamJournal, number: int, ident: bytes) -> None:
-        self.journal = journal
-        self.number = number
-        self.ident = ident
-        self.total = 0  # data bytes journaled so far (the INFO offset)
-        self.records = 0  # records written (INFO excluded)
-        self.state = "open"  # open | closing | closed | aborted | failed
-        self._buf = b""  # data not journaled yet: at most one record's worth
-        self._wrote_info = False
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        """Add ``data`` to the stream (journaled in full records as they fill)."""
-        self.journal._write(self, data)
-
-    def close(self) -> None:
-        """End the stream (EOS); returns once all of it is durable."""
-        self.journal._close_stream(self)
-
-    def abort(self) -> None:
-        """Abandon the stream: readers will report it aborted, never complete."""
-        self.journal._abort_stream(self)
-
-    def __enter__(self) -> Stream:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if self.state != "open":
-            return
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
-
-    def __repr__(self) -> str:
-        return f"<Stream #{self.number} {self.ident!r} {self.state} {self.total + len(self._buf)} bytes>"
-
-
 class StreamJournal:
     """A journald version 2 file written by many concurrent streams.
 
     Use :meth:`open`.  ``recovery`` is what opening repaired (a
     :class:`~engine.fs.RecoveryReport`, empty for a clean or new journal).
-    Counters for tests and benchmarks: ``fsyncs``, ``transactions``, ``wraps``.
+    Counters: ``fsyncs``, ``transactions``, ``wraps``, ``streams_closed``,
+    ``streams_aborted``; :meth:`stats` returns them with the geometry.
+
+    ``len(journal)`` is the number of streams open now (not yet closed or
+    aborted); iterating gives those :class:`Stream` objects (a snapshot), and
+    ``stream in journal`` (a :class:`Stream` or its number) says whether it is
+    one of them.  A context manager; a journal left open is closed at
+    interpreter exit (its open streams aborted, everything committed, so the
+    next open recovers nothing) with a :class:`ResourceWarning`.
     """
 
     def __init__(
@@ -170,21 +137,24 @@ class StreamJournal:
         self.fsyncs = 0
         self.transactions = 0
         self.wraps = 0
+        self.streams_closed = 0  # streams this writer closed (durable)
+        self.streams_aborted = 0  # streams this writer aborted (close() of the journal included)
         self.recovery = RecoveryReport(path)
         self._writer_lock: HeldLock | None = None
+        self._finalizer: weakref.finalize | None = None
 
     # -- opening -------------------------------------------------------------------
     @classmethod
     def open(
         cls,
-        path: str,
+        path: str | os.PathLike[str],
         size: int | None = None,
         *,
         create: bool = True,
         reset: bool = False,
         page_size: int | None = None,
         record_size: int = DEFAULT_RECORD_SIZE,
-        sync_delay: float = DEFAULT_SYNC_DELAY,
+        sync_delay: float | dt.timedelta = DEFAULT_SYNC_DELAY,
         preallocate: bool = True,
         spill_size: int = SPILL_SIZE,
         fs: FileSystem | None = None,
@@ -198,7 +168,8 @@ class StreamJournal:
         continues after it with the next global record and stream numbers.
         ``reset=True`` starts it over instead, as the original journald server
         does at every start.
-        ``sync_delay`` is how long a commit waits for other open streams;
+        ``sync_delay`` (a :class:`~datetime.timedelta` or seconds, 0 for none)
+        is how long a commit waits for other open streams;
         ``spill_size`` how big a pending transaction grows before its whole
         pages are written out (unsynced) ahead of the commit.
         """
@@ -206,19 +177,21 @@ class StreamJournal:
         fs = resolve(fs)
         if record_size <= 0:
             raise ConfigError(f"record_size must be positive, not {record_size}")
-        if sync_delay < 0:
-            raise ConfigError(f"sync_delay must be >= 0, not {sync_delay}")
+        delay = duration_seconds(sync_delay, "sync_delay", allow_zero=True)
+        assert delay is not None
         if not create and not fs.exists(path):
             raise FileNotFoundError(path)  # (checked again under the lock)
         lock = take_lock(fs, path + LOCK_SUFFIX, what="writer lock of the stream journal")
         try:
-            journal = cls._open(path, size, create, reset, page_size, record_size, sync_delay, preallocate, fs)
+            journal = cls._open(path, size, create, reset, page_size, record_size, delay, preallocate, fs)
         except BaseException:
             lock.release()
             raise
         journal._writer_lock = lock
         journal.spill_size = max(spill_size, journal.page_size)
         journal.recovery.log(log)
+        # Closed at exit if the user forgets (a bound method: kept alive until then).
+        journal._finalizer = warn_unclosed(journal, journal.close, f"stream journal {path!r}")
         return journal
 
     @classmethod
@@ -500,9 +473,10 @@ class StreamJournal:
             finally:
                 self._io_lock.release()
 
-    def open_stream(self, ident: bytes | str) -> Stream:
-        """A new stream named ``ident`` (at most 1024 bytes, as in the original journald server)."""
-        raw = ident.encode() if isinstance(ident, str) else bytes(ident)
+    def open_stream(self, ident: bytes | bytearray | memoryview | str) -> Stream:
+        """A new stream named ``ident``: bytes, or a str (stored as UTF-8); at most
+        1024 bytes, as in the original journald server."""
+        raw = stream_ident(ident)
         if len(raw) > MAX_IDENT:
             raise ConfigError(f"stream identifier of {len(raw)} bytes; at most {MAX_IDENT}")
         with self._lock:
@@ -555,6 +529,7 @@ class StreamJournal:
             with self._lock:
                 self._streams.pop(stream.number, None)
         stream.state = "closed"
+        self.streams_closed += 1
 
     def _abort_stream(self, stream: Stream) -> None:
         with self._lock:
@@ -562,6 +537,7 @@ class StreamJournal:
                 return
             stream._buf = b""
             stream.state = "aborted"
+            self.streams_aborted += 1
             self._active -= 1
             self._streams.pop(stream.number, None)
             if self._closed or self._failure is not None or self._handle.poisoned:
@@ -735,6 +711,8 @@ class StreamJournal:
 
     def close(self) -> None:
         """Abort the streams still open, commit, and close the file."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
         if self._closed:
             return
         with self._lock:
@@ -752,6 +730,46 @@ class StreamJournal:
             finally:
                 if self._writer_lock is not None:
                     self._writer_lock.release()
+
+    def stats(self) -> dict[str, object]:
+        """This writer's figures: geometry, where it writes, its counters (a dict,
+        snake_case keys, numbers; see the guide's table)."""
+        with self._lock:
+            position = self._txn_pos + self._spilled + len(self._pending)
+            return {
+                "size_bytes": self.size,
+                "page_size": self.page_size,
+                "record_size": self.record_size,
+                "sync_delay_seconds": self.sync_delay,
+                "position": position,
+                "free_bytes": self.size - position,
+                "pending_bytes": self._spilled + len(self._pending),
+                "next_global_record": self._global,
+                "next_stream": self._next_stream,
+                "open_streams": len(self._streams),
+                "streams_closed": self.streams_closed,
+                "streams_aborted": self.streams_aborted,
+                "transactions": self.transactions,
+                "fsyncs": self.fsyncs,
+                "wraps": self.wraps,
+            }
+
+    def __len__(self) -> int:
+        """Streams open now (opened, not yet closed or aborted)."""
+        with self._lock:
+            return len(self._streams)
+
+    def __iter__(self) -> Iterator[Stream]:
+        """The streams open now, by number (a snapshot)."""
+        with self._lock:
+            return iter([self._streams[n] for n in sorted(self._streams)])
+
+    def __contains__(self, stream: object) -> bool:
+        """``stream in journal``: a :class:`Stream` (or a stream number) open in this journal now."""
+        with self._lock:
+            if isinstance(stream, Stream):
+                return self._streams.get(stream.number) is stream
+            return isinstance(stream, int) and not isinstance(stream, bool) and stream in self._streams
 
     def __enter__(self) -> StreamJournal:
         return self

@@ -39,8 +39,10 @@ changed), the scan ends cleanly where it found the end.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from types import TracebackType
 
 from engine.errors import CorruptFileError
 from engine.fs import FileHandle, FileSystem, OpenMode, as_path, resolve
@@ -179,6 +181,13 @@ class _Source:
 class JournalScan:
     """Iterate over a journal's events; afterwards :attr:`end` says where it stopped.
 
+    Iterating gives :class:`Event` objects, one per record (``init``,
+    ``append``, ``end``, ``abort``) and then one ``unfinished`` per stream left
+    open; a scan reads the file once (iterate it once).  :meth:`streams` gives
+    whole streams instead, :meth:`stats` the counts.  The file is open only
+    while an iteration runs; ``close()`` (or leaving a ``with`` block) ends one
+    stopped half-way and closes the file.
+
     ``anomalies`` lists records that passed their checks but make no sense for
     their stream (data for an unknown stream, a record number out of sequence,
     an INFO for a stream already open): the original journald reader warns about
@@ -187,13 +196,13 @@ class JournalScan:
 
     def __init__(
         self,
-        path: str,
+        path: str | os.PathLike[str],
         fs: FileSystem | None = None,
         *,
         handle: FileHandle | None = None,
         strict_end: bool | None = None,
     ) -> None:
-        self.path = path
+        self.path = as_path(path, "path")
         #: Probe past a clean end for records that show the journal goes on
         #: (damage) and raise.  ``None``: when page 0 carries engine's mark (a
         #: file the original server wrote may hold stale records there).  The
@@ -213,17 +222,66 @@ class JournalScan:
         self._collect = False
         self._finished: list[StreamData] = []
         self._started = False
+        self._events: Iterator[Event] | None = None
+        #: Streams read to their end, by status; data bytes of the append events.
+        self.complete = 0
+        self.aborted = 0
+        self.data_bytes = 0
 
     # -- public ------------------------------------------------------------------
     def __iter__(self) -> Iterator[Event]:
+        """The journal's events, record by record (see the class docstring)."""
         if self._started:
             raise RuntimeError("a JournalScan can be iterated once")
         self._started = True
+        self._events = self._open_and_scan()
+        return self._events
+
+    def _open_and_scan(self) -> Iterator[Event]:
         if self._handle is not None:
             yield from self._scan(self._handle)
             return
         with self._fs.open(self.path, OpenMode.READ) as handle:
             yield from self._scan(handle)
+
+    def close(self) -> None:
+        """End an iteration stopped half-way (its file is closed); a no-op otherwise."""
+        events, self._events = self._events, None
+        if events is not None and hasattr(events, "close"):
+            events.close()
+
+    def __enter__(self) -> JournalScan:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def stats(self) -> dict[str, object]:
+        """What the scan found, as a dict (snake_case keys, numbers; None where
+        not known yet).  Reads the journal to its end first if nothing read it
+        yet (the scan is then used up); after a partial iteration, the figures
+        so far with the ``end_*`` keys None.  Keys: see the guide's table."""
+        if not self._started:
+            self.run()
+        header, end = self.header, self.end
+        return {
+            "version": header.version if header else None,
+            "page_size": header.page_size if header else None,
+            "file_size_bytes": self.file_size if header else None,
+            "first_global_record": header.first_global if header else None,
+            "records": end.records if end else None,
+            "next_global_record": end.next_global if end else None,
+            "streams_complete": self.complete,
+            "streams_aborted": self.aborted,
+            "streams_open": len(self.open_streams),
+            "data_bytes": self.data_bytes,
+            "anomalies": len(self.anomalies),
+            "end_position": end.position if end else None,
+            "clean_end": end.clean if end else None,
+            "end_reason": end.reason if end else None,
+        }
 
     def streams(self) -> Iterator[StreamData]:
         """Whole streams: each complete or aborted one when its end is read, then
@@ -395,6 +453,10 @@ class JournalScan:
 
     def _finish(self, st: _Open, status: str) -> None:
         del self.open_streams[st.number]
+        if status == "complete":
+            self.complete += 1
+        else:
+            self.aborted += 1
         if self._collect:
             self._finished.append(StreamData(st.number, st.ident, st.start, b"".join(st.chunks), status, st.position))
 
@@ -436,6 +498,7 @@ class JournalScan:
                 if st is None:
                     self._anomaly(f"stream {number}: DATA for a stream not open", position)
                 else:
+                    self.data_bytes += len(data)
                     yield Event("append", number, st.record, st.offset, st.ident, data, position, g)
                     if self._collect:
                         st.chunks.append(data)
@@ -451,7 +514,9 @@ class JournalScan:
                 self._anomaly(f"stream {number}: record type 0x{rtype:x} has no known type bit; ignored", position)
 
 
-def read_events(path: str, fs: FileSystem | None = None, *, strict_end: bool | None = None) -> JournalScan:
+def read_events(
+    path: str | os.PathLike[str], fs: FileSystem | None = None, *, strict_end: bool | None = None
+) -> JournalScan:
     """The journal's events, as an iterable :class:`JournalScan` (see its ``end``).
 
     ``strict_end`` (default: whether page 0 carries engine's mark) probes past a
@@ -464,7 +529,9 @@ def read_events(path: str, fs: FileSystem | None = None, *, strict_end: bool | N
     return JournalScan(path, fs, strict_end=strict_end)
 
 
-def read_streams(path: str, fs: FileSystem | None = None, *, strict_end: bool | None = None) -> Iterator[StreamData]:
+def read_streams(
+    path: str | os.PathLike[str], fs: FileSystem | None = None, *, strict_end: bool | None = None
+) -> Iterator[StreamData]:
     """Whole streams (ident, start offset, data, status complete/aborted/open)."""
     path = as_path(path, "path")
     return JournalScan(path, fs, strict_end=strict_end).streams()

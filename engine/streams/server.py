@@ -24,6 +24,7 @@ while other streams are open, so concurrent connections share it.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import socket
@@ -31,10 +32,13 @@ import socketserver
 import stat
 import struct
 import threading
+import weakref
+from types import TracebackType
 from typing import Any
 
+from engine.conventions import duration_seconds, warn_unclosed
 from engine.errors import ConfigError, EngineError, LockedError
-from engine.fs import default_fs
+from engine.fs import as_path, default_fs
 from engine.streams.journal import MAX_IDENT, StreamJournal
 
 log = logging.getLogger("engine.streams")
@@ -72,9 +76,13 @@ class JournalServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     listens on raises :class:`LockedError` (see :func:`_remove_stale_socket`).
 
     ``serve_forever()`` in the calling thread, or :meth:`start` for a background
-    thread; :meth:`stop` shuts down and removes the socket.  The journal stays
-    open (its owner closes it).  Counters: ``committed``, ``aborted``,
-    ``rejected``, ``refused`` (over ``max_connections``), ``timed_out``.
+    thread; :meth:`stop` shuts down and removes the socket (as does leaving a
+    ``with`` block, and interpreter exit for a server never stopped, with a
+    :class:`ResourceWarning`).  The journal stays open (its owner closes it).
+    ``socket_path`` is a str or :class:`os.PathLike`; ``idle_timeout`` a
+    :class:`~datetime.timedelta` or seconds (None: never).  Counters:
+    ``committed``, ``aborted``, ``rejected``, ``refused`` (over
+    ``max_connections``), ``timed_out``; :meth:`stats` returns them as a dict.
     """
 
     daemon_threads = True
@@ -83,26 +91,29 @@ class JournalServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
     def __init__(
         self,
-        socket_path: str,
+        socket_path: str | os.PathLike[str],
         journal: StreamJournal,
         *,
         mode: int | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
-        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        idle_timeout: float | dt.timedelta | None = DEFAULT_IDLE_TIMEOUT,
     ) -> None:
+        socket_path = as_path(socket_path, "socket_path")
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int):
+            raise TypeError(f"max_connections must be an int, not {type(max_connections).__name__}")
         if max_connections < 1:
             raise ConfigError(f"max_connections must be at least 1, not {max_connections}")
-        if idle_timeout is not None and idle_timeout <= 0:
-            raise ConfigError(f"idle_timeout must be positive (or None), not {idle_timeout}")
         self.socket_path = socket_path
         self.journal = journal
         self.max_connections = max_connections
-        self.idle_timeout = idle_timeout
+        self.idle_timeout = duration_seconds(idle_timeout, "idle_timeout", allow_none=True)
         self.committed = 0
         self.aborted = 0
         self.rejected = 0
         self.refused = 0
         self.timed_out = 0
+        self.connections = 0  # served now
+        self._finalizer: weakref.finalize | None = None
         self._count_lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(max_connections)
         self._thread: threading.Thread | None = None
@@ -111,10 +122,27 @@ class JournalServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self._inode: int | None = os.lstat(socket_path).st_ino
         if mode is not None:
             os.chmod(socket_path, mode)
+        # Stopped at exit if the user forgets (a bound method: kept alive until then).
+        self._finalizer = warn_unclosed(self, self.stop, f"journald server on {socket_path}")
 
-    def _count(self, name: str) -> None:
+    def _count(self, name: str, add: int = 1) -> None:
         with self._count_lock:
-            setattr(self, name, getattr(self, name) + 1)
+            setattr(self, name, getattr(self, name) + add)
+
+    def stats(self) -> dict[str, object]:
+        """The server's counters and settings (a dict, snake_case keys, numbers;
+        ``idle_timeout_seconds`` None when connections may idle for ever)."""
+        with self._count_lock:
+            return {
+                "connections": self.connections,
+                "max_connections": self.max_connections,
+                "idle_timeout_seconds": self.idle_timeout,
+                "committed": self.committed,
+                "aborted": self.aborted,
+                "rejected": self.rejected,
+                "refused": self.refused,
+                "timed_out": self.timed_out,
+            }
 
     def process_request(self, request: Any, client_address: Any) -> None:
         """Serve the connection in a thread of its own if a slot is free; else
@@ -137,9 +165,11 @@ class JournalServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
+        self._count("connections")
         try:
             super().process_request_thread(request, client_address)
         finally:
+            self._count("connections", -1)
             self._slots.release()
 
     def _serve_connection(self, sock: socket.socket) -> None:
@@ -214,13 +244,24 @@ class JournalServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         return thread
 
     def stop(self) -> None:
-        """Stop accepting, close the listening socket and remove its file."""
+        """Stop accepting, close the listening socket and remove its file.
+        Connections being served go on in their threads until the journal is closed."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
         if self._thread is not None:
             self.shutdown()
             self._thread.join()
             self._thread = None
         self.server_close()
         self.remove_socket()
+
+    def __enter__(self) -> JournalServer:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
 
     def remove_socket(self) -> None:
         """Remove the socket file this server bound (never one another server bound since)."""

@@ -85,8 +85,8 @@ def test_sealed_segment_damage_found_by_verify(tmp_path: os.PathLike[str]) -> No
     _make(d, n=12, segment_bytes=16 + 4 * 25)  # segments of 4 records
     idx0 = os.path.join(d, segment_name(0, ".idx"))
     _patch(idx0, entry_offset(1), (101 + 1000).to_bytes(8, "little"))  # entry 1's time
-    with pytest.raises(CorruptFileError) as err:
-        AppendLog.open(d).verify()
+    with AppendLog.open(d) as log, pytest.raises(CorruptFileError) as err:
+        log.verify()
     assert err.value.path == idx0
 
 

@@ -49,7 +49,7 @@ def _check_state(fs: Any, marks: list[Any], attempted: dict[int, tuple[int, int,
 
 def _workload(sim: SimFS, sync: object, attempted: dict[int, tuple[int, int, bytes]]) -> None:
     make_dirs(sim, DIR)
-    log = AppendLog.open(DIR, ttl=50, segment_bytes=160, sync=sync, buffer_bytes=0, fs=sim)
+    log = AppendLog.open(DIR, ttl_ns=50, segment_bytes=160, sync=sync, buffer_bytes=0, fs=sim)
     t = 1000
     for i in range(14):
         t += 5
@@ -58,7 +58,7 @@ def _workload(sim: SimFS, sync: object, attempted: dict[int, tuple[int, int, byt
         if sync == "always":
             sim.mark(("append", i))
         if i == 6:
-            removed = log.expire(now=1080)  # the oldest segment(s) have expired
+            removed = log.expire(now_ns=1080)  # the oldest segment(s) have expired
             assert removed > 0
             sim.mark(("first", log.first_index))
     batch = [(_payload(k), 1, t + k) for k in range(14, 18)]
@@ -122,13 +122,13 @@ def test_reader_on_crash_states_sees_only_whole_records() -> None:
 
 
 def _fault_workload(fs: Any, acked: list[int]) -> None:
-    log = AppendLog.open(DIR, ttl=50, segment_bytes=120, sync="always", buffer_bytes=0, fs=fs)
+    log = AppendLog.open(DIR, ttl_ns=50, segment_bytes=120, sync="always", buffer_bytes=0, fs=fs)
     try:
         for i in range(8):
             log.append(_payload(i), time_ns=1000 + i)
             acked.append(i)
             if i == 5:
-                log.expire(now=1052)
+                log.expire(now_ns=1052)
         log.truncate_before(6)
     except BaseException:
         try:

@@ -310,11 +310,11 @@ def test_segment_without_crc_keeps_the_weaker_rule(tmp_path: os.PathLike[str]) -
 
 def test_deletion_removes_crc_files(tmp_path: os.PathLike[str]) -> None:
     d = str(tmp_path)
-    with AppendLog.open(d, ttl=10, segment_bytes=16 + 4 * 25) as log:
+    with AppendLog.open(d, ttl_ns=10, segment_bytes=16 + 4 * 25) as log:
         for k in range(13):
             log.append(b"payload-%d" % k, time_ns=100 + k)
         log.truncate_before(5)
-        assert log.expire(now=10**6) > 0
+        assert log.expire(now_ns=10**6) > 0
         bases = {s.first_index for s in log.segments()}
     crcs = {int(n[:20]) for n in os.listdir(d) if n.endswith(".crc")}
     logs = {int(n[:20]) for n in os.listdir(d) if n.endswith(".log")}

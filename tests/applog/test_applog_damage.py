@@ -124,7 +124,7 @@ def test_damage_inside_a_sealed_segment_fails_every_read(tmp_path: os.PathLike[s
         with pytest.raises(CorruptFileError):
             list(log.scan())
         with pytest.raises(CorruptFileError):
-            list(log.between(0, 1 << 40))
+            list(log.between(start_ns=0, end_ns=1 << 40))
         with pytest.raises(CorruptFileError):
             log.verify()
     with LogReader.open(d) as reader:
@@ -152,7 +152,7 @@ def test_damaged_index_time_never_moves_between(tmp_path: os.PathLike[str]) -> N
     with LogReader.open(d) as reader:
         for t0 in range(100, 100 + N):
             try:
-                got = [tuple(r) for r in reader.between(t0, t0 + 5)]
+                got = [tuple(r) for r in reader.between(start_ns=t0, end_ns=t0 + 5)]
             except CorruptFileError as exc:
                 assert exc.path == idxf and exc.offset == entry_offset(1)
                 continue
@@ -245,8 +245,8 @@ def _read_paths(d: str) -> dict[str, object]:
             except IndexError:
                 break
         out["get"] = got
-        out["between"] = [tuple(r) for r in reader.between(0, 1 << 40)]
-        out["at_time"] = [reader.index_at_time(100 + k) for k in range(0, N, 7)]
+        out["between"] = [tuple(r) for r in reader.between(start_ns=0, end_ns=1 << 40)]
+        out["at_time"] = [reader.index_at_time(time_ns=100 + k) for k in range(0, N, 7)]
         out["segments"] = len(reader.segments())
         out["repaired"] = reader.recovery.repaired
     return out

@@ -96,9 +96,9 @@ def test_between_and_index_at_time(logdir: str) -> None:
         assert len(log.segments()) > 2
         for t0 in range(0, 45):
             want = next((k for k, t in enumerate(times) if t >= t0), len(times))
-            assert log.index_at_time(t0) == want
+            assert log.index_at_time(time_ns=t0) == want
             for t1 in (t0, t0 + 1, t0 + 10, 100):
-                got = [r.index for r in log.between(t0, t1)]
+                got = [r.index for r in log.between(start_ns=t0, end_ns=t1)]
                 assert got == [k for k, t in enumerate(times) if t0 <= t < t1]
 
 
@@ -125,19 +125,19 @@ def test_append_many_forms(logdir: str) -> None:
 
 
 def test_expire_deletes_whole_segments_by_header_ttl(logdir: str) -> None:
-    with AppendLog.open(logdir, ttl=100, segment_bytes=16 + 2 * 17) as log:
+    with AppendLog.open(logdir, ttl_ns=100, segment_bytes=16 + 2 * 17) as log:
         for k in range(7):  # segments [0,2) [2,4) [4,6) [6,7), times 1000..1006
             log.append(b"x", time_ns=1000 + k)
-        assert log.expire(now=1100) == 0  # 1100 > 1001 + 100 is false
-        assert log.expire(now=1102) == 2  # segment [0,2) newest time 1001
+        assert log.expire(now_ns=1100) == 0  # 1100 > 1001 + 100 is false
+        assert log.expire(now_ns=1102) == 2  # segment [0,2) newest time 1001
         assert log.first_index == 2
         assert not os.path.exists(os.path.join(logdir, segment_name(0, ".log")))
         with pytest.raises(IndexError):
             log.get(1)
-        assert log.expire(now=1106) == 4  # [2,4) and [4,6); [6,7) has 1006 + 100 = 1106
+        assert log.expire(now_ns=1106) == 4  # [2,4) and [4,6); [6,7) has 1006 + 100 = 1106
         assert [s.first_index for s in log.segments()] == [6]
         # the newest segment too: an empty segment keeps the numbering
-        assert log.expire(now=10_000) == 1
+        assert log.expire(now_ns=10_000) == 1
         assert [s.first_index for s in log.segments()] == [7]
         assert (log.first_index, log.next_index) == (7, 7)
         assert log.append(b"again", time_ns=20_000) == 7
@@ -150,14 +150,14 @@ def test_buffered_records_count_for_expiry_and_reads(logdir: str) -> None:
     """Records still in the writer's buffer (not yet in the files) are the
     log's all the same: reads see them, and expiry judges the active segment by
     its newest record, buffered or not."""
-    with AppendLog.open(logdir, ttl=100, sync="never", buffer_bytes=1 << 20, segment_bytes=16 + 3 * 17) as log:
+    with AppendLog.open(logdir, ttl_ns=100, sync="never", buffer_bytes=1 << 20, segment_bytes=16 + 3 * 17) as log:
         for k in range(4):  # segments [0,3) [3,4): the roll flushes the first
             log.append(b"x", time_ns=1000 + k)
         assert log.next_index == 4 and log.get(3) == Record(3, 1003, 0, b"x")
         assert log.append(b"y", time_ns=1050) == 4  # buffered
-        assert log.expire(now=1103) == 3  # [0,3): newest 1002
-        assert log.expire(now=1149) == 0  # [3,5): newest 1050, in the buffer until now
-        assert log.expire(now=1151) == 2
+        assert log.expire(now_ns=1103) == 3  # [0,3): newest 1002
+        assert log.expire(now_ns=1149) == 0  # [3,5): newest 1050, in the buffer until now
+        assert log.expire(now_ns=1151) == 2
         assert (log.first_index, log.next_index) == (5, 5)
         log.verify()
 
@@ -166,7 +166,7 @@ def test_no_ttl_never_expires(logdir: str) -> None:
     with AppendLog.open(logdir, segment_bytes=40) as log:
         for k in range(5):
             log.append(b"x", time_ns=k)
-        assert log.expire(now=2**62) == 0
+        assert log.expire(now_ns=2**62) == 0
         assert log.first_index == 0
 
 
@@ -174,7 +174,7 @@ def test_ttl_as_timedelta_and_change_applies_to_new_segments(logdir: str) -> Non
     with AppendLog.open(logdir, ttl=datetime.timedelta(seconds=2), segment_bytes=40) as log:
         assert log.ttl_ns == 2_000_000_000
         log.append(b"x", time_ns=0)
-    with AppendLog.open(logdir, ttl=5, segment_bytes=40) as log:
+    with AppendLog.open(logdir, ttl_ns=5, segment_bytes=40) as log:
         log.append(b"y", time_ns=1)  # rolls: new segment with TTL 5
         assert [s.ttl_ns for s in log.segments()] == [2_000_000_000, 5]
 
@@ -189,7 +189,7 @@ def test_truncate_before(logdir: str) -> None:
         with pytest.raises(IndexError):
             log.get(2)
         assert [r.index for r in log.scan()] == [3, 4, 5, 6]
-        assert log.index_at_time(0) == 3
+        assert log.index_at_time(time_ns=0) == 3
         assert log.truncate_before(2) == 0
     with AppendLog.open(logdir) as log:
         assert log.first_index == 3
@@ -329,8 +329,8 @@ def test_index_at_time_over_large_sealed_segments(logdir: str) -> None:
         with LogReader.open(logdir) as reader:
             for t0 in range(-1, t + 2):
                 want = bisect.bisect_left(times, t0)
-                assert log.index_at_time(t0) == want
-                assert reader.index_at_time(t0) == want
+                assert log.index_at_time(time_ns=t0) == want
+                assert reader.index_at_time(time_ns=t0) == want
 
 
 def test_get_across_many_segments_uses_a_bounded_index_cache(logdir: str) -> None:
@@ -344,11 +344,11 @@ def test_get_across_many_segments_uses_a_bounded_index_cache(logdir: str) -> Non
             for k in range(0, 50 * n_segs, 3):
                 assert log.get(k).data == b"%06d" % k, rnd
             assert len(log._index_cache) == INDEX_CACHE_SEGMENTS
-        assert log.expire(now=0) == 0
-    with AppendLog.open(logdir, ttl=1, segment_bytes=16 + 50 * 22) as log, LogReader.open(logdir) as reader:
+        assert log.expire(now_ns=0) == 0
+    with AppendLog.open(logdir, ttl_ns=1, segment_bytes=16 + 50 * 22) as log, LogReader.open(logdir) as reader:
         for k in range(0, 50 * n_segs, 13):
             assert reader.get(k).data == log.get(k).data == b"%06d" % k
-        assert log.index_at_time(0) == 0
+        assert log.index_at_time(time_ns=0) == 0
 
 
 def test_reader_alongside_a_live_writer_sees_only_whole_records(logdir: str) -> None:
@@ -388,11 +388,11 @@ def test_expire_does_not_count_records_already_truncated(tmp_path: os.PathLike[s
     truncate_before() are not counted again when their segment is deleted
     (found by test_applog_props: first_index 1 -> 2 was reported as 2 records)."""
     path = os.path.join(str(tmp_path), "log")
-    with AppendLog.open(path, ttl=60, segment_bytes=120, sync="never") as log:
+    with AppendLog.open(path, ttl_ns=60, segment_bytes=120, sync="never") as log:
         log.append(b"", time_ns=1000)
         log.append(b"", time_ns=1000)
         assert log.truncate_before(1) == 1
-        assert log.expire(now=1061) == 1
+        assert log.expire(now_ns=1061) == 1
         assert log.first_index == log.next_index == 2
 
 

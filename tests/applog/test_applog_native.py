@@ -366,7 +366,7 @@ def _apply(lg: AppendLog, op: tuple[Any, ...], t: int) -> Any:
     if kind == "get":
         return lg.get(op[1])
     if kind == "between":
-        return list(lg.between(t + op[1] - 10, t + op[1] + 10))
+        return list(lg.between(start_ns=t + op[1] - 10, end_ns=t + op[1] + 10))
     lg.flush()
     return None
 

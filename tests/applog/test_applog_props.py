@@ -28,7 +28,7 @@ ops = st.lists(
 
 
 def _open(fs: SimFS, sync: Any, buffer_bytes: int) -> AppendLog:
-    return AppendLog.open(DIR, ttl=60, segment_bytes=120, sync=sync, buffer_bytes=buffer_bytes, fs=fs)
+    return AppendLog.open(DIR, ttl_ns=60, segment_bytes=120, sync=sync, buffer_bytes=buffer_bytes, fs=fs)
 
 
 @settings(max_examples=60, deadline=None)
@@ -58,7 +58,7 @@ def test_log_matches_model(script: list[tuple[Any, ...]]) -> None:
                 assert not log.recovery.repaired
             elif op[0] == "expire":
                 before = log.first_index
-                removed = log.expire(now=now + op[1])
+                removed = log.expire(now_ns=now + op[1])
                 assert log.first_index == before + removed
                 # whatever went had expired; whatever stayed starts a segment that has not
                 for i in range(before, log.first_index):
@@ -79,7 +79,7 @@ def test_log_matches_model(script: list[tuple[Any, ...]]) -> None:
             assert log.get(i).data == model[i][2]
         times = [model[i][0] for i in range(first, nxt)]
         for t0 in {1000, now, now + 1, *times[:5]}:
-            assert log.index_at_time(t0) == first + bisect.bisect_left(times, t0)
+            assert log.index_at_time(time_ns=t0) == first + bisect.bisect_left(times, t0)
         log.flush()
         with LogReader.open(DIR, fs=fs) as reader:
             assert [r.index for r in reader.scan()] == list(range(first, nxt))

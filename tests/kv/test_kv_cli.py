@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from engine.cli import main
 from engine.fs import default_fs
 from engine.kv import KV
 from engine.kv.cli import register
@@ -22,6 +23,49 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     args = parser.parse_args(["kv", *argv])
     code = args.func(args)
     return code, capsys.readouterr().out
+
+
+def test_text_and_json_output(tmp_path: os.PathLike[str], capsys: pytest.CaptureFixture[str]) -> None:
+    path = os.path.join(str(tmp_path), "s.kv")
+    assert _run(capsys, "put", path, "hello", "world") == (0, "stored 5 B under 'hello' (commit 1)\n")
+    code, out = _run(capsys, "put", path, "--json", "--hex", "00ff", "0102")
+    assert json.loads(out) == {"key": None, "key_hex": "00ff", "value_bytes": 2, "txid": 2}
+    assert main(["kv", "get", path, "nope"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == f"engine kv get: no key 'nope' in {path}\n"
+    assert main(["kv", "get", path, "nope", "--tree", "users"]) == 1
+    assert capsys.readouterr().err == f"engine kv get: no tree 'users' in {path}\n"
+    assert main(["kv", "put", path, "--tree", "users", "a", "1"]) == 0
+    assert main(["kv", "get", path, "nope", "--tree", "users"]) == 1
+    assert capsys.readouterr().err == f"engine kv get: no key 'nope' in {path} of tree 'users'\n"
+    assert main(["kv", "delete", path, "x", "--tree", "other"]) == 1
+    assert main(["kv", "scan", path, "--tree", "other"]) == 1
+    assert capsys.readouterr().err.count("no tree 'other'") == 2
+    code, out = _run(capsys, "get", path, "nope", "--json")
+    assert code == 1 and json.loads(out) == {"key": "nope", "key_hex": "6e6f7065", "found": False}
+    code, out = _run(capsys, "delete", path, "nope", "--json")
+    assert code == 1 and json.loads(out)["deleted"] is False
+    code, out = _run(capsys, "stats", path)
+    assert "page size: 4 KiB (4096 bytes)" in out and "default tree: 2 keys, height 1" in out and "keys: 3" in out
+    code, out = _run(capsys, "stats", path, "--json")
+    stats = json.loads(out)
+    assert stats["keys"] == 3 and stats["txid"] == 4 and stats["store_bytes"] == stats["page_size"] * 4
+    code, out = _run(capsys, "scan", path, "--limit", "1")  # an unfinished scan closes cleanly
+    assert out == "0x00ff\t\x01\x02\n"
+    code, out = _run(capsys, "compact", path)
+    assert out == "gave 0 B back to the file system; the store has 3 pages of 4 KiB (4096 bytes)\n"
+    dest = os.path.join(str(tmp_path), "copy.kv")
+    code, out = _run(capsys, "backup", path, dest)
+    assert out.startswith("copied 16 KiB (16384 bytes) to ")
+
+
+def test_bad_hex_is_one_line_naming_the_argument(
+    tmp_path: os.PathLike[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = os.path.join(str(tmp_path), "s.kv")
+    assert main(["kv", "put", path, "--hex", "zz", "00"]) == 2
+    err = capsys.readouterr().err
+    assert "KEY: 'zz' is not hex" in err and len(err.strip().splitlines()) == 1
 
 
 def test_commands(tmp_path: os.PathLike[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -43,7 +87,7 @@ def test_commands(tmp_path: os.PathLike[str], capsys: pytest.CaptureFixture[str]
     dest = os.path.join(str(tmp_path), "copy.kv")
     assert _run(capsys, "backup", path, dest)[0] == 0
     assert _run(capsys, "delete", path, "hello")[0] == 0
-    assert _run(capsys, "delete", path, "hello")[0] == 1
+    assert _run(capsys, "delete", path, "hello") == (1, "")
     code, out = _run(capsys, "compact", path, "--json")
     assert code == 0 and json.loads(out)["freed_bytes"] >= 0
     with KV.open(dest, readonly=True) as copy:

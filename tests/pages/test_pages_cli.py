@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 
 import pytest
 
 from engine.cli import main
+from engine.kv.cli import register as register_kv
 from engine.pages import PageStore, codec, journal_path
+from engine.pages.cli import register
 
 
 def flat(text: str) -> str:
@@ -26,27 +30,107 @@ def store_path(tmp_path: os.PathLike[str]) -> str:
     with store.transaction() as tx:
         tx.free(2)
     # Leave the journal un-checkpointed, as after a crash: abandon the handles.
+    assert store._finalizer is not None
+    store._finalizer.detach()  # a crash closes nothing
     store._handle.close()
     assert store._journal is not None
     store._journal.handle.close()
+    store._writer_lock.release()
     return path
 
 
 def test_stats_dump_and_journal(store_path: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["pages", "stats", store_path]) == 0
     out = flat(capsys.readouterr().out)
-    assert "page store" in out and "free pages" in out and "committed, not yet in the store file" in out
+    assert "page store" in out and "free pages" in out
+    assert "committed, not yet checkpointed into the store file │ 2" in out
+    assert "page size │ 512 B" in out and "store file size │ 1.5 KiB (1536 bytes)" in out
     assert main(["pages", "dump", store_path]) == 0
     out = flat(capsys.readouterr().out)
-    assert "live" in out and "free" in out and "68 65 6c 6c 6f" in out
+    assert "live" in out and "free" in out and "68 65 6c 6c 6f" in out and "2 pages of 512 B" in out
     assert main(["pages", "dump", store_path, "1"]) == 0
-    out = flat(capsys.readouterr().out)
-    assert "page 1 (live)" in out and "...hello world" in out
+    out = capsys.readouterr().out
+    assert "page 1 (live) at byte offset 512, 512 B" in out and "...hello world" in out
+    assert out.splitlines()[-1] == "*"  # the zero lines after the text collapse
+    assert main(["pages", "dump", store_path, "1", "--all"]) == 0
+    assert "*" not in capsys.readouterr().out.split()
     assert main(["pages", "journal", store_path]) == 0
     out = flat(capsys.readouterr().out)
-    assert "2 transaction(s)" in out and "alloc page@512" in out and "remove page@1024" in out
-    assert "CRC ok" in out and "chain salt" in out
+    assert "2 transaction(s), 2 committed and not yet checkpointed into the store file" in out
+    assert "alloc page@512" in out and "remove page@1024" in out
+    assert "committed, not yet checkpointed into the store file, created 20" in out and " UTC, 143 B" in out
+    assert "CRC ok" in out and "chain salt" in out and "[bold]" not in out
     assert "header first=20 last=20" in out and "1 transaction(s) past the header's last" in out
+    assert "not flagged" not in out
+
+
+def test_json_reports(store_path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["pages", "stats", store_path, "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats == {
+        "path": store_path,
+        "kind": "page_store",
+        "format_version": 1,
+        "page_size": 512,
+        "pages": 2,
+        "live_pages": 1,
+        "free_pages": 1,
+        "free_head_page": 2,
+        "store_bytes": 1536,
+        "header_flags": 2,
+        "closed_cleanly": False,
+        "journal_path": journal_path(store_path),
+        "journal_bytes": stats["journal_bytes"],
+        "journal_transactions": 2,
+        "pending_transactions": 2,
+        "journal_repairs": [],
+    }
+    assert main(["pages", "stats", store_path + "-sums", "--json"]) == 0
+    sums = json.loads(capsys.readouterr().out)
+    assert sums["kind"] == "page_checksums" and sums["store_path"] == store_path and sums["entries"] >= 2
+    assert main(["pages", "dump", store_path, "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["page"], r["offset"], r["state"]) for r in rows] == [(1, 512, "live"), (2, 1024, "free")]
+    assert rows[0]["first_bytes_hex"] == "000000" + b"hello world".hex() + "0000"
+    assert main(["pages", "dump", store_path, "1", "--json"]) == 0
+    page = json.loads(capsys.readouterr().out)
+    assert page["page"] == 1 and page["page_size"] == 512 and bytes.fromhex(page["data_hex"])[3:14] == b"hello world"
+    assert main(["pages", "journal", store_path, "--json"]) == 0
+    journal = json.loads(capsys.readouterr().out)
+    assert journal["pending_transactions"] == 2 and journal["linked_transactions"] == 1
+    first, second = journal["transactions"]
+    assert first["state"] == "committed" and first["crc_checked"] and first["created_s"] > 1_700_000_000
+    assert [op["op"] for op in first["ops"]] == ["alloc", "modify", "alloc", "complete"]
+    assert first["ops"][1] == {"op": "modify", "at": 74, "page_offset": 512, "offset": 3, "bytes": 11}
+    assert {"op": "remove", "at": 221, "page_offset": 1024, "next_free": 0} in second["ops"]
+
+
+def test_a_page_the_store_does_not_hold_is_not_found(store_path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["pages", "dump", store_path, "9"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip() == f"engine pages dump: {store_path} has no page 9: the store file holds pages 1 to 2"
+
+
+def test_every_argument_has_help_and_an_upper_case_placeholder() -> None:
+    parser = argparse.ArgumentParser(prog="engine")
+    sub = parser.add_subparsers()
+    register(sub)
+    register_kv(sub)
+    checked = 0
+    for group in sub.choices.values():
+        for command in group._subparsers._group_actions[0].choices.values():  # type: ignore[union-attr]
+            for action in command._actions:
+                if isinstance(action, argparse._HelpAction):
+                    continue
+                assert action.help, f"{command.prog} {action.dest}: no help"
+                if action.nargs != 0:
+                    metavar = action.metavar or action.dest.upper()
+                    assert metavar == metavar.upper(), f"{command.prog} {action.dest}: metavar {metavar}"
+                checked += 1
+            names = {a.dest for a in command._actions}
+            assert "json" in names, f"{command.prog}: no --json"
+    assert checked > 40
 
 
 def test_verify_and_inspect(store_path: str, capsys: pytest.CaptureFixture[str]) -> None:

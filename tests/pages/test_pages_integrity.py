@@ -165,11 +165,28 @@ def test_verify_and_reader_messages_say_what_is_true(tmp_path: Path) -> None:
             tx.write(tx.allocate(), 0, b"x")
         notes = store.verify()
         assert not any("not flagged complete" in n for n in notes)
-        assert any("safe in the journal" in n for n in notes)
+        assert any(
+            "1 committed transaction in the journal, not yet checkpointed into the store file "
+            "(normal while a writer is open" in n
+            for n in notes
+        ), notes
+        assert any("1 page of 512 bytes (1 live, 0 free)" in n for n in notes), notes
         with PageStore.open(path, readonly=True) as reader:
-            with pytest.raises(PageError, match="not in the store file, which holds no pages yet") as info:
+            with pytest.raises(PageError) as info:
                 reader.read(1)
-            assert "never allocated" not in str(info.value) and "next checkpoint" in str(info.value)
+            text = str(info.value)
+            assert "beyond what the store file holds yet (the store file holds no pages yet)" in text
+            assert "next flush or checkpoint" in text and 'apply="commit"' in text
+            assert "never allocated" not in text and "1..0" not in text
+        with store.transaction() as tx:
+            tx.allocate()
+        store.flush()
+        with PageStore.open(path, readonly=True) as reader:
+            assert reader.read(2)[:1] == b"\0"
+            with pytest.raises(PageError, match="the store file holds pages 1 to 2"):
+                reader.read(3)
+        store.checkpoint()
+        assert not any("committed transaction" in n for n in store.verify())
 
 
 def test_verify_fails_when_the_checksums_file_header_is_damaged(tmp_path: Path) -> None:
