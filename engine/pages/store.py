@@ -52,7 +52,6 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from functools import partial
 from typing import Literal, overload
 
 from engine.conventions import duration_seconds, timeout_seconds, warn_unclosed
@@ -70,6 +69,7 @@ from engine.fs import (
     resolve,
     take_lock,
 )
+from engine.lifetime import keeper_of
 from engine.pages import codec, store_codec
 from engine.pages.cache import PageCache
 from engine.pages.journal import Journal, journal_path, scan
@@ -95,7 +95,7 @@ from engine.pages.storefile import (
 )
 from engine.pages.sums import PageSums, sums_path
 from engine.pages.transaction import Image, Transaction, TransactionDelta
-from engine.pages.upkeep import close_abandoned, shrink_store, store_stats, verify_store
+from engine.pages.upkeep import shrink_store, store_stats, verify_store
 from engine.pages.writeropen import clear_journal_live, mark_journal_live, recover_into_store
 
 log = logging.getLogger("engine.pages")
@@ -326,7 +326,9 @@ class PageStore:
         store.reader_wait = wait
         store.recovery.log(log)
         # Closed cleanly if collected or still open at exit (with a ResourceWarning).
-        store._finalizer = warn_unclosed(store, partial(close_abandoned, cls, store.__dict__), f"page store {path!r}")
+        # Closed through a keeper sharing its state (engine.lifetime): the finalizer
+        # must not hold the store itself, or it could never be collected.
+        store._finalizer = warn_unclosed(store, keeper_of(store).close, f"page store {path!r}")
         return store
 
     @classmethod

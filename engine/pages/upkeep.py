@@ -8,7 +8,7 @@ its finalizer), kept out of ``store.py`` to keep that module to the commit path.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from engine.errors import CorruptFileError
 from engine.pages import store_codec
@@ -121,14 +121,3 @@ def store_stats(store: PageStore) -> dict[str, int]:
         "cache_hits": cache.hits,
         "cache_misses": cache.misses,
     }
-
-
-def close_abandoned(kind: type[PageStore], state: dict[str, Any]) -> None:
-    """Close a writer collected (or still open at exit) without ``close()``, from
-    its attributes ``state`` (its ``__dict__``) in a new ``kind`` shell: the
-    finalizer (:func:`engine.conventions.warn_unclosed`) must not refer to the
-    store itself, or the store could never be collected.  The close is the
-    ordinary one (a checkpoint), so the next open has nothing to recover."""
-    shell = kind.__new__(kind)
-    shell.__dict__.update(state)
-    shell.close()

@@ -37,12 +37,12 @@ from engine.fs import (
     make_dirs,
     resolve,
 )
+from engine.lifetime import close_when_dropped, detached, keeper_of
 from engine.queue import codec, naming
 from engine.queue.attach import attach_reader, lock_reader, lock_writer, reader_files
 from engine.queue.config import QueueConfig
 from engine.queue.cursor import PollingSource
 from engine.queue.diagnose import backlog_bytes, disk_pending, disk_reader_stats, unread_journal_bytes, verify_queue
-from engine.queue.lifetime import close_when_dropped, detached, keeper_of
 from engine.queue.payload import put_many_batch
 from engine.queue.reader import Item, Reader
 from engine.queue.recover import Recovered, recover
@@ -74,7 +74,7 @@ class Queue:
     Use :meth:`open`.  ``put`` appends; each reader (``reader(name)``) sees every
     item (fanout).  Close it (or use ``with``) to checkpoint readers and release
     the writer lock; dropped unclosed, it is closed (readers too) with a
-    ResourceWarning (:mod:`engine.queue.lifetime`).  ``recovery``: what open repaired.
+    ResourceWarning (:mod:`engine.lifetime`).  ``recovery``: what open repaired.
     """
 
     def __init__(

@@ -19,11 +19,11 @@ from typing import Any, Protocol
 
 from engine.errors import EngineError
 from engine.fs import FileSystem, RecoveryReport
+from engine.lifetime import close_when_dropped, keeper_of
 from engine.queue import checkpoint, naming
 from engine.queue.attach import attach_reader, reader_files
 from engine.queue.config import QueueConfig
 from engine.queue.cursor import PollingSource
-from engine.queue.lifetime import close_when_dropped, keeper_of
 from engine.queue.reader import Item, Reader
 from engine.queue.segments import Segment, earliest_id, find_tail
 
@@ -47,7 +47,7 @@ class RemoteReader(Reader):
 
     ``recovery`` says what attaching it clamped (empty when its file was clean).
     Dropped without :meth:`close` (or left open at exit), it is closed all the
-    same, with a ResourceWarning: its thread holds its keeper (:mod:`lifetime`).
+    same, with a ResourceWarning: its thread holds its keeper (:mod:`engine.lifetime`).
     """
 
     def __init__(self, *args: Any, open_queue: OpenQueue, recovery: RecoveryReport, **kwargs: Any) -> None:

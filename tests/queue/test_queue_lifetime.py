@@ -1,7 +1,7 @@
 """A queue (or a reader in another process) dropped without close(): collected,
 closed cleanly with a ResourceWarning, its threads stopped, its files left as a
 close leaves them (the next open, here or in another process, reports no
-recovery).  See engine/queue/lifetime.py."""
+recovery).  See engine/lifetime.py."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from engine.errors import ClosedError, PoisonedError
+from engine.lifetime import close_when_dropped, keeper_of
 from engine.queue import Queue
-from engine.queue.lifetime import close_when_dropped, keeper_of
 
 NOCKPT: dict[str, Any] = {"checkpoint_interval": 3600.0}
 

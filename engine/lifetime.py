@@ -1,4 +1,5 @@
-"""Closing a queue (or a reader in another process) that its user dropped unclosed.
+"""Closing a store that its user dropped unclosed (the queue, its remote
+readers, the page store's writer).
 
 ``weakref.finalize`` can close an object only through something that does not
 keep that object alive.  A queue's state is large and keeps changing (the writer
