@@ -91,7 +91,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     for path in args.paths:
         try:
             handler = detect(path, fs)
-            summary = handler.summarize(fs, path)
+            summary = handler.stats(fs, path) if args.json else handler.summarize(fs, path)
         except EngineError as exc:
             err_console.print(f"engine inspect: {exc}")
             status = 1 if isinstance(exc, UnknownFormatError) else 2

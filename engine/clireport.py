@@ -195,3 +195,31 @@ def _scaled(number: str, factor: int) -> int:
     if frac:
         value += int(frac) * factor // 10 ** len(frac)
     return value
+
+
+def in_words(stats: dict[str, Any]) -> dict[str, object]:
+    """Raw figures (snake_case keys, numbers) as name/value pairs for people:
+    ``data_committed_bytes`` becomes "data committed" with a size, ``*_time_ns`` a
+    UTC date, other ``*_ns`` a duration, ``*_fraction`` a percentage, booleans
+    yes/no, None a dash."""
+    out: dict[str, object] = {}
+    for key, value in stats.items():
+        label = key
+        if isinstance(value, bool):
+            text: object = "yes" if value else "no"
+        elif value is None:
+            text = "-"
+        elif key.endswith("_bytes") and isinstance(value, int):
+            label, text = key[: -len("_bytes")], human_bytes(value) + (f" ({value} bytes)" if value >= 1024 else "")
+        elif key.endswith("_time_ns") and isinstance(value, int):
+            label, text = key[: -len("_ns")], human_time_ns(value)
+        elif key.endswith("_ns") and isinstance(value, int):
+            label, text = key[: -len("_ns")], human_duration_ns(value)
+        elif key.endswith("_fraction") and isinstance(value, (int, float)):
+            label, text = key[: -len("_fraction")], f"{value * 100:.4g} %"
+        elif isinstance(value, int):
+            text = f"{value:,}"
+        else:
+            text = value
+        out[label.replace("_", " ")] = text
+    return out

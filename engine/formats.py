@@ -37,7 +37,9 @@ class FormatHandler:
     files (the tests pass the crash simulator).  ``sniff(fs, path, head, is_dir)``
     says whether ``path`` is this store's (``head`` is the first
     :data:`HEAD_BYTES` bytes of a file, empty for a directory).
-    ``summarize(fs, path)`` returns name/value pairs to print.  ``verify(fs, path)``
+    ``summarize(fs, path)`` returns name/value pairs to print (words and units);
+    ``stats(fs, path)`` the same figures for ``engine inspect --json``: snake_case
+    keys, raw numbers, times as integers whose unit ends the key.  ``verify(fs, path)``
     runs the store's full self-check and raises an :class:`EngineError` on any
     problem; it returns notes (for example a torn tail that would be cut on open).
     """
@@ -47,6 +49,7 @@ class FormatHandler:
     sniff: Callable[[FileSystem, str, bytes, bool], bool]
     summarize: Callable[[FileSystem, str], Mapping[str, object]]
     verify: Callable[[FileSystem, str], list[str]]
+    stats: Callable[[FileSystem, str], Mapping[str, object]]
 
 
 def handlers() -> list[FormatHandler]:

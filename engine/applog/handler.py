@@ -25,6 +25,7 @@ from engine.applog.codec import (
 )
 from engine.applog.reader import LogReader
 from engine.applog.recovery import Mismatch, scan_segment
+from engine.clireport import human_bytes, human_duration_ns, human_time_ns
 from engine.errors import CorruptFileError, FormatError
 from engine.formats import FormatHandler
 from engine.fs import FileSystem
@@ -38,10 +39,6 @@ def _sniff(fs: FileSystem, path: str, head: bytes, is_dir: bool) -> bool:
             return False
         return any((p := parse_segment_name(n)) is not None and p[1] == ".log" for n in names)
     return len(head) >= 4 and head[:3] in (LOG_MAGIC, IDX_MAGIC, CRC_MAGIC) and head[3] == VERSION
-
-
-def _ns(value: int | None) -> str:
-    return "-" if value is None else str(value)
 
 
 def _read(fs: FileSystem, path: str) -> bytes:
@@ -68,48 +65,94 @@ def _crc_of(fs: FileSystem, crc_path: str) -> bytes | None:
     return data
 
 
-def _file_summary(fs: FileSystem, path: str) -> dict[str, object]:
+def _file_stats(fs: FileSystem, path: str) -> dict[str, object]:
+    """One ``.log``/``.idx``/``.crc`` file: its header and, beside its pair, the
+    records they hold (raw figures; :func:`_file_summary` words them)."""
     data = _read(fs, path)
     magic = next((m for m in (LOG_MAGIC, CRC_MAGIC) if data[:3] == m), IDX_MAGIC)
     header = check_header(data, magic, path)
-    kinds = {LOG_MAGIC: "log segment", IDX_MAGIC: "index segment", CRC_MAGIC: "checksum file (.crc)"}
-    out: dict[str, object] = {
-        "kind": kinds[magic],
-        "version": header.version,
-        "header flags": f"0x{header.flags:08x}",
-        "bytes": len(data),
-    }
+    kinds = {LOG_MAGIC: "log_segment", IDX_MAGIC: "index_segment", CRC_MAGIC: "checksum_file"}
+    out: dict[str, object] = {"kind": kinds[magic], "version": header.version, "header_flags": header.flags,
+                              "bytes": len(data)}
     if magic == CRC_MAGIC:
         out["checksums"] = crc_count(len(data))
-        if (len(data) - HEADER_SIZE) % 4 > 0 and len(data) > HEADER_SIZE:
-            out["partial entry bytes"] = (len(data) - HEADER_SIZE) % 4
+        out["partial_entry_bytes"] = (len(data) - HEADER_SIZE) % 4 if len(data) > HEADER_SIZE else 0
     else:
-        out["ttl_ns"] = header.ttl_ns if header.ttl_ns > 0 else f"{header.ttl_ns} (never expires)"
+        out["ttl_ns"] = header.ttl_ns
     if magic == IDX_MAGIC:
         out["entries"] = entry_count(len(data))
-        partial = (len(data) - HEADER_SIZE) % 24
-        if partial:
-            out["partial entry bytes"] = partial
+        out["partial_entry_bytes"] = (len(data) - HEADER_SIZE) % 24 if len(data) > HEADER_SIZE else 0
     log_path, idx_path, crc_path, base = _pair(path)
     if fs.exists(log_path) and fs.exists(idx_path):
         crc = _crc_of(fs, crc_path)
-        out["checksums (.crc)"] = (
-            "yes" if crc is not None else "no (the original LOG/IDX writer's format: weaker checks)"
-        )
+        out["has_crc_file"] = crc is not None
         try:
             scan = scan_segment(_read(fs, log_path), _read(fs, idx_path), base, None, crc)
         except Mismatch as exc:
             raise CorruptFileError(log_path if exc.where == "log" else idx_path, exc.offset, exc.expected,
                                    exc.found) from None
-        out["records"] = scan.count
-        out["index range"] = f"[{base}, {base + scan.count})"
-        out["time range (ns)"] = f"{_ns(scan.first_time)} .. {_ns(scan.last_time)}"
+        out.update({"records": scan.count, "first_index": base, "next_index": base + scan.count,
+                    "first_time_ns": scan.first_time, "last_time_ns": scan.last_time, "clean": scan.clean})
         if not scan.clean:
+            out.update({"torn_log_bytes": scan.log_cut, "unindexed_records": len(scan.rebuilt),
+                        "dangling_entries": scan.idx_dropped, "records_failing_checksum": scan.torn_records})
+    return out
+
+
+def _file_summary(fs: FileSystem, path: str) -> dict[str, object]:
+    raw = _file_stats(fs, path)
+    out: dict[str, object] = {
+        "kind": str(raw["kind"]).replace("_", " ").replace("checksum file", "checksum file (.crc)"),
+        "version": raw["version"],
+        "header flags": f"0x{raw['header_flags']:08x}",
+        "size": human_bytes(raw["bytes"]),  # type: ignore[arg-type]
+    }
+    for key in ("checksums", "entries"):
+        if key in raw:
+            out[key] = raw[key]
+    if raw.get("partial_entry_bytes"):
+        out["partial entry bytes"] = raw["partial_entry_bytes"]
+    if "ttl_ns" in raw:
+        ttl = raw["ttl_ns"]
+        assert isinstance(ttl, int)
+        out["ttl"] = human_duration_ns(ttl) if ttl > 0 else f"none ({ttl}: never expires)"
+    if "has_crc_file" in raw:
+        out["checksums (.crc)"] = (
+            "yes" if raw["has_crc_file"] else "no (the original LOG/IDX writer's format: weaker checks)"
+        )
+        out["records"] = raw["records"]
+        out["index range"] = f"[{raw['first_index']}, {raw['next_index']})"
+        out["time range"] = f"{human_time_ns(raw['first_time_ns'])} .. {human_time_ns(raw['last_time_ns'])}"  # type: ignore[arg-type]
+        if not raw["clean"]:
             out["torn tail"] = (
-                f"{scan.log_cut} log bytes, {len(scan.rebuilt)} unindexed, {scan.idx_dropped} dangling, "
-                f"{scan.torn_records} failing its checksum"
+                f"{raw['torn_log_bytes']} log bytes, {raw['unindexed_records']} unindexed, "
+                f"{raw['dangling_entries']} dangling, {raw['records_failing_checksum']} failing its checksum"
             )
     return out
+
+
+def _summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
+    if not fs.isdir(path):
+        return _file_summary(fs, path)
+    raw = stats(fs, path)
+    ttl = raw["ttl_ns"]
+    assert isinstance(ttl, int)
+    return {
+        "segments": raw["segment_count"],
+        "records": raw["records"],
+        "index range": f"[{raw['first_index']}, {raw['next_index']})",
+        "time range": f"{human_time_ns(raw['first_time_ns'])} .. {human_time_ns(raw['last_time_ns'])}",  # type: ignore[arg-type]
+        "ttl (newest segment)": human_duration_ns(ttl) if ttl > 0 else "none (never expires)",
+        "log size": human_bytes(raw["log_bytes"]),  # type: ignore[arg-type]
+    }
+
+
+def stats(fs: FileSystem, path: str) -> Mapping[str, object]:
+    """A log directory's :meth:`LogReader.stats`, or one file's raw figures."""
+    if not fs.isdir(path):
+        return _file_stats(fs, path)
+    with LogReader.open(path, fs=fs) as reader:
+        return reader.stats()
 
 
 def summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
@@ -120,24 +163,6 @@ def summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
 def verify(fs: FileSystem, path: str) -> list[str]:
     """Full self-check: every entry against its record, contiguity, times."""
     return _verify(fs, path)
-
-
-def _summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
-    if not fs.isdir(path):
-        return _file_summary(fs, path)
-    with LogReader.open(path, fs=fs) as reader:
-        segs = reader.segments()
-        total = sum(s.log_bytes for s in segs)
-        return {
-            "segments": len(segs),
-            "first index": reader.first_index,
-            "next index": reader.next_index,
-            "records": reader.next_index - reader.first_index,
-            "time range (ns)": f"{_ns(segs[0].first_time_ns if segs else None)} .. "
-            f"{_ns(segs[-1].last_time_ns if segs else None)}",
-            "ttl_ns (newest segment)": segs[-1].ttl_ns if segs else 0,
-            "log bytes": total,
-        }
 
 
 def _verify(fs: FileSystem, path: str) -> list[str]:
@@ -170,4 +195,5 @@ HANDLER = FormatHandler(
     sniff=_sniff,
     summarize=summarize,
     verify=verify,
+    stats=stats,
 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from engine.clireport import in_words
 from engine.errors import FormatError
 from engine.events.codec import (
     DATA_HEADER_SIZE,
@@ -22,16 +23,18 @@ from engine.events.codec import (
     decode_meta_header,
 )
 from engine.events.journal import EventJournal
-from engine.events.layout import DATA_NAME, META_NAME, join, split
+from engine.events.layout import DATA_NAME, DATA_SUMS_NAME, META_NAME, META_SUMS_NAME, join, split
+from engine.events.sums import DATA_SUMS_MAGIC, META_SUMS_MAGIC
 from engine.formats import FormatHandler
 from engine.fs import FileSystem
 
 
 def _journal_dir(fs: FileSystem, path: str, is_dir: bool) -> str | None:
-    """The journal directory ``path`` is (or whose ``meta``/``data`` it is), if any."""
+    """The journal directory ``path`` is (or whose ``meta``/``data`` or checksum
+    side file it is), if any."""
     directory, name = (path, "") if is_dir else split(path)
     both = fs.exists(join(directory, META_NAME)) and fs.exists(join(directory, DATA_NAME))
-    if both and (is_dir or name in (META_NAME, DATA_NAME)):
+    if both and (is_dir or name in (META_NAME, DATA_NAME, DATA_SUMS_NAME, META_SUMS_NAME)):
         return directory
     return None
 
@@ -39,10 +42,17 @@ def _journal_dir(fs: FileSystem, path: str, is_dir: bool) -> str | None:
 def sniff(fs: FileSystem, path: str, head: bytes, is_dir: bool) -> bool:
     if is_dir:
         return _journal_dir(fs, path, True) is not None
+    if head[:4] in (DATA_SUMS_MAGIC, META_SUMS_MAGIC):  # a checksum side file: its journal's
+        return _journal_dir(fs, path, False) is not None
     return head[:4] in META_MAGICS or head[:4] == DATA_MAGIC
 
 
 def summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
+    """:func:`stats` in words, for ``engine inspect``."""
+    return in_words(dict(stats(fs, path)))
+
+
+def stats(fs: FileSystem, path: str) -> Mapping[str, object]:
     """A journal directory's :meth:`EventJournal.stats`, or what a lone ``data`` or
     ``meta`` file's header (and meta blocks) say; snake_case keys, numbers."""
     is_dir = fs.isdir(path)
@@ -76,4 +86,5 @@ HANDLER = FormatHandler(
     sniff=sniff,
     summarize=summarize,
     verify=verify,
+    stats=stats,
 )

@@ -47,6 +47,19 @@ def _summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
     return out
 
 
+def _stats(fs: FileSystem, path: str) -> Mapping[str, object]:
+    """:func:`engine.pages.diagnose.file_stats` and the trees' figures."""
+    out: dict[str, object] = dict(diagnose.file_stats(fs, path))
+    try:
+        with KVReader.open(path, fs=fs) as reader:
+            stats = reader.stats()
+    except RecoveryNeededError as exc:
+        out.update({"kv_txid": None, "kv_trees": None, "kv_trees_not_read": str(exc)})
+        return out
+    out.update({"kv_txid": stats["txid"], "kv_trees": stats["trees"]})
+    return out
+
+
 def _verify(fs: FileSystem, path: str) -> list[str]:
     notes = diagnose.verify_files(fs, path)
     try:
@@ -63,4 +76,5 @@ HANDLER = FormatHandler(
     sniff=_sniff,
     summarize=_summarize,
     verify=_verify,
+    stats=_stats,
 )

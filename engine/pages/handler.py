@@ -27,4 +27,5 @@ HANDLER = FormatHandler(
     sniff=_sniff,
     summarize=_summarize,
     verify=_verify,
+    stats=diagnose.file_stats,
 )

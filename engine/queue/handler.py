@@ -46,45 +46,62 @@ def _file_kind(fs: FileSystem, path: str) -> str:
 
 
 def _summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
-    return _summary(fs, path)
-
-
-def _summary(fs: FileSystem, path: str) -> Mapping[str, object]:
-    """Human-readable fields for ``engine inspect`` (``engine queue stats --json``
-    gives a queue's figures as numbers)."""
-    if fs.isdir(path):
+    """:func:`_stats` in words, for ``engine inspect``."""
+    raw = _stats(fs, path)
+    kind = raw["kind"]
+    if kind == "queue_directory":
         out: dict[str, object] = {"kind": "queue directory"}
-        for name in queue_names(fs, path):
-            stats = queue_stats(fs, path, name)
-            readers = stats["readers"]
-            assert isinstance(readers, list)
-            files = f"{stats['journal_files']} writer file(s), {human_bytes(stats['journal_bytes'])}"  # type: ignore[arg-type]
+        queues = raw["queues"]
+        assert isinstance(queues, dict)
+        for name, stats in queues.items():
+            files = f"{stats['journal_files']} writer file(s), {human_bytes(stats['journal_bytes'])}"
             backlogs = "".join(
-                f", reader {r['reader']!r}: {r['items']} items ({human_bytes(r['backlog_bytes'])})" for r in readers
+                f", reader {r['reader']!r}: {r['items']} items ({human_bytes(r['backlog_bytes'])})"
+                for r in stats["readers"]
             )
             out[f"queue {name}"] = f"tail id {stats['tail_id']}, {files}{backlogs}"
         return out
-    kind = _file_kind(fs, path)
-    if kind == "reader":
-        head, done = checkpoint.load_reader_file(fs, path)
-        nbytes = fs.file_size(path)
-        return {"kind": "reader checkpoint", "head": head, "done out of order": len(done), "size": _size(nbytes)}
-    with open_segment_handle(fs, path) as handle:
-        scan = scan_file(handle, path)
+    if kind == "reader_checkpoint":
+        return {"kind": "reader checkpoint", "head": raw["head"], "done out of order": raw["done_out_of_order"],
+                "size": _size(raw["bytes"])}  # type: ignore[arg-type]
     summary: dict[str, object] = {
         "kind": "writer journal",
-        "size": _size(scan.size),
-        "items": scan.count,
-        "last id": scan.last_id,
+        "size": _size(raw["bytes"]),  # type: ignore[arg-type]
+        "items": raw["items"],
+        "last id": raw["last_id"],
     }
-    if scan.valid_after is not None:
+    if raw["checksummed_data_after"] is not None:
         summary["damage"] = (
-            f"at offset {scan.damage_offset}: {scan.problem}; checksummed data follows at offset "
-            f"{scan.valid_after} (not a torn tail: `engine queue repair` cuts it, reporting what it drops)"
+            f"at offset {raw['damage_offset']}: {raw['problem']}; checksummed data follows at offset "
+            f"{raw['checksummed_data_after']} (not a torn tail: `engine queue repair` cuts it, reporting what it drops)"
         )
-    elif scan.problem:
-        summary["torn tail"] = f"{scan.size - scan.good_end} bytes at offset {scan.good_end}: {scan.problem}"
+    elif raw["problem"]:
+        summary["torn tail"] = f"{raw['torn_tail_bytes']} bytes at offset {raw['good_end']}: {raw['problem']}"
     return summary
+
+
+def _stats(fs: FileSystem, path: str) -> Mapping[str, object]:
+    """A queue directory's queues (:func:`queue_stats` each), a reader checkpoint's
+    head, or a writer file's items and end; snake_case keys, numbers."""
+    if fs.isdir(path):
+        queues = {name: queue_stats(fs, path, name) for name in queue_names(fs, path)}
+        return {"kind": "queue_directory", "queues": queues}
+    if _file_kind(fs, path) == "reader":
+        head, done = checkpoint.load_reader_file(fs, path)
+        return {"kind": "reader_checkpoint", "head": head, "done_out_of_order": len(done), "bytes": fs.file_size(path)}
+    with open_segment_handle(fs, path) as handle:
+        scan = scan_file(handle, path)
+    return {
+        "kind": "writer_journal",
+        "bytes": scan.size,
+        "items": scan.count,
+        "last_id": scan.last_id,
+        "good_end": scan.good_end,
+        "problem": scan.problem or None,
+        "torn_tail_bytes": scan.size - scan.good_end,
+        "damage_offset": scan.damage_offset if scan.valid_after is not None else None,
+        "checksummed_data_after": scan.valid_after,
+    }
 
 
 def _size(nbytes: int) -> str:
@@ -125,4 +142,5 @@ HANDLER = FormatHandler(
     sniff=_sniff,
     summarize=_summarize,
     verify=_verify,
+    stats=_stats,
 )

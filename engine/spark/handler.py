@@ -25,21 +25,33 @@ def _sniff(fs: FileSystem, path: str, head: bytes, is_dir: bool) -> bool:
     return is_dir and fs.exists(join(path, MANIFEST))
 
 
-def summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
-    """Shards, records and the streams' last published batches of a sink dataset."""
+def stats(fs: FileSystem, path: str) -> Mapping[str, object]:
+    """Shards, records, the streams' last published batches and the unpublished
+    job directories of a sink dataset, as numbers."""
     doc = read_document(fs, path) or {}
     shards = list(doc.get("shards", []))  # type: ignore[call-overload]
     records = 0
     for name in shards:
         with LogReader.open(join(path, name), fs=fs) as reader:
             records += reader.next_index - reader.first_index
-    out: dict[str, object] = {"shards": len(shards), "records": records}
     streams = doc.get("streams")
+    return {
+        "shards": len(shards),
+        "records": records,
+        "streams": dict(streams) if isinstance(streams, dict) else {},
+        "unpublished_job_directories": len(_unlisted(fs, path, shards)),
+    }
+
+
+def summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
+    """:func:`stats` in words."""
+    raw = stats(fs, path)
+    out: dict[str, object] = {"shards": raw["shards"], "records": raw["records"]}
+    streams = raw["streams"]
     if isinstance(streams, dict) and streams:
         out["streams (last published batch)"] = ", ".join(f"{k}={v}" for k, v in sorted(streams.items()))
-    unlisted = _unlisted(fs, path, shards)
-    if unlisted:
-        out["unpublished job directories"] = len(unlisted)
+    if raw["unpublished_job_directories"]:
+        out["unpublished job directories"] = raw["unpublished_job_directories"]
     return out
 
 
@@ -73,4 +85,5 @@ HANDLER = FormatHandler(
     sniff=_sniff,
     summarize=summarize,
     verify=verify,
+    stats=stats,
 )

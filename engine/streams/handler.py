@@ -48,6 +48,11 @@ def _summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
     }
 
 
+def _stats(fs: FileSystem, path: str) -> Mapping[str, object]:
+    """The figures of :func:`_summarize` as numbers: :meth:`JournalScan.stats`."""
+    return _scan(fs, path)[1]
+
+
 def _verify(fs: FileSystem, path: str) -> list[str]:
     scan, stats = _scan(fs, path)
     assert scan.end is not None
@@ -70,4 +75,5 @@ HANDLER = FormatHandler(
     sniff=_sniff,
     summarize=_summarize,
     verify=_verify,
+    stats=_stats,
 )

@@ -57,7 +57,7 @@ def test_expire_command_and_lock(logdir: str, capsys: pytest.CaptureFixture[str]
 def test_inspect_and_verify(logdir: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["inspect", logdir]) == 0
     out = capsys.readouterr().out
-    assert "applog" in out and "next index" in out
+    assert "applog" in out and "index range" in out
     assert main(["verify", logdir, os.path.join(logdir, segment_name(0, ".log"))]) == 0
     assert "ok (applog)" in capsys.readouterr().out
     idx = os.path.join(logdir, segment_name(3, ".idx"))

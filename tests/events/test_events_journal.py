@@ -484,8 +484,8 @@ def test_format_handler_reads_through_the_given_file_system() -> None:
     with sim.open("/db/data") as handle:
         head = handle.read_at(0, 64)
     assert HANDLER.sniff(sim, "/db/data", head, False)
-    summary = HANDLER.summarize(sim, "/db")
+    summary = HANDLER.stats(sim, "/db")
     assert summary["persistence_ids"] == 1 and summary["live_events"] == 2
-    assert HANDLER.summarize(sim, "/db/meta")["persistence_ids"] == 1
+    assert HANDLER.stats(sim, "/db/meta")["persistence_ids"] == 1
     assert HANDLER.verify(sim, "/db") == []
     assert HANDLER.verify(sim, "/db/data") == []

@@ -88,3 +88,47 @@ def test_the_help_notes_a_missing_extra_only_when_it_is_missing(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["--help"])
     assert ("needs the optional" in capsys.readouterr().out) == missing
+
+
+# -- --json on inspect and verify: raw figures for every format ----------------------------------------
+
+
+def test_inspect_and_verify_json_for_every_store(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import json
+    import re
+
+    from engine import KV, AppendLog, EventJournal, PageStore, Queue, StreamJournal
+
+    root = tmp_path
+    with Queue.open(root / "q", "jobs") as q:
+        q.put(b"x")
+    with KV.open(root / "k.kv") as kv:
+        kv[b"a"] = b"b"
+    with AppendLog.open(root / "lg") as log:
+        log.append(b"x")
+    with PageStore.open(root / "p.db") as store, store.transaction() as tx:
+        tx.write(tx.allocate(), 0, b"x")
+    with EventJournal.open(root / "ev") as journal:
+        journal.write("a", [(1, b"x")])
+    StreamJournal.open(root / "s.jnl", size=1 << 20).close()
+    paths = [str(root / p) for p in ("q", "k.kv", "lg", "p.db", "ev", "s.jnl")]
+    assert main(["inspect", "--json", *paths]) == 0
+    docs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [d["format"] for d in docs] == ["queue", "kv", "applog", "pages", "events", "streams"]
+
+    def keys(obj: object) -> list[str]:
+        if isinstance(obj, dict):
+            return [k for k, v in obj.items() for k in ([k] if k == "kv_trees" else [k, *keys(v)])]
+        if isinstance(obj, list):
+            return [k for v in obj for k in keys(v)]
+        return []
+
+    for doc in docs:
+        for key in keys(doc["summary"]):
+            assert re.fullmatch(r"[a-z][a-z0-9_]*", key), (doc["format"], key)
+    applog = docs[2]["summary"]
+    assert applog["records"] == 1 and isinstance(applog["first_time_ns"], int)
+    assert docs[3]["summary"]["page_size"] == 4096
+    assert main(["verify", "--json", *paths]) == 0
+    verdicts = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [v["ok"] for v in verdicts] == [True] * 6
