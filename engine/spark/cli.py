@@ -85,6 +85,9 @@ def _cmd_spark_cleanup(args: argparse.Namespace) -> int:
 
     for dataset in args.datasets:
         removed = cleanup(os.path.abspath(dataset))
+        if args.json:
+            print_json({"dataset": dataset, "removed": removed})
+            continue
         console.print(f"{dataset}: removed {len(removed)} unpublished job director{'y' if len(removed) == 1 else 'ies'}"
                       + (": " + ", ".join(removed) if removed else ""))
     return 0
@@ -134,4 +137,5 @@ def register(subparsers: Any) -> None:
     c = spsub.add_parser("cleanup", help="remove the job directories no manifest lists (what a crashed "
                          "driver left); run it when no job is writing to the dataset")
     c.add_argument("datasets", nargs="+", metavar="DIR", help="a dataset directory the engine-log sink wrote")
+    add_json_option(c)
     c.set_defaults(func=_cmd_spark_cleanup, command="spark cleanup")

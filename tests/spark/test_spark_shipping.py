@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import zipfile
 from typing import Any
@@ -140,4 +141,6 @@ def test_engine_spark_cleanup_removes_unpublished_jobs(tmp_path: Any, capsys: py
     assert main(["spark", "cleanup", ds]) == 0
     assert "removed 1 unpublished" in " ".join(capsys.readouterr().out.split())
     assert sorted(os.listdir(ds)) == ["_LOCK", "_SHARDS.json", "job-1"]
+    assert main(["spark", "cleanup", "--json", ds]) == 0  # nothing left to remove
+    assert json.loads(capsys.readouterr().out) == {"dataset": ds, "removed": []}
     assert main(["spark", "cleanup", str(tmp_path / "missing")]) == 2
