@@ -6,6 +6,8 @@ import argparse
 import os
 from typing import Any
 
+from rich.console import Console
+
 from engine.clireport import add_json_option, print_json
 from engine.terminal import terminal_console
 
@@ -32,7 +34,7 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
     # Absolute on the driver: executors elsewhere resolve paths from their own directory.
     data_dir, out_dir = os.path.abspath(args.data_dir), os.path.abspath(args.out)
     # With --json, standard output carries only the JSON document: progress goes to stderr.
-    progress = err_console if args.json else console
+    progress = Console(quiet=True) if args.quiet else err_console if args.json else console
     if not os.path.isdir(data_dir):
         console.print(f"engine pipeline: {data_dir}: not a directory")
         return 2
@@ -68,7 +70,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     try:
         summary = run_demo(args.dir, args.out, args.master, args.scale, console, force=args.force,
-                           verbose=args.verbose)
+                           verbose=args.verbose, quiet=args.quiet)
     except (EngineError, KeyboardInterrupt):
         raise  # engine's own errors are one line already
     except Exception as exc:
@@ -109,6 +111,7 @@ def register(subparsers: Any) -> None:
                    help="send the engine package to a cluster's executors: auto (default: only when they "
                    "cannot import it), always, never (fail at once when they cannot)")
     p.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
+    p.add_argument("--quiet", action="store_true", help="no progress display; print only the result")
     add_json_option(p)
     p.add_argument("--verbose", action="store_true",
                    help="show Spark's start-up output, log and stack traces (default: one line per error; "
@@ -124,6 +127,7 @@ def register(subparsers: Any) -> None:
     d.add_argument("--master", default=None, metavar="URL", help="Spark master (default local[*])")
     d.add_argument("--scale", type=int, default=10_000, metavar="COUNT",
                    help="about how many queue items to make; the other stores scale with it (default 10000)")
+    d.add_argument("--quiet", action="store_true", help="no progress display; print only the result")
     d.add_argument("--force", action="store_true",
                    help="use DIR even if it is not empty: replace the demo's own entries in it "
                    "(queues, pages, streams, logs, events, out, spark.log), keep the rest")

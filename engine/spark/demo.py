@@ -402,9 +402,9 @@ def _spark_progress(console: Console) -> Progress:
 
 
 def run_demo(root: str, out: str | None, master: str | None, scale: int, console: Console, *,
-             force: bool = False, verbose: bool = False) -> Any:
+             force: bool = False, verbose: bool = False, quiet: bool = False) -> Any:
     """Check the requirements, make the demo data under ``root``, run the
-    pipeline over it and print it.
+    pipeline over it and print it (``quiet``: no progress, only the result).
 
     A failure leaves ``root`` marked unfinished, so a rerun reuses it.
     """
@@ -412,13 +412,14 @@ def run_demo(root: str, out: str | None, master: str | None, scale: int, console
 
     check_requirements()
     root = os.path.abspath(root)
-    made = make_demo_data(root, scale, console, force=force)
-    console.print(f"created demo data in {root}: {', '.join(made)}")
+    progress = Console(quiet=True) if quiet else console
+    made = make_demo_data(root, scale, progress, force=force)
+    progress.print(f"created demo data in {root}: {', '.join(made)}")
     mark_unfinished(root)
     log_path = None if verbose else os.path.join(root, "spark.log")
-    spark = start_spark(master, "engine-demo", console, log_path=log_path)
+    spark = start_spark(master, "engine-demo", progress, log_path=log_path)
     try:
-        summary = run_spark_phase(spark, root, out or os.path.join(root, "out"), console)
+        summary = run_spark_phase(spark, root, out or os.path.join(root, "out"), progress)
     finally:
         spark.stop()
     print_summary(summary, console)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from typing import Any
@@ -139,3 +140,35 @@ def test_spark_phase_spinner_follows_the_steps(monkeypatch: pytest.MonkeyPatch) 
     console = Console(record=True, force_terminal=False, width=100)
     assert demo.run_spark_phase(object(), "/r", "/o", console) == "done"
     assert seen == ["reading 2 append logs", "writing summary.parquet"]
+
+
+def test_pipeline_quiet_and_json_send_progress_away_from_stdout(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from engine.cli import main
+    from engine.spark.pipeline import Summary
+
+    seen: list[Any] = []
+
+    class FakeSpark:
+        def stop(self) -> None:
+            pass
+
+    def fake_start(master: Any, app: str, console: Any, **kw: Any) -> FakeSpark:
+        console.print("progress: starting Spark")
+        return FakeSpark()
+
+    def fake_phase(spark: Any, data: str, out: str, console: Any, chart: bool = True) -> Summary:
+        seen.append(console)
+        console.print("progress: reading stores")
+        return Summary(rows=[{"kind": "log", "name": "clicks", "records": 3}], parquet=out + "/summary.parquet")
+
+    monkeypatch.setattr(demo, "start_spark", fake_start)
+    monkeypatch.setattr(demo, "run_spark_phase", fake_phase)
+    args = ["pipeline", str(tmp_path), "--out", str(tmp_path / "out"), "--no-chart"]
+    assert main([*args, "--quiet", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "progress" not in captured.out + captured.err
+    assert json.loads(captured.out)["rows"] == [{"kind": "log", "name": "clicks", "records": 3}]
+    assert main([*args, "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "progress" in captured.err and json.loads(captured.out)["errors"] == []
