@@ -50,6 +50,7 @@ from engine.fs import (
     resolve,
     take_lock,
 )
+from engine.lifetime import keeper_of
 from engine.streams import codec
 from engine.streams.reader import JournalScan, later_records
 from engine.streams.stream import Stream, stream_ident
@@ -133,7 +134,9 @@ class StreamJournal:
         self._echo: tuple[int, int, int, int, bytes] | None = None
         self._closed = False
         self._failure: BaseException | None = None
-        self._gc = GroupCommit(self._commit, name=path)
+        # The group commit calls back through a keeper (engine.lifetime), so it does
+        # not keep the journal the user holds alive (a dropped journal is closed).
+        self._gc = GroupCommit(keeper_of(self)._commit, name=path)
         self.fsyncs = 0
         self.transactions = 0
         self.wraps = 0
@@ -190,8 +193,9 @@ class StreamJournal:
         journal._writer_lock = lock
         journal.spill_size = max(spill_size, journal.page_size)
         journal.recovery.log(log)
-        # Closed at exit if the user forgets (a bound method: kept alive until then).
-        journal._finalizer = warn_unclosed(journal, journal.close, f"stream journal {path!r}")
+        # Closed when dropped or at exit if the user forgets, through a keeper sharing
+        # its state (engine.lifetime): the finalizer must not hold the journal itself.
+        journal._finalizer = warn_unclosed(journal, keeper_of(journal).close, f"stream journal {path!r}")
         return journal
 
     @classmethod

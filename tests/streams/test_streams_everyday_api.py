@@ -193,6 +193,17 @@ def test_a_journal_left_open_is_closed_with_a_resource_warning(tmp_path: pathlib
     assert [(s.ident, s.status) for s in read_streams(tmp_path / "j")] == [(b"done", "complete"), (b"left", "aborted")]
 
 
+def test_a_dropped_journal_is_closed_when_collected(tmp_path: pathlib.Path) -> None:
+    journal = _journal(tmp_path)
+    with journal.open_stream("done") as s:
+        s.write(b"d")
+    with pytest.warns(ResourceWarning, match="unclosed stream journal"):
+        del journal, s
+        gc.collect()
+    with _journal(tmp_path) as again:  # closed: the writer lock was released, nothing to recover
+        assert not again.recovery.repaired
+
+
 def test_a_journal_left_open_at_exit_needs_no_recovery(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "j"
     script = (
