@@ -24,16 +24,18 @@ exit, and emits a :class:`ResourceWarning`, as Python's files do.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import math
+import operator
 import os
 import pickle
 import warnings
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.errors import ConfigError
 
@@ -210,6 +212,33 @@ def serializer(value: object, what: str = "serializer") -> Serializer | None:
     if isinstance(value, tuple) and len(value) == 2 and all(callable(f) for f in value):
         return Serializer(value[0], value[1], getattr(value[0], "__qualname__", "custom"))
     raise TypeError(f'{what} must be "pickle", "json" or a (dumps, loads) pair of functions, not {value!r}')
+
+
+_Row = TypeVar("_Row")
+
+
+def decoding_class(base: type[_Row], serializer: Serializer | None, field: str) -> type[_Row]:
+    """``base`` (a NamedTuple or a dataclass holding stored bytes in ``field``), or, with a
+    serializer, a subclass whose ``value`` is ``serializer.loads(<field>)``,
+    decoded when asked for.  Chosen once per store or reader, so reads without a
+    serializer cost nothing more; the subclass shows, compares and pickles as a
+    plain ``base`` (it is local to the store that made it)."""
+    if serializer is None:
+        return base
+    loads = serializer.loads
+    get = operator.attrgetter(field)
+
+    def value(self: _Row) -> Any:
+        return loads(get(self))
+
+    def reduce(self: _Row) -> tuple[type[_Row], tuple[Any, ...]]:
+        if isinstance(self, tuple):
+            return base, tuple(self)
+        return base, tuple(getattr(self, f.name) for f in dataclasses.fields(self))  # type: ignore[arg-type]
+
+    namespace = {"__slots__": (), "__qualname__": base.__qualname__, "__reduce__": reduce,
+                 "value": property(value, doc=f"``serializer.loads(self.{field})`` (decoded on access)")}
+    return type(base.__name__, (base,), namespace)
 
 
 # -- unclosed objects ----------------------------------------------------------------

@@ -32,7 +32,7 @@ from engine.applog.codec import (
     entry_offset,
     segment_name,
 )
-from engine.conventions import Serializer, datetime_from_ns
+from engine.conventions import Serializer, datetime_from_ns, decoding_class
 from engine.errors import CorruptFileError
 from engine.fs import FileHandle
 
@@ -80,25 +80,9 @@ class Record(NamedTuple):
 
 def record_class(serializer: Serializer | None) -> type[Record] | None:
     """The class a log built with ``serializer`` returns its records as: None
-    without one (records stay plain :class:`Record` s, at no cost), else a
-    subclass whose ``value`` is ``serializer.loads(data)`` (decoded on access;
-    it shows and pickles as a plain ``Record``)."""
-    if serializer is None:
-        return None
-    loads = serializer.loads
-
-    class DecodedRecord(Record):
-        __slots__ = ()
-
-        @property
-        def value(self) -> Any:
-            return loads(self.data)
-
-        def __reduce__(self) -> tuple[type[Record], tuple[int, int, int, bytes]]:
-            return Record, (self.index, self.time_ns, self.flags, self.data)
-
-    DecodedRecord.__qualname__ = DecodedRecord.__name__ = "Record"
-    return DecodedRecord
+    without one (records stay plain :class:`Record` s, at no cost), else
+    :func:`engine.conventions.decoding_class` of ``Record`` over ``data``."""
+    return None if serializer is None else decoding_class(Record, serializer, "data")
 
 
 # Bound once: the lookups below run once per record read.

@@ -18,10 +18,11 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from engine.applog import aio
 from engine.applog.args import instant_arg_ns
 from engine.applog.codec import CRC_MAGIC, HEADER_SIZE, IDX_MAGIC, LOG_MAGIC, check_header
 from engine.applog.recovery import Mismatch, scan_segment
@@ -368,6 +369,23 @@ class LogView:
         poll_s = duration_seconds(poll, "poll")
         assert poll_s is not None
         return self._follow(start, poll_s, timeout_seconds(timeout))
+
+    def follow_async(
+        self,
+        start: int | None = None,
+        *,
+        poll: float | datetime.timedelta = 0.05,
+        timeout: float | datetime.timedelta | None = None,
+    ) -> AsyncGenerator[Record, None]:
+        """:meth:`follow` for asyncio: ``async for record in log.follow_async()``.
+
+        The same arguments and records; between looks it awaits ``poll`` with
+        ``asyncio.sleep`` (the threaded ``follow`` sleeps the same period: a
+        writer announces nothing, see :mod:`engine.applog.aio`), so the event loop
+        is never blocked.  Cancel the task (or break) to stop following."""
+        poll_s = duration_seconds(poll, "poll")
+        assert poll_s is not None
+        return aio.follow_async(self, start, poll_s, timeout_seconds(timeout))
 
     def _follow(self, start: int | None, poll: float, timeout: float | None) -> Iterator[Record]:
         index = self.next_index if start is None else start

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.conventions import Serializer, require_bytes
+from engine.conventions import Serializer, decoding_class, require_bytes
 from engine.events.runs import Event
 
 #: How a batch is spelled, for the messages.
@@ -79,21 +79,5 @@ def payload_error(payloads: list[Any], serializer: Serializer | None) -> TypeErr
 
 def event_class(serializer: Serializer | None) -> type[Event]:
     """:class:`Event`, or (with a serializer) a subclass whose ``value`` is
-    ``serializer.loads(data)``, decoded when asked for (as the queue's items)."""
-    if serializer is None:
-        return Event
-    loads = serializer.loads
-
-    class DecodedEvent(Event):
-        __slots__ = ()
-
-        @property
-        def value(self) -> Any:
-            return loads(self.payload)
-
-        def __reduce__(self) -> tuple[type[Event], tuple[int, bytes]]:
-            # Pickled as a plain Event (this class is local to one journal).
-            return Event, (self.sequence_nr, self.payload)
-
-    DecodedEvent.__qualname__ = DecodedEvent.__name__ = "Event"
-    return DecodedEvent
+    ``serializer.loads(payload)`` (:func:`engine.conventions.decoding_class`)."""
+    return decoding_class(Event, serializer, "payload")

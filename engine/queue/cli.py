@@ -24,6 +24,7 @@ from engine.clireport import (
     human_bytes,
     human_duration_ns,
     human_time_ms,
+    human_time_ns,
     parse_duration_ns,
     parse_instant_ns,
     print_json,
@@ -231,6 +232,42 @@ def _cmd_get(args: argparse.Namespace) -> int:
     return 0 if got else 3
 
 
+def _cmd_readers(args: argparse.Namespace) -> int:
+    """Each reader's lag, the files it pins, its last checkpoint and whether a live
+    process holds it (JSON Lines with ``--json``: one line per reader)."""
+    from engine.queue.pinning import readers_report
+
+    fs = default_fs()
+    if _no_queue(fs, args.directory, args.name, "readers"):
+        return 1
+    rows = readers_report(fs, args.directory, args.name, time.time)
+    if args.json:
+        for row in rows:
+            print_json(row)
+        return 0
+    if not rows:
+        console.print(f"queue {args.name} in {args.directory}: no reader")
+        return 0
+    now_ns = time.time_ns()
+    table = Table(title=f"readers of queue {args.name} in {args.directory}")
+    for column in ("reader", "lag", "oldest item's age", "pins", "last checkpoint", "holder"):
+        table.add_column(column)
+    for r in rows:
+        age, share, stamp = r["oldest_age_s"], r["pinned_share"], r["last_checkpoint_ns"]
+        pins = f"{r['pinned_files']} file(s), {human_bytes(r['pinned_bytes'])} ({share:.0%} of the journal)"
+        when = "-" if stamp is None else f"{human_time_ns(stamp)} ({human_duration_ns(now_ns - stamp)} ago)"
+        table.add_row(
+            repr(r["reader"]),
+            f"{r['items']} item(s), {human_bytes(r['backlog_bytes'])}",
+            "-" if age is None else human_duration_ns(int(age * 1e9)),
+            pins,
+            when,
+            "held" if r["held"] else "free",
+        )
+    console.print(table)
+    return 0
+
+
 def _cmd_repair(args: argparse.Namespace) -> int:
     report = repair(default_fs(), args.directory, args.name)
     if args.json:
@@ -303,7 +340,17 @@ def register(subparsers: Any) -> None:
     add_json_option(p)
     p.set_defaults(func=_cmd_get)
 
+    p = sub.add_parser("readers", help="per reader: lag, journal files it pins, last checkpoint, held or free")
+    _queue_arguments(p)
+    add_json_option(p)
+    p.set_defaults(func=_cmd_readers)
+
     p = sub.add_parser("repair", help="make a damaged queue openable; reports what it dropped")
     _queue_arguments(p)
     add_json_option(p)
     p.set_defaults(func=_cmd_repair)
+
+    # engine queue serve: the Kestrel-compatible server (its options: engine/queue/kestrel/cli.py)
+    from engine.queue.kestrel.cli import register_serve
+
+    register_serve(sub)

@@ -24,6 +24,11 @@ class QueueConfig:
     ``serializer``: None (bytes), "pickle", "json" or a (dumps, loads) pair.
     ``expired``: "drop" or the name of a queue in the same directory to move them to.
     ``error_queue`` + ``max_errors``: an item aborted ``max_errors`` times moves there.
+    ``pin_warning``: warn (``engine.queue`` logger, ``stats()["warnings"]``) when one
+    reader pins more than this share of the journal's bytes (None: never).
+    ``reader_expiry``: retire a reader nobody holds that has not checkpointed for
+    this long and has items waiting longer (None, the default: never).  See
+    :mod:`engine.queue.pinning`.
     """
 
     journal_size: int = 16 * 1024 * 1024
@@ -42,6 +47,8 @@ class QueueConfig:
     poll_interval: float = 0.005  # cross-process readers: how often to look for new data
     group_commit_delay: float = 0.0
     serializer: Any = None
+    pin_warning: float | None = 0.5
+    reader_expiry: float | None = None
 
     @property
     def sync_policy(self) -> SyncPolicy:
@@ -59,11 +66,14 @@ class QueueConfig:
             object.__setattr__(self, "sync", duration_seconds(self.sync, "sync"))
         for name in ("checkpoint_interval", "poll_interval"):
             object.__setattr__(self, name, duration_seconds(getattr(self, name), name))
-        for name in ("max_age", "open_read_timeout"):
+        for name in ("max_age", "open_read_timeout", "reader_expiry"):
             object.__setattr__(self, name, duration_seconds(getattr(self, name), name, allow_none=True))
         object.__setattr__(
             self, "group_commit_delay", duration_seconds(self.group_commit_delay, "group_commit_delay", allow_zero=True)
         )
+        share = self.pin_warning
+        if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1):
+            raise ConfigError(f"pin_warning must be a share of the journal in (0, 1] or None, not {share!r}")
         parse_serializer(self.serializer)  # raises ConfigError / TypeError
         SyncPolicy.parse(self.sync)  # raises ConfigError
         if self.journal_size < 64:

@@ -11,6 +11,11 @@ gets the segment list and how far it may read from a :class:`JournalSource`:
   directory and re-reads the newest file's size every ``poll_interval`` seconds.
   A record that is only partly written is never delivered: the scanner stops at it
   ("incomplete") and the next poll reads it whole.
+
+Both wake their waiters through :class:`WakeUps`: a version number that changes
+whenever new data may be readable, a condition variable for threads, and
+callbacks for other kinds of waiters (an asyncio reader registers one that
+resolves its future on its loop: :mod:`engine.queue.aio`).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import operator
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Protocol
 
 from engine.errors import CorruptFileError
@@ -56,12 +62,94 @@ class JournalSource(Protocol):
         """Wake waiters (an abort put an item back)."""
         ...
 
+    def add_waiter(self, version: int, callback: Callable[[], None]) -> bool:
+        """Call ``callback`` (from any thread) at the next change of ``version``;
+        False (nothing registered) if it has changed already."""
+        ...
+
+    def remove_waiter(self, callback: Callable[[], None]) -> None:
+        """Forget ``callback`` (no-op if it is not registered)."""
+        ...
+
+    @property
+    def poll_period(self) -> float | None:
+        """Seconds after which new data may be readable without a notify (another
+        process writes the files); None when every change is notified."""
+        ...
+
     def writer_alive(self) -> bool:
         """Whether a writer has the queue open (and may be writing its newest file)."""
         ...
 
 
-class PollingSource:
+class WakeUps:
+    """Waiting for new data: the version number, its condition variable, and
+    callbacks (for waiters that are not threads).
+
+    ``notify`` bumps the version, wakes the threads in :meth:`wait` and calls each
+    registered callback once (outside the condition's lock, in the notifying
+    thread; a callback must be quick and must not raise).  ``_waiters`` counts both
+    kinds, so a writer may skip ``notify`` when nobody waits.  A subclass whose
+    ``_closed`` is true no longer blocks in :meth:`wait` nor registers callbacks.
+    """
+
+    _closed = False
+    #: See :attr:`JournalSource.poll_period`.
+    poll_period: float | None = None
+
+    def _init_wakeups(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._version = 0
+        self._waiters = 0
+        self._callbacks: set[Callable[[], None]] = set()
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def wait(self, version: int, timeout: float | None) -> None:
+        """Block until ``version`` changes or ``timeout`` passes (at most
+        :attr:`poll_period`; may return early)."""
+        poll = self.poll_period
+        if poll is not None:
+            timeout = poll if timeout is None else min(timeout, poll)
+        with self._cond:
+            if self._version == version and not self._closed and (timeout is None or timeout > 0):
+                self._waiters += 1
+                try:
+                    self._cond.wait(timeout)
+                finally:
+                    self._waiters -= 1
+
+    def notify(self) -> None:
+        with self._cond:
+            self._version += 1
+            self._cond.notify_all()
+            if not self._callbacks:
+                return
+            callbacks = list(self._callbacks)
+            self._callbacks.clear()
+            self._waiters -= len(callbacks)
+        for callback in callbacks:
+            callback()
+
+    def add_waiter(self, version: int, callback: Callable[[], None]) -> bool:
+        with self._cond:
+            if self._version != version or self._closed:
+                return False
+            if callback not in self._callbacks:
+                self._callbacks.add(callback)
+                self._waiters += 1
+            return True
+
+    def remove_waiter(self, callback: Callable[[], None]) -> None:
+        with self._cond:
+            if callback in self._callbacks:
+                self._callbacks.discard(callback)
+                self._waiters -= 1
+
+
+class PollingSource(WakeUps):
     """Writer files seen from another process: poll sizes and the directory."""
 
     def __init__(self, fs: FileSystem, directory: str, queue: str, max_item_size: int, poll_interval: float) -> None:
@@ -75,8 +163,8 @@ class PollingSource:
         self.poll_interval = poll_interval
         self._segments: list[Segment] = []
         self._listed_at = 0.0
-        self._cond = threading.Condition()
-        self._version = 0
+        self.poll_period = poll_interval
+        self._init_wakeups()
 
     def segment_list(self, *, fresh: bool = False) -> list[Segment]:
         now = time.monotonic()
@@ -115,21 +203,6 @@ class PollingSource:
 
     def _is_newest(self, segment: Segment) -> bool:
         return not any(seg.number > segment.number for seg in self._segments)
-
-    @property
-    def version(self) -> int:
-        return self._version
-
-    def wait(self, version: int, timeout: float | None) -> None:
-        step = self.poll_interval if timeout is None else min(timeout, self.poll_interval)
-        with self._cond:
-            if self._version == version and step > 0:
-                self._cond.wait(step)
-
-    def notify(self) -> None:
-        with self._cond:
-            self._version += 1
-            self._cond.notify_all()
 
     def writer_alive(self) -> bool:
         # A probe holds the lock for microseconds; the writer's open waits for it.

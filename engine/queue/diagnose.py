@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from typing import cast
 
 from engine.errors import ConfigError, CorruptFileError, EngineError, FormatError
 from engine.fs import FileSystem, OpenMode, RecoveryReport, crashpoint
@@ -15,6 +16,7 @@ from engine.queue import checkpoint, codec, naming
 from engine.queue.attach import lock_writer, reader_files
 from engine.queue.config import QueueConfig
 from engine.queue.cursor import JournalCursor, PollingSource
+from engine.queue.retire import Pin, pinned_files
 from engine.queue.segments import (
     SEGMENT_HEADER,
     Segment,
@@ -145,17 +147,7 @@ def disk_reader_stats(
     path = naming.join(directory, naming.reader_name(queue, reader))
     head, done = checkpoint.load_reader_file(fs, path)
     state = ReaderState(head, done)
-    oldest = None
-    source = PollingSource(fs, directory, queue, codec.DEFAULT_MAX_ITEM_SIZE, 0.001)
-    cursor = JournalCursor(source, head)
-    try:
-        while True:
-            put = cursor.next()
-            if put is None or not state.is_done(put.xid):
-                oldest = put
-                break
-    finally:
-        cursor.close()
+    oldest = oldest_pending(fs, directory, queue, state)
     now = int(clock() * 1000)
     return {
         "reader": reader,
@@ -167,7 +159,45 @@ def disk_reader_stats(
         "oldest_age_s": None if oldest is None else max(0.0, (now - oldest.add_time) / 1000),
         "expired": None,
         "discarded": None,
+        "last_checkpoint_ns": last_checkpoint_ns(fs, path),
     }
+
+
+def last_checkpoint_ns(fs: FileSystem, path: str) -> int | None:
+    """When reader file ``path`` was last written (its mtime, ns since the epoch;
+    None if it is gone): a reader file is rewritten whole at each checkpoint."""
+    try:
+        return fs.mtime_ns(path)
+    except FileNotFoundError:
+        return None
+
+
+def oldest_pending(fs: FileSystem, directory: str, queue: str, state: ReaderState) -> codec.Put | None:
+    """The first item (in id order) that ``state`` has not confirmed, or None."""
+    source = PollingSource(fs, directory, queue, codec.DEFAULT_MAX_ITEM_SIZE, 0.001)
+    cursor = JournalCursor(source, state.head)
+    try:
+        while True:
+            put = cursor.next()
+            if put is None or not state.is_done(put.xid):
+                return put
+    finally:
+        cursor.close()
+
+
+def add_pins(
+    readers: list[dict[str, object]], segments: list[Segment], tail: int, size: Callable[[Segment], int]
+) -> dict[str, Pin]:
+    """Add ``pinned_files`` (a count) and ``pinned_bytes`` to each reader's stats
+    entry: the files it pins at its ``head`` (:func:`retire.pinned_files`).
+    Returns the pins by reader name."""
+    heads = {str(entry["reader"]): cast(int, entry["head"]) for entry in readers}
+    pins = pinned_files(segments, heads, tail, size)
+    for entry in readers:
+        pin = pins[str(entry["reader"])]
+        entry["pinned_files"] = len(pin.paths)
+        entry["pinned_bytes"] = pin.bytes
+    return pins
 
 
 def disk_pending(fs: FileSystem, directory: str, queue: str, reader: str, tail: int) -> int:
@@ -247,6 +277,7 @@ def queue_stats(fs: FileSystem, directory: str, queue: str) -> dict[str, object]
         reader = naming.parse_reader(queue, filename)
         if reader is not None:
             readers.append(disk_reader_stats(fs, directory, queue, reader, tail))
+    add_pins(readers, segments, tail, lambda seg: fs.file_size(seg.path))
     return {
         "queue": queue,
         "tail_id": tail,

@@ -3,7 +3,8 @@
 One writer per queue across processes (``<queue>.lock``, :func:`attach.lock_writer`).
 The store class is thin: opening is :func:`recover.recover`, readers lock and load
 their files through :func:`attach.attach_reader`, the choice of files to delete is
-:mod:`retire`'s, the checks and statistics are :mod:`diagnose`'s.  What stays here is
+:mod:`retire`'s, the checks and statistics are :mod:`diagnose`'s, the watch over
+abandoned readers (pin warnings, ``reader_expiry``) is :mod:`pinning`'s.  What stays here is
 the write path and the in-process readers' view of it.
 
 Durability (sync="always"): a put appends its record, takes a group-commit ticket
@@ -41,15 +42,14 @@ from engine.lifetime import close_when_dropped, detached, keeper_of
 from engine.queue import codec, naming
 from engine.queue.attach import attach_reader, lock_reader, lock_writer, reader_files
 from engine.queue.config import QueueConfig
-from engine.queue.cursor import PollingSource
-from engine.queue.diagnose import backlog_bytes, disk_pending, disk_reader_stats, unread_journal_bytes, verify_queue
+from engine.queue.cursor import PollingSource, WakeUps
+from engine.queue.diagnose import disk_pending, unread_journal_bytes, verify_queue
 from engine.queue.payload import put_many_batch
+from engine.queue.pinning import ReaderWatch, live_stats, retire_round
 from engine.queue.reader import Item, Reader
 from engine.queue.recover import Recovered, recover
 from engine.queue.remote import RemoteReader, open_remote_reader
-from engine.queue.retire import durable_heads, remove_files, retirable
 from engine.queue.segments import SEGMENT_HEADER, Segment, create_segment, earliest_id
-from engine.queue.state import ReaderState
 
 log = logging.getLogger("engine.queue")
 
@@ -68,7 +68,7 @@ def _again(error: PoisonedError) -> PoisonedError:
     return PoisonedError(error.path, None if error.cause is None else detached(error.cause), error.operation)
 
 
-class Queue:
+class Queue(WakeUps):
     """A durable multi-reader queue in ``directory``, files named ``<name>.*``.
 
     Use :meth:`open`.  ``put`` appends; each reader (``reader(name)``) sees every
@@ -105,9 +105,7 @@ class Queue:
         self._lock = threading.RLock()
         self._sync_lock = threading.Lock()
         self._retire_lock = threading.Lock()
-        self._cond = threading.Condition(threading.Lock())
-        self._version = 0
-        self._waiters = 0
+        self._init_wakeups()  # version, wait(), notify(): see cursor.WakeUps
         self._closed = False
         self._buffer: list[bytes] = []
         self._buffer_bytes = 0
@@ -128,6 +126,7 @@ class Queue:
         self._stop = threading.Event()
         self._writer_lock = writer_lock
         self.deleted_files: list[str] = []
+        self._watch = ReaderWatch(name, config.pin_warning, config.reader_expiry)  # see pinning
         self.checkpoint_failure: BaseException | None = None
         #: The failure that stopped writes: a write or fsync of the writer file
         #: (its handle is poisoned), or a rotation that failed after the old file
@@ -230,24 +229,6 @@ class Queue:
                     self._flush_locked()  # a reader caught up: hand it the staged puts
                 return self._visible_end, True
         return handle.size(), False
-
-    @property
-    def version(self) -> int:
-        return self._version
-
-    def wait(self, version: int, timeout: float | None) -> None:
-        with self._cond:
-            if self._version == version and not self._closed:
-                self._waiters += 1
-                try:
-                    self._cond.wait(timeout)
-                finally:
-                    self._waiters -= 1
-
-    def notify(self) -> None:
-        with self._cond:
-            self._version += 1
-            self._cond.notify_all()
 
     def writer_alive(self) -> bool:
         return True  # this is the writer
@@ -518,6 +499,7 @@ class Queue:
             state.skip_missing(low, high)
             if state.snapshot() != before:
                 clamped.add("reset", clamped.path, high - low + 1, "ids", detail="lost in a crash: skipped")
+        self._watch.note_return(name, clamped)  # retired by reader_expiry: it comes back as a new reader
         clamped.log(log)
         self.recovery.actions.extend(clamped.actions)
         keeper = self._keeper  # never ``self``: a reader must not keep the queue alive
@@ -606,24 +588,10 @@ class Queue:
                 self.checkpoint_failure = None
 
     def retire_files(self) -> list[str]:
-        """Delete (or archive) writer files whose items every reader has passed."""
+        """Delete (or archive) writer files whose items every reader has passed, after
+        retiring idle readers (``reader_expiry``); warn of pinning readers (see pinning)."""
         with self._retire_lock:  # the checkpoint thread and callers may race here
-            heads = durable_heads(self.fs, self.directory, self.name, self._readers)
-            if heads is None:
-                return []
-            with self._lock:
-                segments = list(self._segments)
-                tail = self._tail
-            doomed = retirable(segments, min(heads) if heads else tail)
-            if not doomed:
-                return []
-            remove_files(self.fs, self.directory, doomed, self.config.archive_dir)
-            gone = {seg.number for seg in doomed}
-            with self._lock:
-                self._segments = [s for s in self._segments if s.number not in gone]
-            paths = [seg.path for seg in doomed]
-            self.deleted_files.extend(paths)
-            return paths
+            return retire_round(self)
 
     # -- introspection -------------------------------------------------------------
     def __len__(self) -> int:
@@ -661,29 +629,10 @@ class Queue:
 
     def stats(self) -> dict[str, object]:
         """Queue-level figures and one entry per reader on disk (snake_case keys,
-        numbers).  A reader's ``backlog_bytes`` is :func:`diagnose.backlog_bytes`:
-        the payload bytes of its items not yet confirmed (it reads the backlog)."""
-        self._flush()  # staged puts count in the tail and the backlog: put them in the file
-        readers: list[dict[str, object]] = []
-        for name in self.reader_names():
-            live = self._readers.get(name)
-            if live is not None and not live.closed:
-                entry = live.stats()
-                with live._lock:
-                    head, done = live._state.snapshot()
-                entry["backlog_bytes"] = backlog_bytes(
-                    self.fs, self.directory, self.name, ReaderState(head, done), self._tail
-                )
-                readers.append(entry)
-            else:
-                readers.append(disk_reader_stats(self.fs, self.directory, self.name, name, self._tail, self._clock))
-        return {
-            "queue": self.name,
-            "tail_id": self._tail,
-            "journal_files": len(self._segments),
-            "journal_bytes": self.journal_bytes(),
-            "readers": readers,
-        }
+        numbers): see :func:`pinning.live_stats`.  A reader's ``backlog_bytes`` is
+        :func:`diagnose.backlog_bytes`: the payload bytes of its items not yet
+        confirmed (it reads the backlog)."""
+        return live_stats(self)
 
     def verify(self) -> list[str]:
         """Check every invariant; raises CorruptFileError/EngineError, returns notes."""

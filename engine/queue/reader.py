@@ -18,15 +18,15 @@ import logging
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from engine.conventions import Serializer, datetime_from_ms, timeout_seconds
+from engine.conventions import Serializer, datetime_from_ms, decoding_class, timeout_seconds
 from engine.errors import ClosedError
 from engine.fs import FileSystem, HeldLock
-from engine.queue import checkpoint, codec, naming
+from engine.queue import aio, checkpoint, codec, naming
 from engine.queue.config import QueueConfig
 from engine.queue.cursor import JournalCursor, JournalSource
 from engine.queue.state import ReaderState
@@ -99,25 +99,9 @@ class Item:
 
 def item_class(serializer: Serializer | None) -> type[Item]:
     """The class a reader builds its items with: :class:`Item`, or a subclass whose
-    ``value`` is ``serializer.loads(data)`` (chosen once per reader, so a get
-    without a serializer costs nothing more)."""
-    if serializer is None:
-        return Item
-    loads = serializer.loads
-
-    class DecodedItem(Item):
-        __slots__ = ()
-
-        @property
-        def value(self) -> Any:
-            return loads(self.data)
-
-        def __reduce__(self) -> tuple[type[Item], tuple[int, bytes, int, int | None, int]]:
-            # Pickled as a plain Item (its class is local to this reader).
-            return Item, (self.id, self.data, self.add_time_ms, self.expire_time_ms, self.error_count)
-
-    DecodedItem.__qualname__ = DecodedItem.__name__ = "Item"
-    return DecodedItem
+    ``value`` is ``serializer.loads(data)`` (:func:`engine.conventions.decoding_class`,
+    chosen once per reader, so a get without a serializer costs nothing more)."""
+    return decoding_class(Item, serializer, "data")
 
 
 def _item_id(item: Item) -> int:
@@ -531,6 +515,35 @@ class Reader:
                 self.abort(item.id)
                 raise
             self.confirm(item.id)
+
+    # -- asyncio (engine.queue.aio) ------------------------------------------------
+    async def get_async(self, timeout: float | datetime.timedelta | None = None) -> Item | None:
+        """:meth:`get` for a coroutine: ``await reader.get_async(timeout)``.
+
+        Never blocks the event loop: while no item is there, the coroutine waits
+        for the wake-up a blocked :meth:`get` waits for (a put, an abort, the
+        queue's close).  Cancelled while waiting, it holds no item.
+        """
+        return await aio.get_async(self, timeout)
+
+    def read_async(
+        self, timeout: float | datetime.timedelta | None = None
+    ) -> AbstractAsyncContextManager[Item | None]:
+        """``async with reader.read_async(t) as item:`` confirm on success, abort on
+        an exception (cancellation included); ``item`` is None after ``timeout``."""
+        return aio.read_async(self, timeout)
+
+    def iter_async(self, timeout: float | datetime.timedelta | None = None) -> AsyncGenerator[Item, None]:
+        """``async for item in reader.iter_async(timeout)``: items as they come, each
+        confirmed when the next one is asked for; ends when none comes within
+        ``timeout`` (None: never).  Leaving the loop early (break, exception,
+        cancellation) aborts the current item when the generator is closed:
+        at once with ``contextlib.aclosing``, else when asyncio finalizes it."""
+        return aio.iter_async(self, timeout)
+
+    def __aiter__(self) -> AsyncGenerator[Item, None]:
+        """``async for item in reader``: :meth:`iter_async` waiting for ever."""
+        return aio.iter_async(self)
 
     # -- checkpoints ---------------------------------------------------------------
     def checkpoint(self, *, force: bool = False) -> bool:

@@ -11,7 +11,8 @@ from the files (see :func:`retirable`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from engine.fs import FileSystem, crashpoint, make_dirs
 from engine.queue import checkpoint, naming
@@ -22,8 +23,8 @@ from engine.queue.segments import Segment
 log = logging.getLogger("engine.queue")
 
 
-def durable_heads(fs: FileSystem, directory: str, queue: str, live: Mapping[str, Reader]) -> list[int] | None:
-    """Each reader's head as on disk (``live`` readers: as last checkpointed).
+def durable_heads(fs: FileSystem, directory: str, queue: str, live: Mapping[str, Reader]) -> dict[str, int] | None:
+    """Each reader's head as on disk (``live`` readers: as last checkpointed), by name.
 
     None when the reader files cannot be trusted this round, and nothing may be
     retired: a reader is being created (it holds its lock, its file is not written
@@ -34,14 +35,14 @@ def durable_heads(fs: FileSystem, directory: str, queue: str, live: Mapping[str,
     """
     listing = fs.listdir(directory)
     files = reader_files(fs, directory, queue, listing)
-    heads = []
+    heads: dict[str, int] = {}
     for reader, path in files.items():
         open_reader = live.get(reader)
         if open_reader is not None and not open_reader.closed:
-            heads.append(open_reader.durable_head)
+            heads[reader] = open_reader.durable_head
             continue
         try:
-            heads.append(checkpoint.load_reader_file(fs, path)[0])
+            heads[reader] = checkpoint.load_reader_file(fs, path)[0]
         except FileNotFoundError:
             return None  # removed or renamed meanwhile
     # After the loads: a reader that took its lock before this point and has not
@@ -73,6 +74,37 @@ def retirable(segments: list[Segment], floor: int) -> list[Segment]:
             break
         doomed.append(seg)
     return doomed
+
+
+@dataclass(frozen=True)
+class Pin:
+    """The writer files one reader pins (see :func:`pinned_files`) and their bytes."""
+
+    paths: tuple[str, ...] = ()
+    bytes: int = 0
+
+
+def pinned_files(
+    segments: list[Segment], heads: Mapping[str, int], tail: int, size: Callable[[Segment], int]
+) -> dict[str, Pin]:
+    """The files each reader pins: those that other readers have all passed and
+    that could be retired but for it.
+
+    They are the files :func:`retirable` at the lowest head of the readers ahead
+    of it and not at its own head.  Only the readers at the lowest head pin
+    anything; several readers at that same head each pin the same files (without
+    any of them, the files would go).  When no reader is ahead (one reader, or all
+    at one head) nothing is pinned: what they hold is their backlog, which no
+    reader has consumed yet.  ``size``: a file's bytes.
+    """
+    floor = min(heads.values(), default=tail)
+    ahead = min((head for head in heads.values() if head > floor), default=None)
+    if ahead is None:
+        return {name: Pin() for name in heads}
+    now = {seg.number for seg in retirable(segments, floor)}
+    extra = [seg for seg in retirable(segments, ahead) if seg.number not in now]
+    pin = Pin(tuple(seg.path for seg in extra), sum(size(seg) for seg in extra)) if extra else Pin()
+    return {name: pin if head == floor else Pin() for name, head in heads.items()}
 
 
 def remove_files(fs: FileSystem, directory: str, doomed: list[Segment], archive: str | None) -> None:

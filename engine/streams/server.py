@@ -24,6 +24,7 @@ while other streams are open, so concurrent connections share it.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 import os
@@ -75,8 +76,9 @@ class JournalServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     A stale socket file (nobody listening) is replaced; a socket a live server
     listens on raises :class:`LockedError` (see :func:`_remove_stale_socket`).
 
-    ``serve_forever()`` in the calling thread, or :meth:`start` for a background
-    thread; :meth:`stop` shuts down and removes the socket (as does leaving a
+    ``serve_forever()`` in the calling thread, :meth:`start` for a background
+    thread, or ``await serve_async()`` in asyncio (:meth:`stop_async`, ``async
+    with``); :meth:`stop` shuts down and removes the socket (as does leaving a
     ``with`` block, and interpreter exit for a server never stopped, with a
     :class:`ResourceWarning`).  The journal stays open (its owner closes it).
     ``socket_path`` is a str or :class:`os.PathLike`; ``idle_timeout`` a
@@ -263,9 +265,68 @@ class JournalServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     ) -> None:
         self.stop()
 
+    # -- asyncio ---------------------------------------------------------------------
+    async def serve_async(self) -> None:
+        """Serve until :meth:`stop` / :meth:`stop_async` (or leaving ``async with``),
+        or until the awaiting task is cancelled, which stops the server.
+
+        For an asyncio program: ``await server.serve_async()`` (or a task running
+        it).  The accept loop runs in a daemon thread, as with :meth:`start`, and
+        connections in threads of their own (their stream writes and fsyncs block);
+        the coroutine only awaits a future that the accept thread resolves when it
+        ends (``loop.call_soon_threadsafe``): the event loop is never blocked, and
+        nothing polls.  An error that ends the accept loop is raised here.
+        """
+        if self._thread is not None:
+            raise ConfigError(f"journald server on {self.socket_path} is already serving")
+        loop = asyncio.get_running_loop()
+        ended: asyncio.Future[None] = loop.create_future()
+
+        def serve() -> None:
+            failure: BaseException | None = None
+            try:
+                self.serve_forever()
+            except BaseException as exc:
+                failure = exc
+            try:
+                loop.call_soon_threadsafe(_settle, ended, failure)
+            except RuntimeError:
+                pass  # the loop is closed: nobody awaits the end any more
+
+        thread = threading.Thread(target=serve, name="journald-server", daemon=True)
+        self._thread = thread
+        thread.start()
+        try:
+            await ended
+        except asyncio.CancelledError:
+            await self.stop_async()
+            raise
+
+    async def stop_async(self) -> None:
+        """:meth:`stop` without blocking the event loop (it waits for the accept
+        loop to notice, up to half a second, in a worker thread)."""
+        await asyncio.to_thread(self.stop)
+
+    async def __aenter__(self) -> JournalServer:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop_async()
+
     def remove_socket(self) -> None:
         """Remove the socket file this server bound (never one another server bound since)."""
         _remove_own_socket(self.socket_path, self._inode)
+
+
+def _settle(future: asyncio.Future[None], failure: BaseException | None) -> None:
+    if future.done():
+        return
+    if failure is None:
+        future.set_result(None)
+    else:
+        future.set_exception(failure)
 
 
 def _remove_stale_socket(path: str) -> None:

@@ -161,3 +161,36 @@ def test_a_forked_child_does_not_close_its_parents_objects() -> None:
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     res.close()
+
+
+def test_decoding_class_for_named_tuples_and_dataclasses() -> None:
+    import dataclasses
+    import pickle
+    from typing import NamedTuple
+
+    from engine.conventions import decoding_class, serializer
+
+    class Row(NamedTuple):
+        key: int
+        data: bytes
+
+    @dataclasses.dataclass(slots=True)
+    class Box:
+        key: int
+        data: bytes
+
+    assert decoding_class(Row, None, "data") is Row
+    for base in (Row, Box):
+        cls = decoding_class(base, serializer("json"), "data")
+        row = cls(1, b'{"a": 2}')
+        assert row.value == {"a": 2} and row.data == b'{"a": 2}'
+        assert cls.__name__ == base.__name__ and isinstance(row, base)
+        if base is Row:  # locally defined classes do not pickle; their reduction is what matters
+            assert row.__reduce__() == (Row, (1, b'{"a": 2}'))
+        else:
+            assert row.__reduce__() == (Box, (1, b'{"a": 2}'))
+    from engine.queue.reader import Item, item_class
+
+    decoded = item_class(serializer("json"))(5, b"[1]", 1000)
+    plain = pickle.loads(pickle.dumps(decoded))
+    assert type(plain) is Item and plain.data == b"[1]" and decoded.value == [1]

@@ -1,0 +1,104 @@
+"""``engine queue serve DIR``: the Kestrel-compatible server, until SIGINT/SIGTERM.
+
+Once it listens it prints one line (``--json``: one JSON document with the keys
+``directory``, ``host``, ``port``, ``sync``, ``max_item_size_bytes``,
+``max_line_bytes``, ``max_connections``, ``threads``), then serves until Ctrl-C,
+SIGTERM, or (``--allow-shutdown``) a client's ``shutdown``; it then closes its
+queues cleanly (readers checkpointed, locks released) and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from engine.clireport import add_json_option, parse_duration_ns, print_json
+from engine.errors import ConfigError
+from engine.queue.kestrel.server import KestrelServer, ServerOptions, serve
+
+
+def _sync(text: str) -> Any:
+    """``--sync``: "always", "never", or a period (seconds, or ``100ms``, ``1s``)."""
+    if text in ("always", "never"):
+        return text
+    try:
+        return parse_duration_ns(text, "--sync") / 1e9
+    except (ConfigError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (or 'always', 'never')") from None
+
+
+def _positive(option: str) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{option}: {text!r} is not an integer") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{option}: must be positive, not {value}")
+        return value
+
+    return parse
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    options = ServerOptions(
+        host=args.host,
+        port=args.port,
+        sync=args.sync,
+        max_item_size=args.max_item_size,
+        max_line=args.max_line,
+        max_connections=args.max_connections,
+        threads=args.threads,
+        allow_shutdown=args.allow_shutdown,
+    )
+
+    def ready(server: KestrelServer) -> None:
+        sync = options.sync if isinstance(options.sync, str) else f"every {options.sync:g} s"
+        if args.json:
+            print_json({
+                "directory": args.directory,
+                "host": options.host,
+                "port": server.port,
+                "sync": options.sync,
+                "max_item_size_bytes": options.max_item_size,
+                "max_line_bytes": options.max_line,
+                "max_connections": options.max_connections,
+                "threads": options.threads,
+            })
+        else:
+            print(
+                f"engine queue serve: queues of {args.directory} on {options.host}:{server.port} "
+                f"(sync {sync}); Ctrl-C stops",
+            )
+        sys.stdout.flush()
+
+    asyncio.run(serve(args.directory, options, ready=ready))
+    return 0
+
+
+def register_serve(sub: Any) -> None:
+    """Add ``engine queue serve`` to ``engine queue``'s sub-commands."""
+    defaults = ServerOptions()
+    p = sub.add_parser("serve", help="serve every queue of DIR over Kestrel's memcache protocol (until Ctrl-C)")
+    p.add_argument("directory", metavar="DIR", help="the directory holding the queues (created if missing)")
+    p.add_argument("--host", default=defaults.host, metavar="HOST",
+                   help=f"the address to listen on (default {defaults.host}: this machine only)")
+    p.add_argument("--port", type=int, default=defaults.port, metavar="PORT",
+                   help=f"the TCP port (default {defaults.port}, Kestrel's; 0: any free port)")
+    p.add_argument("--sync", type=_sync, default=defaults.sync, metavar="MODE",
+                   help="the queues' sync mode: 'always' (STORED once fsynced; default), a period in "
+                        "seconds or with a unit (1s, 200ms: fsync in the background), or 'never'")
+    p.add_argument("--max-item-size", type=_positive("--max-item-size"), default=defaults.max_item_size,
+                   metavar="BYTES", help=f"largest item a set may carry (default {defaults.max_item_size})")
+    p.add_argument("--max-line", type=_positive("--max-line"), default=defaults.max_line, metavar="BYTES",
+                   help=f"longest request line (default {defaults.max_line})")
+    p.add_argument("--max-connections", type=_positive("--max-connections"), default=defaults.max_connections,
+                   metavar="COUNT", help=f"clients connected at once (default {defaults.max_connections})")
+    p.add_argument("--threads", type=_positive("--threads"), default=defaults.threads, metavar="COUNT",
+                   help=f"threads running blocking queue calls: opens, puts, fsyncs (default {defaults.threads})")
+    p.add_argument("--allow-shutdown", action="store_true",
+                   help="accept the 'shutdown' command (off by default: any client could stop the server)")
+    add_json_option(p)
+    p.set_defaults(func=_cmd_serve)

@@ -1,0 +1,248 @@
+"""The server's open queues: one :class:`Queue` per name, opened on first use and
+kept open, with its batched sets, its waiting gets and its Kestrel counters.
+
+What runs where: the event loop stages sets (``put_many``: the records go to an
+in-memory buffer, written to the file when 64 KiB are staged or a reader catches
+up) and takes items that are already readable (``get(timeout=0)``, ``peek``,
+``confirm``, ``abort``: memory or page-cache reads).  Everything that may block
+runs in the server's bounded thread pool: opening a queue or a reader (recovery;
+a reader file written and fsynced), the fsync of each batch of sets (``sync()``),
+``flush``, ``delete``, ``stats()``, closing.  A waiting get (``/t=``) holds no
+thread and does not poll: it waits on an asyncio future that this module
+resolves when its queue may have a new item (sets were staged, an item was given
+back, the queue was deleted).  The server holds each queue's writer lock, so no
+other process adds items behind its back.
+
+Sets are batched per queue: those that arrive in one turn of the event loop are
+staged together; with the server's ``sync="always"`` one ``sync()`` in the pool
+then makes every batch staged before it durable (one write and one fsync), and
+the sets that arrive meanwhile wait for the next one (group commit).  Each client
+gets ``STORED`` once the batch holding its item is durable under the sync mode:
+fsynced (``always``), or written to the queue (a period: the queue's background
+fsync; ``never``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from engine.errors import EngineError
+from engine.fs import FileSystem
+from engine.queue import naming
+from engine.queue.queue import Queue
+from engine.queue.reader import Item, Reader
+
+
+class OpenQueue:
+    """One queue the server has open: its readers and Kestrel's counters."""
+
+    def __init__(
+        self, queue: Queue, loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor, *, fsync: bool = False
+    ) -> None:
+        self.queue = queue
+        self.name = queue.name
+        self._loop = loop
+        self._pool = pool
+        self.readers: dict[str, Reader] = {}
+        self._attach_lock = threading.Lock()
+        self._pending: list[tuple[bytes, float | None, asyncio.Future[int]]] = []
+        self._scheduled = False
+        #: ``fsync``: the server makes each batch durable itself (``sync()`` in the
+        #: pool) before its sets are answered; the queue runs with sync="never".
+        self._fsync = fsync
+        self._unsynced: list[tuple[list[Any], list[int | BaseException]]] = []
+        self._syncing = False
+        self._waiters: set[asyncio.Future[None]] = set()
+        self.closed = False
+        # Kestrel's per-queue counters (server lifetime).
+        self.total_items = 0
+        self.total_flushes = 0
+        self.waiting = 0
+        self.stats_by_reader: dict[str, dict[str, int]] = {}
+
+    def counters(self, reader: str) -> dict[str, int]:
+        """The per-reader counters (``age``, transactions...) Kestrel shows per queue."""
+        found = self.stats_by_reader.get(reader)
+        if found is None:
+            found = {"age": 0, "transactions": 0, "canceled_transactions": 0, "open_transactions": 0}
+            self.stats_by_reader[reader] = found
+        return found
+
+    def reader(self, name: str) -> Reader:
+        """Reader ``name`` (opened on first use, in the pool: attaching writes and
+        fsyncs its file; a new fanout reader starts at the tail, or takes over the
+        default reader's backlog if that is the only reader on disk)."""
+        found = self.readers.get(name)
+        if found is None or found.closed:
+            with self._attach_lock:  # two first gets at once attach it once
+                found = self.readers.get(name)
+                if found is None or found.closed:
+                    found = self.queue.reader(name)
+                    self.readers[name] = found
+        return found
+
+    async def open_reader(self, name: str) -> Reader:
+        """:meth:`reader`, attached in the pool if it is not open yet."""
+        found = self.readers.get(name)
+        if found is not None and not found.closed:
+            return found
+        return await self._loop.run_in_executor(self._pool, self.reader, name)
+
+    # -- sets ----------------------------------------------------------------------
+    def put(self, data: bytes, expire_at: float | None) -> asyncio.Future[int]:
+        """Add an item: a future of its id, done once the item is durable under the
+        server's sync mode (see the module's docstring)."""
+        future: asyncio.Future[int] = self._loop.create_future()
+        self._pending.append((data, expire_at, future))
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._stage)
+        return future
+
+    def _stage(self) -> None:
+        """Stage the sets of this loop turn (one ``put_many``, on the loop)."""
+        self._scheduled = False
+        batch, self._pending = self._pending, []
+        try:
+            ids = self._put_batch(batch)
+        except Exception as exc:  # handed to each waiting set
+            _fail(batch, exc)
+            return
+        if not self._fsync:
+            self._settle(batch, ids)
+            return
+        self.wake()  # readers may take them now; their sets are answered once fsynced
+        self._unsynced.append((batch, ids))
+        if not self._syncing:
+            self._syncing = True
+            self._loop.create_task(self._sync_batches())
+
+    async def _sync_batches(self) -> None:
+        """``sync()`` in the pool until every staged batch is durable, answering the
+        sets of each; one fsync covers every batch staged before it began."""
+        try:
+            while self._unsynced:
+                batches, self._unsynced = self._unsynced, []
+                try:
+                    await self._loop.run_in_executor(self._pool, self.queue.sync)
+                except Exception as exc:  # handed to each waiting set
+                    for batch, _ in batches:
+                        _fail(batch, exc)
+                    continue
+                for batch, ids in batches:
+                    self._settle(batch, ids)
+        finally:
+            self._syncing = False
+
+    def _settle(self, batch: list[Any], ids: list[int | BaseException]) -> None:
+        self.total_items += sum(1 for i in ids if isinstance(i, int))
+        for (_, _, future), result in zip(batch, ids, strict=True):
+            if future.done():
+                continue
+            if isinstance(result, BaseException):
+                future.set_exception(result)
+            else:
+                future.set_result(result)
+        self.wake()
+
+    def _put_batch(self, batch: list[tuple[bytes, float | None, Any]]) -> list[int | BaseException]:
+        """One ``put_many`` for the batch; if it fails (a full queue, say), each
+        item on its own so that each set gets its own answer."""
+        try:
+            return list(self.queue.put_many([(data, expire) for data, expire, _ in batch]))
+        except EngineError:
+            if len(batch) == 1:
+                raise
+        results: list[int | BaseException] = []
+        for data, expire, _ in batch:
+            try:
+                results.append(self.queue.put(data, expire_at=expire))
+            except EngineError as exc:
+                results.append(exc)
+        return results
+
+    # -- waiting gets --------------------------------------------------------------
+    def wake(self) -> None:
+        """Tell every waiting get to look again (on the event loop's thread)."""
+        waiters, self._waiters = self._waiters, set()
+        for future in waiters:
+            if not future.done():
+                future.set_result(None)
+
+    async def wait_for_item(
+        self, take: Callable[[], Item | None], wait_ms: int | None, *, looked: bool = False
+    ) -> Item | None:
+        """``take()`` now (unless the caller just ``looked``), and if nothing came
+        and ``wait_ms`` is given, again each time the queue may have a new item,
+        until ``wait_ms`` have passed."""
+        item = None if looked else take()
+        if item is not None or not wait_ms or self.closed:
+            return item
+        deadline = time.monotonic() + wait_ms / 1000
+        self.waiting += 1
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self.closed:
+                    return None
+                future: asyncio.Future[None] = self._loop.create_future()
+                self._waiters.add(future)
+                try:
+                    await asyncio.wait_for(future, remaining)
+                except TimeoutError:
+                    return take()
+                finally:
+                    self._waiters.discard(future)
+                item = take()
+                if item is not None:
+                    return item
+        finally:
+            self.waiting -= 1
+
+    # -- whole-queue operations (in the pool) ----------------------------------------
+    def flush_reader(self, name: str) -> int:
+        """Confirm every item ``name`` has not been given yet (Kestrel's flush);
+        items open on connections stay open.  Returns how many went."""
+        reader = self.reader(name)
+        count = 0
+        while True:
+            item = reader.get(timeout=0)
+            if item is None:
+                return count
+            reader.confirm(item.id)
+            count += 1
+
+    def close(self) -> None:
+        """Close the queue (readers checkpointed, locks released)."""
+        self.closed = True
+        self.queue.close()
+
+
+def _fail(batch: list[Any], exc: BaseException) -> None:
+    for _, _, future in batch:
+        if not future.done():
+            future.set_exception(exc)
+
+
+def delete_queue_files(fs: FileSystem, directory: str, name: str) -> int:
+    """Delete every file of queue ``name`` in ``directory`` (writer and reader files,
+    checkpoint temporaries, lock files); the queue must be closed.  Returns how many."""
+    count = 0
+    for filename in fs.listdir(directory):
+        if (
+            naming.parse_writer(name, filename) is not None
+            or naming.parse_reader(name, filename) is not None
+            or naming.parse_reader_lock(name, filename) is not None
+            or naming.is_temp(name, filename)
+            or filename == naming.writer_lock_name(name)
+        ):
+            fs.unlink(naming.join(directory, filename))
+            count += 1
+    if count:
+        fs.fsync_dir(directory)
+    return count
