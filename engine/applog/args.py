@@ -16,13 +16,11 @@ more, an instant past the year 9999.  No I/O here.
 from __future__ import annotations
 
 import datetime
-import weakref
-from collections.abc import Callable
 from typing import Any
 
 from engine.applog.codec import INT64_MAX, INT64_MIN
 from engine.conventions import duration_ns, duration_seconds, instant_ns, require_bytes
-from engine.errors import ClosedError, ConfigError
+from engine.errors import ConfigError
 
 #: 10000-01-01T00:00:00Z in seconds since the epoch: a larger "seconds" value is a
 #: nanosecond count given where seconds belong.
@@ -97,22 +95,3 @@ def as_bytes(data: Any, what: str) -> bytes:
     except TypeError:
         require_bytes(data, what)
         raise
-
-
-def weak_call(method: Callable[..., Any], *, required: bool = False) -> Callable[..., Any]:
-    """``method`` (a bound method) called through a weak reference: the callable
-    kept by a helper (group commit, background syncer, segment writer) does not
-    keep the log alive, so a log dropped without ``close()`` can be collected
-    (and closed, with a ResourceWarning).  Once the log is gone the call returns
-    None, or raises ClosedError when ``required``."""
-    ref = weakref.WeakMethod(method)
-
-    def call(*args: Any) -> Any:
-        bound = ref()
-        if bound is None:
-            if required:
-                raise ClosedError("the append log was collected without close()")
-            return None
-        return bound(*args)
-
-    return call

@@ -30,7 +30,7 @@ A log dropped or left open at exit without ``close()`` is closed (flushed,
 synced, its lock released) with a ResourceWarning
 (:meth:`~engine.applog.view.LogView._close_when_dropped`); the group commit, the
 background syncer and the segment writer call the log through weak references
-(:func:`engine.applog.args.weak_call`) so that they do not keep it alive.
+(:func:`engine.lifetime.weak_call`) so that they do not keep it alive.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
-from engine.applog.args import as_bytes, instant_arg_ns, period_arg, ttl_arg_ns, weak_call
+from engine.applog.args import as_bytes, instant_arg_ns, period_arg, ttl_arg_ns
 from engine.applog.codec import (
     HEADER_SIZE,
     INT64_MAX,
@@ -73,6 +73,7 @@ from engine.fs import (
     resolve,
     take_lock,
 )
+from engine.lifetime import weak_call
 
 log = logging.getLogger("engine.applog")
 
@@ -603,8 +604,7 @@ class AppendLog(LogView):
 
     def close(self) -> None:
         """Flush and (unless sync="never") sync, then release the files and lock."""
-        if self._finalizer is not None:
-            self._finalizer.detach()
+        self._unwatch()
         # Stop the background syncer first: it takes _sync_lock itself.
         if self._periodic is not None:
             self._periodic.stop()

@@ -428,8 +428,7 @@ class LogReader(LogView):
 
     def close(self) -> None:
         """Close the files (the reader takes no lock and writes nothing)."""
-        if self._finalizer is not None:
-            self._finalizer.detach()
+        self._unwatch()
         with self._lock:
             for seg in self._segments:
                 seg.close()

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import bisect
 import datetime
-import functools
 import threading
 import time
-import weakref
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass
@@ -27,8 +25,9 @@ from engine.applog.args import instant_arg_ns
 from engine.applog.codec import CRC_MAGIC, HEADER_SIZE, IDX_MAGIC, LOG_MAGIC, check_header
 from engine.applog.recovery import Mismatch, scan_segment
 from engine.applog.segment import Record, Segment
-from engine.conventions import duration_seconds, timeout_seconds, warn_unclosed
+from engine.conventions import duration_seconds, timeout_seconds
 from engine.errors import ClosedError, CorruptFileError
+from engine.lifetime import ClosedWhenDropped
 
 _bisect_right = bisect.bisect_right
 _new_record = tuple.__new__
@@ -75,7 +74,7 @@ def parse_start(raw: bytes, path: str) -> int:
     return int(text)
 
 
-class LogView:
+class LogView(ClosedWhenDropped):
     """Queries over a list of segments; see the module docstring."""
 
     def __init__(self, directory: str) -> None:
@@ -89,16 +88,12 @@ class LogView:
         #: The record class of a log opened with ``serializer=`` (decodes
         #: ``value``); None: plain :class:`Record` s, returned as read.
         self._decoded: type[Record] | None = None
-        #: Closes the view if it is dropped or still open at exit (warn_unclosed).
-        self._finalizer: weakref.finalize | None = None
 
     def _close_when_dropped(self, what: str) -> None:
-        """Register :func:`engine.conventions.warn_unclosed`: a view dropped or left
-        open at exit is closed, with a ResourceWarning.  The finalizer holds the
-        view's attribute dictionary, not the view, so the view stays collectable
-        (nothing the view holds may refer back to it: see
-        :func:`engine.applog.args.weak_call`)."""
-        self._finalizer = warn_unclosed(self, functools.partial(_close_detached, type(self), vars(self)), what)
+        """A view dropped or left open at exit is closed, with a ResourceWarning
+        (:class:`engine.lifetime.ClosedWhenDropped`: nothing the view holds may
+        refer back to it, see :func:`engine.lifetime.weak_call`)."""
+        self._watch_unclosed(what)
 
     # -- subclass hooks ----------------------------------------------------------------
     def _prepare_read(self, index: int | None) -> None:
@@ -471,15 +466,6 @@ def _missing(index: int, first: int, nxt: int) -> str:
     if first < nxt:
         return f"record {index} does not exist yet: the newest record is {nxt - 1}"
     return f"record {index} does not exist yet: the log is empty (the next record appended gets {nxt})"
-
-
-def _close_detached(cls: type[LogView], state: dict[str, Any]) -> None:
-    """Close a view that was dropped (or is still open at exit) without close():
-    through a shell object sharing its attribute dictionary, so that the
-    finalizer never refers to the view itself."""
-    shell = object.__new__(cls)
-    shell.__dict__ = state
-    shell.close()
 
 
 def read_headers(log_head: bytes, log_path: str) -> int:

@@ -45,7 +45,6 @@ from engine.errors import (
     SequenceNumberError,
 )
 from engine.events.blocks import DEFAULT_READAHEAD, BlockReader, locate
-from engine.events.closing import ClosedWhenDropped
 from engine.events.codec import (
     BLOCK_HEADER_SIZE,
     BLOCK_NEXT_FIELD,
@@ -107,6 +106,7 @@ from engine.fs import (
     resolve,
     take_lock,
 )
+from engine.lifetime import ClosedWhenDropped
 
 log = logging.getLogger("engine.events")
 

@@ -48,13 +48,12 @@ import logging
 import os
 import threading
 import time
-import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Literal, overload
 
-from engine.conventions import duration_seconds, timeout_seconds, warn_unclosed
+from engine.conventions import duration_seconds, timeout_seconds
 from engine.errors import ClosedError, ConfigError, CorruptFileError, DiskFullError, LockedError, PoisonedError
 from engine.fs import (
     FileHandle,
@@ -69,7 +68,7 @@ from engine.fs import (
     resolve,
     take_lock,
 )
-from engine.lifetime import keeper_of
+from engine.lifetime import ClosedWhenDropped
 from engine.pages import codec, store_codec
 from engine.pages.cache import PageCache
 from engine.pages.journal import Journal, journal_path, scan
@@ -124,7 +123,7 @@ APPLY_MODES = ("checkpoint", "commit")
 _COUNTS = ("cache_pages", "checkpoint_bytes", "checkpoint_max_bytes")
 
 
-class PageStore:
+class PageStore(ClosedWhenDropped):
     """A transactional page store's writer; create with :meth:`open`."""
 
     readonly = False
@@ -181,7 +180,6 @@ class PageStore:
         self.reader_wait = DEFAULT_READER_WAIT
         #: Flushes and automatic checkpoints put off because a reader held a snapshot.
         self.postponed = 0
-        self._finalizer: weakref.finalize | None = None  # set by open()
 
     # -- opening ---------------------------------------------------------------------
     @overload
@@ -326,9 +324,8 @@ class PageStore:
         store.reader_wait = wait
         store.recovery.log(log)
         # Closed cleanly if collected or still open at exit (with a ResourceWarning).
-        # Closed through a keeper sharing its state (engine.lifetime): the finalizer
-        # must not hold the store itself, or it could never be collected.
-        store._finalizer = warn_unclosed(store, keeper_of(store).close, f"page store {path!r}")
+        # Closed with a ResourceWarning if dropped or still open at exit (engine.lifetime).
+        store._watch_unclosed(f"page store {path!r}")
         return store
 
     @classmethod
@@ -766,8 +763,7 @@ class PageStore:
         with self._lock:
             if self._closed:
                 return
-            if self._finalizer is not None:
-                self._finalizer.detach()
+            self._unwatch()
             try:
                 sums = self._sums
                 healthy = self._failure is None and not self._handle.poisoned and not self._journal.handle.poisoned

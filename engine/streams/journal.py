@@ -29,12 +29,11 @@ import logging
 import os
 import threading
 import time
-import weakref
 from collections.abc import Iterator
 from types import TracebackType
 from typing import cast
 
-from engine.conventions import duration_seconds, warn_unclosed
+from engine.conventions import duration_seconds
 from engine.errors import ClosedError, ConfigError, CorruptFileError, DiskFullError, FullError, PoisonedError
 from engine.fs import (
     FileHandle,
@@ -50,7 +49,7 @@ from engine.fs import (
     resolve,
     take_lock,
 )
-from engine.lifetime import keeper_of
+from engine.lifetime import ClosedWhenDropped, weak_call
 from engine.streams import codec
 from engine.streams.reader import JournalScan, later_records
 from engine.streams.stream import Stream, stream_ident
@@ -82,7 +81,7 @@ def _stopped(path: str, failure: BaseException | None) -> PoisonedError:
     return PoisonedError(path, failure)
 
 
-class StreamJournal:
+class StreamJournal(ClosedWhenDropped):
     """A journald version 2 file written by many concurrent streams.
 
     Use :meth:`open`.  ``recovery`` is what opening repaired (a
@@ -134,9 +133,9 @@ class StreamJournal:
         self._echo: tuple[int, int, int, int, bytes] | None = None
         self._closed = False
         self._failure: BaseException | None = None
-        # The group commit calls back through a keeper (engine.lifetime), so it does
-        # not keep the journal the user holds alive (a dropped journal is closed).
-        self._gc = GroupCommit(keeper_of(self)._commit, name=path)
+        # The group commit calls back through a weak reference (engine.lifetime), so
+        # it does not keep the journal alive (a dropped journal is closed).
+        self._gc = GroupCommit(weak_call(self._commit, required=True), name=path)
         self.fsyncs = 0
         self.transactions = 0
         self.wraps = 0
@@ -144,7 +143,6 @@ class StreamJournal:
         self.streams_aborted = 0  # streams this writer aborted (close() of the journal included)
         self.recovery = RecoveryReport(path)
         self._writer_lock: HeldLock | None = None
-        self._finalizer: weakref.finalize | None = None
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -193,9 +191,8 @@ class StreamJournal:
         journal._writer_lock = lock
         journal.spill_size = max(spill_size, journal.page_size)
         journal.recovery.log(log)
-        # Closed when dropped or at exit if the user forgets, through a keeper sharing
-        # its state (engine.lifetime): the finalizer must not hold the journal itself.
-        journal._finalizer = warn_unclosed(journal, keeper_of(journal).close, f"stream journal {path!r}")
+        # Closed with a ResourceWarning if dropped or still open at exit (engine.lifetime).
+        journal._watch_unclosed(f"stream journal {path!r}")
         return journal
 
     @classmethod
@@ -715,8 +712,7 @@ class StreamJournal:
 
     def close(self) -> None:
         """Abort the streams still open, commit, and close the file."""
-        if self._finalizer is not None:
-            self._finalizer.detach()
+        self._unwatch()
         if self._closed:
             return
         with self._lock:
