@@ -388,6 +388,13 @@ class FileSystem(ABC):
     def mtime_ns(self, path: str) -> int:
         """Modification time, used by readers to notice a file changed."""
 
+    def lock_holders(self, path: str) -> list[int] | None:
+        """The process ids holding a lock on ``path`` now, as far as the system
+        tells (Linux: ``/proc/locks``); None when it cannot tell (simulated file
+        systems, other systems).  For reports only: a lock is taken or probed with
+        :func:`engine.fs.lock.probe_lock`, never decided from this."""
+        return None
+
     def block_size(self, path: str) -> int:
         """The preferred I/O size of the file system holding ``path`` (a file or a
         directory), at least the OS page size.  The stream journal sizes its pages

@@ -180,6 +180,34 @@ class OsFileSystem(FileSystem):
     def mtime_ns(self, path: str) -> int:
         return os.stat(path).st_mtime_ns
 
+    def lock_holders(self, path: str) -> list[int] | None:
+        # /proc/locks lines: "1: FLOCK  ADVISORY  WRITE 20942 fe:00:2146451 0 EOF"
+        # (pid, then device major:minor in hex and the inode in decimal).
+        try:
+            with open("/proc/locks", encoding="ascii", errors="replace") as f:
+                lines = f.readlines()
+        except OSError:
+            return None  # not Linux (or no /proc): the system does not say
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return []  # no file, no holder
+        want = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+        pids: list[int] = []
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 6 or fields[1] == "->":  # a blocked request, not a holder
+                continue
+            try:
+                major, minor, inode = fields[5].split(":")
+                key = (int(major, 16), int(minor, 16), int(inode))
+                pid = int(fields[4])
+            except ValueError:
+                continue
+            if key == want and pid not in pids:
+                pids.append(pid)
+        return pids
+
     def block_size(self, path: str) -> int:
         page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
         return max(page, os.stat(path or ".").st_blksize)

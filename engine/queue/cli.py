@@ -262,10 +262,20 @@ def _cmd_readers(args: argparse.Namespace) -> int:
             "-" if age is None else human_duration_ns(int(age * 1e9)),
             pins,
             when,
-            "held" if r["held"] else "free",
+            _holder(r),
         )
     console.print(table)
     return 0
+
+
+def _holder(row: dict[str, object]) -> str:
+    """"held by pid N", "held" (the system does not say by whom) or "free"."""
+    if not row["held"]:
+        return "free"
+    pids = row.get("holder_pids")
+    if isinstance(pids, list) and pids:
+        return "held by pid " + ", ".join(map(str, pids))
+    return "held"
 
 
 def _cmd_repair(args: argparse.Namespace) -> int:

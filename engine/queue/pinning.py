@@ -288,7 +288,8 @@ def _sizes(q: Queue, segments: list[Segment]) -> dict[int, int]:
 def readers_report(fs: FileSystem, directory: str, queue: str, clock: Callable[[], float]) -> list[dict[str, Any]]:
     """``engine queue readers``: per reader, from the files alone (no lock kept),
     the keys of the ``stats`` readers plus ``pinned_paths``, ``pinned_share``,
-    ``held`` (a live process holds its lock now) and ``queue``."""
+    ``held`` (a live process holds its lock now), ``holder_pids`` (who, when the
+    system says: Linux; None elsewhere) and ``queue``."""
     segments = list_segments(fs, directory, queue)
     tail = find_tail(fs, segments)
     sizes = {seg.number: fs.file_size(seg.path) for seg in segments}
@@ -303,7 +304,8 @@ def readers_report(fs: FileSystem, directory: str, queue: str, clock: Callable[[
         lock_path = naming.join(directory, naming.reader_lock_name(queue, name))
         report.append(
             {"queue": queue, **row, "pinned_share": pin.bytes / journal if journal else 0.0,
-             "pinned_paths": list(pin.paths), "held": probe_lock(fs, lock_path)}
+             "pinned_paths": list(pin.paths), "held": probe_lock(fs, lock_path),
+             "holder_pids": fs.lock_holders(lock_path) if fs.exists(lock_path) else []}
         )
     return report
 

@@ -381,3 +381,33 @@ def test_group_commit_keeps_the_disk_full_type_for_every_waiter() -> None:
     other = GroupCommit(sync, name="/p")
     with pytest.raises(PoisonedError):
         other.sync_now()
+
+
+def test_lock_holders_names_the_process_holding_a_lock(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+    import sys
+
+    from engine.fs import OsFileSystem
+
+    fs = OsFileSystem()
+    path = str(tmp_path / "held")
+    open(path, "w").close()
+    if sys.platform != "linux":
+        assert fs.lock_holders(path) is None
+        return
+    assert fs.lock_holders(path) == []
+    script = (
+        "import fcntl, sys; f = open(sys.argv[1]); fcntl.flock(f, fcntl.LOCK_EX); "
+        "print('locked', flush=True); sys.stdin.readline()"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "locked"
+        assert fs.lock_holders(path) == [child.pid]
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(timeout=30)
+    assert fs.lock_holders(path) == []
+    assert fs.lock_holders(str(tmp_path / "missing")) == []

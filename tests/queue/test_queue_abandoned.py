@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import subprocess
 import sys
@@ -34,7 +35,7 @@ DAY = 86400.0
 READER_KEYS = {
     "queue", "reader", "head", "items", "backlog_bytes", "oldest_age_s", "open_reads", "done_out_of_order",
     "expired", "discarded", "last_checkpoint_ns", "pinned_files", "pinned_bytes", "pinned_share",
-    "pinned_paths", "held",
+    "pinned_paths", "held", "holder_pids",
 }
 
 
@@ -182,6 +183,8 @@ def test_readers_command_text_and_json(tmp_path: Path, capsys: pytest.CaptureFix
         assert set(row) == READER_KEYS and row["queue"] == "jobs"
     by_name = {r["reader"]: r for r in rows}
     assert by_name["fast"]["held"] is True and by_name["idle"]["held"] is False
+    if sys.platform == "linux":  # /proc/locks names the holder: this process
+        assert by_name["fast"]["holder_pids"] == [os.getpid()] and by_name["idle"]["holder_pids"] == []
     assert by_name["idle"]["items"] == 30 and by_name["idle"]["backlog_bytes"] == 30 * 45
     assert by_name["idle"]["pinned_files"] == len(by_name["idle"]["pinned_paths"]) > 0
     assert by_name["idle"]["pinned_bytes"] == sum(Path(p).stat().st_size for p in by_name["idle"]["pinned_paths"])
@@ -197,7 +200,8 @@ def test_readers_command_text_and_json(tmp_path: Path, capsys: pytest.CaptureFix
     idle_line = next(line for line in out.splitlines() if "'idle'" in line)
     assert "30 item(s)" in idle_line and "KiB" in idle_line and "UTC" in idle_line and "ago" in idle_line
     assert "free" in idle_line and "% of the journal" in idle_line
-    assert "held" in next(line for line in out.splitlines() if "'fast'" in line)
+    fast_line = next(line for line in out.splitlines() if "'fast'" in line)
+    assert "held" in fast_line and (sys.platform != "linux" or f"held by pid {os.getpid()}" in fast_line)
     q.close()
     assert main(["queue", "readers", d, "jobs", "--json"]) == 0
     assert all(not json.loads(line)["held"] for line in capsys.readouterr().out.splitlines())
