@@ -141,6 +141,12 @@ def human_bytes(n: int | None) -> str:
     raise AssertionError("unreachable")
 
 
+def human_size(n: int) -> str:
+    """:func:`human_bytes`, with the exact count beside it from 1 KiB up:
+    ``512 B``, ``1.5 KiB (1536 bytes)``."""
+    return human_bytes(n) if n < 1024 else f"{human_bytes(n)} ({n} bytes)"
+
+
 def parse_instant_ns(text: str, option: str = "TIME") -> int:
     """A time argument as nanoseconds since the epoch.
 
@@ -210,7 +216,7 @@ def in_words(stats: dict[str, Any]) -> dict[str, object]:
         elif value is None:
             text = "-"
         elif key.endswith("_bytes") and isinstance(value, int):
-            label, text = key[: -len("_bytes")], human_bytes(value) + (f" ({value} bytes)" if value >= 1024 else "")
+            label, text = key[: -len("_bytes")], human_size(value)
         elif key.endswith("_time_ns") and isinstance(value, int):
             label, text = key[: -len("_ns")], human_time_ns(value)
         elif key.endswith("_ns") and isinstance(value, int):

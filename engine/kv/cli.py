@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from engine.clireport import add_json_option, bytes_fields, human_bytes, print_json, show_bytes
+from engine.clireport import add_json_option, bytes_fields, human_size, print_json, show_bytes
 from engine.errors import ConfigError
 from engine.fs import default_fs
 from engine.kv.api import TreeAPI
@@ -70,10 +70,6 @@ def _answering(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.
     return run
 
 
-def _size(n: int) -> str:
-    return human_bytes(n) if n < 1024 else f"{human_bytes(n)} ({n} bytes)"
-
-
 def _not_found(args: argparse.Namespace, key: bytes) -> None:
     where = "" if args.tree is None else f" of tree {args.tree!r}"
     print(f"engine kv {args.kv_command}: no key {show_bytes(key)!r} in {args.path}{where}", file=sys.stderr)
@@ -103,7 +99,7 @@ def _cmd_put(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**bytes_fields("key", key), "value_bytes": len(value), "txid": txid})
     else:
-        print(f"stored {_size(len(value))} under {show_bytes(key)!r} (commit {txid})")
+        print(f"stored {human_size(len(value))} under {show_bytes(key)!r} (commit {txid})")
     return 0
 
 
@@ -155,7 +151,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     trees = stats.pop("trees")
     assert isinstance(trees, dict)
     for name, value in stats.items():
-        text = _size(value) if name in ("page_size", "store_bytes") and isinstance(value, int) else value
+        text = human_size(value) if name in ("page_size", "store_bytes") and isinstance(value, int) else value
         print(f"{name.replace('_', ' ')}: {text}")
     for name, tree in trees.items():
         label = "default tree" if name == "" else f"tree {name!r}"
@@ -169,7 +165,7 @@ def _cmd_backup(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"path": args.path, "dest": args.dest, "bytes": size})
     else:
-        print(f"copied {_size(size)} to {args.dest}")
+        print(f"copied {human_size(size)} to {args.dest}")
     return 0
 
 
@@ -181,7 +177,8 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"path": args.path, "freed_bytes": freed, "pages": pages})
     else:
-        print(f"gave {_size(freed)} back to the file system; the store has {pages} pages of {_size(page_size)}")
+        size = human_size(page_size)
+        print(f"gave {human_size(freed)} back to the file system; the store has {pages} pages of {size}")
     return 0
 
 

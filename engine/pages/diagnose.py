@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from engine.clireport import human_bytes
+from engine.clireport import human_size
 from engine.errors import CorruptFileError, PageError
 from engine.fs import FileSystem, OpenMode
 from engine.pages import codec, store_codec
@@ -255,10 +255,8 @@ def file_stats(fs: FileSystem, path: str) -> dict[str, object]:
 
 
 def _size(n: object) -> str:
-    """A size for text output: with its unit, and exact in bytes beside it."""
     assert isinstance(n, int)
-    text = human_bytes(n)
-    return text if n < 1024 else f"{text} ({n} bytes)"
+    return human_size(n)
 
 
 def summarize(fs: FileSystem, path: str) -> dict[str, object]:

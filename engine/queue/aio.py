@@ -67,15 +67,17 @@ async def wait_for_change(source: JournalSource, version: int, timeout: float | 
         source.remove_waiter(wake)
 
 
-def _wait_seconds(timeout: float | datetime.timedelta | None) -> float | None:
+def wait_seconds(timeout: float | datetime.timedelta | None) -> float | None:
+    """A wait's ``timeout`` as seconds: a number as given (None: for ever, 0: no
+    wait), a timedelta converted, anything else a ConfigError / TypeError naming it."""
     if timeout is None or (isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout >= 0):
-        return timeout
+        return timeout  # the common case, without the full parse
     return timeout_seconds(timeout)
 
 
 async def get_async(reader: Reader, timeout: float | datetime.timedelta | None = None) -> Item | None:
     """:meth:`Reader.get` for a coroutine (see :meth:`Reader.get_async`)."""
-    wait = _wait_seconds(timeout)
+    wait = wait_seconds(timeout)
     source = reader._source
     deadline: float | None = None
     while True:
@@ -113,14 +115,9 @@ async def iter_async(
     reader: Reader, timeout: float | datetime.timedelta | None = None
 ) -> AsyncGenerator[Item, None]:
     """:meth:`Reader.iter_async`: each item confirmed when the next is asked for."""
-    wait = _wait_seconds(timeout)
+    wait = wait_seconds(timeout)
     while True:
-        item = await get_async(reader, wait)
-        if item is None:
-            return
-        try:
+        async with read_async(reader, wait) as item:
+            if item is None:
+                return
             yield item
-        except BaseException:
-            reader.abort(item.id)
-            raise
-        reader.confirm(item.id)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from engine.clireport import human_bytes
+from engine.clireport import human_bytes, human_size
 from engine.errors import CorruptFileError, EngineError, FormatError
 from engine.formats import FormatHandler
 from engine.fs import FileSystem
@@ -63,10 +63,10 @@ def _summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
         return out
     if kind == "reader_checkpoint":
         return {"kind": "reader checkpoint", "head": raw["head"], "done out of order": raw["done_out_of_order"],
-                "size": _size(raw["bytes"])}  # type: ignore[arg-type]
+                "size": human_size(raw["bytes"])}  # type: ignore[arg-type]
     summary: dict[str, object] = {
         "kind": "writer journal",
-        "size": _size(raw["bytes"]),  # type: ignore[arg-type]
+        "size": human_size(raw["bytes"]),  # type: ignore[arg-type]
         "items": raw["items"],
         "last id": raw["last_id"],
     }
@@ -102,11 +102,6 @@ def _stats(fs: FileSystem, path: str) -> Mapping[str, object]:
         "damage_offset": scan.damage_offset if scan.valid_after is not None else None,
         "checksummed_data_after": scan.valid_after,
     }
-
-
-def _size(nbytes: int) -> str:
-    text = human_bytes(nbytes)
-    return text if text.endswith(" B") else f"{text} ({nbytes} bytes)"
 
 
 def _verify(fs: FileSystem, path: str) -> list[str]:

@@ -23,7 +23,7 @@ from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from engine.conventions import Serializer, datetime_from_ms, decoding_class, timeout_seconds
+from engine.conventions import Serializer, datetime_from_ms, decoding_class
 from engine.errors import ClosedError
 from engine.fs import FileSystem, HeldLock
 from engine.queue import aio, checkpoint, codec, naming
@@ -351,12 +351,7 @@ class Reader:
                         fast = self._item(*put)  # Put's fields are Item's, in the same order
                         self._open[xid] = fast
                         return fast
-        # Seconds as given, else a timedelta (or a ConfigError / TypeError naming it).
-        wait: float | None
-        if timeout is None or (isinstance(timeout, (int, float)) and timeout >= 0):
-            wait = timeout
-        else:
-            wait = timeout_seconds(timeout)
+        wait = aio.wait_seconds(timeout)
         deadline = None
         while True:
             # Read before looking, so a put between the look and the wait wakes us.
@@ -506,15 +501,10 @@ class Reader:
         """Items available now, each confirmed when the next one is asked for;
         leaving the loop early (break or exception) aborts the current one."""
         while True:
-            item = self.get(timeout=0)
-            if item is None:
-                return
-            try:
+            with self.read(0) as item:
+                if item is None:
+                    return
                 yield item
-            except BaseException:
-                self.abort(item.id)
-                raise
-            self.confirm(item.id)
 
     # -- asyncio (engine.queue.aio) ------------------------------------------------
     async def get_async(self, timeout: float | datetime.timedelta | None = None) -> Item | None:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import cast
 
-from engine.clireport import add_json_option, bytes_fields, human_bytes, parse_duration_ns, print_json
+from engine.clireport import add_json_option, bytes_fields, human_bytes, human_size, parse_duration_ns, print_json
 from engine.fs import atomic_write, default_fs, make_dirs
 from engine.streams.journal import DEFAULT_SYNC_DELAY, StreamJournal
 from engine.streams.reader import Event, JournalScan, StreamData
@@ -255,7 +255,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
         ("records", f"{stats['records']} (the next global record is {stats['next_global_record']})"),
         ("streams", f"{stats['streams_complete']} complete, {stats['streams_aborted']} aborted, "
                     f"{stats['streams_open']} open"),
-        ("data", f"{human_bytes(cast(int, stats['data_bytes']))} ({stats['data_bytes']} bytes)"),
+        ("data", human_size(cast(int, stats["data_bytes"]))),
         ("end", f"offset {stats['end_position']}: "
                 + ("clean" if stats["clean_end"] else f"torn: {stats['end_reason']}")),
         ("anomalies", str(stats["anomalies"])),
@@ -312,7 +312,7 @@ def _cmd_extract(args: argparse.Namespace) -> int:
                 atomic_write(fs, path, stream.data)
                 row["file"] = path
                 if not args.json:
-                    console.print(f"{name}: {human_bytes(len(stream.data))} ({len(stream.data)} bytes)")
+                    console.print(f"{name}: {human_size(len(stream.data))}")
             else:
                 returncode = _run_prog(prog, stream)
                 row["exit_code"] = returncode

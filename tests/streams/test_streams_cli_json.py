@@ -116,7 +116,7 @@ def test_extract_json_and_text_sizes(journal_path: str, tmp_path: object, capsys
     out = os.path.join(str(tmp_path), "out")
     assert main(["streams", "extract", journal_path, "--out", out]) == 0
     assert capsys.readouterr().out.splitlines() == [
-        "0000000000-0-first: 9.77 KiB (10000 bytes)", "0000000002-0-third: 1 B (1 bytes)"]
+        "0000000000-0-first: 9.77 KiB (10000 bytes)", "0000000002-0-third: 1 B"]
     assert main(["streams", "extract", journal_path, "--out", out, "--json"]) == 0
     rows = _lines(capsys.readouterr().out)
     assert rows == [
