@@ -13,7 +13,6 @@ log's lock, which no writer holds across an fsync.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
@@ -25,18 +24,10 @@ if TYPE_CHECKING:
 async def follow_async(
     view: LogView, start: int | None, poll: float, timeout: float | None
 ) -> AsyncGenerator[Record, None]:
-    """:meth:`LogView.follow`'s loop for a coroutine (arguments already checked)."""
-    index = view.next_index if start is None else start
-    idle_since = time.monotonic()
-    while True:
-        chunk = view._chunk(index, None)
-        if chunk:
-            for record in chunk:
+    """:meth:`LogView.follow`'s steps for a coroutine (arguments already checked)."""
+    for step in view._follow_steps(start, poll, timeout):
+        if isinstance(step, float):
+            await asyncio.sleep(step)
+        else:
+            for record in step:
                 yield record
-            index = chunk[-1].index + 1
-            idle_since = time.monotonic()
-            continue
-        idle = time.monotonic() - idle_since
-        if timeout is not None and idle >= timeout:
-            return
-        await asyncio.sleep(poll if timeout is None else min(poll, max(0.0, timeout - idle)))

@@ -383,18 +383,30 @@ class LogView(ClosedWhenDropped):
         return aio.follow_async(self, start, poll_s, timeout_seconds(timeout))
 
     def _follow(self, start: int | None, poll: float, timeout: float | None) -> Iterator[Record]:
+        for step in self._follow_steps(start, poll, timeout):
+            if isinstance(step, float):
+                time.sleep(step)
+            else:
+                yield from step
+
+    def _follow_steps(self, start: int | None, poll: float, timeout: float | None) -> Iterator[list[Record] | float]:
+        """What following does, for the threaded and the asyncio face alike: the
+        next chunk of records, or how many seconds to wait before looking again
+        (``poll``, or what is left of ``timeout``); ends once ``timeout`` passed
+        without a new record."""
         index = self.next_index if start is None else start
         idle_since = time.monotonic()
         while True:
             chunk = self._chunk(index, None)
             if chunk:
-                yield from chunk
+                yield chunk
                 index = chunk[-1].index + 1
                 idle_since = time.monotonic()
                 continue
-            if timeout is not None and time.monotonic() - idle_since >= timeout:
+            idle = time.monotonic() - idle_since
+            if timeout is not None and idle >= timeout:
                 return
-            time.sleep(poll if timeout is None else min(poll, max(0.0, timeout - (time.monotonic() - idle_since))))
+            yield float(poll if timeout is None else min(poll, max(0.0, timeout - idle)))
 
     # -- self-check --------------------------------------------------------------------
     def _verify_segments(

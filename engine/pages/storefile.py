@@ -56,23 +56,14 @@ def read_header(path: str, handle: FileHandle) -> StoreHeader:
         raise CorruptFileError(path, 0, expected, found or None) from exc
 
 
-def check_live(path: str, page: object, count: int, is_free: bool, page_size: int, *, reader: bool = False) -> None:
+def check_live(path: str, page: object, count: int, is_free: bool, page_size: int) -> None:
     """PageError unless ``page`` is an allocated page id (1..``count``, not free).
-
-    ``reader``: the caller is a :class:`PageReader`, which sees the store file as
-    of the writer's last checkpoint (or flush), so a page past the end may well
-    be committed already: the message says so instead of "never allocated".
-    """
+    (A :class:`PageReader` words a page past its file's end itself: the writer
+    may have committed it already.)"""
     if not isinstance(page, int) or isinstance(page, bool) or not 1 <= page <= count:
         off = page * page_size if isinstance(page, int) else 0
         if not isinstance(page, int) or isinstance(page, bool) or page < 1:
             why = "was never allocated (page ids start at 1)"
-        elif reader:
-            held = f"holds pages 1..{count}" if count else "holds no pages yet"
-            why = (
-                f"is not in the store file, which {held}: a writer's later commits reach readers "
-                "at its next checkpoint (or at once with apply='commit')"
-            )
         else:
             has = f"pages 1..{count}" if count else "no pages yet"
             why = f"was never allocated (the store has {has})"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from engine.clireport import human_bytes
+from engine.clireport import human_bytes, human_size
 from engine.errors import CorruptFileError
 from engine.formats import FormatHandler
 from engine.fs import FileSystem
@@ -42,7 +42,7 @@ def _summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
         "streams complete / aborted / open": (
             f"{stats['streams_complete']} / {stats['streams_aborted']} / {stats['streams_open']}"
         ),
-        "data": f"{human_bytes(scan.data_bytes)} ({scan.data_bytes} bytes)",
+        "data": human_size(scan.data_bytes),
         "end": f"offset {end.position}: " + ("clean" if end.clean else f"TORN: {end.reason}"),
         "anomalies": len(scan.anomalies),
     }
