@@ -151,7 +151,8 @@ call_read(PyObject *read_at, long long offset, long long n)
  * against the lengths taken with the buffers. */
 typedef struct {
     Py_buffer ends, lasts, crcs, checked;
-    int held;
+    int held;       /* ends and checked (a lookup) */
+    int held_vals;  /* lasts and crcs (a check) */
 } Sums;
 
 static void
@@ -159,11 +160,45 @@ sums_release(Sums *sm)
 {
     if (sm->held) {
         PyBuffer_Release(&sm->ends);
-        PyBuffer_Release(&sm->lasts);
-        PyBuffer_Release(&sm->crcs);
         PyBuffer_Release(&sm->checked);
         sm->held = 0;
     }
+    if (sm->held_vals) {
+        PyBuffer_Release(&sm->lasts);
+        PyBuffer_Release(&sm->crcs);
+        sm->held_vals = 0;
+    }
+}
+
+/* The walk's lookups take only ``ends`` and ``checked`` (most batches a replay
+ * meets are checked already); ``lasts`` and ``crcs`` are taken for a check
+ * (sums_take_values).  Returns the smaller entry count, or -1 with an exception. */
+static Py_ssize_t
+sums_take_index(PyObject *sums, Sums *sm)
+{
+    if (PyObject_GetBuffer(PyTuple_GET_ITEM(sums, 0), &sm->ends, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (PyObject_GetBuffer(PyTuple_GET_ITEM(sums, 3), &sm->checked, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&sm->ends);
+        return -1;
+    }
+    sm->held = 1;
+    Py_ssize_t m = sm->ends.len / 8;
+    return sm->checked.len < m ? sm->checked.len : m;
+}
+
+static Py_ssize_t
+sums_take_values(PyObject *sums, Sums *sm)
+{
+    if (PyObject_GetBuffer(PyTuple_GET_ITEM(sums, 1), &sm->lasts, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (PyObject_GetBuffer(PyTuple_GET_ITEM(sums, 2), &sm->crcs, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&sm->lasts);
+        return -1;
+    }
+    sm->held_vals = 1;
+    Py_ssize_t m = sm->lasts.len / 8;
+    return sm->crcs.len / 4 < m ? sm->crcs.len / 4 : m;
 }
 
 /* Take the four buffers; returns the entry count, or -1 with an exception set.
@@ -194,6 +229,7 @@ sums_take(PyObject *sums, Sums *sm, int equal)
         return -1;
     }
     sm->held = 1;
+    sm->held_vals = 1;
     Py_ssize_t n = sm->checked.len;
     if (!equal) {
         Py_ssize_t m = sm->ends.len / 8;
@@ -252,7 +288,7 @@ read_runs(PyObject *self, PyObject *args)
                           &want, &max_events, &sums)) {
         return NULL;
     }
-    Sums sm = {.held = 0};
+    Sums sm = {.held = 0, .held_vals = 0};
     long long covered = 0;
     int checking = sums != Py_None;
     if (checking) {
@@ -289,7 +325,7 @@ read_runs(PyObject *self, PyObject *args)
         long long rel = offset - base;
         long long need = 0;
         if (checking && offset >= DATA_HEADER_SIZE && offset < covered && !(bs <= offset && offset < be)) {
-            Py_ssize_t n = sums_take(sums, &sm, 0);
+            Py_ssize_t n = sums_take_index(sums, &sm);
             if (n < 0) {
                 goto error;
             }
@@ -303,8 +339,23 @@ read_runs(PyObject *self, PyObject *args)
             int state = chk[k];
             long long s = k ? q_at(&sm.ends, k - 1) : DATA_HEADER_SIZE;
             long long e = q_at(&sm.ends, k);
-            long long last = q_at(&sm.lasts, k);
-            if (!(DATA_HEADER_SIZE <= s && s <= last && last <= e - HEADER_SIZE) || e > limit) {
+            long long last = 0;
+            int bad = !(DATA_HEADER_SIZE <= s && s <= e - HEADER_SIZE) || e > limit;
+            if (!bad && state == 0) {
+                Py_ssize_t nv = sums_take_values(sums, &sm);
+                if (nv < 0) {
+                    sums_release(&sm);
+                    goto error;
+                }
+                if (k >= nv) {
+                    sums_release(&sm);
+                    PyErr_SetString(PyExc_ValueError, "read_runs: data.crc entries do not cover their end");
+                    goto error;
+                }
+                last = q_at(&sm.lasts, k);
+                bad = !(s <= last && last <= e - HEADER_SIZE);
+            }
+            if (bad) {
                 sums_release(&sm);
                 PyErr_Format(PyExc_ValueError, "read_runs: data.crc entry %zd is not a batch inside [8, %lld)",
                              k, limit);

@@ -159,7 +159,14 @@ def read_runs_py(read_at: ReadAt, offset: int, prev: int, expected: int, hi: int
             state = checked[k]
             s = ends[k - 1] if k else DATA_HEADER_SIZE
             e = ends[k]
-            if not DATA_HEADER_SIZE <= s <= lasts[k] <= e - 24 or e > limit:
+            # An entry's last-block offset is looked at (and checked) only when the
+            # batch is checked: a batch checked before needs its extent alone.
+            bad = not DATA_HEADER_SIZE <= s <= e - 24 or e > limit
+            if not bad and state == 0:
+                if k >= min(len(lasts), len(crcs)):
+                    raise ValueError("read_runs: data.crc entries do not cover their end")
+                bad = not s <= lasts[k] <= e - 24
+            if bad:
                 raise ValueError(f"read_runs: data.crc entry {k} is not a batch inside [8, {limit})")
             if state == 2:
                 return events, offset, prev, expected, want, RUN_SUM, (k, None)

@@ -147,7 +147,10 @@ class FileHandle(ABC):
         return PoisonedError(self.path, exc, operation)
 
     def read_at(self, offset: int, size: int) -> bytes:
-        """Up to ``size`` bytes at ``offset`` (fewer at end of file)."""
+        """Up to ``size`` bytes at ``offset`` (fewer at end of file).
+
+        :class:`~engine.fs.osfs.OsFileHandle` serves this with its raw read
+        directly (one frame per read), which keeps these same rules itself."""
         if self._closed:
             self._check_open()
         if size <= 0:

@@ -54,6 +54,23 @@ def test_closed_handle_refuses(tmp_path, fs) -> None:  # type: ignore[no-untyped
     f.close()  # twice is fine
     with pytest.raises(ClosedError):
         f.read_at(0, 1)
+    with pytest.raises(ClosedError):
+        f.read_at(0, 0)
+
+
+def test_closed_handle_never_reads_a_reused_descriptor(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The OS handle serves read_at with its raw read (one frame): once closed,
+    its descriptor is -1, so a file opened later on the same number is not read."""
+    fs = OsFileSystem()
+    first = fs.open(str(tmp_path / "a"), OpenMode.NEW)
+    first.write_at(0, b"first")
+    first.close()
+    second = fs.open(str(tmp_path / "b"), OpenMode.NEW)
+    second.write_at(0, b"second")
+    with pytest.raises(ClosedError):
+        first.read_at(0, 6)
+    assert second.read_at(0, 6) == b"second"
+    second.close()
 
 
 def test_exclusive_lock_conflicts_within_process(tmp_path, fs) -> None:  # type: ignore[no-untyped-def]
