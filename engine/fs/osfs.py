@@ -78,7 +78,13 @@ class OsFileHandle(FileHandle):
     read_at = _raw_read
 
     def _raw_write(self, offset: int, data: bytes) -> None:
-        view = memoryview(data)
+        written = os.pwrite(self._fd, data, offset)
+        if written == len(data):
+            return  # the usual case: one pwrite wrote it all
+        if written <= 0:  # pragma: no cover - the kernel reports errors instead
+            raise OSError(errno.EIO, "short write", self.path)
+        view = memoryview(data)[written:]
+        offset += written
         while view:
             written = os.pwrite(self._fd, view, offset)
             if written <= 0:  # pragma: no cover - the kernel reports errors instead
