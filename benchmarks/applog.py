@@ -35,13 +35,19 @@ import threading
 import time
 from collections.abc import Callable
 
+from benchmarks import floor
 from benchmarks.common import (
     Row,
+    Target,
     bench_dir,
+    median,
+    paired_ratios,
     raw_append_fsync_rate,
     raw_framed_append_rate,
+    raw_sequential_write_mb_s,
     report,
 )
+from benchmarks.floor.stores import applog_args
 from engine.applog import AppendLog
 
 RECORD = 100
@@ -166,7 +172,7 @@ def bench_get(log: AppendLog, n: int, lookups: int) -> float:
 
 
 def build_sqlite(root: str, n: int) -> sqlite3.Connection:
-    db = sqlite3.connect(os.path.join(root, "sqlite.db"))
+    db = sqlite3.connect(os.path.join(root, f"sqlite-{n}.db"))
     db.execute("CREATE TABLE t (data BLOB)")
     db.executemany("INSERT INTO t (data) VALUES (?)", ((PAYLOAD,) for _ in range(n)))
     db.commit()
@@ -296,6 +302,63 @@ def paired(other: str, rounds: int) -> None:
         print(f"{name} vs raw loop: median ratio {statistics.median(ratios):.3f} over {rounds} rounds", flush=True)
 
 
+BIG = 4096
+
+
+def big_append_pair(root: str, rounds: int, batches: int, use_floor: bool) -> dict[str, list[float]]:
+    """``append_many`` of 4 KiB records in batches of 1,000 with a 50 ms sync period
+    (open untimed; ``batches`` batches, then close: every record durable) against
+    the applog_append floor and the disk's sequential write (as many MB), in
+    alternating order round by round; MB/s of record data, and the bytes the engine
+    and the floor wrote (the kernel's count).  The volume stays in one segment."""
+    data = os.urandom(BIG)
+    batch = [data] * 1000
+    mb = batches * 1000 * BIG / (1 << 20)
+    out: dict[str, list[float]] = {"engine": [], "floor": [], "seq": [], "eb": [], "fb": []}
+    for r in range(rounds):
+        path = os.path.join(root, f"big-{r}")
+
+        def engine(path: str = path) -> None:
+            log = AppendLog.open(path, sync=0.05)
+            wchar0 = floor.io_counts()[1]
+            start = time.perf_counter()
+            for _ in range(batches):
+                log.append_many(batch)
+            log.close()
+            out["engine"].append(mb / (time.perf_counter() - start))
+            out["eb"].append(floor.io_counts()[1] - wchar0)
+            shutil.rmtree(path)
+
+        def floor_side(r: int = r) -> None:
+            base = os.path.join(root, f"floor-{r}")
+            res = floor.run("applog_append", applog_args(base, BIG, 1000, batches))
+            out["floor"].append(mb / res.seconds)
+            out["fb"].append(res.wchar)
+            for ext in (".log", ".crc", ".idx"):
+                os.unlink(base + ext)
+
+        sides: list[Callable[[], None]] = [engine, floor_side] if use_floor else [engine]
+        for fn in sides if r % 2 == 0 else sides[::-1]:
+            fn()
+        out["seq"].append(raw_sequential_write_mb_s(root, megabytes=max(1, int(mb))))
+    return out
+
+
+def paired_get(log: AppendLog, n: int, db: sqlite3.Connection, rows: int, lookups: int, rounds: int) -> list[float]:
+    """Per-round ratios of random ``get(i)`` over ``n`` records to sqlite3's select by
+    rowid over ``rows`` rows, alternating order round by round."""
+    ratios = []
+    for r in range(rounds):
+        if r % 2 == 0:
+            ours = bench_get(log, n, lookups)
+            theirs = bench_sqlite_get(db, rows, lookups)
+        else:
+            theirs = bench_sqlite_get(db, rows, lookups)
+            ours = bench_get(log, n, lookups)
+        ratios.append(ours / theirs)
+    return ratios
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="smaller sizes (CI)")
@@ -354,9 +417,17 @@ def main() -> None:
                 },
             )
         )
+        db_large = build_sqlite(root, large)
+        sql_large = f"sqlite3 select by rowid, {large:,} rows"
+        results[sql_large] = bench_sqlite_get(db_large, large, lookups)
+        get_ratios = paired_get(log_large, large, db_large, large, lookups, 5)
         log_small.close()
         log_large.close()
         db.close()
+        db_large.close()
+        missing = floor.available("applog_append")
+        batches = 8 if quick else 14  # 33 / 58 MB: one 64 MiB segment
+        big = big_append_pair(root, 5, batches, missing is None)
 
     order = [
         raw, "raw write+fdatasync loop", "queuelib FifoDiskQueue.push",
@@ -364,16 +435,33 @@ def main() -> None:
         "append sync=always, 1 thread", "append sync=always, 8 threads",
         get_small, get_large, sql, btw_small, btw_large,
     ]
+    order.insert(order.index(sql) + 1, sql_large)
     rows = [Row(name, results[name]) for name in order]
+    big_note = f"{batches} x 1,000 x 4 KiB, closed; median of 5 alternating rounds"
+    big_name = "append_many 4 KiB sync=0.05s (x1000)"
+    rows.append(Row("raw sequential write", median(big["seq"]), "MB/s", note=big_note))
+    rows.append(Row(big_name, median(big["engine"]), "MB/s", note=big_note))
+    if missing is None:
+        same = big["fb"][-1] / big["eb"][-1] if big["eb"][-1] else 0.0
+        vs_floor = median(paired_ratios(big["engine"], big["floor"]))
+        floor_seq = median(paired_ratios(big["floor"], big["seq"]))
+        rows.append(Row("floor: applog_append (C) 4 KiB", median(big["floor"]), "MB/s",
+                        note=f"{big_note}; engine / floor {vs_floor:.2f}x; floor / sequential write {floor_seq:.2f}x;"
+                        f" bytes written floor / engine {same:.3f}"))
+    else:
+        rows.append(Row("floor: applog_append (C) 4 KiB", 0.0, "MB/s", note=floor.NOT_BUILT))
+    seq_ratios = paired_ratios(big["engine"], big["seq"])
     report(
-        "append log (100-byte records)" + (" --quick" if quick else ""),
+        "append log (100-byte records; 4 KiB for the sequential-write target)" + (" --quick" if quick else ""),
         rows,
         baseline=raw,
         targets=[
+            Target(big_name, "raw sequential write", 0.8, median(seq_ratios), how="median of 5 paired rounds"),
             ("append_many sync=0.05s (x1000)", raw, 0.8),
             ("append sync=0.05s", raw, 0.8),
             (get_small, sql, 2.0),
-            (get_large, sql, 2.0),
+            Target(get_large, sql_large, 3.0, median(get_ratios),
+                   how=f"median of 5 paired rounds, {min(get_ratios):.2f}-{max(get_ratios):.2f}x"),
             (btw_large, btw_small, 1 / 1.5),
         ],
         json_path=os.path.join(os.path.dirname(__file__), "results", "applog.json"),

@@ -24,6 +24,15 @@ virtual machine while other jobs shared both cores and the disk, so single runs 
 each store's section says how many runs it took and how far they spread.
 This page is generated: `python3 -m benchmarks.collect`.
 
+Each store's runner also has **floor** rows (issue 19): a small C program
+(`benchmarks/floor/`, built by the runner with `cc -O2`, cached by source hash) that
+does exactly the I/O the store's format requires for the same work -- the same bytes
+written, the same syncs, in the same order -- and nothing else. It is the format's
+physical limit on this machine; the runner runs it paired and alternating with the
+engine and checks that both wrote the same bytes (the kernel's own count, from
+`/proc/self/io`). "against ... (median of N paired rounds)" marks a target checked on
+the median of per-round ratios rather than on the rows' values.
+
 ## Targets at a glance (latest recorded run)
 
 | store | measure | against | ratio | target | met |
@@ -42,8 +51,11 @@ def main() -> None:
                 data = json.load(f)
             for t in data.get("targets", []):
                 met = "yes" if t["met"] else "**no**"
+                sign = "<= " if t.get("op") == "<=" else ""
+                how = f" ({t['how']})" if t.get("how") else ""
                 lines.append(
-                    f"| {name} | {t['measure']} | {t['against']} | {t['ratio']:.2f}x | {t['target']:.2g}x | {met} |\n"
+                    f"| {name} | {t['measure']} | {t['against']}{how} | {t['ratio']:.2f}x "
+                    f"| {sign}{t['target']:.2g}x | {met} |\n"
                 )
         if os.path.exists(md_path):
             with open(md_path, encoding="utf-8") as f:

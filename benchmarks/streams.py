@@ -26,8 +26,20 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
-from benchmarks.common import Row, bench_dir, raw_append_fsync_rate, raw_sequential_write_mb_s, report
+from benchmarks import floor
+from benchmarks.common import (
+    Row,
+    Target,
+    bench_dir,
+    median,
+    paired_ratios,
+    raw_append_fsync_rate,
+    raw_sequential_write_mb_s,
+    report,
+)
+from benchmarks.floor.stores import streams_args
 
 MB = 1_000_000
 RESULTS = os.path.join(os.path.dirname(__file__), "results", "streams.json")
@@ -120,6 +132,23 @@ def _in_process(directory: str, clients: int, streams_each: int, stream_bytes: i
     )
 
 
+def _floor(directory: str, clients: int, streams_each: int, stream_bytes: int, write_bytes: int, size: int) -> Row:
+    """The streams_write floor (C) for the same load: the same records (sizes from
+    the codec; the INFO record sized for the clients' identifiers), the same
+    transactions, zero pages, record copies and group-committed fdatasyncs."""
+    path = os.path.join(directory, f"floor-{clients}.jd")
+    res = floor.run("streams_write", streams_args(path, clients, streams_each, stream_bytes, write_bytes, size))
+    os.unlink(path)
+    n = clients * streams_each
+    return Row(
+        f"floor: streams_write (C), {clients} client(s)",
+        n * stream_bytes / MB / res.seconds,
+        "MB/s",
+        note=f"{n / res.seconds:.1f} streams/s, {res.syncs / n:.2f} fsyncs/stream",
+        extra={"streams_per_s": n / res.seconds, "fsyncs_per_stream": res.syncs / n, "bytes": res.wchar},
+    )
+
+
 def _our_server(directory: str, clients: int, streams_each: int, stream_bytes: int, write_bytes: int, size: int) -> Row:
     from engine.streams import StreamJournal
     from engine.streams.server import JournalServer
@@ -180,6 +209,13 @@ def _other_server(
     )
 
 
+def _median_row(rows: list[Row], note: str) -> Row:
+    """The row of the median value among ``rows`` (one per round), ``note`` added."""
+    ordered = sorted(rows, key=lambda row: row.value)
+    row = ordered[len(ordered) // 2]
+    return Row(row.name, median([x.value for x in rows]), row.unit, note=row.note + note, extra=row.extra)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m benchmarks.streams", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer streams (a few seconds)")
@@ -203,13 +239,47 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(Row("raw 8 KiB append+fdatasync", rate * 8192 / MB, "MB/s", note=f"{rate:.0f} fsyncs/s"))
         seq = raw_sequential_write_mb_s(d, 64 if args.quick else 256)
         rows.append(Row("raw sequential write", seq * (1 << 20) / MB, "MB/s", note="1 MiB writes, one fsync"))
+        missing = floor.available("streams_write")
+        targets: list[Target | tuple[str, str, float]] = []
         for clients in levels:
             streams_each = max(1, total_mb // clients)
-            rows.append(_in_process(d, clients, streams_each, stream_bytes, write_bytes, size))
-            rows.append(_our_server(d, clients, streams_each, stream_bytes, write_bytes, size))
+            load = (clients, streams_each, stream_bytes, write_bytes, size)
+            rows.append(_in_process(d, *load))
+            rounds = 5 if clients >= 16 else 1
+            server: list[Row] = []
+            floors: list[Row] = []
+            seqs: list[float] = []
+            for r in range(rounds):
+                sides: list[tuple[list[Row], Callable[..., Row]]] = [(server, _our_server)]
+                if missing is None:
+                    sides.append((floors, _floor))
+                for out, fn in sides if r % 2 == 0 else sides[::-1]:
+                    out.append(fn(d, *load))
+                if rounds > 1:
+                    seqs.append(raw_sequential_write_mb_s(d, 64 if args.quick else 256) * (1 << 20) / MB)
+            note = f"; median of {rounds} alternating rounds" if rounds > 1 else ""
+            ours = _median_row(server, note)
+            rows.append(ours)
+            if missing is not None:
+                rows.append(Row(f"floor: streams_write (C), {clients} client(s)", 0.0, "MB/s", note=floor.NOT_BUILT))
+            if floors:
+                flo = _median_row(floors, note)
+                ratio = median(paired_ratios([x.value for x in server], [x.value for x in floors]))
+                flo.note += f"; engine / floor {ratio:.2f}x"
+                rows.append(flo)
+            if seqs:
+                seq_row = Row(f"raw sequential write, {clients} client(s)' rounds", median(seqs), "MB/s",
+                              note=f"1 MiB writes, one fsync{note}")
+                rows.append(seq_row)
+                ratios = paired_ratios([x.value for x in server], seqs)
+                if floors:  # rows[-2] is the floor's row
+                    floor_seq = median(paired_ratios([x.value for x in floors], seqs))
+                    rows[-2].note += f"; floor / sequential {floor_seq:.2f}x"
+                targets.append(Target(ours.name, seq_row.name, 0.7, median(ratios),
+                                      how=f"median of {rounds} paired rounds"))
             for template in args.server_cmd:
-                rows.append(_other_server(d, template, clients, streams_each, stream_bytes, write_bytes, size))
-    targets = [(f"engine server, {c} client(s)", "raw sequential write", 0.5) for c in levels if c >= 16]
+                rows.append(_other_server(d, template, *load))
+                targets.append((ours.name, rows[-1].name, 1.0))
     targets += [(f"writer, {c} thread(s)", "raw sequential write", 0.5) for c in levels if c >= 16]
     report(
         "streams: 1 MB streams in 8 KiB writes",

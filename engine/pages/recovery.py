@@ -17,7 +17,7 @@ from engine.errors import CorruptFileError
 from engine.fs import FileHandle, FileSystem
 from engine.pages import codec, store_codec
 from engine.pages.codec import Alloc, Marker, Modify, ParsedTx, Remove
-from engine.pages.journal import scan, scan_if_idle
+from engine.pages.journal import MAX_PARTS, scan, scan_if_idle
 from engine.pages.storefile import journal_present, missing_journal_error
 
 ReadAt = Callable[[int, int], bytes]
@@ -56,43 +56,90 @@ def check_ops(journal_path: str, tx: ParsedTx, state: StoreState) -> None:
     """
     ps = state.page_size
     for op, at in zip(tx.ops, tx.op_offsets, strict=True):
+        if type(op) is Modify:
+            # The common op (every page a transaction writes), checked inline: one
+            # page offset, inside the store, the bytes inside the page.
+            off = op.page_offset
+            if off % ps or not 1 <= off // ps <= state.page_count:
+                _check_offsets(journal_path, op, at, state)
+            if op.offset + len(op.after) > ps:
+                raise CorruptFileError(
+                    journal_path,
+                    at,
+                    f"a modification inside the {ps}-byte page",
+                    f"[{op.offset}:{op.offset + len(op.after)}]",
+                )
+            continue
         if isinstance(op, Marker):
             continue
-        for off in codec.op_page_offsets(op):
-            if off % ps:
-                raise CorruptFileError(journal_path, at, f"a page offset that is a multiple of {ps}", str(off))
-            page = off // ps
-            limit = state.page_count + 1 if isinstance(op, Alloc) and off == op.page_offset else state.page_count
-            if not 1 <= page <= limit:
-                inside = f"a page offset inside the store (it has {page_range(state.page_count)})"
-                raise CorruptFileError(journal_path, at, inside, str(off))
+        _check_offsets(journal_path, op, at, state)
         if isinstance(op, Alloc):
             state.page_count = max(state.page_count, op.page_offset // ps)
-        elif isinstance(op, Modify) and op.offset + len(op.after) > ps:
-            raise CorruptFileError(
-                journal_path,
-                at,
-                f"a modification inside the {ps}-byte page",
-                f"[{op.offset}:{op.offset + len(op.after)}]",
-            )
+
+
+def _check_offsets(journal_path: str, op: Alloc | Modify | Remove, at: int, state: StoreState) -> None:
+    """Raise CorruptFileError for the first page offset of ``op`` outside the store."""
+    ps = state.page_size
+    for off in codec.op_page_offsets(op):
+        if off % ps:
+            raise CorruptFileError(journal_path, at, f"a page offset that is a multiple of {ps}", str(off))
+        page = off // ps
+        limit = state.page_count + 1 if isinstance(op, Alloc) and off == op.page_offset else state.page_count
+        if not 1 <= page <= limit:
+            inside = f"a page offset inside the store (it has {page_range(state.page_count)})"
+            raise CorruptFileError(journal_path, at, inside, str(off))
 
 
 def redo(handle: FileHandle, journal_path: str, tx: ParsedTx, state: StoreState) -> None:
-    """Apply ``tx``'s after-images and free-list changes to the store file."""
+    """Apply ``tx``'s after-images and free-list changes to the store file.
+
+    The writes go out in op order; a run of them that lie back to back in the file
+    (the pages of a transaction usually do) is one vectored write instead of a
+    write per page: the same bytes at the same offsets, in the same order.
+    """
     check_ops(journal_path, tx, StoreState(state.page_size, state.page_count, state.free_head))
     ps = state.page_size
+    writes: list[tuple[int, bytes | memoryview]] = []
     for op in tx.ops:
-        if isinstance(op, Alloc):
+        if type(op) is Modify:
+            writes.append((op.page_offset + op.offset, op.after))
+        elif isinstance(op, Alloc):
             if op.head_before == 0 and op.head_after == 0:
                 # Appended at the end: the page starts as zeros whatever the file held.
-                handle.write_at(op.page_offset, bytes(ps))
+                writes.append((op.page_offset, bytes(ps)))
             state.page_count = max(state.page_count, op.page_offset // ps)
             state.free_head = op.head_after
-        elif isinstance(op, Modify):
-            handle.write_at(op.page_offset + op.offset, bytes(op.after))
         elif isinstance(op, Remove):
-            handle.write_at(op.page_offset, store_codec.encode_link(op.head_before))
+            writes.append((op.page_offset, store_codec.encode_link(op.head_before)))
             state.free_head = op.page_offset
+    write_runs(handle, writes)
+
+
+def write_runs(handle: FileHandle, writes: list[tuple[int, bytes | memoryview]]) -> None:
+    """Write each ``(offset, data)`` in order, those that follow on from the one
+    before (offset = its end) together as one vectored write."""
+    start = end = -1
+    parts: list[bytes | memoryview] = []
+    for off, data in writes:
+        if off != end and parts:
+            _write_run(handle, start, parts)
+            parts = []
+        if not parts:
+            start = end = off
+        parts.append(data)
+        end += len(data)
+    if parts:
+        _write_run(handle, start, parts)
+
+
+def _write_run(handle: FileHandle, offset: int, parts: list[bytes | memoryview]) -> None:
+    if len(parts) == 1:
+        handle.write_at(offset, bytes(parts[0]))
+    else:
+        for at in range(0, len(parts), MAX_PARTS):  # at most IOV_MAX pieces per write
+            chunk = parts[at : at + MAX_PARTS]
+            handle.write_parts_at(offset, chunk)
+            offset += sum(map(len, chunk))
 
 
 def undo(handle: FileHandle, journal_path: str, tx: ParsedTx, state: StoreState) -> None:
