@@ -363,9 +363,38 @@ def write_results(results: list[Result], args: argparse.Namespace, seconds: floa
     for what in ("after load", "after deleting half", "after compact()"):
         row = [by[s].sizes.get(what) for s in ("engine.kv", "sqlite3", "diskcache", "lmdb")]
         lines.append(f"| {what} | " + " | ".join("-" if v is None else f"{v / 1e6:.1f}" for v in row) + " |")
+    lines += ["", *_targets(by)]
     with open(os.path.join(RESULTS, "kv.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+#: The issue's targets: (operation, other store, ratio engine / other at least).
+TARGETS = [
+    ("random get", "sqlite3", 1.0),
+    ("random get", "diskcache", 1.0),
+    ("random put, tx of 1,000", "sqlite3", 1.0),
+    ("random put, tx of 1,000", "diskcache", 1.0),
+    ("range scan of 10,000 (keys/s)", "sqlite3", 1.0),
+    ("range scan of 10,000 (keys/s)", "diskcache", 1.0),
+    ("random put, tx of 1", "sqlite3", 1.0),
+    ("random get", "lmdb", 0.3),  # the stretch target
+]
+
+
+def _targets(by: dict[str, Result]) -> list[str]:
+    """The targets table: each ratio against its bound, met or not."""
+    eng = by["engine.kv"].rates
+    out = ["| target | ratio | met? |", "|---|---:|---|"]
+    for op, other, bound in TARGETS:
+        rate = by[other].rates.get(op) if other in by else None
+        if not rate or op not in eng:
+            continue
+        ratio = eng[op] / rate
+        stretch = " (stretch)" if other == "lmdb" else ""
+        verdict = "yes" if ratio >= bound else "no"
+        out.append(f"| {op} >= {bound:.1f}x {other}{stretch} | {ratio:.2f}x | {verdict} |")
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:

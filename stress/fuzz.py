@@ -15,7 +15,10 @@ Targets:
   ``engine.queue.codec.decode_batch`` (libkestrel journal records and CHECKs);
 * ``events``: ``engine.events._native.read_runs`` against
   ``engine.events.runs.read_runs_py`` (a file journal chain walk, with and without
-  ``data.crc`` entries).
+  ``data.crc`` entries);
+* ``kv``: ``engine.kv._native.decode_node`` against
+  ``engine.kv.node.decode_node`` (a B+tree node page: the input as it is, and
+  resealed with a valid CRC-32C so that the structural checks are reached).
 
 Run: ``python -m stress.fuzz --seconds 60`` (every target, the budget split
 between them) or ``python -m stress.fuzz --target queue --seconds 30``; the
@@ -36,7 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 #: Targets and the native module each needs.
-TARGETS = {"queue": "engine.queue._native", "events": "engine.events._native"}
+TARGETS = {"queue": "engine.queue._native", "events": "engine.events._native", "kv": "engine.kv._native"}
 
 
 def _outcome(fn: Callable[[], Any]) -> tuple[str, Any]:
@@ -138,7 +141,39 @@ def events_target() -> Callable[[bytes], None]:
     return one
 
 
-BUILDERS = {"queue": queue_target, "events": events_target}
+def kv_target() -> Callable[[bytes], None]:
+    """decode_node(page, page_count) on both twins, the page as given and resealed."""
+    from engine.kv import node
+
+    native = importlib.import_module(TARGETS["kv"])
+
+    def shape(result: Any) -> Any:
+        if type(result) is node.Leaf:
+            offs = None if result._voffs is None else result._voffs.tolist()
+            return ("leaf", result.keys, result.values(), result.size, offs, result._page)
+        if type(result) is node.Branch:
+            return ("branch", result.level, result.keys, result.children, result.size)
+        return result
+
+    def one(data: bytes) -> None:
+        src = _Input(data)
+        page_count = src.small(-2, 5000)
+        reseal = src.small(0, 1)
+        page = src.rest()
+        if reseal and len(page) >= node.HEAD:
+            used = int.from_bytes(page[4:8], "little")
+            crc = node.page_crc(page, node.CRC_AT, min(max(used, 12), len(page)))
+            page = page[:8] + crc.to_bytes(4, "little") + page[12:]
+        twins = (node.decode_node, native.decode_node)
+        got = [_outcome(lambda d=decode: shape(d(page, page_count))) for decode in twins]  # type: ignore[misc]
+        errors = [(g[0], g[1][0], g[1][1]) if g[0] == "error" else g for g in got]
+        if errors[0] != errors[1]:
+            raise AssertionError(f"kv decode_node twins differ on {data.hex()}: {got[0]} != {got[1]}")
+
+    return one
+
+
+BUILDERS = {"queue": queue_target, "events": events_target, "kv": kv_target}
 
 
 def run_one(target: str, seconds: int, corpus: str | None) -> None:

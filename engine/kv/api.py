@@ -82,13 +82,18 @@ class TreeAPI:
         return raw
 
     def __getitem__(self, key: bytes) -> bytes:
-        value = self._backend._get(self._name, self._key(key))
+        backend = self._backend
+        # the common case (a bytes key short enough) without _key's call
+        raw = key if type(key) is bytes and len(key) <= backend.max_key else self._key(key)
+        value = backend._get(self._name, raw)
         if value is None:
             raise KeyError(key)
         return value
 
     def get(self, key: bytes, default: bytes | None = None) -> bytes | None:
-        value = self._backend._get(self._name, self._key(key))
+        backend = self._backend
+        raw = key if type(key) is bytes and len(key) <= backend.max_key else self._key(key)
+        value = backend._get(self._name, raw)
         return default if value is None else value
 
     def __contains__(self, key: object) -> bool:
@@ -121,10 +126,12 @@ class TreeAPI:
         return self._backend._items(self._name, p or None, prefix_end(p) if p else None, reverse)
 
     def __setitem__(self, key: bytes, value: bytes) -> None:
-        raw = as_bytes(value, "value")
+        backend = self._backend
+        raw = value if type(value) is bytes else as_bytes(value, "value")
         if len(raw) > MAX_VALUE:
             raise ConfigError(f"a value is at most {MAX_VALUE} bytes, not {len(raw)}")
-        self._backend._put(self._name, self._key(key), raw)
+        # the common case (a bytes key short enough) without _key's call
+        backend._put(self._name, key if type(key) is bytes and len(key) <= backend.max_key else self._key(key), raw)
 
     def put(self, key: bytes, value: bytes) -> None:
         self[key] = value

@@ -83,11 +83,10 @@ def verify_trees(src: Source, infos: Iterable[TreeInfo], page_count: int, free_p
                     raise corrupt(src, page, nodes.HEAD, f"keys above the previous leaf's last key {last!r}")
                 last = node.keys[-1]
             count += len(node.keys)
-            for value in node.vals:
-                if isinstance(value, Overflow):
-                    for opage, _ in overflow_chain(src.path, value, read, ps, page_count):
-                        claim(opage, f"an overflow page of {label}")
-                        overflow_count += 1
+            for value in node.overflows():
+                for opage, _ in overflow_chain(src.path, value, read, ps, page_count):
+                    claim(opage, f"an overflow page of {label}")
+                    overflow_count += 1
         if count != info.count:
             raise CorruptFileError(src.path, ps, f"{label} holding {info.count} keys (meta page)", str(count))
         total_keys += count
@@ -146,9 +145,8 @@ def _relocate(tx: Any, live: int, free_count: int) -> None:
             if type(node) is Branch:
                 stack.extend(node.children)
             else:
-                for value in node.vals:
-                    if isinstance(value, Overflow):
-                        chains.append(overflow_chain(tx.path, value, read, ps, page_count))
+                for value in node.overflows():
+                    chains.append(overflow_chain(tx.path, value, read, ps, page_count))
     high = sorted(p for p in node_pages + [pg for chain in chains for pg, _ in chain] if p > live)
     if len(high) != len(targets):
         raise CorruptFileError(tx.path, 0, f"{len(targets)} live pages above page {live}", str(len(high)))
@@ -158,7 +156,7 @@ def _relocate(tx: Any, live: int, free_count: int) -> None:
         if type(node) is Branch:
             touched = page in moved or any(c in moved for c in node.children)
         else:
-            touched = page in moved or any(isinstance(v, Overflow) and v.page in moved for v in node.vals)
+            touched = page in moved or any(v.page in moved for v in node.overflows())
         if not touched:
             continue
         new = node.copy()

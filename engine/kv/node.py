@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import operator
 import struct
+from array import array
 from dataclasses import dataclass
 from itertools import accumulate, pairwise
 
@@ -72,6 +73,9 @@ OVERFLOW_MARK = 0xFFFF
 MAX_HEIGHT = 48
 #: Largest value stored on overflow pages (the reference holds a u32 length).
 MAX_VALUE = 0xFFFFFFFF
+#: Largest page (the page store's bound): every length in a node then fits a u16
+#: once the node fits its page, and no inline value is OVERFLOW_MARK bytes long.
+MAX_PAGE = 65536
 
 
 class NodeError(ValueError):
@@ -102,23 +106,30 @@ class Leaf:
     ``size`` is the encoded size in bytes, kept up to date by the tree code.
     A leaf decoded from a page slices its values out of the page only when they
     are first asked for (:meth:`value_at` slices just one): a get needs one.
+    Until then it keeps the page (``_page``, the same bytes object as the page
+    store's cache holds) and where each value starts in it (``_voffs``,
+    ``count + 1`` offsets as a compact ``array('I')``): its keys and the page
+    are most of its memory.
     """
 
     __slots__ = ("_page", "_vals", "_voffs", "keys", "size")
     level = 0
 
-    def __init__(self, keys: list[bytes], vals: list[Value] | None, size: int) -> None:
+    def __init__(
+        self, keys: list[bytes], vals: list[Value] | None, size: int, page: bytes = b"", voffs: array[int] | None = None
+    ) -> None:
         self.keys = keys
         self._vals = vals
         self.size = size
-        self._page: bytes = b""
-        self._voffs: list[int] = []
+        self._page = page
+        self._voffs = voffs
 
     @property
     def vals(self) -> list[Value]:
         vals = self._vals
         if vals is None:
             page, offs = self._page, self._voffs
+            assert offs is not None
             vals = self._vals = [page[a:b] for a, b in pairwise(offs)]
         return vals
 
@@ -126,14 +137,31 @@ class Leaf:
     def vals(self, vals: list[Value]) -> None:
         self._vals = vals
 
+    def values(self) -> list[Value]:
+        """Every value, in a new list; unlike :attr:`vals`, a lazy leaf stays lazy
+        (a range scan reads cached leaves without making them hold their values twice)."""
+        vals = self._vals
+        if vals is None:
+            page, offs = self._page, self._voffs
+            assert offs is not None
+            return [page[a:b] for a, b in pairwise(offs)]
+        return vals[:]
+
+    def overflows(self) -> list[Overflow]:
+        """The values kept on overflow pages (a lazy leaf has none: it is lazy only then)."""
+        vals = self._vals
+        return [] if vals is None else [v for v in vals if type(v) is Overflow]
+
     def value_at(self, i: int) -> Value:
         vals = self._vals
         if vals is None:
-            return self._page[self._voffs[i] : self._voffs[i + 1]]
+            offs = self._voffs
+            assert offs is not None
+            return self._page[offs[i] : offs[i + 1]]
         return vals[i]
 
     def copy(self) -> Leaf:
-        return Leaf(self.keys[:], self.vals[:], self.size)
+        return Leaf(self.keys[:], self.values(), self.size)
 
 
 class Branch:
@@ -182,35 +210,59 @@ def branch_size(keys: list[bytes]) -> int:
 
 
 # -- encoding -------------------------------------------------------------------------------
-def encode_leaf(node: Leaf, page_size: int) -> bytes:
+def leaf_image(keys: list[bytes], vals: list[Value], page_size: int) -> bytes:
     """A leaf page: header, ``count`` x u16 key length, ``count`` x u16 value
     length (OVERFLOW_MARK: a 12-byte overflow reference instead of the value),
-    the keys, then the values."""
-    keys, vals = node.keys, node.vals
+    the keys, then the values, zero padding.  ValueError if it does not fit the
+    page (checked first, so every length packs as a u16).  The reference of the
+    compiled twin ``engine.kv._native.encode_leaf`` (same bytes, same errors;
+    :mod:`engine.kv.pager` picks one)."""
     n = len(keys)
+    if len(vals) != n:
+        raise ValueError("encode_leaf: as many values as keys")
+    if page_size > MAX_PAGE:
+        raise ValueError(f"a page is at most {MAX_PAGE} bytes, not {page_size}")
+    parts: list[bytes]
     try:
         # The common case, every value inline: no Python loop over the entries.
-        body = struct.pack(f"<{2 * n}H", *map(len, keys), *map(len, vals)) + b"".join(keys) + b"".join(vals)  # type: ignore[arg-type]
-    except TypeError:
+        vlens = list(map(len, vals))  # type: ignore[arg-type]
+        parts = vals  # type: ignore[assignment]
+    except TypeError:  # an Overflow among them
         vlens = [len(v) if type(v) is bytes else OVERFLOW_MARK for v in vals]  # type: ignore[arg-type]
         parts = [v if type(v) is bytes else OVERFLOW_REF.pack(v.page, v.length) for v in vals]  # type: ignore[union-attr]
-        body = struct.pack(f"<{2 * n}H", *map(len, keys), *vlens) + b"".join(keys) + b"".join(parts)
-    used = HEAD + len(body)
+    klens = list(map(len, keys))
+    used = HEAD + 4 * n + sum(klens) + sum(map(len, parts))
     if used > page_size:
         raise ValueError(f"leaf of {used} bytes does not fit a {page_size}-byte page")
+    body = struct.pack(f"<{2 * n}H", *klens, *vlens) + b"".join(keys) + b"".join(parts)
     return _seal(_PREFIX.pack(LEAF, 0, n, used), bytes(8) + body, page_size)
 
 
-def encode_branch(node: Branch, page_size: int) -> bytes:
+def branch_image(level: int, keys: list[bytes], children: list[int], page_size: int) -> bytes:
     """A branch page: header, ``count`` x u16 key length, ``count + 1`` x u64
-    child page, then the keys."""
-    keys = node.keys
+    child page, then the keys, zero padding (ValueError if it does not fit).
+    The reference of ``engine.kv._native.encode_branch``."""
     n = len(keys)
-    body = struct.pack(f"<{n}H{n + 1}Q", *map(len, keys), *node.children) + b"".join(keys)
-    used = HEAD + len(body)
+    if len(children) != n + 1:
+        raise ValueError("encode_branch: one child more than keys")
+    if page_size > MAX_PAGE:
+        raise ValueError(f"a page is at most {MAX_PAGE} bytes, not {page_size}")
+    klens = list(map(len, keys))
+    used = HEAD + 10 * n + 8 + sum(klens)
     if used > page_size:
         raise ValueError(f"branch of {used} bytes does not fit a {page_size}-byte page")
-    return _seal(_PREFIX.pack(BRANCH, node.level, n, used), bytes(8) + body, page_size)
+    body = struct.pack(f"<{n}H{n + 1}Q", *klens, *children) + b"".join(keys)
+    return _seal(_PREFIX.pack(BRANCH, level, n, used), bytes(8) + body, page_size)
+
+
+def encode_leaf(node: Leaf, page_size: int) -> bytes:
+    """The page image of a leaf (see :func:`leaf_image`)."""
+    return leaf_image(node.keys, node.vals, page_size)
+
+
+def encode_branch(node: Branch, page_size: int) -> bytes:
+    """The page image of a branch (see :func:`branch_image`)."""
+    return branch_image(node.level, node.keys, node.children, page_size)
 
 
 def encode_node(node: Node, page_size: int) -> bytes:
@@ -240,11 +292,15 @@ def _ascending(keys: list[bytes]) -> bool:
 
 
 def decode_node(data: bytes, page_count: int) -> Node:
-    """A leaf or branch page; NodeError if anything in it is inconsistent.
+    """A leaf or branch page (``bytes``); NodeError if anything in it is inconsistent.
 
     ``page_count`` bounds child and overflow page ids (2..page_count: page 1 is
-    the meta page)."""
+    the meta page).  The reference of the compiled twin
+    ``engine.kv._native.decode_node`` (same objects, same errors;
+    :mod:`engine.kv.pager` picks one)."""
     ps = len(data)
+    if ps < HEAD:
+        raise NodeError(0, f"a page of at least {HEAD} bytes", str(ps))
     kind, level, n, used, crc, nxt = NODE_HEAD.unpack_from(data)
     if used > ps or used < HEAD or nxt:
         raise NodeError(4, f"a node's used size in {HEAD}..{ps} and no next page", f"{used}, next {nxt}")
@@ -268,9 +324,7 @@ def decode_node(data: bytes, page_count: int) -> Node:
         if not _ascending(keys):
             raise NodeError(end, "keys in strictly ascending order")
         if vlens is marks:  # no overflow value: values are sliced when asked for
-            leaf = Leaf(keys, None, used)
-            leaf._page, leaf._voffs = data, voffs
-            return leaf
+            return Leaf(keys, None, used, data, array("I", voffs))
         vals: list[Value] = [data[a:b] for a, b in pairwise(voffs)]
         for i, mark in enumerate(marks):
             if mark == OVERFLOW_MARK:

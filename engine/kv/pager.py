@@ -9,15 +9,39 @@ path and the absolute offset.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from itertools import islice
 
 from engine.errors import CorruptFileError, FormatError
 from engine.kv import node as nodes
-from engine.kv.node import Node, NodeError, Overflow, TreeInfo
+from engine.kv.node import Leaf, Node, NodeError, Overflow, TreeInfo
+from engine.native import load
 from engine.pages import PageError
 
-#: Decoded nodes kept by default (a 4 KiB leaf of 16-byte keys and 100-byte
-#: values decodes to roughly 7 KiB of Python objects).
-DEFAULT_CACHE_NODES = 16384
+#: The node codec's compiled twins (``engine/kv/_native.c``) when built and not
+#: switched off (``ENGINE_PURE_PYTHON``), else the pure functions of
+#: :mod:`engine.kv.node`; chosen once per process, here.
+_NATIVE = load("engine.kv._native")
+#: decode_node(data, page_count) -> Node (see :func:`engine.kv.node.decode_node`).
+decode_node: Callable[[bytes, int], Node] = nodes.decode_node if _NATIVE is None else _NATIVE.decode_node
+_leaf_image: Callable[[list[bytes], list[nodes.Value], int], bytes] = (
+    nodes.leaf_image if _NATIVE is None else _NATIVE.encode_leaf
+)
+_branch_image: Callable[[int, list[bytes], list[int], int], bytes] = (
+    nodes.branch_image if _NATIVE is None else _NATIVE.encode_branch
+)
+
+
+def encode_node(node: Node, page_size: int) -> bytes:
+    """A node's page image (:func:`engine.kv.node.leaf_image` / ``branch_image``
+    or their compiled twins)."""
+    if type(node) is Leaf:
+        return _leaf_image(node.keys, node.vals, page_size)
+    return _branch_image(node.level, node.keys, node.children, page_size)  # type: ignore[union-attr]
+
+#: Decoded nodes kept by default: a tree of ~1.4 million 16-byte keys with
+#: 100-byte values (a 4 KiB leaf of them costs 6-7 KiB: its page, which a lazy
+#: leaf keeps, and its keys as bytes objects), ~420 MB at most.
+DEFAULT_CACHE_NODES = 65536
 
 
 class NodeCache:
@@ -30,11 +54,8 @@ class NodeCache:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self._nodes: dict[int, Node] = {}
-        self.hits = 0
-        self.misses = 0
-
-    def get(self, page: int) -> Node | None:
-        return self._nodes.get(page)
+        #: The node at a page, or None (the dict's own ``get``: no Python frame).
+        self.get: Callable[[int], Node | None] = self._nodes.get
 
     def put(self, page: int, node: Node) -> None:
         if not self.capacity:
@@ -42,16 +63,25 @@ class NodeCache:
         nodes_ = self._nodes
         nodes_[page] = node
         if len(nodes_) > self.capacity:
-            for old in list(nodes_)[: max(1, self.capacity // 8)]:  # the oldest eighth
-                del nodes_[old]
+            self._evict()
+
+    def _evict(self) -> None:
+        """Drop the oldest entries: down to 7/8 of the capacity (one pass per eighth, not per put)."""
+        nodes_ = self._nodes
+        drop = len(nodes_) - self.capacity + max(1, self.capacity // 8)
+        for old in list(islice(nodes_, drop)):
+            del nodes_[old]
 
     def update(self, changed: dict[int, Node], freed: Iterable[int]) -> None:
         """After a commit: the transaction's nodes replace the old ones, freed pages go."""
         nodes_ = self._nodes
         for page in freed:
             nodes_.pop(page, None)
-        for page, node in changed.items():
-            self.put(page, node)
+        if not self.capacity:
+            return
+        nodes_.update(changed)  # one C-level update (a page already cached keeps its place)
+        if len(nodes_) > self.capacity:
+            self._evict()
 
     def clear(self) -> None:
         self._nodes.clear()
@@ -63,7 +93,7 @@ class NodeCache:
 def decode_page(path: str, page: int, data: bytes, page_count: int) -> Node:
     """Decode a node page; CorruptFileError naming the file and offset."""
     try:
-        return nodes.decode_node(data, page_count)
+        return decode_node(data, page_count)
     except NodeError as exc:
         raise CorruptFileError(path, page * len(data) + exc.offset, exc.expected, exc.found) from exc
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
 from typing import NoReturn
@@ -56,6 +56,8 @@ class KVReader(TreeAPI):
     """A read-only key-value store; open with ``KV.open(path, readonly=True)``."""
 
     readonly = True
+    #: For :class:`engine.kv.tree.Source`: the decoded-node cache's lookup.
+    cached: Callable[[int], Node | None]
 
     def __init__(self, reader: PageReader, cache_nodes: int) -> None:
         self._pr = reader
@@ -67,6 +69,7 @@ class KVReader(TreeAPI):
         self.max_key = nodes.max_key(self.page_size)
         self._lock = threading.RLock()
         self._cache = NodeCache(cache_nodes)
+        self.cached = self._cache.get
         self._txid: int | None = None
         self._trees: dict[bytes, TreeInfo] = {}
         self._page_count = 0

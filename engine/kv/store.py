@@ -20,7 +20,7 @@ import datetime
 import logging
 import os
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
@@ -29,6 +29,7 @@ from engine.conventions import warn_unclosed
 from engine.errors import ClosedError, ConfigError
 from engine.fs import FileSystem, RecoveryReport, as_path, resolve
 from engine.kv import node as nodes
+from engine.kv import pager
 from engine.kv import tree as trees
 from engine.kv.api import DEFAULT_TREE, TreeAPI, TreeView, tree_name
 from engine.kv.maint import compact, verify_trees
@@ -42,9 +43,15 @@ from engine.pages.store import DEFAULT_READER_WAIT
 log = logging.getLogger("engine.kv")
 
 META_PAGE = 1
-#: The page store's cache of committed page images under a key-value store (16 MiB
-#: of 4 KiB pages; the page store's own default is 1,024).
-DEFAULT_CACHE_PAGES = 4096
+#: When a writer with ``apply="commit"`` (the default) checkpoints: at 16 MiB of
+#: journal, not at the page store's adaptive 4 MiB (which, since such a writer
+#: leaves no page unwritten, would checkpoint at every 4 MiB).  Its commits have
+#: already written their pages to the store file, so a checkpoint writes nothing:
+#: it syncs the store and the checksums and resets the journal, and the fewer of
+#: those the better (a commit of 1,000 random puts journals ~4 MiB: one checkpoint
+#: every ~4 such commits instead of every one).  The price: up to 16 MiB of
+#: journal on disk and to redo after a crash (~0.1 s).
+COMMIT_CHECKPOINT_BYTES = 16 << 20
 
 
 class KVTransaction(TreeAPI):
@@ -55,6 +62,10 @@ class KVTransaction(TreeAPI):
     block commits; an exception rolls everything back.
     """
 
+    #: For :class:`engine.kv.tree.Source`: the nodes this transaction changed
+    #: (a committed node comes from :meth:`node`).
+    cached: Callable[[int], Node | None]
+
     def __init__(self, kv: KV) -> None:
         self._kv = kv
         self._backend = self
@@ -62,6 +73,7 @@ class KVTransaction(TreeAPI):
         self.path = kv.path
         self.page_size = kv.page_size
         self.max_key = kv.max_key
+        self.max_entry = kv.max_entry
         self.state = "new"
 
     # -- the transaction's life ----------------------------------------------------------
@@ -77,6 +89,7 @@ class KVTransaction(TreeAPI):
             kv._lock.release()
             raise
         self._dirty: dict[int, Node] = {}
+        self.cached = self._dirty.get
         # (entries, size) of each changed node as committed: an unchanged shape means
         # values overwritten in place, worth journalling as the bytes that changed
         self._shape: dict[int, tuple[int, int]] = {}
@@ -115,7 +128,7 @@ class KVTransaction(TreeAPI):
             try:
                 shape = self._shape
                 for page, node in changed.items():
-                    image = nodes.encode_node(node, ps)
+                    image = pager.encode_node(node, ps)
                     if shape.get(page) == (len(node.keys), node.size):
                         _write_changes(ptx, page, image)
                     else:  # new, or entries added or removed: the arrays moved
@@ -185,7 +198,7 @@ class KVTransaction(TreeAPI):
             if type(node) is nodes.Branch:
                 stack.extend((c, level - 1) for c in node.children)
             else:
-                for v in node.vals:  # type: ignore[union-attr]
+                for v in node.overflows():  # type: ignore[union-attr]
                     self.free_value(v)
             self.free_page(page)
         return True
@@ -216,11 +229,11 @@ class KVTransaction(TreeAPI):
         return trees.scan(trees.fetcher(self, info), start, stop, reverse)
 
     def _put(self, name: bytes, key: bytes, value: bytes) -> None:
-        self._check()
-        info = self._info(name, True)
+        if self.state != "open":
+            self._check()
+        info = self._trees.get(name) or self._info(name, True)
         assert info is not None
-        inline = 4 + len(key) + len(value) <= self._kv.max_entry
-        trees.insert(self, info, key, value, inline)
+        trees.insert(self, info, key, value, 4 + len(key) + len(value) <= self.max_entry)
 
     def _delete(self, name: bytes, key: bytes) -> bool:
         self._check()
@@ -230,12 +243,20 @@ class KVTransaction(TreeAPI):
     # -- the tree.Writer protocol --------------------------------------------------------------
     def node(self, page: int) -> Node:
         found = self._dirty.get(page)
-        return found if found is not None else self._kv._node(page)
+        if found is None:
+            kv = self._kv
+            found = kv._cached(page)
+            if found is None:
+                found = kv._node(page)
+        return found
 
     def mutable(self, page: int) -> Node:
         found = self._dirty.get(page)
         if found is None:
-            committed = self._kv._node(page)
+            kv = self._kv
+            committed = kv._cached(page)
+            if committed is None:
+                committed = kv._node(page)
             self._shape[page] = (len(committed.keys), committed.size)
             found = committed.copy()
             self._dirty[page] = found
@@ -297,6 +318,8 @@ class KV(TreeAPI):
     page_size: int
     max_key: int
     max_entry: int
+    #: For :class:`engine.kv.tree.Source`: the decoded-node cache's lookup.
+    cached: Callable[[int], Node | None]
     _lock: threading.RLock
     _trees: dict[bytes, TreeInfo]
     _txid: int
@@ -312,6 +335,7 @@ class KV(TreeAPI):
         self.max_entry = nodes.max_entry(self.page_size)
         self._lock = threading.RLock()
         self._cache = NodeCache(cache_nodes)
+        self.cached = self._cached = self._cache.get
         self._txid = txid
         self._trees = {t.name: t for t in infos}
         self._closed = False
@@ -342,19 +366,32 @@ class KV(TreeAPI):
         ``page_size`` (power of two, 512..65,536; 4096 when creating) fixes the
         longest key (a quarter page less 32 bytes) and when values move to
         overflow pages (entries over a quarter page).  ``cache_nodes`` decoded
-        nodes are kept in memory.  ``reader_wait`` (seconds or a timedelta): how
-        long an explicit checkpoint, ``close``, ``compact`` or the writer's open
-        waits for readers (see ``docs/guide/kv.md``).  Other keywords go to ``PageStore.open``
-        (``checkpoint_bytes``, ``cache_pages``...).  FormatError if ``path`` is a
-        page store without the key-value meta page.
+        nodes are kept in memory (6-7 KiB each for 4 KiB leaves of short keys and
+        values: the default holds a tree of ~1.4 million such keys; see
+        ``docs/guide/kv.md``), and as many committed pages by the page store.
+        ``reader_wait`` (seconds or a timedelta): how long an explicit
+        checkpoint, ``close``, ``compact`` or the writer's open waits for readers
+        (see ``docs/guide/kv.md``).  Other keywords go to ``PageStore.open``
+        (``checkpoint_bytes``, ``cache_pages``...; with ``apply="commit"``, the
+        default, checkpoints come at 16 MiB of journal unless they are given:
+        COMMIT_CHECKPOINT_BYTES).  FormatError if ``path`` is a page store
+        without the key-value meta page.
         """
         path = as_path(path, "path")
+        if type(cache_nodes) is not int or cache_nodes < 0:
+            raise ConfigError(f"cache_nodes must be an int >= 0, got {cache_nodes!r}")
         fs = resolve(fs)
         if readonly:
             return KVReader.open(path, fs=fs, cache_nodes=cache_nodes)
         page_options.setdefault("apply", "commit")
-        # A commit journals each changed node's before-image: keep more of them at hand.
-        page_options.setdefault("cache_pages", DEFAULT_CACHE_PAGES)
+        # The page store's cache of committed images (its own default is 1,024 pages):
+        # as many pages as nodes are kept decoded, so that a commit finds each changed
+        # node's before-image in memory.  A node decoded from a cached page keeps that
+        # same bytes object, so the two caches share the pages.
+        page_options.setdefault("cache_pages", cache_nodes)
+        if page_options.get("apply") == "commit" and "checkpoint_max_bytes" not in page_options:
+            # Pages already written by each commit: a checkpoint only syncs, so fewer is cheaper.
+            page_options.setdefault("checkpoint_bytes", COMMIT_CHECKPOINT_BYTES)
         pages = PageStore.open(path, page_size, create=create, reader_wait=reader_wait, fs=fs, **page_options)
         try:
             if pages.page_count == 0:
@@ -418,7 +455,7 @@ class KV(TreeAPI):
 
     # -- committed reads -------------------------------------------------------------------------
     def _node(self, page: int) -> Node:
-        found = self._cache.get(page)
+        found = self._cached(page)
         if found is None:
             pages = self._pages
             found = read_node(self.path, page, self._committed, pages.page_count)
@@ -433,8 +470,13 @@ class KV(TreeAPI):
         return data if type(data) is bytes else bytes(data)
 
     def node(self, page: int) -> Node:
-        """For :class:`engine.kv.tree.Source`: the committed node at ``page``."""
-        return self._node(page)
+        """For :class:`engine.kv.tree.Source`: the committed node at ``page``
+        (:meth:`_node`, written out: one call per level of a get)."""
+        found = self._cached(page)
+        if found is None:
+            found = read_node(self.path, page, self._committed, self._pages.page_count)
+            self._cache.put(page, found)
+        return found
 
     def value(self, value: Value) -> bytes:
         if type(value) is bytes:
@@ -445,8 +487,11 @@ class KV(TreeAPI):
 
     def _get(self, name: bytes, key: bytes) -> bytes | None:
         with self._lock:
-            self._check_open()
-            return trees.get(self, self._trees.get(name), key)
+            if self._closed:
+                self._check_open()
+            tree = self._trees.get(name)
+            found = None if tree is None else trees.find(self, tree, key)
+            return found if found is None or type(found) is bytes else self.value(found)
 
     def _count(self, name: bytes) -> int:
         with self._lock:
@@ -553,9 +598,10 @@ class KV(TreeAPI):
         return f"<KV {self.path!r} writer>"
 
 
-def _common_prefix(a: memoryview, b: memoryview, lo: int, hi: int) -> int:
+def _common_prefix(a: bytes, b: bytes, lo: int, hi: int) -> int:
     """The first index in [lo, hi) where ``a`` and ``b`` differ (``hi`` if none):
-    a binary search of slice comparisons (memcmp), not a loop over bytes."""
+    a binary search of ``bytes`` slice comparisons (memcmp; a memoryview's
+    comparison goes item by item, 100x slower), not a loop over bytes."""
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if a[lo:mid] == b[lo:mid]:
@@ -565,26 +611,40 @@ def _common_prefix(a: memoryview, b: memoryview, lo: int, hi: int) -> int:
     return lo
 
 
+def _common_suffix(a: bytes, b: bytes, lo: int, hi: int) -> int:
+    """The smallest index ``e`` in [lo, hi] with ``a[e:hi] == b[e:hi]``: where the
+    bytes after the last difference start (a binary search of suffix comparisons;
+    no reversed copies)."""
+    end = hi
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[mid:end] == b[mid:end]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def _write_changes(ptx: Transaction, page: int, image: bytes) -> None:
     """Write a changed node's new ``image`` over its committed one, journalling only
     what changed: the header (or just its CRC) and one span of the body.  A value
     overwritten in place costs ~2 x its size in the journal, not two page images;
     a span over half the page is written whole (the page store's no-copy path)."""
-    old = memoryview(ptx.read(page))
-    new = memoryview(image)
+    old = ptx.image(page)
+    if old == image:  # nothing changed (a value overwritten with an equal one)
+        return
+    old = bytes(old)  # no copy for bytes; read only until the writes below
     size = len(image)
     body = nodes.CRC_AT + 4
-    start = _common_prefix(old, new, body, size)
-    if start == size:  # the body is unchanged, so is the CRC; the header may not be
-        if old[:body] != new[:body]:
-            ptx.write(page, 0, image[:body])
+    start = _common_prefix(old, image, body, size)
+    if start == size:  # the body is unchanged, so is the CRC: only the header changed
+        ptx.write(page, 0, image[:body])
         return
-    # the last differing byte, searched from the end on reversed views
-    end = size - _common_prefix(old[::-1], new[::-1], 0, size - start)
+    end = _common_suffix(old, image, start, size)  # just past the last differing byte
     if end - start > size // 2:
         ptx.write(page, 0, image)
         return
-    head = 0 if old[: nodes.CRC_AT] != new[: nodes.CRC_AT] else nodes.CRC_AT
+    head = 0 if old[: nodes.CRC_AT] != image[: nodes.CRC_AT] else nodes.CRC_AT
     ptx.write(page, head, image[head:body])
     ptx.write(page, start, image[start:end])
 

@@ -30,6 +30,7 @@ from typing import Protocol
 from engine.errors import CorruptFileError
 from engine.kv.node import (
     HEAD,
+    OVERFLOW_REF,
     Branch,
     Leaf,
     Node,
@@ -47,6 +48,9 @@ class Source(Protocol):
 
     path: str
     page_size: int
+    #: The decoded node at ``page`` if it is at hand (no I/O, no decoding), else
+    #: None: descents try it before :meth:`node` (a dict's ``get``: no Python frame).
+    cached: Callable[[int], Node | None]
 
     def node(self, page: int) -> Node:
         """The decoded node at ``page`` (CorruptFileError if it is not one)."""
@@ -98,15 +102,25 @@ def descend(
     src: Source, tree: TreeInfo, key: bytes, path: list[tuple[int, int]] | None = None
 ) -> tuple[Leaf, int]:
     """The leaf whose key range holds ``key``, and its page; every node on the way
-    is checked against its level and the separator range its parent gives it.
-    ``path``, when given, receives the branches passed as (page, child index)."""
+    is checked against its level and the separator range its parent gives it
+    (:func:`checked`, written out).  ``path``, when given, receives the branches
+    passed as (page, child index)."""
+    cached, node_at = src.cached, src.node
     page = tree.root
     lo: bytes | None = None
     hi: bytes | None = None
-    for level in range(tree.height - 1, 0, -1):
-        node = checked(src, page, level, lo, hi)
-        assert type(node) is Branch
+    level = tree.height - 1
+    while True:
+        node = cached(page)
+        if node is None:
+            node = node_at(page)
+        if node.level != level:
+            raise corrupt(src, page, 1, f"a node of level {level} (its parent's level - 1)", str(node.level))
         keys = node.keys
+        if keys and ((lo is not None and keys[0] < lo) or (hi is not None and keys[-1] >= hi)):
+            raise corrupt(src, page, HEAD, "keys inside the range its parent's separators give")
+        if not level:
+            return node, page  # type: ignore[return-value]
         i = bisect_right(keys, key)
         if i:
             lo = keys[i - 1]
@@ -114,20 +128,41 @@ def descend(
             hi = keys[i]
         if path is not None:
             path.append((page, i))
-        page = node.children[i]
-    leaf = checked(src, page, 0, lo, hi)
-    assert type(leaf) is Leaf
-    return leaf, page
+        page = node.children[i]  # type: ignore[union-attr]
+        level -= 1
 
 
 def find(src: Source, tree: TreeInfo, key: bytes) -> Value | None:
-    """The value stored under ``key`` (None if there is none)."""
-    leaf, _page = descend(src, tree, key)
-    keys = leaf.keys
-    i = bisect_left(keys, key)
-    if i < len(keys) and keys[i] == key:
-        return leaf.value_at(i)
-    return None
+    """The value stored under ``key`` (None if there is none).
+
+    :func:`descend` again, without the path (a get is this function and, for
+    nodes not at hand, one ``src.node`` call per level)."""
+    cached, node_at = src.cached, src.node
+    page = tree.root
+    lo: bytes | None = None
+    hi: bytes | None = None
+    level = tree.height - 1
+    while True:
+        node = cached(page)
+        if node is None:
+            node = node_at(page)
+        if node.level != level:
+            raise corrupt(src, page, 1, f"a node of level {level} (its parent's level - 1)", str(node.level))
+        keys = node.keys
+        if keys and ((lo is not None and keys[0] < lo) or (hi is not None and keys[-1] >= hi)):
+            raise corrupt(src, page, HEAD, "keys inside the range its parent's separators give")
+        if not level:
+            i = bisect_left(keys, key)
+            if i < len(keys) and keys[i] == key:
+                return node.value_at(i)  # type: ignore[union-attr]
+            return None
+        i = bisect_right(keys, key)
+        if i:
+            lo = keys[i - 1]
+        if i < len(keys):
+            hi = keys[i]
+        page = node.children[i]  # type: ignore[union-attr]
+        level -= 1
 
 
 def get(src: Source, tree: TreeInfo | None, key: bytes) -> bytes | None:
@@ -175,7 +210,7 @@ def fetcher(src: Source, tree: TreeInfo) -> Fetch:
 
     def fetch(seek: bytes | None, before: bool) -> tuple[list[bytes], list[bytes], bytes | None, bytes | None]:
         leaf, lo, hi = leaf_at(src, tree, seek, before)
-        vals = leaf.vals
+        vals = leaf.values()
         out = vals if all(type(v) is bytes for v in vals) else [src.value(v) for v in vals]
         return leaf.keys, out, lo, hi  # type: ignore[return-value]
 
@@ -225,23 +260,31 @@ def _path_to(w: Writer, tree: TreeInfo, key: bytes) -> tuple[list[tuple[int, int
 
 def insert(w: Writer, tree: TreeInfo, key: bytes, value: bytes, inline: bool) -> None:
     """Store ``value`` under ``key`` (replacing any value it had)."""
-    path, page = _path_to(w, tree, key)
+    _leaf, page = descend(w, tree, key)  # no path: most puts need no split
     leaf = w.mutable(page)
     assert type(leaf) is Leaf
-    keys = leaf.keys
+    keys, vals = leaf.keys, leaf.vals
     i = bisect_left(keys, key)
     if i < len(keys) and keys[i] == key:
-        old = leaf.vals[i]
-        w.free_value(old)  # first: the new value may reuse its pages
-        stored = w.store_value(value, inline)
-        leaf.vals[i] = stored
-        leaf.size += vsize(stored) - vsize(old)
+        old = vals[i]
+        if inline and type(old) is bytes:  # the common case, no overflow pages either side
+            vals[i] = value
+            leaf.size += len(value) - len(old)
+        else:
+            w.free_value(old)  # first: the new value may reuse its pages
+            stored = vals[i] = w.store_value(value, inline)
+            leaf.size += vsize(stored) - vsize(old)
     else:
-        stored = w.store_value(value, inline)
+        stored = value if inline else w.store_value(value, inline)
         keys.insert(i, key)
-        leaf.vals.insert(i, stored)
-        leaf.size += 4 + len(key) + vsize(stored)
+        vals.insert(i, stored)
+        leaf.size += 4 + len(key) + (len(value) if inline else OVERFLOW_REF.size)
         tree.count += 1
+    ps = w.page_size
+    if tree.height > 1 and ps // 4 <= leaf.size <= ps:
+        return  # no split or merge (the usual case): _fix would find the same
+    path: list[tuple[int, int]] = []
+    descend(w, tree, key, path)  # the same branches as above (none of them changed)
     _fix(w, tree, path, page)
 
 

@@ -41,7 +41,8 @@ class PageCache:
         if self.capacity == 0:
             return
         pages = self._pages
-        for page in pages.keys() & images.keys():  # usually none: they were discarded
+        # (a loop over the few images, not ``keys() &``: that copies every cached key)
+        for page in [page for page in images if page in pages]:  # usually none: they were discarded
             del pages[page]  # re-inserted below, as the most recent
         pages.update(images)
         while len(pages) > self.capacity:
@@ -53,8 +54,9 @@ class PageCache:
     def discard_many(self, pages: Iterable[int]) -> None:
         """:meth:`discard` of each of ``pages`` (only those cached are looked at)."""
         cached = self._pages
-        for page in cached.keys() & pages:
-            del cached[page]
+        pop = cached.pop
+        for page in pages:  # not ``cached.keys() & pages``: that copies every cached key
+            pop(page, None)
 
     def clear(self) -> None:
         self._pages.clear()

@@ -269,6 +269,18 @@ class Transaction:
         buf[offset:end] = data
         self._touch(page, offset, end)
 
+    def image(self, page: int) -> Image:
+        """This transaction's image of a live page, whole and not copied (unlike
+        :meth:`read`): read only, and only until the next write to ``page``."""
+        self._check_state()
+        self._check_live(page)
+        buf = self.pages.get(page)
+        if buf is None:
+            buf = self.unflushed.get(page)
+            if buf is None:
+                buf = self.committed(page)
+        return buf
+
     def read(self, page: int, offset: int = 0, size: int | None = None) -> bytes:
         """Bytes of a live page as this transaction sees them."""
         buf = self.pages.get(page) if isinstance(page, int) else None

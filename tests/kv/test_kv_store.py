@@ -246,19 +246,19 @@ def test_deletes_merge_and_the_tree_shrinks_back(path: str) -> None:
 
 
 def test_a_commit_that_fails_before_the_journal_leaves_nothing(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine.kv import node as nodes
+    from engine.kv import pager
 
     with KV.open(path, page_size=512) as kv:
         kv[b"a"] = b"1"
-        real = nodes.encode_node
+        real = pager.encode_node
 
         def broken(node: object, page_size: int) -> bytes:
             raise RuntimeError("encoder failed")
 
-        monkeypatch.setattr(nodes, "encode_node", broken)
+        monkeypatch.setattr(pager, "encode_node", broken)
         with pytest.raises(RuntimeError), kv.transaction() as tx:
             tx[b"b"] = b"2"
-        monkeypatch.setattr(nodes, "encode_node", real)
+        monkeypatch.setattr(pager, "encode_node", real)
         assert dict(kv.items()) == {b"a": b"1"}
         kv[b"c"] = b"3"
         kv.verify()

@@ -42,6 +42,32 @@ def test_create_write_reopen(path: str) -> None:
         assert store.verify()
 
 
+def test_transaction_image_is_the_transactions_view_uncopied(path: str) -> None:
+    """Transaction.image: the whole page as the transaction sees it, without a copy
+    of a committed image, and the same typed errors as read()."""
+    with PageStore.open(path, page_size=512) as store:
+        with store.transaction() as tx:
+            a, b = tx.allocate(), tx.allocate()
+            tx.write(a, 0, b"committed")
+        with store.transaction() as tx:
+            committed = store.committed_page(a)
+            assert tx.image(a) is committed  # no copy
+            tx.write(a, 0, b"changed")
+            assert bytes(tx.image(a)[:9]) == b"changeded" and tx.read(a, 0, 7) == b"changed"
+            assert bytes(store.committed_page(a)[:9]) == b"committed"
+            whole = bytes(512)
+            tx.write(b, 0, b"\x01" * 512)
+            tx.write(b, 0, whole)
+            assert tx.image(b) == whole
+            tx.free(b)
+            with pytest.raises(PageError, match="is free"):
+                tx.image(b)
+            with pytest.raises(PageError, match="never allocated"):
+                tx.image(9)
+        with pytest.raises(ClosedError):
+            tx.image(a)
+
+
 def test_uncommitted_writes_are_private_and_exception_rolls_back(path: str) -> None:
     with PageStore.open(path, page_size=512) as store:
         with store.transaction() as tx:

@@ -1,0 +1,263 @@
+"""The node codec's compiled twins (``engine/kv/_native.c``: decode_node,
+encode_leaf, encode_branch) against their pure-Python references in
+:mod:`engine.kv.node` (decode_node, leaf_image, branch_image): the same objects,
+the same bytes, the same errors (type, offset, message) on valid, damaged and
+hostile pages.
+
+The native module is imported directly (not through ``engine.native.load``), so
+these comparisons also run under ``ENGINE_PURE_PYTHON=1``; they are skipped only
+when the extension is not built.  The tox ``sanitize`` environment runs them under
+ASan and UBSan.
+"""
+
+from __future__ import annotations
+
+import importlib
+import random
+import struct
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from engine.kv import KV, pager
+from engine.kv import node as nodes
+from engine.native import pure_python_forced
+from engine.pages import crc32c
+
+
+def _native() -> ModuleType | None:
+    try:
+        return importlib.import_module("engine.kv._native")
+    except ImportError:
+        return None
+
+
+NATIVE = _native()
+needs_native = pytest.mark.skipif(NATIVE is None, reason="engine.kv._native is not built")
+
+
+def _shape(node: object) -> tuple[Any, ...]:
+    """Everything observable about a decoded node (a lazy leaf's page and offsets too)."""
+    if type(node) is nodes.Leaf:
+        lazy = node._vals is None
+        offs = None if node._voffs is None else (node._voffs.typecode, node._voffs.tolist())
+        page = node._page
+        return ("leaf", node.level, node.keys, node.values(), node.size, lazy, offs, page)
+    assert type(node) is nodes.Branch
+    return ("branch", node.level, node.keys, node.children, node.size)
+
+
+def _outcome(fn: Callable[[], Any]) -> tuple[str, Any]:
+    try:
+        result = fn()
+    except nodes.NodeError as exc:
+        return ("node error", (exc.offset, exc.expected, exc.found, str(exc)))
+    except Exception as exc:  # the twins must raise the same
+        return ("error", (type(exc), str(exc)))
+    return ("ok", _shape(result) if isinstance(result, (nodes.Leaf, nodes.Branch)) else result)
+
+
+def _same_decode(data: bytes, page_count: int) -> tuple[str, Any]:
+    assert NATIVE is not None
+    ref = _outcome(lambda: nodes.decode_node(data, page_count))
+    got = _outcome(lambda: NATIVE.decode_node(data, page_count))
+    assert got == ref, f"decode_node twins differ on {data[:64].hex()}... (page_count {page_count})"
+    return ref
+
+
+def _sealed(head: bytes, body: bytes, page_size: int) -> bytes:
+    """A page with the 8 header bytes ``head``, next 0, ``body``, a valid CRC over [0, used)."""
+    used = struct.unpack_from("<I", head, 4)[0]
+    raw = bytearray(page_size)
+    raw[:8] = head
+    raw[20 : 20 + len(body)] = body[: page_size - 20]
+    crc = nodes.page_crc(raw, nodes.CRC_AT, min(max(used, 12), page_size))
+    raw[8:12] = struct.pack("<I", crc)
+    return bytes(raw)
+
+
+keys_st = st.lists(st.binary(max_size=24), max_size=40, unique=True).map(sorted)
+value_st = st.one_of(
+    st.binary(max_size=60),
+    st.builds(nodes.Overflow, st.integers(0, 2**64 - 1), st.integers(0, 2**32 - 1)),
+)
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(keys=keys_st, data=st.data(), page_size=st.sampled_from([512, 1024, 4096]), page_count=st.integers(-3, 2**40))
+def test_leaves_encode_and_decode_alike(
+    keys: list[bytes], data: st.DataObject, page_size: int, page_count: int
+) -> None:
+    assert NATIVE is not None
+    vals = data.draw(st.lists(value_st, min_size=len(keys), max_size=len(keys)))
+    ref = _outcome(lambda: nodes.leaf_image(keys, vals, page_size))
+    assert _outcome(lambda: NATIVE.encode_leaf(keys, vals, page_size)) == ref
+    if ref[0] == "ok":
+        _same_decode(ref[1], page_count)
+        flip = data.draw(st.integers(0, 8 * page_size - 1))
+        damaged = bytearray(ref[1])
+        damaged[flip // 8] ^= 1 << (flip % 8)
+        _same_decode(_sealed(bytes(damaged[:8]), bytes(damaged[20:]), page_size), page_count)
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(
+    keys=keys_st,
+    data=st.data(),
+    level=st.integers(0, 60),
+    page_size=st.sampled_from([512, 1024, 4096]),
+    page_count=st.integers(-3, 2**40),
+)
+def test_branches_encode_and_decode_alike(
+    keys: list[bytes], data: st.DataObject, level: int, page_size: int, page_count: int
+) -> None:
+    assert NATIVE is not None
+    children = data.draw(st.lists(st.integers(0, 2**64 - 1), min_size=len(keys) + 1, max_size=len(keys) + 1))
+    ref = _outcome(lambda: nodes.branch_image(level, keys, children, page_size))
+    assert _outcome(lambda: NATIVE.encode_branch(level, keys, children, page_size)) == ref
+    if ref[0] == "ok":
+        _same_decode(ref[1], page_count)
+        flip = data.draw(st.integers(0, 8 * page_size - 1))
+        damaged = bytearray(ref[1])
+        damaged[flip // 8] ^= 1 << (flip % 8)
+        _same_decode(_sealed(bytes(damaged[:8]), bytes(damaged[20:]), page_size), page_count)
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(keys=keys_st, data=st.data(), flips=st.lists(st.integers(0, 4095), min_size=1, max_size=4))
+def test_damaged_pages_fail_alike(keys: list[bytes], data: st.DataObject, flips: list[int]) -> None:
+    """Bit flips, truncations and extensions of valid pages: the same NodeError."""
+    vals = data.draw(st.lists(st.binary(max_size=40), min_size=len(keys), max_size=len(keys)))
+    page = bytearray(nodes.leaf_image(keys, vals, 1024))
+    for at in flips:
+        page[at % len(page)] ^= 1 << (at % 8)
+    _same_decode(bytes(page), 50)
+    # the same damage under a valid CRC (written through the page store): the structural checks
+    _same_decode(_sealed(bytes(page[:8]), bytes(page[20:]), len(page)), 50)
+    cut = data.draw(st.integers(0, len(page)))
+    _same_decode(bytes(page[:cut]), 50)
+    _same_decode(bytes(page) + b"\x01" * data.draw(st.integers(0, 8)), 50)
+
+
+@needs_native
+@settings(max_examples=600, deadline=None)
+@given(
+    kind=st.sampled_from([nodes.LEAF, nodes.BRANCH, nodes.OVERFLOW, 0, 0xFF]),
+    level=st.integers(0, 255),
+    count=st.one_of(st.integers(0, 40), st.integers(0, 0xFFFF)),
+    used=st.one_of(st.integers(0, 600), st.integers(0, 2**32 - 1)),
+    body=st.binary(max_size=600),
+    page_size=st.sampled_from([20, 64, 512]),
+    page_count=st.integers(-3, 2**63 - 1),
+)
+@example(kind=nodes.LEAF, level=0, count=1, used=26, body=b"\x01\x00\xff\xff", page_size=512, page_count=9)
+@example(kind=nodes.BRANCH, level=1, count=0, used=28, body=b"\x01" + bytes(7), page_size=512, page_count=9)
+def test_hostile_pages_with_valid_crcs_fail_alike(
+    kind: int, level: int, count: int, used: int, body: bytes, page_size: int, page_count: int
+) -> None:
+    """Headers and bodies made up, sealed with a valid CRC so that every check past it is reached."""
+    head = struct.pack("<BBHI", kind, level, count, used)
+    _same_decode(_sealed(head, body, page_size), page_count)
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=700), page_count=st.integers(-3, 100))
+def test_garbage_fails_alike(data: bytes, page_count: int) -> None:
+    _same_decode(data, page_count)
+
+
+@needs_native
+def test_the_issues_damaged_nodes_fail_alike() -> None:
+    """A child pointer out of range, a cycle's level, keys out of order, an
+    overflow reference out of range: NodeError the same way from both."""
+    keys = [b"a", b"m", b"t"]
+    branch = nodes.branch_image(1, keys, [3, 4, 5, 99], 512)
+    assert _same_decode(branch, 50)[1][0] == nodes.HEAD + 2 * 3 + 8 * 3  # the fourth child's u64
+    unordered = nodes.branch_image(1, [b"m", b"a"], [3, 4, 5], 512)
+    assert "ascending" in _same_decode(unordered, 50)[1][1]
+    leaf = nodes.leaf_image([b"b", b"a"], [b"1", b"2"], 512)
+    assert "ascending" in _same_decode(leaf, 50)[1][1]
+    ovf = nodes.leaf_image([b"k"], [nodes.Overflow(77, 5000)], 512)
+    assert "overflow page" in _same_decode(ovf, 50)[1][1]
+    level_up = nodes.branch_image(49, [b"k"], [3, 4], 512)
+    assert "level" in _same_decode(level_up, 50)[1][1]
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=300))
+def test_crc32c_matches_the_page_stores(data: bytes) -> None:
+    assert NATIVE is not None
+    assert NATIVE.crc32c(data) == NATIVE.crc32c(data, False) == crc32c.value(data) == crc32c.extend_pure(0, data)
+
+
+@needs_native
+def test_wrong_argument_types_are_type_errors() -> None:
+    assert NATIVE is not None
+    with pytest.raises(TypeError):
+        NATIVE.decode_node(bytearray(512), 5)
+    with pytest.raises(TypeError):
+        NATIVE.decode_node(bytes(512), 5.0)
+    with pytest.raises(TypeError):
+        NATIVE.encode_leaf([b"a"], [1], 512)
+    with pytest.raises(TypeError):
+        NATIVE.encode_branch(1, ["a"], [2, 3], 512)
+    with pytest.raises(ValueError, match="as many values as keys"):
+        NATIVE.encode_leaf([b"a"], [], 512)
+
+
+@needs_native
+@pytest.mark.parametrize("page_size", [65536, 65537, 1 << 20])
+def test_lengths_past_a_u16_fail_alike(page_size: int) -> None:
+    """Past the largest page a length could exceed its u16 field: refused by both, alike."""
+    assert NATIVE is not None
+    keys, vals = [b"k" * 70000], [b"v"]
+    ref = _outcome(lambda: nodes.leaf_image(keys, vals, page_size))
+    assert ref[0] == "error" and ref == _outcome(lambda: NATIVE.encode_leaf(keys, vals, page_size))
+    ref = _outcome(lambda: nodes.branch_image(1, keys, [2, 3], page_size))
+    assert ref[0] == "error" and ref == _outcome(lambda: NATIVE.encode_branch(1, keys, [2, 3], page_size))
+
+
+def test_the_store_uses_the_kernel_unless_pure_python_is_forced() -> None:
+    """engine.kv.pager picks the twins once, at import (engine.native.load)."""
+    if pure_python_forced() or NATIVE is None:
+        assert pager.decode_node is nodes.decode_node
+        assert pager._leaf_image is nodes.leaf_image
+        assert pager._branch_image is nodes.branch_image
+    else:
+        assert pager.decode_node is NATIVE.decode_node
+        assert pager._leaf_image is NATIVE.encode_leaf
+        assert pager._branch_image is NATIVE.encode_branch
+
+
+@needs_native
+def test_a_store_written_with_one_twin_reads_with_the_other(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whole stores: pages encoded by the reference decode with the kernel, and back."""
+    rng = random.Random(3)
+    model = {rng.randbytes(rng.randrange(1, 30)): rng.randbytes(rng.choice([0, 5, 90, 400])) for _ in range(800)}
+    assert NATIVE is not None
+    for writer, reader in (("py", "c"), ("c", "py")):
+        path = tmp_path / f"{writer}.kv"
+        twins = {
+            "py": (nodes.leaf_image, nodes.branch_image, nodes.decode_node),
+            "c": (NATIVE.encode_leaf, NATIVE.encode_branch, NATIVE.decode_node),
+        }
+        for which in (writer, reader):
+            leaf, branch, decode = twins[which]
+            monkeypatch.setattr(pager, "_leaf_image", leaf)
+            monkeypatch.setattr(pager, "_branch_image", branch)
+            monkeypatch.setattr(pager, "decode_node", decode)
+            with KV.open(path, page_size=512, cache_nodes=0) as kv:
+                if which == writer:
+                    kv.update(model.items())
+                else:
+                    assert dict(kv.items()) == model
+                    assert kv.verify()
