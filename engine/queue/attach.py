@@ -19,8 +19,9 @@ from __future__ import annotations
 import logging
 
 from engine.errors import LockedError
-from engine.fs import FileSystem, HeldLock, RecoveryReport, probe_lock, take_lock
+from engine.fs import FileSystem, HeldLock, OpenMode, RecoveryReport, probe_lock, take_lock
 from engine.queue import checkpoint, naming
+from engine.queue.compete import lock_consumer
 from engine.queue.state import ReaderState
 
 log = logging.getLogger("engine.queue")
@@ -51,6 +52,17 @@ def lock_reader(fs: FileSystem, directory: str, queue: str, reader: str, *, pati
         wait=READER_LOCK_PATIENCE if patience else 0.0,
         what=f"lock of reader {reader!r} of queue {queue!r}",
     )
+
+
+def _lock_consumer(fs: FileSystem, directory: str, queue: str, reader: str, share_wait: float) -> HeldLock:
+    path = naming.join(directory, naming.reader_lock_name(queue, reader))
+    handle = fs.open(path, OpenMode.CREATE)
+    try:
+        what = f"lock of reader {reader!r} of queue {queue!r}"
+        return lock_consumer(handle, path, what, READER_LOCK_PATIENCE, share_wait)
+    except BaseException:
+        handle.close()
+        raise
 
 
 def reader_files(fs: FileSystem, directory: str, queue: str, listing: list[str] | None = None) -> dict[str, str]:
@@ -129,6 +141,7 @@ def attach_reader(
     report: RecoveryReport,
     window: int | None = None,
     named_reader_held: bool = False,
+    share_wait: float | None = None,
 ) -> tuple[HeldLock, ReaderState]:
     """Lock reader ``name`` and load (or create) its state.
 
@@ -138,9 +151,15 @@ def attach_reader(
     the state, clamped into the journal; each clamp is added to ``report``.
     ``window``: ids more than this past ``tail`` are damage, not a crash's loss
     (CorruptFileError, see :func:`checkpoint.check_ids_in_window`).
+    ``share_wait``: when another consumer holds the name, ask it to share and wait
+    this long (:func:`engine.queue.compete.lock_consumer`; the lock returned is then
+    shared: the reader competes); None: LockedError at once.
     """
     naming.check_reader_name(queue, name)
-    lock = lock_reader(fs, directory, queue, name)
+    if share_wait is None:
+        lock = lock_reader(fs, directory, queue, name)
+    else:
+        lock = _lock_consumer(fs, directory, queue, name, share_wait)
     try:
         path = naming.join(directory, naming.reader_name(queue, name))
         if fs.exists(path):

@@ -230,6 +230,7 @@ class JournalCursor:
         self._batch_bytes = 0  # journal bytes of the batch in ``_ready``
         self._batch_count = 1  # its records
         self._stall: tuple[str, int, int] | None = None  # (file, offset, limit) last judged
+        self._rewound: tuple[str, int] | None = None  # (file, offset) last read again (see _reread)
 
     @property
     def ready_bytes(self) -> int:
@@ -315,6 +316,8 @@ class JournalCursor:
             try:
                 records = scanner.next_batch(limit)
             except codec.BadRecord as exc:
+                if growing and self._reread():
+                    continue
                 raise corrupt(self.segment.path, exc) from None
             if not records:
                 if growing:
@@ -392,6 +395,8 @@ class JournalCursor:
         rest = self._handle.read_at(start, limit - start)
         hit = codec.find_valid_check(rest, 1, 0)
         if hit is not None:
+            if self._reread():
+                return
             raise CorruptFileError(
                 self.segment.path,
                 start,
@@ -406,6 +411,23 @@ class JournalCursor:
                 limit - start,
                 start,
             )
+
+    def _reread(self) -> bool:
+        """Read the newest file again from its last CHECK, once per position; False
+        if that was done already (the damage is real).
+
+        A producer killed in the middle of its write leaves a torn batch after the
+        last CHECK; the next producer cuts it and writes new records in its place
+        (:func:`engine.queue.recover.resync`).  What this cursor decoded of the torn
+        batch (never delivered: no CHECK vouched for it) no longer matches the file.
+        """
+        assert self.segment is not None and self._scanner is not None
+        base = self._scanner.offset - self._scanner.unverified
+        if base == self._scanner.offset or self._rewound == (self.segment.path, base):
+            return False
+        self._rewound = (self.segment.path, base)
+        self._scanner.rewind_to(base)
+        return True
 
     def position(self) -> tuple[str | None, int]:
         """(current segment path, byte offset of the next record)."""

@@ -133,7 +133,7 @@ class ReaderWatch:
         fs, directory, queue = q.fs, q.directory, q.name
         with q._lock:
             live = {name for name, r in q._readers.items() if not r.closed}
-            tail = q._tail
+        tail = q.current_tail()
         retired = []
         files = reader_files(fs, directory, queue)
         for name, path in files.items():
@@ -214,16 +214,16 @@ def retire_round(q: Queue) -> list[str]:
     heads = durable_heads(fs, q.directory, q.name, q._readers)
     if heads is None:
         return []
-    with q._lock:
-        segments = list(q._segments)
-        tail = q._tail
+    segments, tail = q._files_now()
     doomed = retirable(segments, min(heads.values(), default=tail))
     paths = [seg.path for seg in doomed]
     if doomed:
         remove_files(fs, q.directory, doomed, q.config.archive_dir)
         gone = {seg.number for seg in doomed}
         with q._lock:
-            q._segments = [s for s in q._segments if s.number not in gone]
+            # (another producer may have retired some of them first: gone all the same)
+            kept = [s for s in q._segments if s.number not in gone]
+            q._segments = kept or q._segments[-1:]
         q.deleted_files.extend(paths)
         segments = [s for s in segments if s.number not in gone]
     if watch.pin_warning is not None:
@@ -247,15 +247,13 @@ def live_stats(q: Queue) -> dict[str, object]:
             entry = live.stats()
             with live._lock:
                 head, done = live._state.snapshot()
-            entry["backlog_bytes"] = backlog_bytes(fs, directory, name, ReaderState(head, done), q._tail)
+            entry["backlog_bytes"] = backlog_bytes(fs, directory, name, ReaderState(head, done), q.current_tail())
             entry["last_checkpoint_ns"] = last_checkpoint_ns(fs, live.path)
             readers.append(entry)
         else:
-            readers.append(disk_reader_stats(fs, directory, name, reader_name, q._tail, q._clock))
-    with q._lock:
-        segments = list(q._segments)
-        tail = q._tail
-    sizes = _sizes(q, segments)
+            readers.append(disk_reader_stats(fs, directory, name, reader_name, q.current_tail(), q._clock))
+    segments, tail = q._files_now()
+    sizes = file_sizes(q, segments)
     pins = add_pins(readers, segments, tail, lambda seg: sizes[seg.number])
     journal = sum(sizes.values())
     watch: ReaderWatch = q._watch
@@ -272,17 +270,27 @@ def live_stats(q: Queue) -> dict[str, object]:
     }
 
 
-def _sizes(q: Queue, segments: list[Segment]) -> dict[int, int]:
+def file_sizes(q: Queue, segments: list[Segment]) -> dict[int, int]:
     """Each writer file's bytes (the newest: what the writer wrote and staged)."""
     with q._lock:
+        mine = not q._shared and segments and segments[-1].number == q._segments[-1].number
         newest = q._written_end + q._buffer_bytes
     sizes = {}
     for seg in segments:
         try:
-            sizes[seg.number] = newest if seg is segments[-1] else q.fs.file_size(seg.path)
+            sizes[seg.number] = newest if mine and seg is segments[-1] else q.fs.file_size(seg.path)
         except FileNotFoundError:  # retired since the list was taken
             sizes[seg.number] = 0
     return sizes
+
+
+def _holders(fs: FileSystem, lock_path: str) -> list[int] | None:
+    """The pids holding a reader's lock (competing consumers' item claims are
+    open file description locks, listed with pid -1: not holders of their own)."""
+    if not fs.exists(lock_path):
+        return []
+    pids = fs.lock_holders(lock_path)
+    return None if pids is None else [pid for pid in pids if pid > 0]
 
 
 def readers_report(fs: FileSystem, directory: str, queue: str, clock: Callable[[], float]) -> list[dict[str, Any]]:
@@ -305,7 +313,7 @@ def readers_report(fs: FileSystem, directory: str, queue: str, clock: Callable[[
         report.append(
             {"queue": queue, **row, "pinned_share": pin.bytes / journal if journal else 0.0,
              "pinned_paths": list(pin.paths), "held": probe_lock(fs, lock_path),
-             "holder_pids": fs.lock_holders(lock_path) if fs.exists(lock_path) else []}
+             "holder_pids": _holders(fs, lock_path)}
         )
     return report
 

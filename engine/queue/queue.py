@@ -1,7 +1,9 @@
 """The queue store: puts, rotation, group commit, checkpoints, file retirement.
 
-One writer per queue across processes (``<queue>.lock``, :func:`attach.lock_writer`).
-The store class is thin: opening is :func:`recover.recover`, readers lock and load
+Any number of producers per queue, in any number of processes: they share the
+append lock, the state record and the group commit of :mod:`engine.queue.shared`
+(the protocol's write side is :class:`producers.Producers`).  The store class is
+thin: opening is :func:`recover.recover`, readers lock and load
 their files through :func:`attach.attach_reader`, the choice of files to delete is
 :mod:`retire`'s, the checks and statistics are :mod:`diagnose`'s, the watch over
 abandoned readers (pin warnings, ``reader_expiry``) is :mod:`pinning`'s.  What stays here is
@@ -9,8 +11,10 @@ the write path and the in-process readers' view of it.
 
 Durability (sync="always"): a put appends its record, takes a group-commit ticket
 and returns once an fdatasync that started after its write has finished; concurrent
-puts share that fsync.  Readers in this process see an item only once it is durable,
-so no reader can confirm (and checkpoint) an id that a crash then takes back.
+puts share that fsync, in this process (the ticket) and across processes (the
+shared ``synced`` position).  While no other producer writes, readers in this
+process see an item only once it is durable, so no reader can confirm (and
+checkpoint) an id that a crash then takes back.
 """
 
 from __future__ import annotations
@@ -24,13 +28,12 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from engine.conventions import instant_ms, require_bytes
-from engine.errors import ClosedError, ConfigError, DiskFullError, EngineError, FullError, PoisonedError
+from engine.errors import ClosedError, ConfigError, DiskFullError, EngineError, PoisonedError
 from engine.fs import (
     FileHandle,
     FileSystem,
     GroupCommit,
     HeldLock,
-    OpenMode,
     PeriodicSync,
     RecoveryReport,
     as_path,
@@ -40,16 +43,20 @@ from engine.fs import (
 )
 from engine.lifetime import close_when_dropped, detached, keeper_of
 from engine.queue import codec, naming
-from engine.queue.attach import attach_reader, lock_reader, lock_writer, reader_files
+from engine.queue.attach import READER_LOCK_PATIENCE, attach_reader, lock_reader, reader_files
+from engine.queue.compete import SHARE_WAIT, wait_round
 from engine.queue.config import QueueConfig
 from engine.queue.cursor import PollingSource, WakeUps
-from engine.queue.diagnose import disk_pending, unread_journal_bytes, verify_queue
+from engine.queue.diagnose import disk_pending, verify_queue
+from engine.queue.limits import OtherReaders, make_room
 from engine.queue.payload import put_many_batch
-from engine.queue.pinning import ReaderWatch, live_stats, retire_round
+from engine.queue.pinning import ReaderWatch, file_sizes, live_stats, retire_round
+from engine.queue.producers import Producers
 from engine.queue.reader import Item, Reader
-from engine.queue.recover import Recovered, recover
+from engine.queue.recover import Recovered, recover, resync
 from engine.queue.remote import RemoteReader, open_remote_reader
-from engine.queue.segments import SEGMENT_HEADER, Segment, create_segment, earliest_id
+from engine.queue.segments import SEGMENT_HEADER, Segment, earliest_id
+from engine.queue.shared import SharedState, lock_producer
 
 log = logging.getLogger("engine.queue")
 
@@ -68,7 +75,7 @@ def _again(error: PoisonedError) -> PoisonedError:
     return PoisonedError(error.path, None if error.cause is None else detached(error.cause), error.operation)
 
 
-class Queue(WakeUps):
+class Queue(Producers, WakeUps):
     """A durable multi-reader queue in ``directory``, files named ``<name>.*``.
 
     Use :meth:`open`.  ``put`` appends; each reader (``reader(name)``) sees every
@@ -87,6 +94,8 @@ class Queue(WakeUps):
         writer_lock: HeldLock,
         start: Recovered,
         recovery: RecoveryReport,
+        state: SharedState,
+        shared: bool = False,
     ) -> None:
         self.fs = fs
         self.directory = directory
@@ -134,6 +143,8 @@ class Queue(WakeUps):
         #: with its type: DiskFullError stays DiskFullError (the fsyncgate rule,
         #: until a reopen lets recovery decide what the files hold).
         self._poisoned: PoisonedError | None = None
+        self._init_producers(state, shared)
+        self._other_readers = OtherReaders()  # max_items / max_size of readers not open here
         self._keeper: Queue = keeper_of(self)  # what threads, readers, finalizer hold (see lifetime)
 
     # -- opening -------------------------------------------------------------------
@@ -147,30 +158,53 @@ class Queue(WakeUps):
         clock: Callable[[], float] = time.time,
         **config: Any,
     ) -> Queue:
-        """Open (creating if needed) queue ``name`` in ``directory`` as its writer.
+        """Open (creating if needed) queue ``name`` in ``directory`` as a producer.
 
-        Options are :class:`QueueConfig` fields.  Raises LockedError if another
-        writer has it open, CorruptFileError / FormatError on damaged files.
+        Any number of producers (processes, or handles in one process) may have
+        the queue open and put (see :mod:`engine.queue.shared`); the first one
+        runs the crash recovery.  Options are :class:`QueueConfig` fields; each
+        producer has its own (its sync mode, its limits, its readers).  Raises
+        LockedError while ``engine queue repair`` holds the queue,
+        CorruptFileError / FormatError on damaged files.
         """
         directory = as_path(directory, "directory")
         cfg = QueueConfig.from_kwargs(**config)
         cfg.check_names(name)  # before any file is created
         fs = resolve(fs)
         make_dirs(fs, directory)
-        writer_lock = lock_writer(fs, directory, name)
+        state = SharedState(fs, directory, name)
         report = RecoveryReport(path=naming.join(directory, name))
+        queue: Queue | None = None
+        writer_lock: HeldLock | None = None
         try:
-            start = recover(fs, directory, name, cfg, report, int(clock() * 1000))
+            state.lock()  # no other producer opens, writes or rotates meanwhile (released below)
+            writer_lock, alone = lock_producer(fs, directory, name, READER_LOCK_PATIENCE)
+            now_ms = int(clock() * 1000)
+            if alone:
+                start = recover(fs, directory, name, cfg, report, now_ms)
+            else:
+                segments, handle, end, last = resync(fs, directory, name, report, now_ms)
+                start = Recovered(segments, handle, end, last, None, False)
+            queue = cls(fs, directory, name, cfg, clock, writer_lock, start, report, state, shared=not alone)
+            queue._held = True
+            if alone:
+                queue._publish_locked()  # the record afresh: nobody else is open
+                with state.sync_lock():
+                    state.write_synced(0)
+                if start.rotate:
+                    queue._rotate()  # ids are contiguous within a file: the jump goes between two
+            else:
+                queue._acquire_shared_open()
         except BaseException:
-            writer_lock.release()
+            if queue is not None:
+                queue._abandon()
+            else:
+                state.close()
+                if writer_lock is not None:
+                    writer_lock.release()
             raise
-        queue = cls(fs, directory, name, cfg, clock, writer_lock, start, report)
-        try:
-            if start.rotate:
-                queue._rotate()  # ids are contiguous within a file: the jump goes between two
-        except BaseException:
-            queue._abandon()
-            raise
+        with queue._lock:
+            queue._release_locked()
         report.log(log)
         queue._keeper._start_threads()
         keeper = queue._keeper
@@ -186,17 +220,20 @@ class Queue(WakeUps):
         if self._policy.mode == "always":
             self._gc = GroupCommit(self._sync_journal, delay=self.config.group_commit_delay, name=self.name)
         elif self._policy.mode == "periodic":
+            # Ticks at least every 50 ms: staged puts hold the append lock, which
+            # producers in other processes wait for; the fsync comes every period.
+            self._next_sync = time.monotonic() + self._policy.period
             self._periodic = PeriodicSync(
-                self._sync_journal,
-                self._policy.period,
-                dirty=lambda: self._durable_end < self._written_end or bool(self._buffer),
+                self._tick,
+                min(self._policy.period, 0.05),
+                dirty=lambda: self._durable_end < self._written_end or bool(self._buffer) or self._held,
                 name=f"queue-{self.name}-sync",
             )
         else:
             # sync="never": no fsync, but staged puts reach the file (and readers in
             # other processes) within 50 ms.
             self._periodic = PeriodicSync(
-                self._flush, 0.05, dirty=lambda: bool(self._buffer), name=f"queue-{self.name}-flush"
+                self._flush, 0.05, dirty=lambda: bool(self._buffer) or self._held, name=f"queue-{self.name}-flush"
             )
         self._checkpointer = threading.Thread(
             target=self._checkpoint_loop, name=f"queue-{self.name}-checkpoint", daemon=True
@@ -215,23 +252,9 @@ class Queue(WakeUps):
 
     def _abandon(self) -> None:
         self._handle.close()
+        with self._sync_lock:  # no group commit is writing the state file meanwhile
+            self._state.close()
         self._writer_lock.release()
-
-    # -- the JournalSource interface for in-process readers -------------------------
-    def segment_list(self, *, fresh: bool = False) -> list[Segment]:
-        with self._lock:
-            return list(self._segments)
-
-    def readable_end(self, segment: Segment, handle: FileHandle) -> tuple[int, bool]:
-        with self._lock:
-            if self._segments and segment.number == self._segments[-1].number:
-                if self._buffer and not self._policy.always and not self._closed:
-                    self._flush_locked()  # a reader caught up: hand it the staged puts
-                return self._visible_end, True
-        return handle.size(), False
-
-    def writer_alive(self) -> bool:
-        return True  # this is the writer
 
     # -- writing -------------------------------------------------------------------
     # Records are first *staged* in memory (``_buffer``), then *flushed* to the newest
@@ -260,6 +283,7 @@ class Queue(WakeUps):
         try:
             gc.wait(ticket)
         except PoisonedError:
+            self._flush()  # no leader flushed: the append lock must go all the same
             if self._poisoned is not None:
                 raise _again(self._poisoned) from None
             raise
@@ -274,7 +298,29 @@ class Queue(WakeUps):
                 self._poisoned = PoisonedError(path, detached(exc), operation)
 
     def _flush_locked(self) -> None:
-        """Write the staged records and their CHECK (caller holds ``_lock``)."""
+        """Write the staged records and their CHECK, and let the append lock go
+        (caller holds ``_lock``)."""
+        if self._held:
+            try:
+                self._write_staged()
+            finally:
+                self._release_locked()
+
+    def _write_for_commit(self) -> None:
+        """sync="always": write the put now.  The append lock stays held until the
+        group commit's leader flushes (one lock per group), unless another producer
+        writes too (it may be waiting for the lock)."""
+        try:
+            self._write_staged()
+        except BaseException:
+            self._release_locked()
+            raise
+        if self._shared:
+            self._release_locked()
+
+    def _write_staged(self) -> None:
+        """Write the staged records and their CHECK at the newest file's end, then
+        the state record (caller holds ``_lock`` and the append lock)."""
         if not self._buffer:
             return
         records = b"".join(self._buffer)
@@ -282,12 +328,16 @@ class Queue(WakeUps):
         self._buffer_bytes = 0
         # One CHECK per write: recovery can tell a whole batch from a torn one.
         blob = records + codec.encode_check(records)
+        offset = self._written_end
         try:
-            offset = self._handle.append(blob)
+            self._handle.write_at(offset, blob)
         except BaseException as exc:
             self._fail(exc, self._handle.path, "write")
             raise
         self._written_end = offset + len(blob)
+        self._written_l += len(blob)
+        self._end_l = self._written_l
+        self._unpublished = True  # the record is written when the lock goes
         if not self._policy.always:
             self._visible_end = self._written_end
 
@@ -301,21 +351,25 @@ class Queue(WakeUps):
             if not self._closed:
                 self._flush_locked()
 
+    def _tick(self) -> None:
+        """The periodic thread's round (sync=<period>): flush; fsync once a period."""
+        if time.monotonic() >= self._next_sync:
+            self._next_sync = time.monotonic() + self._policy.period
+            self._sync_journal()
+        else:
+            self._flush()
+
     def _sync_journal(self) -> None:
-        """Flush, fdatasync the newest file; then its synced bytes become visible."""
+        """Flush, make this process's writes durable (an fsync here or in another
+        producer's process, see :meth:`_sync_shared`); then they become visible."""
         with self._lock:
             self._flush_locked()
-            handle, end = self._handle, self._written_end
+            handle, end, target = self._handle, self._written_end, self._end_l
+            segment = self._segments[-1].number
         with self._sync_lock:
             # A rotated-out handle was fsynced whole and closed by _rotate.
             if not handle.closed:
-                crashpoint("queue.put.before-fsync")
-                try:
-                    handle.fdatasync()
-                except BaseException as exc:
-                    self._fail(exc, handle.path, "fsync")
-                    raise
-                crashpoint("queue.put.after-fsync")
+                self._sync_shared(handle, segment, target)
         with self._lock:
             if handle is self._handle and end > self._durable_end:
                 self._durable_end = end
@@ -323,49 +377,9 @@ class Queue(WakeUps):
                     self._visible_end = end
         self.notify()
 
-    def _rotate(self) -> None:
-        """Start a new writer file (caller holds ``_lock``; the buffer is flushed)."""
-        old = self._handle
-        assert not self._buffer
-        with self._sync_lock:
-            # The old file is complete and durable before the next one exists, so a
-            # reader that sees the new file knows the old one will not grow.
-            # (A failed fsync here poisons ``old``, which stays the writer file.)
-            crashpoint("queue.rotate.before-fsync")
-            try:
-                old.fsync()
-            except BaseException as exc:
-                self._fail(exc, old.path, "fsync")
-                raise
-            old.close()
-        try:
-            segment = create_segment(self.fs, self.directory, self.name, self._segments, self._now_ms())
-            crashpoint("queue.rotate.after-create")
-            handle = self.fs.open(segment.path, OpenMode.WRITE)
-        except BaseException as exc:
-            # The old file is closed and the new one may or may not be on disk (its
-            # create fsync failed, say): no write may go anywhere until a reopen
-            # lets recovery decide what the files hold.
-            self._fail(exc, old.path, "fsync")
-            raise
-        self._segments.append(segment)
-        self._handle = handle
-        self._written_end = self._durable_end = self._visible_end = _HEADER_SIZE
-
     def _make_room(self, adding: int, nbytes: int) -> None:
-        """Enforce max_items / max_size for the in-process readers."""
-        cfg = self.config
-        for reader in list(self._readers.values()):
-            while True:
-                pending = len(reader)
-                over_items = cfg.max_items is not None and pending + adding > cfg.max_items
-                over_size = cfg.max_size is not None and nbytes + unread_journal_bytes(
-                    self.fs, self._segments, self._written_end, self._buffer_bytes, reader._cursor
-                ) > cfg.max_size
-                if not (over_items or over_size):
-                    break
-                if not cfg.discard_old_when_full or pending == 0 or not reader.discard_oldest():
-                    raise FullError(f"queue {self.name!r} is full for reader {reader.name!r} ({pending} items)")
+        """Enforce max_items / max_size for every reader (see :mod:`limits`)."""
+        make_room(self, adding, nbytes)
 
     def put(self, data: Any, *, expire_at: float | datetime.datetime | None = None) -> int:
         """Add an item; returns its id (with sync="always", once it is durable).
@@ -401,8 +415,10 @@ class Queue(WakeUps):
             except TypeError:
                 require_bytes(data)  # a str: a TypeError that says so (not "can't concat str to bytes")
                 raise
-            if gc is not None or self._buffer_bytes >= _BUFFER_LIMIT:
-                self._flush_locked()
+            if gc is not None:
+                self._write_for_commit()
+            elif self._buffer_bytes >= _BUFFER_LIMIT:
+                self._write_staged() if not self._shared else self._flush_locked()
             ticket = gc.ticket() if gc is not None else 0
         if gc is not None:
             self._wait_durable(gc, ticket)  # the sync notifies the readers
@@ -439,8 +455,10 @@ class Queue(WakeUps):
             self._check_usable()
             now = int(self._clock() * 1000)
             ids = [self._stage(data, expire_ms, error_count, now) for data, expire_ms in batch]
-            if gc is not None or self._buffer_bytes >= _BUFFER_LIMIT:
-                self._flush_locked()
+            if gc is not None:
+                self._write_for_commit()
+            elif self._buffer_bytes >= _BUFFER_LIMIT:
+                self._write_staged() if not self._shared else self._flush_locked()
             ticket = gc.ticket() if gc is not None else 0
         if gc is not None:
             self._wait_durable(gc, ticket)
@@ -456,14 +474,21 @@ class Queue(WakeUps):
         from another queue (error / expired), so limits on ids, rotation and the
         first id of each file are handled in one place.
         """
+        if not self._held:
+            self._acquire_locked()  # and the newest file, its end and the tail as of now
         xid = self._tail + 1  # > 0: ids start at 1
-        if expire_ms is None:
-            record = _pack_put(_PUT_BYTE, len(data), error_count, xid, now_ms) + data
-        else:
-            record = _pack_put_expiry(_PUT_BYTE_EXPIRY, len(data), error_count, xid, now_ms, expire_ms) + data
+        try:
+            if expire_ms is None:
+                record = _pack_put(_PUT_BYTE, len(data), error_count, xid, now_ms) + data
+            else:
+                record = _pack_put_expiry(_PUT_BYTE_EXPIRY, len(data), error_count, xid, now_ms, expire_ms) + data
+        except BaseException:
+            if not self._buffer:
+                self._release_locked()
+            raise
         end = self._written_end + self._buffer_bytes
         if end + len(record) > self._journal_size and end > _HEADER_SIZE:
-            self._flush_locked()
+            self._write_staged()
             self._rotate()
         self._buffer.append(record)
         self._buffer_bytes += len(record)
@@ -490,7 +515,8 @@ class Queue(WakeUps):
             held = next((True for n, r in self._readers.items() if n and not r.closed), False)
         clamped = RecoveryReport(path=naming.join(self.directory, naming.reader_name(self.name, name)))
         lock, state = attach_reader(self.fs, self.directory, self.name, name, tail=tail, earliest=earliest,
-                                    stamp_ms=self._now_ms(), report=clamped, named_reader_held=held)
+                                    stamp_ms=self._now_ms(), report=clamped, named_reader_held=held,
+                                    share_wait=SHARE_WAIT)
         if self._skipped is not None and state.head < self._skipped[1]:
             # Those ids will never be delivered: count them done, so that len() and
             # max_items do not wait for them.
@@ -514,7 +540,7 @@ class Queue(WakeUps):
             lock=lock,
             clock=self._clock,
             punt=keeper._punt,
-            tail=lambda: keeper._tail,
+            tail=keeper.current_tail,
         )
         if clamped.repaired:
             reader._dirty = True
@@ -566,13 +592,16 @@ class Queue(WakeUps):
                 reader.checkpoint()
         self.retire_files()
 
+    def _share_asked(self) -> bool:
+        return any(r.share_requested() for r in list(self._readers.values()) if not r.closed)
+
     def _checkpoint_loop(self) -> None:
         """Checkpoint every interval.  A failure (a full disk, say) is kept in
         :attr:`checkpoint_failure` and logged once per run of failures, and the
         next round tries again: checkpoints resume by themselves once space is
         freed (a reader file is rewritten whole each time).  Explicit
         :meth:`checkpoint` and :meth:`close` raise their own failures."""
-        while not self._stop.wait(self.config.checkpoint_interval):
+        while wait_round(self._stop, self.config.checkpoint_interval, self._share_asked):
             try:
                 for reader in list(self._readers.values()):
                     if not reader.closed:
@@ -600,7 +629,7 @@ class Queue(WakeUps):
         with self._lock:
             if self._closed:
                 self._check_usable()  # raises ClosedError
-            tail = self._tail
+            tail = self.current_tail()
             earliest = earliest_id(self._segments)
             live = {name: r for name, r in self._readers.items() if not r.closed}
         backlogs = [len(r) for r in live.values()]
@@ -612,20 +641,16 @@ class Queue(WakeUps):
 
     @property
     def tail_id(self) -> int:
-        """The id of the last item put."""
-        return self._tail
+        """The id of the last item put (by any producer)."""
+        return self.current_tail()
 
     @property
     def journal_files(self) -> list[str]:
-        with self._lock:
-            return [seg.path for seg in self._segments]
+        return [seg.path for seg in self._files_now()[0]]
 
     def journal_bytes(self) -> int:
         """Bytes of writer files on disk (and staged for the newest)."""
-        with self._lock:
-            segments = list(self._segments)
-            written = self._written_end + self._buffer_bytes
-        return sum(written if seg is segments[-1] else self.fs.file_size(seg.path) for seg in segments)
+        return sum(file_sizes(self, self._files_now()[0]).values())
 
     def stats(self) -> dict[str, object]:
         """Queue-level figures and one entry per reader on disk (snake_case keys,
@@ -638,17 +663,22 @@ class Queue(WakeUps):
         """Check every invariant; raises CorruptFileError/EngineError, returns notes."""
         with self._lock:
             self._check_usable()
-            self._flush_locked()  # staged puts count in the tail: put them in the file
-            tail = self._tail
-        notes = verify_queue(
-            self.fs,
-            self.directory,
-            self.name,
-            live_tail=tail,
-            live_end=self._written_end,
-            burnt_to=0 if self._skipped is None else self._skipped[1],
-            journal_size=self.config.journal_size,
-        )
+            if not self._held:
+                self._acquire_locked()  # no producer writes while the files are checked
+            try:
+                self._write_staged()  # staged puts count in the tail: put them in the file
+                tail = self._tail
+                notes = verify_queue(
+                    self.fs,
+                    self.directory,
+                    self.name,
+                    live_tail=tail,
+                    live_end=self._written_end,
+                    burnt_to=0 if self._skipped is None else self._skipped[1],
+                    journal_size=self.config.journal_size,
+                )
+            finally:
+                self._release_locked()
         for reader in self._readers.values():
             if reader.closed:
                 continue
@@ -701,6 +731,8 @@ class Queue(WakeUps):
         for other in self._punt_queues.values():
             other.close()
         self.notify()
+        if failure is None:
+            self._leave(self._writer_lock)
         self._abandon()
         if failure is not None:
             raise failure

@@ -27,7 +27,9 @@ from engine.conventions import Serializer, datetime_from_ms, decoding_class
 from engine.errors import ClosedError
 from engine.fs import FileSystem, HeldLock
 from engine.queue import aio, checkpoint, codec, naming
+from engine.queue.attach import READER_LOCK_PATIENCE
 from engine.queue.config import QueueConfig
+from engine.queue.consumers import Competing
 from engine.queue.cursor import JournalCursor, JournalSource
 from engine.queue.state import ReaderState
 
@@ -112,8 +114,9 @@ def _ids(ids: int | Iterable[int]) -> list[int]:
     return [ids] if isinstance(ids, int) else list(ids)
 
 
-class Reader:
-    """One named reader of a queue.  Thread-safe."""
+class Reader(Competing):
+    """One named reader of a queue.  Thread-safe.  Several processes may share a
+    reader name (competing consumers: see :mod:`engine.queue.compete`)."""
 
     def __init__(
         self,
@@ -150,6 +153,7 @@ class Reader:
         self._ready = self._cursor._ready  # the cursor's decoded batch (same deque for life)
         # No open-read timeout and no max_age: get() may take its flat fast path.
         self._plain = config.open_read_timeout is None and config.max_age is None
+        self._init_competing(lock)  # (a competing consumer has no fast path)
         self._open: dict[int, Item] = {}  # open reads
         self._deadlines: dict[int, float] = {}  # their open_read_timeout deadlines
         self._open_timeout = config.open_read_timeout
@@ -359,7 +363,16 @@ class Reader:
             with self._lock:
                 if self._closed:
                     self._check_open()
-                if self._open_timeout is None and not self._returned:
+                if self.competing:
+                    item = self._compete_next()
+                    if item is not None:
+                        self._open[item.id] = item
+                        if self._open_timeout is not None:
+                            self._deadlines[item.id] = time.monotonic() + self._open_timeout
+                        return item
+                    if wait == 0:
+                        return None
+                elif self._open_timeout is None and not self._returned:
                     item = self._take_from_journal()
                     if item is not None:
                         self._open[item.id] = item
@@ -431,6 +444,7 @@ class Reader:
                 self._deadlines.pop(xid, None)
                 if entry is not None:
                     self._give_back(entry)
+                    self._gave_back(entry)
                     count += 1
         if count:
             self._source.notify()
@@ -468,11 +482,12 @@ class Reader:
                 continue
             log.warning("queue %s reader %r: open read %d timed out; aborted", self.queue, self.name, xid)
             self._give_back(item)
+            self._gave_back(item)
 
     def discard_oldest(self) -> bool:
         """Drop the oldest undelivered item (discard_old_when_full)."""
         with self._lock:
-            item = self._next_item(consume=True)
+            item = self._compete_next() if self.competing else self._next_item(consume=True)
             if item is None:
                 return False
             self._state.confirm(item.id)
@@ -537,20 +552,26 @@ class Reader:
 
     # -- checkpoints ---------------------------------------------------------------
     def checkpoint(self, *, force: bool = False) -> bool:
-        """Write the reader file if anything changed; returns whether it wrote."""
+        """Write the reader file if anything changed; returns whether it wrote.
+        (A competing consumer merges the other consumers' confirmations in; a
+        consumer alone that another one asks to share the name starts competing.)"""
         with self._checkpoint_lock:
+            if self.competing:
+                return self._checkpoint_competing(force)
             with self._lock:
-                if not (self._dirty or force):
-                    return False
+                wrote = self._dirty or force
                 head, done = self._state.snapshot()
                 self._dirty = False
-            try:
-                checkpoint.write_reader_file(self._fs, self.path, head, done, self._now_ms())
-            except BaseException:
-                self._dirty = True
-                raise
-            self.durable_head = head
-            return True
+            if wrote:
+                try:
+                    checkpoint.write_reader_file(self._fs, self.path, head, done, self._now_ms())
+                except BaseException:
+                    self._dirty = True
+                    raise
+                self.durable_head = head
+            if not self._closed:
+                self._share_if_asked(READER_LOCK_PATIENCE)
+            return wrote
 
     def stats(self) -> dict[str, object]:
         """Items, open reads, oldest age for this reader."""

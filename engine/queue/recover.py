@@ -82,6 +82,28 @@ def recover(
     return Recovered(segments, handle, end, tail, skipped, rotate)
 
 
+def resync(
+    fs: FileSystem, directory: str, queue: str, report: RecoveryReport, now_ms: int
+) -> tuple[list[Segment], FileHandle, int, int]:
+    """Re-read the writer files after a producer died in the middle of a write or a
+    rotation (see :mod:`engine.queue.shared`; the caller holds the append lock):
+    the newest file is repaired as at open (a half-created header rebuilt, a torn
+    batch cut; whole, checksummed batches kept).  Returns the files, a handle on
+    the newest, where its valid records end, and the last id in the files."""
+    segments = list_segments(fs, directory, queue)
+    if not segments:
+        segments.append(create_segment(fs, directory, queue, segments, now_ms))
+    newest = segments[-1]
+    handle = fs.open(newest.path, OpenMode.WRITE)
+    try:
+        end, last_id = _recover_newest(handle, newest, segments, report)
+        tail = last_id if last_id is not None else find_tail(fs, segments[:-1])
+    except BaseException:
+        handle.close()
+        raise
+    return segments, handle, end, tail
+
+
 def _recover_newest(
     handle: FileHandle, newest: Segment, segments: list[Segment], report: RecoveryReport
 ) -> tuple[int, int | None]:

@@ -22,6 +22,7 @@ from engine.fs import FileSystem, RecoveryReport
 from engine.lifetime import close_when_dropped, keeper_of
 from engine.queue import checkpoint, naming
 from engine.queue.attach import attach_reader, reader_files
+from engine.queue.compete import SHARE_WAIT, wait_round
 from engine.queue.config import QueueConfig
 from engine.queue.cursor import PollingSource
 from engine.queue.reader import Item, Reader
@@ -71,7 +72,7 @@ class RemoteReader(Reader):
     def _loop(self) -> None:
         """Checkpoint every interval; a failure is kept in ``checkpoint_failure``,
         logged once per run of failures, and retried (as the writer's loop)."""
-        while not self._stop.wait(self._config.checkpoint_interval):
+        while wait_round(self._stop, self._config.checkpoint_interval, self.share_requested):
             try:
                 self.checkpoint()
             except (EngineError, OSError) as exc:
@@ -149,6 +150,7 @@ def open_remote_reader(
         stamp_ms=int(clock() * 1000),
         report=report,
         window=window,
+        share_wait=SHARE_WAIT,
     )
     report.log(log)
     holder: list[RemoteReader] = []

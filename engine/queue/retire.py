@@ -112,10 +112,13 @@ def remove_files(fs: FileSystem, directory: str, doomed: list[Segment], archive:
     if archive is not None:
         make_dirs(fs, archive)
     for seg in doomed:
-        if archive is not None:
-            fs.rename(seg.path, naming.join(archive, seg.path.rsplit("/", 1)[-1]))
-        else:
-            fs.unlink(seg.path)
+        try:
+            if archive is not None:
+                fs.rename(seg.path, naming.join(archive, seg.path.rsplit("/", 1)[-1]))
+            else:
+                fs.unlink(seg.path)
+        except FileNotFoundError:
+            continue  # another producer retired it first
     crashpoint("queue.retire.before-dir-fsync")
     fs.fsync_dir(directory)
     if archive is not None:

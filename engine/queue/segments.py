@@ -131,6 +131,16 @@ class RecordScanner:
                 self.stop = "incomplete" if data else "end"
                 return []
 
+    def rewind_to(self, offset: int) -> None:
+        """Forget what was decoded after the last CHECK (at ``offset``) and read the
+        file again from there (see ``JournalCursor._reread``)."""
+        self.offset = self._buf_off = offset
+        self._buf = b""
+        self._pending = []
+        self._crc = 0
+        self._covered = 0
+        self.stop = ""
+
     def _uses_checks(self, buf: bytes, pos: int) -> bool:
         """Whether the file (its first record at ``buf[pos]``) uses CHECK records.
 
@@ -251,10 +261,14 @@ def list_segments(fs: FileSystem, directory: str, queue: str, *, strict: bool = 
         if (number := naming.parse_writer(queue, filename)) is not None
     )
     newest = numbered[-1][0] if numbered else None
-    return [
-        Segment(number, path, read_first_id(fs, path, finished=strict and number != newest))
-        for number, path in ((n, naming.join(directory, f)) for n, f in numbered)
-    ]
+    found = []
+    for number, filename in numbered:
+        path = naming.join(directory, filename)
+        try:
+            found.append(Segment(number, path, read_first_id(fs, path, finished=strict and number != newest)))
+        except FileNotFoundError:
+            continue  # retired meanwhile (by another producer): as if listed a moment later
+    return found
 
 
 @dataclass

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.errors import LockedError
-from engine.fs import FileSystem, OsFileSystem, make_dirs
+from engine.fs import FileSystem, OsFileSystem, make_dirs, probe_lock
 from engine.queue import Queue
 from stress.core import MIN_PAYLOAD, Op, Session, Step, StoreAdapter, Violation, count_read, payload, payload_ok
 
@@ -223,11 +223,18 @@ class QueueAdapter(StoreAdapter):
         fs = OsFileSystem()
         reader = None
         for i in range(16):
+            name = f"{READER_PREFIX}{i}"
+            if probe_lock(fs, f"{root}/{NAME}.rlock.{name}"):
+                continue  # another reader process has it (opening would compete for it)
             try:
-                reader = Queue.open_reader(root, NAME, f"{READER_PREFIX}{i}", fs=fs, checkpoint_interval=0.05)
-                break
+                reader = Queue.open_reader(root, NAME, name, fs=fs, checkpoint_interval=0.05)
             except LockedError:
                 continue
+            if reader.competing:  # taken meanwhile: this loop wants a name of its own
+                reader.close()
+                reader = None
+                continue
+            break
         if reader is None:
             return "no free stress reader name"
         last = 0

@@ -355,3 +355,24 @@ def test_bad_input_elsewhere_leaves_an_open_read_alone(server: RunningServer) ->
     assert other.get("jobs") is None
     other.close()
     holder.close()
+
+
+def test_items_put_by_another_producer_reach_the_servers_clients(server: RunningServer, tmp_path: Path) -> None:
+    """The server is one producer among others: a waiting get sees another
+    process's put (here another handle: the same protocol) without a set."""
+    import threading
+
+    from engine.queue import Queue
+
+    c = client(server)
+    c.set("shared", b"from the server")
+    assert c.get("shared") == b"from the server"
+    other = Queue.open(str(tmp_path / "queues"), "shared")
+    other.put(b"from elsewhere")
+    assert c.get("shared/t=3000") == b"from elsewhere"  # the queue is shared now: polled
+    later = threading.Timer(0.2, other.put, args=(b"later",))
+    later.start()
+    assert c.get("shared/t=3000") == b"later"
+    later.join()
+    other.close()
+    c.close()

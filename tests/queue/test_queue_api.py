@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from engine.errors import ConfigError, CorruptFileError, FormatError, FullError, LockedError
+from engine.errors import ConfigError, CorruptFileError, FormatError, FullError
 from engine.fs import make_dirs
 from engine.queue import Queue, codec, repair
 from engine.queue.segments import SEGMENT_HEADER
@@ -168,13 +168,16 @@ def test_slow_reader_holds_files_and_remove_reader_releases_them() -> None:
     q.close()
 
 
-def test_second_writer_and_reader_name_are_locked(tmp_path: Path) -> None:
+def test_a_second_producer_puts_and_a_second_consumer_competes(tmp_path: Path) -> None:
     q = Queue.open(str(tmp_path), "jobs", **NOCKPT)
-    with pytest.raises(LockedError):
-        Queue.open(str(tmp_path), "jobs")
-    q.reader("r")
-    with pytest.raises(LockedError):
-        Queue.open_reader(str(tmp_path), "jobs", "r")
+    other = Queue.open(str(tmp_path), "jobs", **NOCKPT)  # many producers, one process or several
+    assert [q.put(b"a"), other.put(b"b"), q.put(b"c")] == [1, 2, 3]
+    assert q.tail_id == other.tail_id == 3
+    other.close()
+    mine = q.reader("r")
+    assert not mine.competing  # alone
+    with Queue.open_reader(str(tmp_path), "jobs", "r") as again:  # asks the holder to share
+        assert again.competing and mine.competing
     q.close()
     q2 = Queue.open(str(tmp_path), "jobs")
     q2.close()

@@ -25,6 +25,7 @@ import pytest
 from engine.errors import ConfigError, CorruptFileError, DiskFullError, FormatError, PoisonedError
 from engine.fs import FileSystem, make_dirs
 from engine.queue import Queue, codec, repair
+from engine.queue import queue as queue_module
 from engine.queue.diagnose import iter_file_records, queue_names
 from stress.faults import FaultyFS
 from stress.simfs import SimFS
@@ -423,7 +424,7 @@ def test_threads_sharing_a_failed_group_commit_all_see_disk_full() -> None:
     assert errors and all(isinstance(e, DiskFullError) for e in errors), {type(e) for e in errors}
 
 
-def test_background_checkpoints_go_on_after_a_full_disk() -> None:
+def test_background_checkpoints_go_on_after_a_full_disk(monkeypatch: pytest.MonkeyPatch) -> None:
     """The checkpoint loop used to stop for good at its first failure; it keeps
     the failure, and resumes once space is freed."""
     sim = new_sim()
@@ -449,6 +450,8 @@ def test_background_checkpoints_go_on_after_a_full_disk() -> None:
     ffs.fail_at = ffs.ops + 1
     background = q._stop
     q._stop = Stop()  # type: ignore[assignment]
+    # One wait per round (the loop's rounds also end early when a consumer asks to share).
+    monkeypatch.setattr(queue_module, "wait_round", lambda stop, interval, asked: not stop.wait(interval))
     q._checkpoint_loop()  # here, in this thread: round 1 fails, round 2 works
     q._stop = background
     assert seen[0] is None and isinstance(seen[1], DiskFullError)  # round 1 failed...

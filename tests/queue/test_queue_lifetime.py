@@ -212,10 +212,10 @@ def test_a_queue_that_failed_a_write_is_collected_too(tmp_path: Path) -> None:
     holds the frames of the put that met it, and so the queue itself."""
     q = Queue.open(str(tmp_path), "jobs", **NOCKPT)
 
-    def broken(blob: bytes) -> int:
+    def broken(offset: int, blob: bytes) -> None:
         raise OSError(errno.EIO, "injected")
 
-    q._handle.append = broken  # type: ignore[method-assign,assignment]
+    q._handle.write_at = broken  # type: ignore[method-assign]
     with pytest.raises(OSError, match="injected"):
         q.put(b"x")
     with pytest.raises(PoisonedError, match=r"an earlier write failed: .*injected"):

@@ -1,4 +1,4 @@
-"""Real processes: a reader in another process, and the one-writer rule across processes."""
+"""Real processes: a reader in another process, a producer in another process."""
 
 from __future__ import annotations
 
@@ -56,20 +56,23 @@ def test_reader_in_another_process_gets_every_item_in_order(tmp_path: Path) -> N
     q.close()
 
 
-def test_second_writer_in_another_process_is_locked(tmp_path: Path) -> None:
+def test_a_producer_in_another_process_puts_into_the_same_queue(tmp_path: Path) -> None:
     q = Queue.open(str(tmp_path), "jobs")
+    r = q.reader()
+    q.put(b"here")
     child = run_child(
         """
         import sys
-        from engine.errors import LockedError
         from engine.queue import Queue
-        try:
-            Queue.open(sys.argv[1], "jobs")
-        except LockedError:
-            print("locked")
+        with Queue.open(sys.argv[1], "jobs") as q:
+            print(q.put(b"there"))
         """,
         str(tmp_path),
     )
     out, err = child.communicate(timeout=60)
-    assert out.strip() == "locked", err
+    assert child.returncode == 0, err
+    assert out.strip() == "2"
+    assert q.put(b"here again") == 3
+    got = [r.get(timeout=5) for _ in range(3)]
+    assert [item.data for item in got if item is not None] == [b"here", b"there", b"here again"]
     q.close()

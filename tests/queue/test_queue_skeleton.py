@@ -13,6 +13,7 @@ from engine.errors import LockedError
 from engine.formats import detect
 from engine.fs import RecoveryReport, make_dirs
 from engine.queue import Queue, codec
+from engine.queue.attach import lock_writer
 from engine.queue.handler import HANDLER
 from stress.simfs import SimFS
 
@@ -104,11 +105,18 @@ def test_what_attaching_a_remote_reader_clamped_is_in_its_recovery() -> None:
 
 
 def test_the_writer_lock_error_names_the_lock_file() -> None:
+    """Producers share ``q.lock``; ``engine queue repair`` holds it alone, and a
+    producer opening meanwhile is told which lock."""
     sim = sim_queue()
-    q = Queue.open("/db", "q", fs=sim, **NOCKPT)
+    Queue.open("/db", "q", fs=sim, **NOCKPT).close()
+    repairing = lock_writer(sim, "/db", "q")
     with pytest.raises(LockedError) as info:
         Queue.open("/db", "q", fs=sim, **NOCKPT)
     assert info.value.path == "/db/q.lock" and "writer lock of queue 'q'" in str(info.value)
+    repairing.release()
+    q = Queue.open("/db", "q", fs=sim, **NOCKPT)
+    with pytest.raises(LockedError):
+        lock_writer(sim, "/db", "q")  # and repair waits for every producer to close
     q.close()
     Queue.open("/db", "q", fs=sim, **NOCKPT).close()  # released on close
 

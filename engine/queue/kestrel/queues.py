@@ -10,8 +10,11 @@ a reader file written and fsynced), the fsync of each batch of sets (``sync()``)
 ``flush``, ``delete``, ``stats()``, closing.  A waiting get (``/t=``) holds no
 thread and does not poll: it waits on an asyncio future that this module
 resolves when its queue may have a new item (sets were staged, an item was given
-back, the queue was deleted).  The server holds each queue's writer lock, so no
-other process adds items behind its back.
+back, the queue was deleted).  Other processes may put into the same queues
+(``Queue.open``: many producers); the server's readers then find their items by
+polling every ``poll_interval`` (a waiting get looks again every poll period
+once another producer has written, once a second before), and staging a set may wait for another
+producer's append lock (held for at most about 50 ms).
 
 Sets are batched per queue: those that arrive in one turn of the event loop are
 staged together; with the server's ``sync="always"`` one ``sync()`` in the pool
@@ -36,6 +39,7 @@ from engine.fs import FileSystem
 from engine.queue import naming
 from engine.queue.queue import Queue
 from engine.queue.reader import Item, Reader
+from engine.queue.shared import state_name, sync_lock_name
 
 
 class OpenQueue:
@@ -192,10 +196,15 @@ class OpenQueue:
                     return None
                 future: asyncio.Future[None] = self._loop.create_future()
                 self._waiters.add(future)
+                # Items put by another process wake nobody here: look again every
+                # poll period once another producer has written, else once a second.
+                poll = (self.queue.poll_period or 1.0) if self.queue.shared else 1.0
+                step = min(remaining, poll)
                 try:
-                    await asyncio.wait_for(future, remaining)
+                    await asyncio.wait_for(future, step)
                 except TimeoutError:
-                    return take()
+                    if step >= remaining:
+                        return take()
                 finally:
                     self._waiters.discard(future)
                 item = take()
@@ -232,7 +241,7 @@ def delete_queue_files(fs: FileSystem, directory: str, name: str) -> int:
             or naming.parse_reader(name, filename) is not None
             or naming.parse_reader_lock(name, filename) is not None
             or naming.is_temp(name, filename)
-            or filename == naming.writer_lock_name(name)
+            or filename in (naming.writer_lock_name(name), state_name(name), sync_lock_name(name))
         ):
             fs.unlink(naming.join(directory, filename))
             count += 1

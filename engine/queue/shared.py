@@ -1,0 +1,251 @@
+"""Several producer processes on one queue: the shared state file and its locks.
+
+Any number of processes (and threads) open the same queue with ``Queue.open`` and
+put.  They agree through three small files of this engine (libkestrel never
+looks at them):
+
+* ``<queue>.lock``: every open producer holds it *shared* for as long as it is
+  open.  "Some writer has the queue open" is what a reader in another process
+  probes, and ``engine queue repair`` takes it exclusively (so not while a
+  producer is open).  The producer that opens while nobody else holds it is the
+  *first* one: it alone runs the crash recovery of :mod:`engine.queue.recover` and
+  writes the state below afresh.
+* ``<queue>.state``: the producers' shared state; its exclusive lock is the
+  *append lock*, held around every write to the newest writer file (with
+  ``sync="always"`` around each put's write, in the buffered modes while puts are
+  staged in memory, at most about 50 ms) and around a rotation.  Whoever takes it
+  reads the state and, when another process wrote since, takes the file's end,
+  the tail id and the newest file from it: appends stay ordered and ids unique
+  and increasing across processes.
+* ``<queue>.sync``: the cross-process group commit's lock (see
+  :meth:`SharedState.sync_lock`).
+
+The state record (little-endian, 84 bytes at offset 0; then 12 bytes at 96):
+
+    magic "EQSTATE1", gen u64, rotating u64, segment u64, end u64, tail i64,
+    first_id i64 (0: none), written u64, segment_start u64, crc32 u32
+    synced u64, crc32 u32
+
+``gen`` changes at every write of the record; ``segment`` is the newest writer
+file's number and ``end`` where its valid records end; ``tail`` the last id,
+``first_id`` the newest file's first id.  ``written`` counts every byte appended
+to the writer files since the first producer opened (a *logical* position that
+runs across files), ``segment_start`` is that count when the newest file was
+created, and ``synced`` is a count every byte before which is durable.  A
+producer whose put ends at logical position P is durable once ``synced >= P``:
+the process that fsyncs reads ``written`` first, fsyncs, then publishes it as
+``synced``, so the producers of every process waiting behind it return without
+an fsync of their own (group commit across processes).
+
+The record is never fsynced: after a machine crash no producer is alive, and the
+next first producer rebuilds it from the journal.  A producer killed in the
+middle of a write leaves the newest file longer than ``end`` (or ``rotating``
+set): the next one to take the append lock sees it and re-reads the newest file
+as the recovery does (:func:`engine.queue.recover.resync`): whole, checksummed
+batches are kept, a torn one is cut.  Reads without the lock (readers looking for
+new data) check the crc32 and read again when a write was under way.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import struct
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from engine.errors import LockedError
+from engine.fs import FileHandle, FileSystem, HeldLock, OpenMode, lock_handle
+from engine.fs.osfs import OsFileHandle
+from engine.queue import naming
+
+_MAGIC = b"EQSTATE1"
+_RECORD = struct.Struct("<8sQQQQqqQQ")
+_CRC = struct.Struct("<I")
+_SYNCED_AT = 96
+_SYNCED = struct.Struct("<QI")
+
+#: How often a producer alone tries the exclusive ``<queue>.lock`` before it
+#: takes another process's shared hold for granted (a reader's probe holds it for
+#: microseconds).
+_ALONE_TRIES = 5
+
+
+def blocking_lock(handle: FileHandle) -> tuple[Callable[[], None], Callable[[], None]]:
+    """``(lock, unlock)``: a blocking exclusive lock of ``handle`` and its release.
+
+    On the real file system, ``flock`` on the descriptor itself: the seam's
+    :meth:`FileHandle.lock` goes through portalocker, ten times the cost of the
+    system call, and the append lock is taken once per group commit.  (A lock
+    helper the shared ``engine.fs`` skeleton could offer.)  Any other file
+    system: the seam's lock.
+    """
+    if type(handle) is OsFileHandle:
+        fd = handle.fileno()
+        return (lambda: fcntl.flock(fd, fcntl.LOCK_EX)), (lambda: fcntl.flock(fd, fcntl.LOCK_UN))
+    return (lambda: handle.lock(exclusive=True, blocking=True)), handle.unlock
+
+
+def state_name(queue: str) -> str:
+    return f"{queue}.state"
+
+
+def sync_lock_name(queue: str) -> str:
+    return f"{queue}.sync"
+
+
+@dataclass(slots=True)
+class SharedView:
+    """One reading of the state record (see the module docstring)."""
+
+    gen: int
+    rotating: bool
+    segment: int
+    end: int
+    tail: int
+    first_id: int | None
+    written: int
+    segment_start: int
+
+    def pack(self) -> bytes:
+        body = _RECORD.pack(
+            _MAGIC,
+            self.gen,
+            int(self.rotating),
+            self.segment,
+            self.end,
+            self.tail,
+            self.first_id or 0,
+            self.written,
+            self.segment_start,
+        )
+        return body + _CRC.pack(zlib.crc32(body))
+
+
+class SharedState:
+    """The ``<queue>.state`` and ``<queue>.sync`` files of one producer."""
+
+    def __init__(self, fs: FileSystem, directory: str, queue: str) -> None:
+        self.path = naming.join(directory, state_name(queue))
+        self._handle: FileHandle = fs.open(self.path, OpenMode.CREATE)
+        try:
+            self._sync: FileHandle = fs.open(naming.join(directory, sync_lock_name(queue)), OpenMode.CREATE)
+        except BaseException:
+            self._handle.close()
+            raise
+        self._lock, self._unlock = blocking_lock(self._handle)
+        self._sync_lock, self._sync_unlock = blocking_lock(self._sync)
+        # The record is read at every append and by readers looking for new data:
+        # on the real file system straight from the descriptor (the seam's checks
+        # cost more than the pread).
+        self._fd = self._handle.fileno() if type(self._handle) is OsFileHandle else None
+        self._closed = False
+
+    def _read_at(self, offset: int, size: int) -> bytes:
+        if self._fd is None:
+            return self._handle.read_at(offset, size)
+        if self._closed:  # (never a descriptor number reused by another file)
+            raise OSError(errno.EBADF, "the state file is closed", self.path)
+        return os.pread(self._fd, size, offset)
+
+    def _write_at(self, offset: int, data: bytes) -> None:
+        self._handle.write_at(offset, data)  # (writes go through the seam, like every write)
+
+    # -- the append lock -------------------------------------------------------------
+    def lock(self) -> None:
+        """Take the append lock (waits for the producer that holds it)."""
+        self._lock()
+
+    def unlock(self) -> None:
+        self._unlock()
+
+    # -- the record ------------------------------------------------------------------
+    def read(self, tries: int = 100) -> SharedView | None:
+        """The record, or None when there is none (a new file) or it is damaged.
+
+        Without the append lock a write may be under way: a crc32 that does not
+        match is read again, ``tries`` times in all."""
+        size = _RECORD.size + _CRC.size
+        for _ in range(tries):
+            raw = self._read_at(0, size)
+            if len(raw) < size:
+                return None
+            body = raw[: _RECORD.size]
+            if _CRC.unpack_from(raw, _RECORD.size)[0] == zlib.crc32(body):
+                magic, gen, rotating, segment, end, tail, first, written, start = _RECORD.unpack(body)
+                if magic != _MAGIC:
+                    return None
+                return SharedView(gen, bool(rotating), segment, end, tail, first or None, written, start)
+        return None
+
+    def write(self, view: SharedView) -> None:
+        """Write the record (the caller holds the append lock)."""
+        self._write_at(0, view.pack())
+
+    # -- the group commit ------------------------------------------------------------
+    @contextmanager
+    def sync_lock(self) -> Iterator[None]:
+        """Hold ``<queue>.sync``: one fsync at a time across processes, so that the
+        producers waiting behind it find their bytes covered by it."""
+        self._sync_lock()
+        try:
+            yield
+        finally:
+            self._sync_unlock()
+
+    def read_synced(self) -> int:
+        """The logical position every byte before which is durable (under the sync
+        lock; 0 when unknown)."""
+        raw = self._read_at(_SYNCED_AT, _SYNCED.size)
+        if len(raw) < _SYNCED.size:
+            return 0
+        value, crc = _SYNCED.unpack(raw)
+        return value if crc == zlib.crc32(raw[:8]) else 0
+
+    def write_synced(self, value: int) -> None:
+        """Publish ``value`` as durable (under the sync lock)."""
+        body = value.to_bytes(8, "little")
+        self._write_at(_SYNCED_AT, body + _CRC.pack(zlib.crc32(body)))
+
+    def clear(self) -> None:
+        """Empty the file (the last producer closing; the append lock held)."""
+        self._handle.truncate(0)
+
+    def close(self) -> None:
+        """Close both files (the caller makes sure no sync or write is under way)."""
+        self._closed = True
+        self._handle.close()
+        self._sync.close()
+
+
+def lock_producer(fs: FileSystem, directory: str, queue: str, patience: float) -> tuple[HeldLock, bool]:
+    """Hold ``<queue>.lock`` shared for as long as this producer is open; returns
+    the lock and whether no other producer has the queue open (the caller holds
+    the append lock, so no other producer is opening right now).
+
+    Alone: the exclusive lock is had (a reader's probe holds it for microseconds:
+    a few tries), then turned into a shared one.  LockedError when ``engine queue
+    repair`` (or an older version's writer) holds it exclusively.
+    """
+    path = naming.join(directory, naming.writer_lock_name(queue))
+    handle = fs.open(path, OpenMode.CREATE)
+    try:
+        alone = False
+        for attempt in range(_ALONE_TRIES):
+            try:
+                handle.lock(exclusive=True, blocking=False)
+            except LockedError:
+                if attempt + 1 < _ALONE_TRIES:
+                    time.sleep(0.001)
+                continue
+            alone = True
+            break
+        lock_handle(handle, exclusive=False, wait=patience, what=f"writer lock of queue {queue!r}")
+    except BaseException:
+        handle.close()
+        raise
+    return HeldLock(path, handle, False), alone

@@ -1,0 +1,254 @@
+"""Many producers on one queue: handles in one process, threads, real processes.
+
+What must hold whatever the interleaving: ids unique and increasing in the
+journal, every put's payload under its id, rotation and retirement across
+producers, one fsync covering every producer's bytes written before it, and a
+producer killed in the middle of its write (or of a rotation) repaired by the
+next one to take the append lock.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.errors import FullError
+from engine.queue import Queue, codec, limits
+from engine.queue.segments import create_segment
+
+ROOT = str(Path(__file__).resolve().parents[2])
+NOCKPT: dict[str, Any] = {"checkpoint_interval": 3600.0}
+
+
+def drain(directory: str, name: str = "q") -> list[tuple[int, bytes]]:
+    """Every item of the default reader, in order (opened as a reader elsewhere)."""
+    with Queue.open(directory, name, **NOCKPT) as q:
+        r = q.reader()
+        got = []
+        while (item := r.get(timeout=0)) is not None:
+            got.append((item.id, item.data))
+            r.confirm(item.id)
+        assert q.verify() is not None
+    return got
+
+
+def test_two_handles_and_threads_put_with_unique_increasing_ids(tmp_path: Path) -> None:
+    d = str(tmp_path)
+    handles = [Queue.open(d, "q", sync=sync, journal_size=2048, **NOCKPT) for sync in ("always", 0.01)]
+    acked: dict[int, bytes] = {}
+    guard = threading.Lock()
+
+    def work(q: Queue, tag: str) -> None:
+        mine = []
+        for i in range(60):
+            data = f"{tag}-{i}".encode()
+            xid = q.put(data) if i % 5 else q.put_many([data, data + b"+"])[0]
+            mine.append(xid)
+            with guard:
+                acked[xid] = data
+        assert mine == sorted(mine)  # one producer's ids increase
+
+    threads = [threading.Thread(target=work, args=(q, f"{n}{t}")) for n, q in enumerate(handles) for t in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for q in handles:
+        q.close()
+    got = drain(d)
+    ids = [xid for xid, _ in got]
+    assert ids == list(range(1, len(ids) + 1))  # unique, increasing, no hole
+    assert len(ids) == 240 + 48
+    assert all(dict(got)[xid] == data for xid, data in acked.items())
+
+
+def test_rotation_and_retirement_with_two_producers(tmp_path: Path) -> None:
+    d = str(tmp_path)
+    a = Queue.open(d, "q", journal_size=256, **NOCKPT)
+    b = Queue.open(d, "q", journal_size=256, **NOCKPT)
+    r = a.reader()
+    for i in range(40):
+        (a if i % 3 else b).put(b"item-%02d" % i)
+    assert len(b.journal_files) > 3  # b saw a's rotations
+    got = []
+    while (item := r.get(timeout=0)) is not None:
+        got.append(item.data)
+        r.confirm(item.id)
+    assert got == [b"item-%02d" % i for i in range(40)]
+    a.checkpoint()  # retires what the reader passed, whoever created the files
+    b.checkpoint()
+    b.put(b"after")
+    assert b.tail_id == a.tail_id == 41
+    last = r.get(timeout=1)
+    assert last is not None and last.data == b"after"
+    r.confirm(last.id)
+    a.close()
+    b.close()
+    assert drain(d) == []
+
+
+def test_one_fsync_covers_another_producers_bytes(tmp_path: Path) -> None:
+    """A producer whose bytes another process's fsync covered returns without its own."""
+    d = str(tmp_path)
+    buffered = Queue.open(d, "q", sync="never", **NOCKPT)
+    durable = Queue.open(d, "q", sync="always", **NOCKPT)
+    syncs = []
+    real = buffered._handle.fdatasync
+
+    def counted() -> None:
+        syncs.append(1)
+        real()
+
+    buffered._handle.fdatasync = counted  # type: ignore[method-assign]
+    buffered.put(b"staged")
+    buffered.flush()  # in the file, not durable
+    durable.put(b"durable")  # its fsync covers the bytes before its own
+    buffered.sync()
+    assert syncs == []  # covered: no fsync of its own
+    buffered.put(b"more")
+    buffered.sync()
+    assert syncs == [1]
+    buffered.close()
+    durable.close()
+    assert [data for _, data in drain(d)] == [b"staged", b"durable", b"more"]
+
+
+def test_a_producer_killed_in_its_write_is_repaired_by_the_next(tmp_path: Path) -> None:
+    """Simulated: a producer holds the append lock, writes half a batch, dies (its
+    lock goes with it).  The next put cuts the torn bytes and goes on."""
+    d = str(tmp_path)
+    a = Queue.open(d, "q", **NOCKPT)
+    b = Queue.open(d, "q", **NOCKPT)
+    a.put(b"one")
+    with b._lock:
+        b._acquire_locked()
+        torn = codec.encode_put(2, 0, b"torn")[:-2]
+        b._handle.write_at(b._written_end, torn)
+        b._state.close()  # dies: its locks go; it never publishes
+    assert a.put(b"two") == 2  # the torn id 2 was never acknowledged: given again
+    assert [(w.kind, w.unit) for w in a.recovery.actions] == [("cut", "bytes")]
+    a.close()
+    b._writer_lock.release()
+    assert drain(d) == [(1, b"one"), (2, b"two")]
+
+
+def test_a_producer_killed_in_a_rotation_is_repaired_by_the_next(tmp_path: Path) -> None:
+    d = str(tmp_path)
+    a = Queue.open(d, "q", **NOCKPT)
+    b = Queue.open(d, "q", **NOCKPT)
+    a.put(b"one")
+    with b._lock:
+        b._acquire_locked()
+        b._publish_locked(rotating=True)
+        segment = create_segment(b.fs, d, "q", b._segments, b._now_ms())
+        b._state.close()  # dies after creating the next file, before saying so
+    assert a.put(b"two") == 2
+    assert a.journal_files[-1] == segment.path  # the new file is the writer file now
+    a.close()
+    b._writer_lock.release()
+    assert drain(d) == [(1, b"one"), (2, b"two")]
+
+
+def test_the_first_producer_recovers_and_later_ones_do_not(tmp_path: Path) -> None:
+    d = str(tmp_path)
+    with Queue.open(d, "q", **NOCKPT) as q:
+        q.put(b"x")
+    newest = sorted(p for p in os.listdir(d) if p[2:].isdigit())[-1]
+    with open(os.path.join(d, newest), "ab") as f:
+        f.write(b"\x86\x01")  # a torn tail, as a crash leaves
+    first = Queue.open(d, "q", **NOCKPT)
+    assert [a.kind for a in first.recovery.actions] == ["cut"]
+    second = Queue.open(d, "q", **NOCKPT)
+    assert second.recovery.actions == [] and second.tail_id == 1
+    assert second.put(b"y") == 2 and first.tail_id == 2
+    first.close()
+    second.close()
+
+
+PRODUCER = """
+    import sys
+    from engine.queue import Queue
+    directory, tag, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    with Queue.open(directory, "q", sync="always", journal_size=4096, checkpoint_interval=0.05) as q:
+        for i in range(count):
+            xid = q.put(f"{tag}-{i}".encode())
+            print(xid, f"{tag}-{i}", flush=True)
+"""
+
+
+def test_producer_processes_put_into_one_queue(tmp_path: Path) -> None:
+    d = str(tmp_path)
+    q = Queue.open(d, "q", sync="always", journal_size=4096, checkpoint_interval=0.05)
+    r = q.reader()
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(PRODUCER), d, f"p{n}", "150"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(4)
+    ]
+    got: dict[int, bytes] = {}
+    order = []
+    while len(got) < 600:
+        item = r.get(timeout=30)
+        assert item is not None, "an item did not arrive"
+        got[item.id] = item.data
+        order.append(item.id)
+        r.confirm(item.id)
+    acked = {}
+    for child in children:
+        out, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err
+        for line in out.splitlines():
+            xid, data = line.split()
+            acked[int(xid)] = data.encode()
+    assert order == sorted(order) == list(range(1, 601))
+    assert got == acked
+    for n in range(4):  # each producer's items in its own order
+        mine = [xid for xid, data in sorted(acked.items()) if data.startswith(f"p{n}-".encode())]
+        assert [acked[x] for x in mine] == [f"p{n}-{i}".encode() for i in range(150)]
+    q.checkpoint()
+    assert len(q.journal_files) <= 2  # the reader passed them: retired
+    q.verify()
+    q.close()
+
+
+def test_limits_count_readers_open_in_other_producers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """max_items / max_size hold for a reader open elsewhere (here: another
+    producer's handle), from its checkpoint file plus what was put since."""
+    monkeypatch.setattr(limits, "REFRESH", 0.0)
+    d = str(tmp_path)
+    consumer_side = Queue.open(d, "q", **NOCKPT)
+    r = consumer_side.reader("r")
+    producer = Queue.open(d, "q", max_items=3, **NOCKPT)
+    for i in range(3):
+        producer.put(b"%d" % i)
+    with pytest.raises(FullError, match=r"reader 'r'.*not open in this process"):
+        producer.put(b"one too many")
+    for _ in range(2):
+        item = r.get(timeout=1)
+        assert item is not None
+        r.confirm(item.id)
+    with pytest.raises(FullError):
+        producer.put(b"still full: the confirms are not checkpointed yet")
+    r.checkpoint()
+    producer.put(b"3")
+    producer.put(b"4")
+    with pytest.raises(FullError):
+        producer.put(b"5")
+    producer.close()
+    sized = Queue.open(d, "q", max_size=200, **NOCKPT)
+    with pytest.raises(FullError, match="reader 'r'"):
+        sized.put(b"x" * 200)
+    sized.close()
+    consumer_side.close()
