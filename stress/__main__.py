@@ -16,7 +16,9 @@ store is ever skipped.
 
 ``--bounded`` is the fixed, small budget the normal test suite runs; ``--seconds``
 is a time budget per store spread over the attacks (a long run repeats each attack
-with fresh seeds until its share of the time is used up).
+with fresh seeds until its share of the time is used up).  A long run that
+includes the queue also runs its producers and consumers in real processes,
+SIGKILLed at random, for ``min(--seconds, 60)`` seconds (``stress/queue_procs.py``).
 """
 
 from __future__ import annotations
@@ -244,6 +246,10 @@ def print_tallies(tallies: list[Tally], seed: int) -> None:
             console.print(f"  {t.store}: ... {t.violations - 8} more violation(s)", markup=False)
 
 
+#: The most seconds a long run gives the queue's process kill test (it runs
+#: ``min(--seconds, this)``).
+PROCS_SECONDS = 60.0
+
 #: A run of at least this many seconds per store is a long run that also fuzzes ...
 LONG_RUN = 300.0
 #: ... for this many seconds (all targets together).
@@ -288,6 +294,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         seconds = None if budget is BOUNDED else args.seconds
         tallies.append(run_store(name, store_seed, budget, attacks, seconds, args.keep_going))
     print_tallies(tallies, seed)
+    procs: dict[str, int] | None = None
+    if "queue" in names and budget is not BOUNDED:
+        # The queue across processes: producers and consumers killed with SIGKILL
+        # (stress/queue_procs.py; the test suite runs a few seconds of it).
+        from stress import queue_procs
+
+        procs_seconds = min(float(args.seconds or 0), PROCS_SECONDS)
+        procs_seed = random.Random(f"{seed}/queue-procs").randrange(2**31)
+        console.print(f"queue processes: seed {procs_seed}, {procs_seconds:g} s ...")
+        outcome = queue_procs.run_checked(procs_seconds, procs_seed)
+        procs = {"seed": procs_seed, "kills": outcome.kills, "violations": len(outcome.violations)}
+        for violation in outcome.violations[:20]:
+            console.print(f"queue processes VIOLATION: {violation}", markup=False)
+        console.print(f"queue processes: {outcome.kills} kills, {len(outcome.violations)} violation(s)")
     fuzz_seconds = args.fuzz if args.fuzz is not None else (
         LONG_FUZZ if budget is not BOUNDED and (args.seconds or 0) >= LONG_RUN else 0)
     fuzzed: dict[str, int] = {}
@@ -304,6 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "budget": "bounded" if budget is BOUNDED else f"{args.seconds} s per store",
         "stores": [t.as_dict() for t in tallies],
         "fuzz": {"seconds": fuzz_seconds, "targets": fuzzed},
+        "queue_processes": procs,
     }
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
@@ -311,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.report:
         report.write_section(args.report, run)
         console.print(f"figures written to {args.report}")
-    violations = sum(t.violations for t in tallies)
+    violations = sum(t.violations for t in tallies) + (procs["violations"] if procs else 0)
     fuzz_failures = sum(1 for status in fuzzed.values() if status != 0)
     console.print(f"seed {seed}: {violations} violation(s)"
                   + (f", {fuzz_failures} fuzz target(s) failed" if fuzz_failures else ""))

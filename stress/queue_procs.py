@@ -204,6 +204,13 @@ def _check(directory: str, outcome: Outcome, readers: list[str]) -> None:
                 outcome.violations.append(f"acknowledged put {xid} never delivered to reader {name}")
 
 
+def run_checked(seconds: float, seed: int) -> Outcome:
+    """One run with the default cast, in a scratch directory (the stress suite's
+    long mode calls this)."""
+    with tempfile.TemporaryDirectory(prefix="stress-queue-procs-") as directory:
+        return run(directory, seconds, seed, 3, 1, 0.08, 2)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] in ("producer", "consumer"):

@@ -103,6 +103,18 @@ class FileHandle(ABC):
     @abstractmethod
     def _raw_close(self) -> None: ...
 
+    #: Whether this handle offers one-byte range locks (:meth:`lock_range`).
+    supports_range_locks = False
+
+    def _raw_lock_range(self, offset: int, exclusive: bool, blocking: bool) -> bool:
+        raise NotImplementedError(f"{type(self).__name__} has no range locks")
+
+    def _raw_unlock_range(self, offset: int) -> None:
+        raise NotImplementedError(f"{type(self).__name__} has no range locks")
+
+    def _raw_range_locked(self, offset: int, exclusive: bool) -> bool:
+        raise NotImplementedError(f"{type(self).__name__} has no range locks")
+
     # -- public API ---------------------------------------------------------------
     @property
     def closed(self) -> bool:
@@ -283,6 +295,29 @@ class FileHandle(ABC):
     def unlock(self) -> None:
         self._check_open()
         self._raw_unlock()
+
+    # Range locks: advisory locks of the one byte at ``offset``, held by this
+    # handle (its open file description), released by :meth:`unlock_range`, by
+    # closing it, or by the death of the process.  Each byte is a lock of its own,
+    # so one file can hold many (the queue's competing consumers claim each open
+    # item by its id).  Only where :attr:`supports_range_locks`.
+
+    def lock_range(self, offset: int, *, exclusive: bool = True, blocking: bool = False) -> bool:
+        """Lock the byte at ``offset``; without ``blocking``, False when another
+        handle holds a conflicting lock (nothing taken), else True."""
+        self._check_open()
+        return self._raw_lock_range(offset, exclusive, blocking)
+
+    def unlock_range(self, offset: int) -> None:
+        """Release this handle's lock of the byte at ``offset`` (none held: no-op)."""
+        self._check_open()
+        self._raw_unlock_range(offset)
+
+    def range_locked(self, offset: int, *, exclusive: bool = True) -> bool:
+        """Whether another handle holds a lock of the byte at ``offset`` that
+        would conflict with taking it (``exclusive`` or shared) now."""
+        self._check_open()
+        return self._raw_range_locked(offset, exclusive)
 
     def close(self) -> None:
         """Close the handle (releases its lock).  Closing twice is allowed."""

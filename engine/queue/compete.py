@@ -31,17 +31,12 @@ crash simulator) a second consumer of a name gets ``LockedError`` as before.
 
 from __future__ import annotations
 
-import errno
-import fcntl
-import os
-import struct
 import threading
 import time
 from collections.abc import Callable
 
 from engine.errors import LockedError
 from engine.fs import FileHandle, HeldLock, lock_handle
-from engine.fs.osfs import OsFileHandle
 
 #: How long a consumer asking to share a reader name waits for its holder (seconds).
 SHARE_WAIT = 5.0
@@ -51,58 +46,43 @@ SHARE_LOOK = 0.25
 REQUEST = 0
 MUTEX = 1
 CLAIM_BASE = 2
-_FLOCK = struct.Struct("hhqqi4x")
-_GETLK: int = getattr(fcntl, "F_OFD_GETLK", -1)
-_SETLK: int = getattr(fcntl, "F_OFD_SETLK", -1)
-_SETLKW: int = getattr(fcntl, "F_OFD_SETLKW", -1)
 
 
 class Claims:
-    """OFD byte-range locks on one consumer's descriptor of the reader lock file."""
+    """One consumer's range locks (:meth:`FileHandle.lock_range`) on its handle of
+    the reader lock file: a byte per open item (its id past :data:`CLAIM_BASE`),
+    the mutex of the merged checkpoint and the share request."""
 
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
+    def __init__(self, handle: FileHandle) -> None:
+        self.handle = handle
 
     @classmethod
     def of(cls, handle: FileHandle) -> Claims | None:
-        """The claims of ``handle`` (None where OFD locks cannot be had)."""
-        if _SETLK < 0 or type(handle) is not OsFileHandle:
-            return None
-        return cls(handle.fileno())
-
-    def _set(self, kind: int, offset: int, *, wait: bool = False) -> bool:
-        arg = _FLOCK.pack(kind, os.SEEK_SET, offset, 1, 0)
-        try:
-            fcntl.fcntl(self.fd, _SETLKW if wait else _SETLK, arg)
-        except OSError as exc:
-            if exc.errno in (errno.EAGAIN, errno.EACCES):
-                return False
-            raise
-        return True
+        """The claims of ``handle`` (None where its file system has no range locks)."""
+        return cls(handle) if handle.supports_range_locks else None
 
     def claim(self, xid: int) -> bool:
         """Hold item ``xid``; False if another consumer holds it."""
-        return self._set(fcntl.F_WRLCK, CLAIM_BASE + xid)
+        return self.handle.lock_range(CLAIM_BASE + xid)
 
     def release(self, xid: int) -> None:
-        self._set(fcntl.F_UNLCK, CLAIM_BASE + xid)
+        self.handle.unlock_range(CLAIM_BASE + xid)
 
     def lock_mutex(self) -> None:
-        self._set(fcntl.F_WRLCK, MUTEX, wait=True)
+        self.handle.lock_range(MUTEX, blocking=True)
 
     def unlock_mutex(self) -> None:
-        self._set(fcntl.F_UNLCK, MUTEX)
+        self.handle.unlock_range(MUTEX)
 
     def request(self) -> None:
-        self._set(fcntl.F_RDLCK, REQUEST)
+        self.handle.lock_range(REQUEST, exclusive=False)
 
     def drop_request(self) -> None:
-        self._set(fcntl.F_UNLCK, REQUEST)
+        self.handle.unlock_range(REQUEST)
 
     def requested(self) -> bool:
         """Whether another consumer asks to share the name."""
-        raw = fcntl.fcntl(self.fd, _GETLK, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, REQUEST, 1, 0))
-        return _FLOCK.unpack(raw)[0] != fcntl.F_UNLCK
+        return self.handle.range_locked(REQUEST)
 
 
 def wait_round(stop: threading.Event, interval: float, asked: Callable[[], bool]) -> bool:

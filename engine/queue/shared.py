@@ -48,19 +48,15 @@ new data) check the crc32 and read again when a write was under way.
 
 from __future__ import annotations
 
-import errno
-import fcntl
-import os
 import struct
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from engine.errors import LockedError
 from engine.fs import FileHandle, FileSystem, HeldLock, OpenMode, lock_handle
-from engine.fs.osfs import OsFileHandle
 from engine.queue import naming
 
 _MAGIC = b"EQSTATE1"
@@ -73,21 +69,6 @@ _SYNCED = struct.Struct("<QI")
 #: takes another process's shared hold for granted (a reader's probe holds it for
 #: microseconds).
 _ALONE_TRIES = 5
-
-
-def blocking_lock(handle: FileHandle) -> tuple[Callable[[], None], Callable[[], None]]:
-    """``(lock, unlock)``: a blocking exclusive lock of ``handle`` and its release.
-
-    On the real file system, ``flock`` on the descriptor itself: the seam's
-    :meth:`FileHandle.lock` goes through portalocker, ten times the cost of the
-    system call, and the append lock is taken once per group commit.  (A lock
-    helper the shared ``engine.fs`` skeleton could offer.)  Any other file
-    system: the seam's lock.
-    """
-    if type(handle) is OsFileHandle:
-        fd = handle.fileno()
-        return (lambda: fcntl.flock(fd, fcntl.LOCK_EX)), (lambda: fcntl.flock(fd, fcntl.LOCK_UN))
-    return (lambda: handle.lock(exclusive=True, blocking=True)), handle.unlock
 
 
 def state_name(queue: str) -> str:
@@ -137,20 +118,10 @@ class SharedState:
         except BaseException:
             self._handle.close()
             raise
-        self._lock, self._unlock = blocking_lock(self._handle)
-        self._sync_lock, self._sync_unlock = blocking_lock(self._sync)
-        # The record is read at every append and by readers looking for new data:
-        # on the real file system straight from the descriptor (the seam's checks
-        # cost more than the pread).
-        self._fd = self._handle.fileno() if type(self._handle) is OsFileHandle else None
         self._closed = False
 
     def _read_at(self, offset: int, size: int) -> bytes:
-        if self._fd is None:
-            return self._handle.read_at(offset, size)
-        if self._closed:  # (never a descriptor number reused by another file)
-            raise OSError(errno.EBADF, "the state file is closed", self.path)
-        return os.pread(self._fd, size, offset)
+        return self._handle.read_at(offset, size)
 
     def _write_at(self, offset: int, data: bytes) -> None:
         self._handle.write_at(offset, data)  # (writes go through the seam, like every write)
@@ -158,10 +129,10 @@ class SharedState:
     # -- the append lock -------------------------------------------------------------
     def lock(self) -> None:
         """Take the append lock (waits for the producer that holds it)."""
-        self._lock()
+        self._handle.lock(exclusive=True, blocking=True)
 
     def unlock(self) -> None:
-        self._unlock()
+        self._handle.unlock()
 
     # -- the record ------------------------------------------------------------------
     def read(self, tries: int = 100) -> SharedView | None:
@@ -191,11 +162,11 @@ class SharedState:
     def sync_lock(self) -> Iterator[None]:
         """Hold ``<queue>.sync``: one fsync at a time across processes, so that the
         producers waiting behind it find their bytes covered by it."""
-        self._sync_lock()
+        self._sync.lock(exclusive=True, blocking=True)
         try:
             yield
         finally:
-            self._sync_unlock()
+            self._sync.unlock()
 
     def read_synced(self) -> int:
         """The logical position every byte before which is durable (under the sync

@@ -428,3 +428,46 @@ def test_lock_holders_names_the_process_holding_a_lock(tmp_path) -> None:  # typ
         child.wait(timeout=30)
     assert fs.lock_holders(path) == []
     assert fs.lock_holders(str(tmp_path / "missing")) == []
+
+
+def test_range_locks_are_per_handle_and_per_byte(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """One-byte range locks (the queue's competing consumers claim items with
+    them): two handles conflict on the same byte, not on others; shared locks
+    share; unlocking or closing releases; a probe takes nothing."""
+    fs = OsFileSystem()
+    path = str(tmp_path / "claims")
+    a = fs.open(path, OpenMode.CREATE)
+    b = fs.open(path, OpenMode.CREATE)
+    if not a.supports_range_locks:
+        pytest.skip("no OFD range locks on this system")
+    assert a.lock_range(7)
+    assert not b.lock_range(7)
+    assert b.range_locked(7) and not a.range_locked(8)
+    assert b.lock_range(8)  # another byte, another lock
+    a.unlock_range(7)
+    assert not b.range_locked(7)
+    assert b.lock_range(7)
+    assert a.lock_range(3, exclusive=False) and b.lock_range(3, exclusive=False)
+    assert a.range_locked(3) and not a.range_locked(3, exclusive=False)
+    b.close()  # closing releases every lock of the handle
+    assert a.lock_range(7) and a.lock_range(8)
+    holders = fs.lock_holders(path)
+    assert holders is None or all(pid > 0 for pid in holders)
+    a.close()
+    with pytest.raises(ClosedError):
+        a.lock_range(1)
+
+
+def test_flock_through_the_seam_conflicts_between_handles(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    fs = OsFileSystem()
+    path = str(tmp_path / "lock")
+    a = fs.open(path, OpenMode.CREATE)
+    b = fs.open(path, OpenMode.CREATE)
+    a.lock(exclusive=False)
+    b.lock(exclusive=False)  # shared locks share
+    with pytest.raises(LockedError):
+        b.lock(exclusive=True)  # (b's own shared lock stays: flock converts or refuses)
+    a.unlock()
+    b.lock(exclusive=True)
+    a.close()
+    b.close()
