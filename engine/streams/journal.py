@@ -29,7 +29,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import cast
 
@@ -425,7 +425,7 @@ class StreamJournal(ClosedWhenDropped):
         if self._handle.poisoned:
             raise PoisonedError(self.path, None)
 
-    def _emit(self, stream: Stream, rtype: int, data: bytes | bytearray) -> None:
+    def _emit(self, stream: Stream, rtype: int, data: bytes | bytearray | memoryview) -> None:
         """Append one record of ``stream`` (and its INFO first, if this lap has
         none yet) to the pending transaction.  Caller holds ``_lock``."""
         need = codec.RECORD_OVERHEAD + len(data)
@@ -458,21 +458,6 @@ class StreamJournal(ClosedWhenDropped):
             stream.total = (stream.total + len(data)) & codec.U32_MASK
         if not rtype & codec.ABORT:
             stream.records += 1
-        if len(self._pending) >= self.spill_size and self._io_lock.acquire(blocking=False):
-            # A big transaction: write its whole pages now, unsynced, as the
-            # original writes each page as it fills, so memory stays bounded
-            # and the commit has less to write.  (Skipped while a commit holds
-            # the file: the data simply waits in memory a little longer.)
-            try:
-                cut = len(self._pending) // self.page_size * self.page_size
-                self._handle.write_at(self._txn_pos + self._spilled, bytes(memoryview(self._pending)[:cut]))
-                del self._pending[:cut]
-                self._spilled += cut
-            except BaseException as exc:
-                self._failure = exc
-                raise
-            finally:
-                self._io_lock.release()
 
     def open_stream(self, ident: bytes | bytearray | memoryview | str) -> Stream:
         """A new stream named ``ident``: bytes, or a str (stored as UTF-8); at most
@@ -488,27 +473,57 @@ class StreamJournal(ClosedWhenDropped):
             self._active += 1
             return stream
 
-    def _write(self, stream: Stream, data: bytes | bytearray | memoryview) -> None:
+    def _write(self, stream: Stream, parts: Sequence[bytes | bytearray | memoryview]) -> None:
+        """Add ``parts`` (bytes-like, back to back) to ``stream``: whole records
+        go into the pending transaction, the rest waits in the stream's buffer.
+
+        Like the original journald server, a full buffer is journaled only when
+        more data follows, so the last record of a stream is DATA|EOS.  A record
+        that lies within one part is journaled straight from it (no copy before
+        the pending transaction's); only the tail kept for later is copied, so
+        ``parts`` may be views of a buffer the caller reuses once this returns
+        (the server passes views of its receive buffer, a whole read at a time).
+        """
         with self._lock:
             self._check_usable()
             if stream.state != "open":
                 raise ClosedError(f"stream #{stream.number} is {stream.state}")
-            # Like the original journald server, a full buffer is journaled only when more data
-            # follows, so the last record of a stream is DATA|EOS.  Whole
-            # record-sized pieces of ``data`` are journaled without copying.
-            data = bytes(data)  # no copy when it is bytes already
-            buf = stream._buf
             size = self.record_size
-            if len(buf) + len(data) <= size:
-                stream._buf = buf + data if buf else data
+            buf = stream._buf
+            pieces: list[bytes | bytearray | memoryview] = [buf] if buf else []
+            have = len(buf)
+            for part in parts:
+                pos, n = 0, len(part)
+                while pos < n:
+                    if have == size:  # a full record, and more data follows
+                        self._emit(stream, codec.DATA, pieces[0] if len(pieces) == 1 else b"".join(pieces))
+                        pieces, have = [], 0
+                    take = min(size - have, n - pos)
+                    pieces.append(part if take == n else part[pos : pos + take])
+                    have += take
+                    pos += take
+            stream._buf = b"".join(pieces)  # a copy: the parts may be reused
+            if len(self._pending) < self.spill_size or not self._io_lock.acquire(blocking=False):
                 return
-            take = size - len(buf)
-            self._emit(stream, codec.DATA, buf + data[:take] if take else buf)
-            pos = take
-            while len(data) - pos > size:
-                self._emit(stream, codec.DATA, data[pos : pos + size])
-                pos += size
-            stream._buf = data[pos:]
+            # A big transaction: write its whole pages now, unsynced, as the
+            # original writes each page as it fills, so memory stays bounded and
+            # the commit has less to write.  (Skipped while a commit holds the
+            # file: the data simply waits in memory a little longer.)  The pages
+            # are taken under _lock and written after letting go of it, holding
+            # only _io_lock: other streams go on filling the transaction, and a
+            # commit or wrap (which takes _io_lock) writes after these pages.
+            spill = self._pending
+            cut = len(spill) // self.page_size * self.page_size
+            self._pending = spill[cut:]
+            at = self._txn_pos + self._spilled
+            self._spilled += cut
+        try:
+            self._handle.write_parts_at(at, [memoryview(spill)[:cut]])
+        except BaseException as exc:
+            self._failure = exc
+            raise
+        finally:
+            self._io_lock.release()
 
     def _close_stream(self, stream: Stream) -> None:
         with self._lock:
@@ -571,12 +586,11 @@ class StreamJournal(ClosedWhenDropped):
             echo, self._echo = self._echo, None
             self._io_lock.acquire()
         try:
-            data += pad
-            data += self._zero_page
-            # The transaction first, then its copy past the end: a crash that
-            # keeps writes in order never keeps the copy without the transaction.
-            self._handle.write_at(start, cast(bytes, data))
-            self._write_echo(echo, start + len(data))
+            # The transaction, its padding and the zero page in one write (no
+            # join), then its copy past the end: a crash that keeps writes in
+            # order never keeps the copy without the transaction.
+            self._handle.write_parts_at(start, [data, pad, self._zero_page])
+            self._write_echo(echo, start + len(data) + len(pad) + len(self._zero_page))
             self._write_and_sync(start, b"", "commit")
             self.transactions += 1
         except BaseException as exc:

@@ -54,7 +54,7 @@ class Stream:
         says so."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             require_bytes(data, "data")
-        self.journal._write(self, data)
+        self.journal._write(self, (data,))
 
     def close(self) -> None:
         """End the stream (EOS); returns once all of it is durable."""
