@@ -1,8 +1,10 @@
-/* Compiled twin of engine.applog.batch.encode_batch: the one encoder of
- * LOG/IDX records (with their .crc entries) into a segment's pending buffers.
+/* Compiled twins of engine.applog.batch.encode_batch, the one encoder of
+ * LOG/IDX records (with their .crc entries) into a segment's pending buffers,
+ * and of engine.applog.codec.crc_failures, the batch check of records against
+ * their .crc entries (the Spark source's; see that function, below).
  *
- * The pure-Python function in engine/applog/batch.py is the reference: this
- * one must return the same value, append the same bytes, leave the same write
+ * encode_batch: the pure-Python function in engine/applog/batch.py is the
+ * reference: this one must return the same value, append the same bytes, leave the same write
  * state and raise the same exception (type and message) for every argument
  * list, valid or hostile (tests/applog/test_applog_native.py compares them
  * with hypothesis).  It is a codec function: no I/O, no clock, no Python code
@@ -263,15 +265,95 @@ fail:
     return NULL;
 }
 
+/* crc_failures(log, crcs, count) -> list: see engine.applog.codec.crc_failures.
+ *
+ * The positions among the first ``count`` back-to-back records at the start of
+ * ``log`` whose CRC-32 (header + data) differs from their u32 entry in
+ * ``crcs``.  Both are exact bytes (immutable: nothing can change them while
+ * the loop runs); every record's size is bounded by ``log`` before its bytes
+ * are read.  Same checks, in the same order, and the same messages as the
+ * reference. */
+static PyObject *
+crc_failures(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "crc_failures() takes 3 positional arguments but %zd were given", nargs);
+        return NULL;
+    }
+    if (!PyBytes_CheckExact(args[0]) || !PyBytes_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "crc_failures: log and crcs must be bytes");
+        return NULL;
+    }
+    if (!PyLong_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "crc_failures: count must be an int");
+        return NULL;
+    }
+    int overflow = 0;
+    long long count = PyLong_AsLongLongAndOverflow(args[2], &overflow);
+    if (count == -1 && PyErr_Occurred())
+        return NULL;
+    if (overflow < 0 || (!overflow && count < 0)) {
+        PyErr_SetString(PyExc_ValueError, "crc_failures: count must be >= 0");
+        return NULL;
+    }
+    const unsigned char *log = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    const unsigned char *want = (const unsigned char *)PyBytes_AS_STRING(args[1]);
+    Py_ssize_t end_of_log = PyBytes_GET_SIZE(args[0]);
+    Py_ssize_t entries = PyBytes_GET_SIZE(args[1]) / CRC_SIZE;
+    if (overflow > 0 || (long long)entries < count) {
+        PyErr_Format(PyExc_ValueError, "crc_failures: %zd checksums, fewer than count", entries);
+        return NULL;
+    }
+    PyObject *failing = PyList_New(0);
+    if (failing == NULL)
+        return NULL;
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t i = 0; i < (Py_ssize_t)count; i++) {
+        if (end_of_log - pos < RECORD_HEADER_SIZE) {
+            PyErr_Format(PyExc_ValueError, "crc_failures: record %zd at byte %zd: its header runs past the end "
+                         "(%zd bytes)", i, pos, end_of_log);
+            goto fail;
+        }
+        const unsigned char *h = log + pos;
+        uint64_t size = (uint64_t)h[0] | (uint64_t)h[1] << 8 | (uint64_t)h[2] << 16 | (uint64_t)h[3] << 24;
+        /* pos + 16 <= end_of_log here, so the subtraction cannot go below zero. */
+        if (size > (uint64_t)(end_of_log - pos - RECORD_HEADER_SIZE)) {
+            PyErr_Format(PyExc_ValueError, "crc_failures: record %zd at byte %zd: its data runs past the end "
+                         "(%zd bytes)", i, pos, end_of_log);
+            goto fail;
+        }
+        size_t len = RECORD_HEADER_SIZE + (size_t)size;
+        const unsigned char *w = want + CRC_SIZE * i;
+        uint32_t expected = (uint32_t)w[0] | (uint32_t)w[1] << 8 | (uint32_t)w[2] << 16 | (uint32_t)w[3] << 24;
+        if (crc32_of(h, len) != expected) {
+            PyObject *at = PyLong_FromSsize_t(i);
+            if (at == NULL || PyList_Append(failing, at) < 0) {
+                Py_XDECREF(at);
+                goto fail;
+            }
+            Py_DECREF(at);
+        }
+        pos += (Py_ssize_t)len;
+    }
+    return failing;
+
+fail:
+    Py_DECREF(failing);
+    return NULL;
+}
+
 static PyMethodDef module_methods[] = {
     {"encode_batch", (PyCFunction)(void (*)(void))encode_batch, METH_FASTCALL,
      "encode_batch(items, flags, time_ns, state) -> int; see engine.applog.batch.encode_batch"},
+    {"crc_failures", (PyCFunction)(void (*)(void))crc_failures, METH_FASTCALL,
+     "crc_failures(log, crcs, count) -> list; see engine.applog.codec.crc_failures"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef native_module = {
     PyModuleDef_HEAD_INIT, "engine.applog._native",
-    "Compiled twin of engine.applog.batch.encode_batch (see that module).", -1, module_methods,
+    "Compiled twins of engine.applog.batch.encode_batch and engine.applog.codec.crc_failures.", -1, module_methods,
     NULL, NULL, NULL, NULL,
 };
 

@@ -173,6 +173,46 @@ def crc_matches(
     return record_crc(mv[rec.offset : body], mv[body : rec.end]) == want
 
 
+def crc_failures(log: bytes, crcs: bytes, count: int) -> list[int]:
+    """The positions of the records, among the first ``count`` back-to-back
+    records at the start of ``log``, whose CRC-32 (header + data, as
+    :func:`record_crc`) differs from their entry in ``crcs`` (u32 little-endian,
+    entry ``i`` at byte ``4 * i``: a run of a ``.crc`` file, no file header).
+
+    The batch form of :func:`record_crc` for readers that check a whole run of
+    records at once (the Spark source); ``engine/applog/_native.c`` holds its
+    compiled twin.  Records are walked by their own size fields, each bounded by
+    ``log`` before it is read.  ``TypeError`` unless ``log`` and ``crcs`` are
+    ``bytes`` and ``count`` an ``int``; ``ValueError`` for a negative ``count``,
+    fewer than ``count`` entries in ``crcs``, or a record running past the end
+    of ``log``.
+    """
+    if type(log) is not bytes or type(crcs) is not bytes:
+        raise TypeError("crc_failures: log and crcs must be bytes")
+    if type(count) is not int:
+        raise TypeError("crc_failures: count must be an int")
+    if count < 0:
+        raise ValueError("crc_failures: count must be >= 0")
+    if len(crcs) // CRC_SIZE < count:
+        raise ValueError(f"crc_failures: {len(crcs) // CRC_SIZE} checksums, fewer than count")
+    mv, want = memoryview(log), memoryview(crcs)
+    end_of_log = len(log)
+    failing: list[int] = []
+    pos = 0
+    for i in range(count):
+        if pos + RECORD_HEADER_SIZE > end_of_log:
+            raise ValueError(f"crc_failures: record {i} at byte {pos}: its header runs past the end "
+                             f"({end_of_log} bytes)")
+        end = pos + RECORD_HEADER_SIZE + int.from_bytes(mv[pos : pos + 4], "little")
+        if end > end_of_log:
+            raise ValueError(f"crc_failures: record {i} at byte {pos}: its data runs past the end "
+                             f"({end_of_log} bytes)")
+        if zlib.crc32(mv[pos:end]) != int.from_bytes(want[CRC_SIZE * i : CRC_SIZE * i + CRC_SIZE], "little"):
+            failing.append(i)
+        pos = end
+    return failing
+
+
 def encode_entry(time_ns: int, index: int, offset: int) -> bytes:
     """One 24-byte index entry."""
     return INDEX_ENTRY.pack(time_ns, index, offset)

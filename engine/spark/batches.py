@@ -46,10 +46,11 @@ def ns_to_timestamp(ns: np.ndarray) -> pa.Array:
 def record_batch(schema: StructType, columns: Mapping[str, Any], n: int) -> pa.RecordBatch:
     """A batch of ``n`` rows with exactly the columns of ``schema``, in its order.
 
-    ``columns`` maps names to Arrow arrays, numpy arrays or Python lists; each is
-    cast to the declared Arrow type.  A column the schema names but ``columns``
-    lacks is a :class:`ConfigError` (a user-given schema asked for something the
-    source does not have).
+    ``columns`` maps names to Arrow arrays, numpy arrays or Python lists, or to
+    functions of no argument that build one, called only when ``schema`` names
+    the column (a schema given with ``.schema(...)`` may ask for a few: the
+    others are never built); each is cast to the declared Arrow type.  A column
+    the schema names but ``columns`` lacks is a :class:`ConfigError`.
     """
     target = arrow_schema(schema)
     arrays = []
@@ -60,6 +61,8 @@ def record_batch(schema: StructType, columns: Mapping[str, Any], n: int) -> pa.R
         if field.name not in columns:
             raise ConfigError(f"the source has no column {field.name!r}; available: {sorted(columns)}")
         value = columns[field.name]
+        if callable(value):
+            value = value()
         if isinstance(value, np.ndarray):
             arr = pa.array(value)
         elif isinstance(value, (pa.Array, pa.ChunkedArray)):

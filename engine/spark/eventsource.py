@@ -27,7 +27,15 @@ from pyspark.sql.types import StructType
 
 from engine.events import EventJournal
 from engine.spark.batches import guarded, record_batch, repeat_string
-from engine.spark.options import check_options, input_paths, int_option, lower, mode_option, read_schema
+from engine.spark.options import (
+    check_options,
+    input_paths,
+    int_option,
+    lower,
+    mode_option,
+    read_schema,
+    user_schema,
+)
 from engine.spark.schemas import EVENTS_SCHEMA
 
 SOURCE = "engine-events"
@@ -54,11 +62,11 @@ def events_to_batch(schema: StructType, journal: str, pid: str, seqs: list[int],
                     payloads: list[bytes]) -> pa.RecordBatch:
     """One id's replayed events -> an Arrow batch of the engine-events schema."""
     n = len(seqs)
-    cols = {
-        "journal": repeat_string(journal, n),
-        "persistence_id": repeat_string(pid, n),
-        "sequence_nr": np.asarray(seqs, dtype=np.int64),
-        "payload": pa.array(payloads, type=pa.binary()),
+    cols = {  # built only when the schema names them
+        "journal": lambda: repeat_string(journal, n),
+        "persistence_id": lambda: repeat_string(pid, n),
+        "sequence_nr": lambda: np.asarray(seqs, dtype=np.int64),
+        "payload": lambda: pa.array(payloads, type=pa.binary()),
     }
     return record_batch(schema, cols, n)
 
@@ -88,8 +96,8 @@ class EventsReader(DataSourceReader):
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         opts = lower(options)
         check_options(SOURCE, opts, OPTIONS)
+        self.schema = user_schema(SOURCE, read_schema(EVENTS_SCHEMA, opts), schema, opts)
         self.directories = input_paths(SOURCE, opts)
-        self.schema = schema
         self.per_partition = int_option(opts, "idsPerPartition", 64) or 1
         raw_ids = opts.get("persistenceids")
         self.ids = None if raw_ids is None else {i.strip() for i in raw_ids.split(",")}

@@ -34,7 +34,16 @@ from engine.kv import KVReader
 from engine.kv.api import DEFAULT_TREE, prefix_end, tree_name
 from engine.kv.node import Branch
 from engine.spark.batches import guarded, record_batch, repeat_string
-from engine.spark.options import bool_option, check_options, input_paths, int_option, lower, mode_option, read_schema
+from engine.spark.options import (
+    bool_option,
+    check_options,
+    input_paths,
+    int_option,
+    lower,
+    mode_option,
+    read_schema,
+    user_schema,
+)
 
 SOURCE = "engine-kv"
 OPTIONS = ("tree", "start", "stop", "prefix", "hex", "partitions", "mode")
@@ -136,11 +145,11 @@ def read_keys(schema: StructType, part: KVPartition, fs: FileSystem | None = Non
 
 def _batch(schema: StructType, name: str, tree: str, keys: list[bytes], values: list[bytes]) -> pa.RecordBatch:
     n = len(keys)
-    cols = {
-        "store": repeat_string(name, n),
-        "tree": repeat_string(tree, n),
-        "key": pa.array(keys, type=pa.binary()),
-        "value": pa.array(values, type=pa.binary()),
+    cols = {  # built only when the schema names them
+        "store": lambda: repeat_string(name, n),
+        "tree": lambda: repeat_string(tree, n),
+        "key": lambda: pa.array(keys, type=pa.binary()),
+        "value": lambda: pa.array(values, type=pa.binary()),
     }
     return record_batch(schema, cols, n)
 
@@ -151,8 +160,8 @@ class KVSourceReader(DataSourceReader):
     def __init__(self, options: dict[str, str], schema: StructType, fs: FileSystem | None = None) -> None:
         opts = lower(options)
         check_options(SOURCE, opts, OPTIONS)
+        self.schema = user_schema(SOURCE, read_schema(KV_SCHEMA, opts), schema, opts)
         self.paths = input_paths(SOURCE, opts)
-        self.schema = schema
         self.tree = tree_name(opts.get("tree", ""))
         self.start, self.stop = key_bounds(opts)
         self.parts = int_option(opts, "partitions", 4) or 1

@@ -34,9 +34,15 @@ from engine.applog.codec import (
     INDEX_ENTRY,
     RECORD_HEADER,
     RECORD_HEADER_SIZE,
-    record_crc,
 )
+from engine.applog.codec import crc_failures as _crc_failures_reference
 from engine.errors import ConfigError, CorruptFileError
+from engine.native import load as load_native
+
+_native = load_native("engine.applog._native")
+#: The batch ``.crc`` check: the compiled twin when it is built (and not
+#: ``ENGINE_PURE_PYTHON``), else the pure reference; chosen once, here.
+crc_failures = getattr(_native, "crc_failures", None) or _crc_failures_reference
 
 #: numpy view of one index entry (:data:`engine.applog.codec.INDEX_ENTRY`, "<qQq":
 #: i64 time, u64 record index, i64 offset of the record in the .log file).
@@ -82,6 +88,7 @@ def decode_run(
     first_index: int,
     idx_base: int = HEADER_SIZE,
     crcs: bytes | None = None,
+    payload: bool = True,
 ) -> DecodedRun:
     """Decode the records named by ``entries`` from ``log_bytes``.
 
@@ -95,9 +102,10 @@ def decode_run(
 
     ``crcs`` is the run's part of the segment's ``.crc`` file (one u32 per
     record), or None for a segment without one: each record is checked with the
-    append log's own :func:`engine.applog.codec.record_crc`, and the positions
+    append log's batch check :func:`engine.applog.codec.crc_failures`, and the positions
     that fail are returned in ``bad`` (what to do about them is the caller's
-    choice: Spark's ``mode`` option).
+    choice: Spark's ``mode`` option).  Without ``payload`` the ``data`` column
+    is left empty (a read whose schema does not ask for it); every check still runs.
     """
     n = len(entries)
     if n == 0:
@@ -123,9 +131,15 @@ def decode_run(
     if int(offsets[-1]) + RECORD_HEADER_SIZE > len(buf):
         raise CorruptFileError(path, base_offset + int(offsets[-1]), "a whole record header",
                                "end of file")
-    # Gather the 16 header bytes of every record in one fancy-indexing pass, then
-    # reinterpret them as (u32 size, u32 flags, i64 time).
-    header_bytes = buf[offsets[:, None] + np.arange(RECORD_HEADER_SIZE)]
+    # The 16 header bytes of every record, reinterpreted as (u32 size, u32 flags,
+    # i64 time): when the index spaces the records evenly (same-size records, the
+    # common case) they are a column of the bytes seen as an (n, width) array;
+    # otherwise one fancy-indexing gather.
+    width = int(offsets[1]) if n > 1 else 0
+    if n > 1 and width >= RECORD_HEADER_SIZE and width * n <= len(buf) and bool(np.all(np.diff(offsets) == width)):
+        header_bytes = buf[: width * n].reshape(n, width)[:, :RECORD_HEADER_SIZE]
+    else:
+        header_bytes = buf[offsets[:, None] + np.arange(RECORD_HEADER_SIZE)]
     headers = np.ascontiguousarray(header_bytes).view(RECORD_DTYPE).reshape(n)
     sizes = headers["size"].astype(np.int64)
     ends = offsets + RECORD_HEADER_SIZE + sizes
@@ -147,8 +161,8 @@ def decode_run(
                                str(int(headers["time"][i])))
     failing: np.ndarray | None = None
     if crcs is not None:
-        failing = failing_checksums(log_bytes, offsets, ends, crcs, path, base_offset)
-    data = _payload_column(buf[: int(ends[-1])], offsets, sizes)
+        failing = failing_checksums(log_bytes, n, crcs, path, base_offset)
+    data = _payload_column(buf[: int(ends[-1])], offsets, sizes) if payload else pa.nulls(0, pa.binary())
     return DecodedRun(
         index=expected_index.astype(np.int64),
         time_ns=entries["time"].astype(np.int64),
@@ -160,20 +174,75 @@ def decode_run(
     )
 
 
-def failing_checksums(log_bytes: bytes, offsets: np.ndarray, ends: np.ndarray, crcs: bytes,
-                      path: str, base_offset: int) -> np.ndarray:
-    """Positions of the records (``log_bytes[offsets[i]:ends[i]]``) whose CRC-32
-    differs from their entry in ``crcs`` (u32 little-endian, one per record)."""
-    n = len(offsets)
+@dataclass
+class IndexRun:
+    """A run of consecutive records' index entries, checked, as columns."""
+
+    index: np.ndarray  # int64
+    time_ns: np.ndarray  # int64
+    last_offset: int  # the run's last entry's log offset (the next run starts above it)
+
+
+def decode_index_run(entries: np.ndarray, idx_path: str, first_index: int, idx_base: int, log_end: int,
+                     prev_offset: int | None = None, prev_time: int | None = None) -> IndexRun:
+    """The index and time columns of a run, from its index entries alone.
+
+    For reads that need no LOG bytes (a schema of only the IDX's columns), so
+    every check is the index entries' own: indexes dense from ``first_index``,
+    log offsets inside the visible log (``[HEADER_SIZE, log_end)``) and at
+    least a record header apart (from ``prev_offset``, the entry before the
+    run, too), the last one leaving room for a whole record header, and times
+    never going backwards (from ``prev_time``).  The records themselves (and
+    their ``.crc`` checksums) are not read, so not checked.  The first
+    disagreement is a :class:`CorruptFileError` naming the entry's offset in
+    ``idx_path`` (the run's first entry sits at ``idx_base``).
+    """
+    n = len(entries)
+    if n == 0:
+        empty = np.empty(0, dtype=np.int64)
+        return IndexRun(empty, empty, -1 if prev_offset is None else prev_offset)
+    expected = np.arange(first_index, first_index + n, dtype=np.uint64)
+    bad = np.flatnonzero(entries["index"] != expected)
+    if bad.size:
+        i = int(bad[0])
+        raise CorruptFileError(idx_path, idx_base + ENTRY_SIZE * i + 8, f"index entry for record {first_index + i}",
+                               f"index {int(entries['index'][i])}")
+    offsets = entries["offset"].astype(np.int64)
+    lowest = HEADER_SIZE if prev_offset is None else prev_offset + RECORD_HEADER_SIZE
+    steps = np.diff(offsets)
+    wrong = np.flatnonzero(steps < RECORD_HEADER_SIZE)
+    if offsets[0] < lowest or wrong.size or offsets[-1] > log_end - RECORD_HEADER_SIZE:
+        if offsets[0] < lowest:
+            i, want = 0, f"a log offset >= {lowest}"
+        elif wrong.size:
+            i = int(wrong[0]) + 1
+            want = f"a log offset >= {int(offsets[i - 1]) + RECORD_HEADER_SIZE} (a record header past the last)"
+        else:
+            i, want = n - 1, f"a log offset <= {log_end - RECORD_HEADER_SIZE} (a record inside the visible log)"
+        raise CorruptFileError(idx_path, idx_base + ENTRY_SIZE * i + 16, want, f"offset {int(offsets[i])}")
+    times = entries["time"].astype(np.int64)
+    back = np.flatnonzero(times[1:] < times[:-1])
+    if (prev_time is not None and times[0] < prev_time) or back.size:
+        i = 0 if prev_time is not None and times[0] < prev_time else int(back[0]) + 1
+        before = prev_time if i == 0 else int(times[i - 1])
+        raise CorruptFileError(idx_path, idx_base + ENTRY_SIZE * i, f"a time >= {before} (times never go back)",
+                               str(int(times[i])))
+    return IndexRun(expected.astype(np.int64), times, int(offsets[-1]))
+
+
+def failing_checksums(log_bytes: bytes, n: int, crcs: bytes, path: str, base_offset: int) -> np.ndarray:
+    """Positions of the first ``n`` back-to-back records of ``log_bytes`` whose
+    CRC-32 differs from their entry in ``crcs`` (u32 little-endian, one per record).
+
+    One call of the append log's batch check (:func:`engine.applog.codec.crc_failures`,
+    or its compiled twin, chosen once at import) for the whole run."""
     if len(crcs) < n * CRC_SIZE:
         raise CorruptFileError(path[:-4] + ".crc" if path.endswith(".log") else path, base_offset,
                                f"{n} checksums", f"{len(crcs) // CRC_SIZE}")
-    want = np.frombuffer(crcs, dtype="<u4", count=n).tolist()
-    mv = memoryview(log_bytes)
-    starts = offsets.tolist()
-    bodies = (offsets + RECORD_HEADER_SIZE).tolist()
-    stops = ends.tolist()
-    bad = [i for i in range(n) if record_crc(mv[starts[i]:bodies[i]], mv[bodies[i]:stops[i]]) != want[i]]
+    try:
+        bad = crc_failures(bytes(log_bytes), bytes(crcs), n)
+    except ValueError as exc:  # the run's structure was checked already: a record no longer fits
+        raise CorruptFileError(path, base_offset, "whole records", str(exc)) from None
     return np.asarray(bad, dtype=np.int64)
 
 

@@ -333,15 +333,42 @@ def crc_path(seg: Segment) -> str:
     return seg.log_path[:-4] + ".crc"
 
 
-def read_range(
+def read_index_range(
     fs: FileSystem, seg: Segment, start: int, stop: int, batch_records: int = 65536,
+) -> Iterator[lc.IndexRun]:
+    """Index and time columns of positions ``[start, stop)`` of ``seg``, from the
+    IDX file alone (one read per run of ``batch_records``), each run checked by
+    :func:`engine.spark.logcodec.decode_index_run`; the LOG is not read."""
+    if start >= stop:
+        return
+    with fs.open(seg.idx_path) as idx:
+        pos = start
+        prev_offset: int | None = None
+        prev_time: int | None = None
+        while pos < stop:
+            n = min(batch_records, stop - pos)
+            idx_off = HEADER_SIZE + ENTRY_SIZE * pos
+            entries = lc.decode_index(idx.read_at(idx_off, ENTRY_SIZE * n))
+            if len(entries) < n:
+                raise CorruptFileError(seg.idx_path, idx_off + ENTRY_SIZE * len(entries),
+                                       "an index entry (the file shrank while being read)")
+            run = lc.decode_index_run(entries, seg.idx_path, seg.first_index + pos, idx_off, seg.end_offset,
+                                      prev_offset, prev_time)
+            prev_offset, prev_time = run.last_offset, int(run.time_ns[-1])
+            yield run
+            pos += n
+
+
+def read_range(
+    fs: FileSystem, seg: Segment, start: int, stop: int, batch_records: int = 65536, payload: bool = True,
 ) -> Iterator[lc.DecodedRun]:
     """Decode positions ``[start, stop)`` of ``seg`` in runs of ``batch_records``.
 
     Each run is two reads (index entries, then the log bytes they cover), a third
     for the checksums when the segment has a ``.crc`` file (every record is
     checked against it: ``DecodedRun.bad``), and a vectorised decode; memory
-    stays bounded by the batch size.
+    stays bounded by the batch size.  Without ``payload`` the data column is not
+    built (every check still runs).
     """
     if start >= stop:
         return
@@ -377,7 +404,7 @@ def read_range(
                 if crcs is not None and len(crcs) < CRC_SIZE * n:
                     raise CorruptFileError(crc_file, crc_offset(pos) + len(crcs), f"{n} checksums", "end of file")
                 yield lc.decode_run(log_bytes, base, entries[:n], seg.log_path, seg.first_index + pos, idx_off,
-                                    crcs)
+                                    crcs, payload)
                 pos += n
     finally:
         if crc is not None:

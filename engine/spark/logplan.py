@@ -221,21 +221,35 @@ def plan(found: Iterable[LogSpan], per_partition: int, bounds: Mapping[str, tupl
     return out
 
 
+#: The engine-log columns the IDX files alone hold (with the log's and the
+#: segment's names): a read asking only for these never reads the LOG.
+INDEX_COLUMNS = frozenset({"log", "segment", "index", "time", "time_ns"})
+
+
+def _columns(schema: StructType, log_name: str, seg: logfiles.Segment, index: np.ndarray, time_ns: np.ndarray,
+             flags: np.ndarray | None = None, data: pa.Array | None = None) -> dict[str, object]:
+    """The columns ``schema`` asks for (only those are built)."""
+    n = len(index)
+    makers = {
+        "log": lambda: repeat_string(log_name, n),
+        "segment": lambda: np.full(n, seg.first_index, dtype=np.int64),
+        "index": lambda: index,
+        "time": lambda: ns_to_timestamp(time_ns),
+        "time_ns": lambda: time_ns,
+        "flags": lambda: flags,
+        "data": lambda: data,
+    }
+    return {name: makers[name]() for name in schema.fieldNames() if name in makers}
+
+
 def run_to_batch(schema: StructType, log_name: str, seg: logfiles.Segment, run: DecodedRun,
                  mode: str) -> pa.RecordBatch:
-    """Columns of a decoded run -> one Arrow batch of the engine-log schema, with
-    ``mode`` applied to records failing their checksum."""
+    """Columns of a decoded run -> one Arrow batch of ``schema`` (the engine-log
+    schema or some of its columns), with ``mode`` applied to records failing
+    their checksum."""
     n = len(run.index)
     bad = run.bad if run.bad is not None else np.empty(0, dtype=np.int64)
-    cols = {
-        "log": repeat_string(log_name, n),
-        "segment": np.full(n, seg.first_index, dtype=np.int64),
-        "index": run.index,
-        "time": ns_to_timestamp(run.time_ns),
-        "time_ns": run.time_ns,
-        "flags": run.flags,
-        "data": run.data,
-    }
+    cols = _columns(schema, log_name, seg, run.index, run.time_ns, run.flags, run.data)
     if bad.size == 0:
         return record_batch(schema, cols, n)
     offsets = run.offsets if run.offsets is not None else np.zeros(n, dtype=np.int64)
@@ -260,12 +274,23 @@ def run_to_batch(schema: StructType, log_name: str, seg: logfiles.Segment, run: 
 
 def read_partition(schema: StructType, part: LogPartition, batch_records: int,
                    mode: str = FAILFAST) -> Iterator[pa.RecordBatch]:
-    """The Arrow batches of one partition (called on the executors)."""
+    """The Arrow batches of one partition (called on the executors), with only
+    the columns of ``schema``: one of only :data:`INDEX_COLUMNS` is answered
+    from the IDX file without reading the LOG (see
+    :func:`engine.spark.logfiles.read_index_range` for what is checked then);
+    one without ``data`` does not build the payload column."""
     fs = resolve(None)
+    names = set(schema.fieldNames()) - {CORRUPT_COLUMN}
+    seg = part.segment
 
     def batches() -> Iterator[pa.RecordBatch]:
-        for run in logfiles.read_range(fs, part.segment, part.start, part.stop, batch_records):
-            yield run_to_batch(schema, part.log_name, part.segment, run, mode)
+        if names <= INDEX_COLUMNS:
+            for idx_run in logfiles.read_index_range(fs, seg, part.start, part.stop, batch_records):
+                cols = _columns(schema, part.log_name, seg, idx_run.index, idx_run.time_ns)
+                yield record_batch(schema, cols, len(idx_run.index))
+            return
+        for run in logfiles.read_range(fs, seg, part.start, part.stop, batch_records, payload="data" in names):
+            yield run_to_batch(schema, part.log_name, seg, run, mode)
 
     yield from guarded(schema, mode, batches(), {"log": part.log_name, "segment": part.segment.first_index},
                        part.segment.log_path)

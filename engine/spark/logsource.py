@@ -21,8 +21,15 @@ Partitions follow the data: one per segment, and segments with more than
 ``recordsPerPartition`` records are split by index ranges (``minPartitions``
 splits further).  Which records are read is chosen by options (Kafka-style
 positions, :mod:`engine.spark.logplan`), never by filter pushdown, which
-PySpark caches across queries of one DataFrame.  Every record is checked
+PySpark caches across queries of one DataFrame.  Every record read is checked
 against its ``.crc`` checksum; ``mode`` says what a damaged one does.
+
+Which columns are decoded is chosen by a schema given with ``.schema(...)``
+(PySpark has no column pruning for Python sources): only the columns it names
+are built, and one of only ``log, segment, index, time, time_ns`` is answered
+from the IDX files without reading the LOG::
+
+    spark.read.format("engine-log").schema("index long, time timestamp").load(path).count()
 """
 
 from __future__ import annotations
@@ -72,13 +79,21 @@ from engine.spark.options import (
     mode_option,
     one_path,
     read_schema,
+    user_schema,
 )
 from engine.spark.schemas import LOG_SCHEMA
 
 log = logging.getLogger("engine.spark")
 
 SOURCE = "engine-log"
-DEFAULT_RECORDS_PER_PARTITION = 1_000_000
+#: Records per partition, and partitions at least (options ``recordsPerPartition``
+#: and ``minPartitions``).  Each partition is a Spark task, and a Python source's
+#: task has a fixed cost (tens of milliseconds of Python worker round trips,
+#: measured with an empty source), so a plan has few, large partitions: up to 4
+#: M records each (memory stays bounded by ``batchRecords``), and at least two,
+#: so that even a small log is read by two cores (docs/pipeline.md).
+DEFAULT_RECORDS_PER_PARTITION = 4_000_000
+DEFAULT_MIN_PARTITIONS = 2
 DEFAULT_BATCH_RECORDS = 65_536
 
 #: Options of a batch read.
@@ -116,11 +131,11 @@ class LogReader(DataSourceReader):
         # have no effect, as in Spark's Kafka source, so one set of options serves both.
         check_options(SOURCE, opts, set(BATCH_OPTIONS) | set(STREAM_OPTIONS))
         self.options = opts
+        self.schema = user_schema(SOURCE, read_schema(LOG_SCHEMA, opts), schema, opts)
         self.logs = _logs(opts)
-        self.schema = schema
         self.per_partition = int_option(opts, "recordsPerPartition", DEFAULT_RECORDS_PER_PARTITION) or 1
         self.batch_records = int_option(opts, "batchRecords", DEFAULT_BATCH_RECORDS) or 1
-        self.min_partitions = int_option(opts, "minPartitions", 1) or 1
+        self.min_partitions = int_option(opts, "minPartitions", DEFAULT_MIN_PARTITIONS) or 1
         self.mode = mode_option(opts)
 
     def partitions(self) -> Sequence[InputPartition]:
@@ -172,8 +187,8 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         opts = lower(options)
         check_options(SOURCE, opts, STREAM_OPTIONS)
         self.options = opts
+        self.schema = user_schema(SOURCE, read_schema(LOG_SCHEMA, opts), schema, opts)
         self.paths = input_paths(SOURCE, opts)
-        self.schema = schema
         self.per_partition = int_option(opts, "recordsPerPartition", DEFAULT_RECORDS_PER_PARTITION) or 1
         self.batch_records = int_option(opts, "batchRecords", DEFAULT_BATCH_RECORDS) or 1
         self.max_records = int_option(opts, "maxRecordsPerTrigger", None)

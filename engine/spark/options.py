@@ -16,6 +16,9 @@ sources): ``FAILFAST`` (the default: the query fails with the file and offset),
 ``DROPMALFORMED`` (damaged records are left out, with a warning) or
 ``PERMISSIVE`` (they are kept with a ``_corrupt_record`` column saying what is
 wrong; every other column becomes nullable).
+
+A schema given with ``spark.read.schema(...)`` is how a read asks for fewer
+columns (:func:`user_schema`): the sources decode only what it names.
 """
 
 from __future__ import annotations
@@ -96,6 +99,48 @@ def read_schema(schema: StructType, options: Mapping[str, str]) -> StructType:
         return schema
     fields = [StructField(f.name, f.dataType, True) for f in schema.fields if f.name != CORRUPT_COLUMN]
     return StructType([*fields, StructField(CORRUPT_COLUMN, StringType(), True)])
+
+
+def user_schema(source: str, full: StructType, given: StructType, options: Mapping[str, str]) -> StructType:
+    """``given`` (the schema a reader is handed), checked against ``full`` (the
+    schema the source declares for these options, :func:`read_schema`).
+
+    PySpark (4.3) gives a Python source no column pruning (no ``pruneColumns``
+    on ``DataSourceReader``: Spark asks for every column of the schema); a schema
+    given with ``spark.read.schema(...)`` is what reaches the reader instead, so
+    that is how a read asks for fewer columns.  It may hold any of the source's
+    columns, in any order, each with the source's type and nullability (a
+    column may be declared nullable where the source's is not, never the
+    reverse); in PERMISSIVE mode it must hold ``_corrupt_record`` (string), or
+    damaged rows could not be told apart.  Anything else is a ConfigError
+    listing the valid columns and types.  Spark hands the reader its schema when
+    a query is planned, so that is when this fails.
+    """
+    if given == full:
+        return given
+    ours = {f.name: f for f in full.fields}
+    valid = ", ".join(f"{f.name} {f.dataType.simpleString()}{'' if f.nullable else ' NOT NULL'}" for f in full.fields)
+    problems: list[str] = []
+    seen: set[str] = set()
+    for f in given.fields:
+        mine = ours.get(f.name)
+        if mine is None:
+            problems.append(f"no column {f.name!r}")
+        elif f.name in seen:
+            problems.append(f"{f.name!r} twice")
+        elif f.dataType != mine.dataType:
+            problems.append(f"{f.name!r} is {f.dataType.simpleString()}, not {mine.dataType.simpleString()}")
+        elif mine.nullable and not f.nullable:
+            problems.append(f"{f.name!r} can be null, so it cannot be NOT NULL")
+        seen.add(f.name)
+    if not seen - {CORRUPT_COLUMN}:
+        problems.append("no column of the source")
+    if CORRUPT_COLUMN in ours and CORRUPT_COLUMN not in seen:
+        problems.append(f"mode PERMISSIVE needs the {CORRUPT_COLUMN} column")
+    if problems:
+        raise ConfigError(f"{source}: the schema given with .schema(...) must be some of the source's columns "
+                          f"with their types ({valid}); {'; '.join(problems)}")
+    return given
 
 
 def _expand(fs: FileSystem, pattern: str) -> list[str]:

@@ -30,7 +30,15 @@ from engine.fs import OpenMode
 from engine.pages import PageReader, PageStore, sums
 from engine.pages.sums import sums_path
 from engine.spark.batches import guarded, record_batch, repeat_string
-from engine.spark.options import check_options, input_paths, int_option, lower, mode_option, read_schema
+from engine.spark.options import (
+    check_options,
+    input_paths,
+    int_option,
+    lower,
+    mode_option,
+    read_schema,
+    user_schema,
+)
 from engine.spark.schemas import PAGES_SCHEMA
 
 SOURCE = "engine-pages"
@@ -102,12 +110,15 @@ def read_pages(schema: StructType, part: PagesPartition) -> Iterator[pa.RecordBa
             chunk = ids[k:k + BATCH_PAGES]
             n = len(chunk)
             pages = np.asarray(chunk, dtype=np.int64)
+            # Every live page is read (and so checked against its sum) whatever the
+            # schema asks for; the data column is built only when it names it.
+            data = [b"" if p in free else store.read(p) for p in chunk]
             cols = {
                 "store": repeat_string(name, n),
                 "page": pages,
                 "offset": pages * size,
                 "free": pa.array([p in free for p in chunk], type=pa.bool_()),
-                "data": pa.array([b"" if p in free else store.read(p) for p in chunk], type=pa.binary()),
+                "data": lambda data=data: pa.array(data, type=pa.binary()),
             }
             yield record_batch(schema, cols, n)
 
@@ -118,8 +129,8 @@ class PagesReader(DataSourceReader):
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         opts = lower(options)
         check_options(SOURCE, opts, OPTIONS)
+        self.schema = user_schema(SOURCE, read_schema(PAGES_SCHEMA, opts), schema, opts)
         self.paths = input_paths(SOURCE, opts)
-        self.schema = schema
         self.per_partition = int_option(opts, "pagesPerPartition", 4096) or 1
         self.mode = mode_option(opts)
 

@@ -7,11 +7,13 @@ journal and the reader checkpoint files alone — no lock taken, nothing changed
     spark.read.format("engine-queue").option("queue", "jobs").load(dir)
     spark.read.format("engine-queue").option("reader", "billing").load(dir)  # only that reader's items
 
-One partition per (queue, reader).  ``queue`` and ``reader`` (comma-separated
-names) choose what is read; by default every queue in the directories and
-every reader with a checkpoint file (the default reader ``""`` when none has
-one).  Items are read through the queue's own journal cursor, so every check
-the queue's readers make applies; ``mode`` says what damage does.
+Partitions per (queue, reader): id ranges of about ``bytesPerPartition``
+journal bytes (default 16 MiB; :func:`split_points`).  ``queue`` and ``reader``
+(comma-separated names) choose what is read; by default every queue in the
+directories and every reader with a checkpoint file (the default reader ``""``
+when none has one).  Items are read through the queue's own journal cursor, so
+every check the queue's readers make applies; ``mode`` says what damage does.
+A schema given with ``.schema(...)`` (some of the columns) builds only those.
 
 Streaming: a queue *reader* as a source whose items are confirmed once Spark has
 committed the micro-batch that carried them::
@@ -31,7 +33,10 @@ query) gets them again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Sequence
+from itertools import islice, pairwise
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -45,23 +50,34 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from engine.conventions import datetime_from_ms
-from engine.errors import ConfigError
+from engine.errors import ConfigError, EngineError
 from engine.fs import FileSystem, resolve
 from engine.queue import checkpoint, codec, naming
 from engine.queue.cursor import JournalCursor, PollingSource
 from engine.queue.diagnose import queue_names
+from engine.queue.segments import list_segments
 from engine.queue.state import ReaderState
-from engine.spark.batches import guarded, ns_to_timestamp, record_batch, repeat_string
-from engine.spark.options import check_options, input_paths, int_option, lower, mode_option, read_schema
+from engine.spark.batches import TIMESTAMP, guarded, ns_to_timestamp, record_batch, repeat_string
+from engine.spark.options import (
+    check_options,
+    input_paths,
+    int_option,
+    lower,
+    mode_option,
+    read_schema,
+    user_schema,
+)
 from engine.spark.schemas import QUEUE_SCHEMA
 
 SOURCE = "engine-queue"
-BATCH_OPTIONS = ("queue", "reader", "mode")
+BATCH_OPTIONS = ("queue", "reader", "mode", "bytesPerPartition")
 STREAM_OPTIONS = ("queue", "reader", "maxRecordsPerTrigger")
 
 log = logging.getLogger("engine.spark")
 
 BATCH_ITEMS = 8192
+#: Journal bytes per partition of a batch read (option ``bytesPerPartition``).
+DEFAULT_BYTES_PER_PARTITION = 16 << 20
 #: Items per micro-batch of the streaming source unless maxRecordsPerTrigger says otherwise.
 DEFAULT_STREAM_ITEMS = 1000
 
@@ -72,55 +88,122 @@ def reader_names(fs: FileSystem, directory: str, queue: str) -> list[str]:
     return names or [""]
 
 
-def pending_puts(fs: FileSystem, directory: str, queue: str, reader: str,
-                 after_id: int | None = None, upto_id: int | None = None) -> Iterator[codec.Put]:
-    """Items not yet confirmed by ``reader``, oldest first, from the files alone.
+def pending_batches(fs: FileSystem, directory: str, queue: str, reader: str, after_id: int | None = None,
+                    upto_id: int | None = None, size: int = BATCH_ITEMS) -> Iterator[list[codec.Put]]:
+    """Items not yet confirmed by ``reader``, oldest first, from the files alone,
+    in lists of up to ``size``.
 
-    ``after_id``/``upto_id`` restrict to ids in ``(after_id, upto_id]``.
+    ``after_id``/``upto_id`` restrict to ids in ``(after_id, upto_id]``.  The
+    queue's journal cursor reads them (every check its readers make applies);
+    when the reader's checkpoint has no out-of-order confirmation and no gap,
+    every id above its head is pending, so no item is looked up one by one.
     """
     path = naming.join(directory, naming.reader_name(queue, reader))
     head, done = checkpoint.load_reader_file(fs, path) if fs.exists(path) else (0, ())
     state = ReaderState(head, done)
     start = head if after_id is None else max(head, after_id)
     cursor = JournalCursor(PollingSource(fs, directory, queue, codec.DEFAULT_MAX_ITEM_SIZE, 0.001), start)
+    every = not state.members and not state.gaps
     try:
-        while (put := cursor.next()) is not None:
-            if upto_id is not None and put.xid > upto_id:
+        items = iter(cursor.next, None)
+        while batch := list(islice(items, size)):
+            if upto_id is not None and batch[-1].xid > upto_id:
+                batch = batch[:bisect_right([p.xid for p in batch], upto_id)]
+                if batch:
+                    yield batch if every else [p for p in batch if not state.is_done(p.xid)]
                 return
-            if not state.is_done(put.xid):
-                yield put
+            yield batch if every else [p for p in batch if not state.is_done(p.xid)]
     finally:
         cursor.close()
 
 
+def pending_puts(fs: FileSystem, directory: str, queue: str, reader: str,
+                 after_id: int | None = None, upto_id: int | None = None) -> Iterator[codec.Put]:
+    """:func:`pending_batches` one item at a time."""
+    for batch in pending_batches(fs, directory, queue, reader, after_id, upto_id):
+        yield from batch
+
+
+#: Where each field sits in a :class:`engine.queue.codec.Put`.
+_PUT = {name: k for k, name in enumerate(codec.Put._fields)}
+
+
 def puts_to_batch(schema: StructType, queue: str, reader: str, puts: list[codec.Put]) -> pa.RecordBatch:
-    """Items -> one Arrow batch (columns built as arrays, not row tuples)."""
+    """Items -> one Arrow batch with the columns of ``schema`` (only those are
+    built, each in one pass over the items, not from row tuples)."""
     n = len(puts)
-    ids = np.fromiter((p.xid for p in puts), dtype=np.int64, count=n)
-    add_ms = np.fromiter((p.add_time for p in puts), dtype=np.int64, count=n)
-    exp = [p.expire_time for p in puts]
-    expire = pa.array([None if e is None else e * 1000 for e in exp], type=pa.int64()).cast(
-        pa.timestamp("us", tz="UTC"))
-    cols = {
-        "queue": repeat_string(queue, n),
-        "reader": repeat_string(reader, n),
-        "id": ids,
-        "add_time": ns_to_timestamp(add_ms * 1_000_000),
-        "expire_time": expire,
-        "error_count": np.fromiter((p.error_count for p in puts), dtype=np.int32, count=n),
-        "data": pa.array([p.data for p in puts], type=pa.binary()),
+
+    def field(name: str) -> Iterator[Any]:
+        return map(itemgetter(_PUT[name]), puts)
+
+    makers: dict[str, Callable[[], Any]] = {
+        "queue": lambda: repeat_string(queue, n),
+        "reader": lambda: repeat_string(reader, n),
+        "id": lambda: np.fromiter(field("xid"), np.int64, n),
+        "add_time": lambda: ns_to_timestamp(np.fromiter(field("add_time"), np.int64, n) * 1_000_000),
+        "expire_time": lambda: _expire_column(list(field("expire_time"))),
+        "error_count": lambda: np.fromiter(field("error_count"), np.int32, n),
+        "data": lambda: pa.array(list(field("data")), type=pa.binary()),
     }
-    return record_batch(schema, cols, n)
+    return record_batch(schema, {c: makers[c]() for c in schema.fieldNames() if c in makers}, n)
+
+
+def _expire_column(expires: Sequence[int | None]) -> pa.Array:
+    """Expiry times (ms, None: never) as Spark timestamps."""
+    if expires.count(None) == len(expires):
+        return pa.nulls(len(expires), TIMESTAMP)
+    return pa.array([None if e is None else e * 1000 for e in expires], type=pa.int64()).cast(TIMESTAMP)
 
 
 class QueuePartition(InputPartition):
-    """All pending items of one reader of one queue."""
+    """The pending items of one reader of one queue, those with ids in
+    ``(after_id, upto_id]`` (None: unbounded)."""
 
-    def __init__(self, directory: str, queue: str, reader: str) -> None:
-        super().__init__((queue, reader))
+    def __init__(self, directory: str, queue: str, reader: str, after_id: int | None = None,
+                 upto_id: int | None = None) -> None:
+        super().__init__((queue, reader, after_id, upto_id))
         self.directory = directory
         self.queue = queue
         self.reader = reader
+        self.after_id = after_id
+        self.upto_id = upto_id
+
+
+def split_points(fs: FileSystem, directory: str, queue: str, per_partition: int) -> list[int]:
+    """Item ids at which a reader's backlog is split into ``ceil(journal bytes /
+    per_partition)`` ranges of about equal journal bytes (a point ``p`` ends a
+    range at id ``p``).
+
+    From the writer files' sizes and first ids (read at planning: one small read
+    per file; damage there is left for the partitions' reads to report): a
+    finished file's ids are spread evenly over its bytes, and the newest file's
+    count is estimated from the bytes per item of the finished ones (none
+    finished: it is not split).  Only a split, never a bound: the last range
+    reads to the end of the journal.  Fewer, larger ranges are cheaper (each
+    is a Spark task and starts its read at the beginning of a journal file)."""
+    segs = [s for s in list_segments(fs, directory, queue, strict=False) if s.first_id is not None]
+    files: list[tuple[int, int, int]] = []  # (first id, ids, bytes)
+    for seg, nxt in zip(segs, [*segs[1:], None]):
+        assert seg.first_id is not None
+        size = fs.file_size(seg.path)
+        if nxt is not None:
+            assert nxt.first_id is not None
+            files.append((seg.first_id, nxt.first_id - seg.first_id, size))
+        else:
+            done_ids, done_bytes = sum(f[1] for f in files), sum(f[2] for f in files)
+            files.append((seg.first_id, size * done_ids // done_bytes if done_bytes else 0, size))
+    total = sum(f[2] for f in files)
+    pieces = -(-total // max(1, per_partition))
+    points: list[int] = []
+    for k in range(1, pieces):
+        target = total * k // pieces  # the byte where range k ends
+        at = 0
+        for first, ids, size in files:
+            if at + size > target:
+                points.append(first - 1 + ids * (target - at) // size)
+                break
+            at += size
+    return sorted(set(points))
 
 
 def _names(raw: str | None) -> set[str] | None:
@@ -133,11 +216,12 @@ class QueueReader(DataSourceReader):
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         opts = lower(options)
         check_options(SOURCE, opts, BATCH_OPTIONS)
+        self.schema = user_schema(SOURCE, read_schema(QUEUE_SCHEMA, opts), schema, opts)
         self.directories = input_paths(SOURCE, opts)
         self.queues = _names(opts.get("queue"))
         self.readers = _names(opts.get("reader"))
         self.mode = mode_option(opts)
-        self.schema = schema
+        self.per_partition = int_option(opts, "bytesPerPartition", DEFAULT_BYTES_PER_PARTITION) or 1
 
     def partitions(self) -> Sequence[InputPartition]:
         fs = resolve(None)
@@ -147,9 +231,17 @@ class QueueReader(DataSourceReader):
             if self.queues is not None:
                 queues = [q for q in queues if q in self.queues] if queues else sorted(self.queues)
             for q in queues:
-                for r in reader_names(fs, directory, q):
-                    if self.readers is None or r in self.readers:
-                        parts.append(QueuePartition(directory, q, r))
+                readers = [r for r in reader_names(fs, directory, q) if self.readers is None or r in self.readers]
+                if not readers:
+                    continue
+                try:
+                    points = split_points(fs, directory, q, self.per_partition)
+                except (EngineError, FileNotFoundError):
+                    # A damaged or vanishing file: no split (the reads report damage, per ``mode``).
+                    points = []
+                bounds: list[int | None] = [None, *points, None]
+                for r in readers:
+                    parts.extend(QueuePartition(directory, q, r, a, b) for a, b in pairwise(bounds))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
@@ -159,16 +251,11 @@ class QueueReader(DataSourceReader):
         yield from guarded(self.schema, self.mode, self._batches(partition),
                            {"queue": partition.queue, "reader": partition.reader}, where)
 
-    def _batches(self, partition: QueuePartition) -> Iterator[pa.RecordBatch]:
-        fs = resolve(None)
-        buf: list[codec.Put] = []
-        for put in pending_puts(fs, partition.directory, partition.queue, partition.reader):
-            buf.append(put)
-            if len(buf) >= BATCH_ITEMS:
-                yield puts_to_batch(self.schema, partition.queue, partition.reader, buf)
-                buf = []
-        if buf:
-            yield puts_to_batch(self.schema, partition.queue, partition.reader, buf)
+    def _batches(self, part: QueuePartition) -> Iterator[pa.RecordBatch]:
+        for puts in pending_batches(resolve(None), part.directory, part.queue, part.reader, part.after_id,
+                                    part.upto_id):
+            if puts:
+                yield puts_to_batch(self.schema, part.queue, part.reader, puts)
 
 
 def _row(queue: str, reader: str, item: Any) -> tuple[Any, ...]:
@@ -183,6 +270,14 @@ def _put_row(queue: str, reader: str, put: Any) -> tuple[Any, ...]:
     return (queue, reader, put.xid, add, exp, put.error_count, put.data)
 
 
+def _projection(schema: StructType | None) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """Full rows (the engine-queue schema's order) -> rows of ``schema``."""
+    if schema is None or schema.fieldNames() == QUEUE_SCHEMA.fieldNames():
+        return lambda row: row
+    at = [QUEUE_SCHEMA.fieldNames().index(name) for name in schema.fieldNames()]
+    return lambda row: tuple(row[k] for k in at)
+
+
 class QueueStreamReader(SimpleDataSourceStreamReader):
     """A queue reader as a streaming source; see the module docstring.
 
@@ -192,9 +287,10 @@ class QueueStreamReader(SimpleDataSourceStreamReader):
     process, which holds the reader (one process per reader name).
     """
 
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: dict[str, str], schema: StructType | None = None) -> None:
         opts = lower(options)
         check_options(SOURCE, opts, STREAM_OPTIONS)
+        self._project = _projection(None if schema is None else user_schema(SOURCE, QUEUE_SCHEMA, schema, opts))
         directories = input_paths(SOURCE, opts)
         if len(directories) != 1:
             raise ConfigError(f"{SOURCE} streaming reads one queue directory, not {len(directories)}")
@@ -248,7 +344,7 @@ class QueueStreamReader(SimpleDataSourceStreamReader):
                 break
             self._delivered[item.id] = item
             last = max(last, item.id)
-            rows.append(_row(self.queue, self.reader_name, item))
+            rows.append(self._project(_row(self.queue, self.reader_name, item)))
         return iter(rows), {"id": last}
 
     def readBetweenOffsets(self, start: dict[str, int], end: dict[str, int]) -> Iterator[tuple[Any, ...]]:
@@ -256,7 +352,7 @@ class QueueStreamReader(SimpleDataSourceStreamReader):
         fs = resolve(None)
         for put in pending_puts(fs, self.directory, self.queue, self.reader_name,
                                 int(start.get("id", 0)), int(end.get("id", 0))):
-            yield _put_row(self.queue, self.reader_name, put)
+            yield self._project(_put_row(self.queue, self.reader_name, put))
 
     def commit(self, end: dict[str, int]) -> None:
         upto = int(end.get("id", 0))
@@ -289,6 +385,7 @@ class EngineQueueDataSource(DataSource):
         opts = lower(self.options)
         check_options(SOURCE, opts, set(BATCH_OPTIONS) | set(STREAM_OPTIONS))
         int_option(opts, "maxRecordsPerTrigger", None)
+        int_option(opts, "bytesPerPartition", None)
         input_paths(SOURCE, opts)
         return read_schema(QUEUE_SCHEMA, opts)
 
@@ -296,4 +393,4 @@ class EngineQueueDataSource(DataSource):
         return QueueReader(dict(self.options), schema)
 
     def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
-        return QueueStreamReader(dict(self.options))
+        return QueueStreamReader(dict(self.options), schema)

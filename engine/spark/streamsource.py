@@ -26,7 +26,7 @@ from pyspark.sql.types import StructType
 from engine.errors import ConfigError, CorruptFileError
 from engine.fs import resolve
 from engine.spark.batches import guarded, record_batch, repeat_string
-from engine.spark.options import check_options, input_paths, lower, mode_option, read_schema
+from engine.spark.options import check_options, input_paths, lower, mode_option, read_schema, user_schema
 from engine.spark.schemas import STREAMS_SCHEMA
 from engine.streams.reader import JournalScan
 
@@ -70,14 +70,14 @@ def read_journal(schema: StructType, path: str, statuses: set[str] | None) -> It
 
     def flush() -> pa.RecordBatch:
         n = len(rows)
-        cols = {
-            "journal": repeat_string(name, n),
-            "stream": np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
-            "ident": pa.array([r[1] for r in rows], type=pa.string()),
-            "start_offset": np.fromiter((r[2] for r in rows), dtype=np.int64, count=n),
-            "status": pa.array([r[3] for r in rows], type=pa.string()),
-            "bytes": np.fromiter((len(r[4]) for r in rows), dtype=np.int64, count=n),
-            "data": pa.array([r[4] for r in rows], type=pa.binary()),
+        cols = {  # built only when the schema names them
+            "journal": lambda: repeat_string(name, n),
+            "stream": lambda: np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
+            "ident": lambda: pa.array([r[1] for r in rows], type=pa.string()),
+            "start_offset": lambda: np.fromiter((r[2] for r in rows), dtype=np.int64, count=n),
+            "status": lambda: pa.array([r[3] for r in rows], type=pa.string()),
+            "bytes": lambda: np.fromiter((len(r[4]) for r in rows), dtype=np.int64, count=n),
+            "data": lambda: pa.array([r[4] for r in rows], type=pa.binary()),
         }
         return record_batch(schema, cols, n)
 
@@ -103,8 +103,8 @@ class StreamsReader(DataSourceReader):
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         opts = lower(options)
         check_options(SOURCE, opts, OPTIONS)
+        self.schema = user_schema(SOURCE, read_schema(STREAMS_SCHEMA, opts), schema, opts)
         self.paths = input_paths(SOURCE, opts)
-        self.schema = schema
         self.mode = mode_option(opts)
 
     def partitions(self) -> Sequence[InputPartition]:

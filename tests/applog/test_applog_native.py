@@ -1,6 +1,8 @@
 """The record encoder's compiled twin (``engine/applog/_native.c``) against its
 pure-Python reference (:func:`engine.applog.batch.encode_batch`), and whole logs
-written with either: same results, same errors, same bytes.
+written with either: same results, same errors, same bytes; and the batch
+checksum check's twin against :func:`engine.applog.codec.crc_failures` on
+valid, damaged and hostile runs.
 
 The native module is imported directly (not through ``engine.native.load``), so
 these comparisons also run under ``ENGINE_PURE_PYTHON=1``; they are skipped only
@@ -33,6 +35,7 @@ from engine.applog.codec import (
     INDEX_ENTRY,
     INT64_MAX,
     INT64_MIN,
+    crc_failures,
     encode_entry,
     encode_record,
 )
@@ -472,3 +475,96 @@ def test_crash_states_with_buffered_appends(native: bool, monkeypatch: pytest.Mo
         _check_state(state.fs(), state.marks, attempted, state.describe())
         seen += 1
     assert seen > 50
+
+
+# -- the batch checksum check (codec.crc_failures) and its twin -------------------------------
+def _records(payloads: list[bytes], flags: int = 0, t0: int = 0) -> tuple[bytes, bytes]:
+    """Back-to-back records and their .crc entries (no file headers)."""
+    recs = [encode_record(p, flags, t0 + k) for k, p in enumerate(payloads)]
+    return b"".join(recs), b"".join(CRC_ENTRY.pack(zlib.crc32(r)) for r in recs)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=120), max_size=12), st.data())
+def test_crc_failures_reference_names_exactly_the_damaged_records(payloads: list[bytes], data: Any) -> None:
+    log, crcs = _records(payloads)
+    assert crc_failures(log, crcs, len(payloads)) == []
+    if not payloads:
+        return
+    k = data.draw(st.integers(0, len(payloads) - 1))
+    wrong = bytearray(crcs)
+    wrong[4 * k] ^= 0x01
+    assert crc_failures(log, bytes(wrong), len(payloads)) == [k]
+    # A flipped payload bit (the size field left alone) fails that record only.
+    if payloads[k]:
+        starts = [sum(16 + len(p) for p in payloads[:j]) for j in range(len(payloads))]
+        flipped = bytearray(log)
+        flipped[starts[k] + 16] ^= 0x80
+        assert crc_failures(bytes(flipped), crcs, len(payloads)) == [k]
+    # Fewer records asked for: only those are checked.
+    assert crc_failures(log, bytes(wrong), k) == []
+
+
+def test_crc_failures_reference_errors() -> None:
+    log, crcs = _records([b"abc", b"de"])
+    with pytest.raises(ValueError, match="1 checksums, fewer than count"):
+        crc_failures(log, crcs[:4], 2)
+    with pytest.raises(ValueError, match="record 1 at byte 19: its data runs past the end"):
+        crc_failures(log[:-1], crcs, 2)
+    with pytest.raises(ValueError, match="record 1 at byte 19: its header runs past the end"):
+        crc_failures(log[:25], crcs, 2)
+    with pytest.raises(ValueError, match="count must be >= 0"):
+        crc_failures(log, crcs, -1)
+    with pytest.raises(TypeError, match="must be bytes"):
+        crc_failures(bytearray(log), crcs, 1)
+    with pytest.raises(TypeError, match="count must be an int"):
+        crc_failures(log, crcs, True)
+
+
+def _crc_outcome(fn: Callable[..., Any], log: Any, crcs: Any, count: Any) -> tuple[str, Any]:
+    return _outcome(partial(fn, log, crcs, count))
+
+
+@needs_native
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.binary(max_size=150), max_size=10), st.lists(st.integers(0, 1 << 16), max_size=4),
+       st.lists(st.integers(0, 4 * 10), max_size=3), st.integers(-2, 12), st.integers(0, 40))
+@example([b"abc"], [], [], 1, 0)
+@example([b"abc", b""], [8 * 19], [], 2, 0)  # the second record's size field: it runs past the end
+def test_crc_failures_twins_agree_on_valid_and_damaged_runs(
+    payloads: list[bytes], log_flips: list[int], crc_flips: list[int], count: int, cut: int
+) -> None:
+    """Whole runs, runs with flipped log or checksum bits (sizes too: a record
+    then runs past the end), cut short, and counts below, at and past the run."""
+    assert NATIVE is not None
+    log, crcs = _records(payloads)
+    damaged = bytearray(log)
+    for f in log_flips:
+        if f < len(damaged) * 8:
+            damaged[f // 8] ^= 1 << (f % 8)
+    wrong = bytearray(crcs)
+    for f in crc_flips:
+        if f < len(wrong):
+            wrong[f] ^= 0x10
+    for lg in (log, bytes(damaged), bytes(damaged[: max(0, len(damaged) - cut)])):
+        for cs in (crcs, bytes(wrong), crcs[: max(0, len(crcs) - cut)]):
+            assert _crc_outcome(crc_failures, lg, cs, count) == _crc_outcome(NATIVE.crc_failures, lg, cs, count)
+
+
+@needs_native
+@settings(max_examples=800, deadline=None)
+@given(
+    st.one_of(st.binary(max_size=80), st.binary(max_size=8).map(bytearray), st.none(), st.just("log"),
+              st.binary(min_size=16, max_size=40)),
+    st.one_of(st.binary(max_size=24), st.binary(max_size=8).map(memoryview), st.none()),
+    st.one_of(INTS, st.none(), st.booleans(), st.just(1.0)),
+)
+@example(b"\xff\xff\xff\xff" + bytes(12), b"\0\0\0\0", 1)  # a 4 GiB size in a 16-byte log
+@example(b"\xff\xff\xff\x7f" + bytes(12), b"\0\0\0\0", 1)
+@example(bytes(16), b"\0\0\0\0", 1 << 64)
+@example(bytes(16), b"\0\0\0\0", -(1 << 64))
+def test_crc_failures_twins_agree_on_hostile_arguments(log: Any, crcs: Any, count: Any) -> None:
+    """Garbage sizes (bounded by the log before anything is read), wrong types,
+    counts far out of range: the same result or the same error, type and message."""
+    assert NATIVE is not None
+    assert _crc_outcome(crc_failures, log, crcs, count) == _crc_outcome(NATIVE.crc_failures, log, crcs, count)

@@ -40,7 +40,7 @@ def test_log_batch_read_filters_and_positions(spark: Any, tmp_path: Any) -> None
     assert tuple(by_time.agg(F.count("*"), F.min("index")).first()) == (500, 500)
     # Pruning is chosen by options (part of the DataFrame's definition): Kafka-style positions.
     name = df.select("log").first()["log"]
-    ranged = (spark.read.format("engine-log").option("recordsPerPartition", 100)
+    ranged = (spark.read.format("engine-log").option("recordsPerPartition", 100).option("minPartitions", 1)
               .option("startingOffsets", json.dumps({name: 250})).option("endingOffsets", json.dumps({name: 260}))
               .load(ds))
     assert ranged.rdd.getNumPartitions() == 1

@@ -232,10 +232,11 @@ def test_pages_reader_checks_the_free_list_pages(tmp_path: Any) -> None:
     with pytest.raises(CorruptFileError), PageStore.open_reader(path) as reader:
         reader.verify()  # what the store says about it
     assert _pages_rows(path, mode="DROPMALFORMED") == []
-    from pyspark.sql.types import StringType, StructField, StructType
-
-    permissive = StructType([*SCHEMA.fields, StructField("_corrupt_record", StringType(), True)])
+    from engine.spark.options import read_schema
     from engine.spark.pagesource import PagesReader
+
+    # What the source declares in PERMISSIVE mode: every column nullable, plus _corrupt_record.
+    permissive = read_schema(SCHEMA, {"mode": "PERMISSIVE"})
 
     r = PagesReader({"path": path, "mode": "PERMISSIVE"}, permissive)
     rows = [row for p in r.partitions() for b in r.read(p) for row in b.to_pylist()]
