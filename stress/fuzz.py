@@ -39,7 +39,12 @@ from collections.abc import Callable
 from typing import Any
 
 #: Targets and the native module each needs.
-TARGETS = {"queue": "engine.queue._native", "events": "engine.events._native", "kv": "engine.kv._native"}
+TARGETS = {
+    "queue": "engine.queue._native",
+    "events": "engine.events._native",
+    "kv": "engine.kv._native",
+    "applog": "engine.applog._native",
+}
 
 
 def _outcome(fn: Callable[[], Any]) -> tuple[str, Any]:
@@ -173,7 +178,28 @@ def kv_target() -> Callable[[bytes], None]:
     return one
 
 
-BUILDERS = {"queue": queue_target, "events": events_target, "kv": kv_target}
+def applog_target() -> Callable[[bytes], None]:
+    """crc_failures(log, crcs, count) on both twins: records walked by their own
+    size fields over hostile bytes, checked against a run of ``.crc`` entries."""
+    from engine.applog import codec
+
+    native = importlib.import_module(TARGETS["applog"])
+
+    def one(data: bytes) -> None:
+        src = _Input(data)
+        count = src.small(-2, 40)
+        entries = src.small(0, 48)
+        crcs = bytes(src.data[src.at : src.at + 4 * entries])
+        src.at += 4 * entries
+        log = src.rest()
+        got = [_outcome(lambda f=twin: f(log, crcs, count)) for twin in (codec.crc_failures, native.crc_failures)]  # type: ignore[misc]
+        if got[0] != got[1]:
+            raise AssertionError(f"applog crc_failures twins differ on {data.hex()}: {got[0]} != {got[1]}")
+
+    return one
+
+
+BUILDERS = {"queue": queue_target, "events": events_target, "kv": kv_target, "applog": applog_target}
 
 
 def run_one(target: str, seconds: int, corpus: str | None) -> None:
