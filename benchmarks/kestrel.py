@@ -34,7 +34,7 @@ import threading
 import time
 from typing import Any
 
-from benchmarks.common import Row, bench_dir, report
+from benchmarks.common import Row, Target, bench_dir, report
 
 ITEM = b"x" * 100
 PROCESSES, THREADS = 4, 4
@@ -174,11 +174,14 @@ def main() -> None:
         have_redis = False
     pairs = [("always", "always"), ("1", "everysec")]
     results: dict[str, list[tuple[float, float]]] = {}
-    for _ in range(rounds):
+    load_before = os.getloadavg()
+    for round_no in range(rounds):
         for engine_sync, redis_fsync in pairs:
             systems = [(f"engine --sync {engine_sync}", "engine", engine_sync)]
             if have_redis:
                 systems.append((f"redis appendfsync {redis_fsync}", "redis", redis_fsync))
+            if round_no % 2:
+                systems.reverse()  # alternate which system runs first
             for name, kind, mode in systems:
                 with bench_dir("kestrel-bench-") as directory:
                     proc, port = start_engine(directory, mode) if kind == "engine" else start_redis(directory, mode)
@@ -186,21 +189,35 @@ def main() -> None:
                         results.setdefault(name, []).append(run_round(kind, port, per_client))
                     finally:
                         stop(proc)
+    load_after = os.getloadavg()
     rows = []
     for name, figures in results.items():
         sets = statistics.median(f[0] for f in figures)
         gets = statistics.median(f[1] for f in figures)
         note = f"median of {len(figures)}, {PROCESSES * THREADS} clients"
         rows += [Row(f"{name}: set", sets, "items/s", note), Row(f"{name}: get", gets, "items/s", note)]
-    targets = []
+    targets: list[Target] = []
+    paired: dict[str, list[float]] = {}
     if have_redis:
-        targets = [
-            ("engine --sync always: set", "redis appendfsync always: set", 1.0),
-            ("engine --sync 1: set", "redis appendfsync everysec: set", 0.5),
-        ]
-    report("engine queue serve vs Redis (loopback, 100-byte items)", rows, targets=targets,
-           json_path=None if args.quick else RESULTS)
-
+        for engine_name, redis_name, bound in (
+            ("engine --sync always", "redis appendfsync always", 1.0),
+            ("engine --sync 1", "redis appendfsync everysec", 0.5),
+        ):
+            ratios = [e[0] / r[0] for e, r in zip(results[engine_name], results[redis_name], strict=True)]
+            paired[f"{engine_name}: set / {redis_name}: set"] = ratios
+            targets.append(Target(f"{engine_name}: set", f"{redis_name}: set", bound, statistics.median(ratios),
+                                  how=f"median of {rounds} paired rounds"))
+    result = report("engine queue serve vs Redis (loopback, 100-byte items)", rows, targets=targets)
+    result["rounds"] = {name: [list(f) for f in figures] for name, figures in results.items()}
+    result["paired_ratios"] = paired
+    result["load_average"] = {"before": list(load_before), "after": list(load_after)}
+    for name, ratios in paired.items():
+        print(f"per round: {name}: " + ", ".join(f"{r:.2f}" for r in ratios))
+    print(f"load average (1, 5, 15 min): before {load_before[0]:.1f} {load_before[1]:.1f} {load_before[2]:.1f}, "
+          f"after {load_after[0]:.1f} {load_after[1]:.1f} {load_after[2]:.1f}")
+    if not args.quick:
+        with open(RESULTS, "w", encoding="utf-8") as out:
+            json.dump(result, out, indent=2)
 
 if __name__ == "__main__":
     main()

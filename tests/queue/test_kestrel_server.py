@@ -376,3 +376,59 @@ def test_items_put_by_another_producer_reach_the_servers_clients(server: Running
     later.join()
     other.close()
     c.close()
+
+
+def test_sets_of_many_clients_share_fsyncs_and_are_stored_only_once_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sync="always": each STORED follows a sync that covered its item (the ids are
+    1..N, so when the m-th STORED is read, some finished sync covered id m); the sets
+    of concurrent clients are committed in batches (at most one sync per set)."""
+    synced: list[int] = []
+    real_sync = Queue.sync
+
+    def recording_sync(self: Queue) -> None:
+        real_sync(self)
+        synced.append(self.tail_id)  # on the server's loop, before the replies go out
+
+    monkeypatch.setattr(Queue, "sync", recording_sync)
+    clients, rounds = 8, 20
+    with serve_in_thread(str(tmp_path), port=0) as server:
+        socks = [raw(server) for _ in range(clients)]
+        stored = 0
+        for r in range(rounds):
+            for i, sock in enumerate(socks):  # every client's set goes out before any reply is read
+                sock.sendall(b"set jobs 0 0 4\r\n%02d%02d\r\n" % (i, r))
+            for sock in socks:
+                assert ask(sock, b"") == b"STORED\r\n"
+                stored += 1
+                assert max(synced) >= stored
+        for sock in socks:
+            sock.close()
+    assert max(synced) == clients * rounds
+    assert len(synced) <= clients * rounds
+    with Queue.open(tmp_path, "jobs") as q:
+        assert len(q) == clients * rounds
+
+
+def test_a_failed_sync_answers_each_set_of_its_batch_with_server_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_sync = Queue.sync
+    failures = [OSError(28, "No space left on device")]
+
+    def failing_sync(self: Queue) -> None:
+        if failures:
+            raise failures.pop()
+        real_sync(self)
+
+    with serve_in_thread(str(tmp_path), port=0) as server:
+        c = client(server)
+        assert c.set("jobs", b"first") is True  # the queue is open
+        monkeypatch.setattr(Queue, "sync", failing_sync)
+        sock = raw(server)
+        assert ask(sock, b"set jobs 0 0 4\r\nlost\r\n").startswith(b"SERVER_ERROR")
+        assert ask(sock, b"set jobs 0 0 4\r\nkept\r\n") == b"STORED\r\n"  # the server serves on
+        assert c.get("jobs") == b"first"
+        sock.close()
+        c.close()

@@ -97,7 +97,7 @@ def register_serve(sub: Any) -> None:
     p.add_argument("--max-connections", type=_positive("--max-connections"), default=defaults.max_connections,
                    metavar="COUNT", help=f"clients connected at once (default {defaults.max_connections})")
     p.add_argument("--threads", type=_positive("--threads"), default=defaults.threads, metavar="COUNT",
-                   help=f"threads running blocking queue calls: opens, puts, fsyncs (default {defaults.threads})")
+                   help=f"threads for blocking queue calls: opens, flush, delete, stats (default {defaults.threads})")
     p.add_argument("--allow-shutdown", action="store_true",
                    help="accept the 'shutdown' command (off by default: any client could stop the server)")
     add_json_option(p)

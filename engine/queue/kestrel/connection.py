@@ -5,9 +5,10 @@ one is under way (a set waiting for its fsync, a get waiting for an item, any
 command that runs in the thread pool) the connection is *busy* and what arrives
 stays buffered (reading pauses past 64 KiB).  Requests that can be answered at
 once (a get of an open queue with an item ready, say) are answered from
-``data_received`` without a task; the others run as a task, or (a set) as a
-callback on its batch's future.  The server's handlers do the work
-(:mod:`.server`); this class only frames requests and replies.
+``data_received`` without a task; the others run as a task, or (a set) are
+answered by the commit of the batch holding it (:mod:`.queues`).  The server's
+handlers do the work (:mod:`.server`); this class only frames requests and
+replies.
 """
 
 from __future__ import annotations

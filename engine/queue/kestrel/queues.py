@@ -2,32 +2,38 @@
 kept open, with its batched sets, its waiting gets and its Kestrel counters.
 
 What runs where: the event loop stages sets (``put_many``: the records go to an
-in-memory buffer, written to the file when 64 KiB are staged or a reader catches
-up) and takes items that are already readable (``get(timeout=0)``, ``peek``,
-``confirm``, ``abort``: memory or page-cache reads).  Everything that may block
-runs in the server's bounded thread pool: opening a queue or a reader (recovery;
-a reader file written and fsynced), the fsync of each batch of sets (``sync()``),
-``flush``, ``delete``, ``stats()``, closing.  A waiting get (``/t=``) holds no
-thread and does not poll: it waits on an asyncio future that this module
-resolves when its queue may have a new item (sets were staged, an item was given
-back, the queue was deleted).  Other processes may put into the same queues
-(``Queue.open``: many producers); the server's readers then find their items by
-polling every ``poll_interval`` (a waiting get looks again every poll period
-once another producer has written, once a second before), and staging a set may wait for another
-producer's append lock (held for at most about 50 ms).
+in-memory buffer), makes them durable (``sync="always"``: ``sync()``, one write
+and one fsync per batch, as Redis's ``appendfsync always`` does in its event
+loop) and takes items that are already readable (``get(timeout=0)``, ``peek``,
+``confirm``, ``abort``: memory or page-cache reads).  The other calls that may
+block run in the server's bounded thread pool: opening a queue or a reader
+(recovery; a reader file written and fsynced), ``flush``, ``delete``,
+``stats()``, closing.  A waiting get (``/t=``) holds no thread and does not
+poll: it waits on an asyncio future that this module resolves when its queue
+may have a new item (sets were committed, an item was given back, the queue was
+deleted).  Other processes may put into the same queues (``Queue.open``: many
+producers); the server's readers then find their items by polling every
+``poll_interval`` (a waiting get looks again every poll period once another
+producer has written, once a second before), staging a set may wait for another
+producer's append lock (held for at most about 50 ms), and a sync for another
+producer's fsync under way (one fsync covers both).
 
-Sets are batched per queue: those that arrive in one turn of the event loop are
-staged together; with the server's ``sync="always"`` one ``sync()`` in the pool
-then makes every batch staged before it durable (one write and one fsync), and
-the sets that arrive meanwhile wait for the next one (group commit).  Each client
-gets ``STORED`` once the batch holding its item is durable under the sync mode:
-fsynced (``always``), or written to the queue (a period: the queue's background
-fsync; ``never``).
+Sets are batched per queue (group commit): those read in a loop turn and the
+next one are committed together, one ``put_many`` and (``always``) one
+``sync()``, and each client gets ``STORED`` straight after, from that same
+callback.  While the loop is in the fsync, the next sets collect in the
+sockets; the next turn reads them all and commits them in one batch.  No thread
+hops: the fsync on the loop costs less than handing it to the pool and back
+(each hop and each return of the GIL to a thread that waits for it took longer
+than the fsync itself on the development machine).  ``STORED`` means durable
+under the sync mode: fsynced (``always``), or staged in the queue (a period: the
+queue writes it out and fsyncs in the background; ``never``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -40,6 +46,8 @@ from engine.queue import naming
 from engine.queue.queue import Queue
 from engine.queue.reader import Item, Reader
 from engine.queue.shared import state_name, sync_lock_name
+
+log = logging.getLogger("engine.queue.kestrel")
 
 
 class OpenQueue:
@@ -54,13 +62,11 @@ class OpenQueue:
         self._pool = pool
         self.readers: dict[str, Reader] = {}
         self._attach_lock = threading.Lock()
-        self._pending: list[tuple[bytes, float | None, asyncio.Future[int]]] = []
+        self._pending: list[tuple[bytes, float | None, Callable[[int | BaseException], None]]] = []
         self._scheduled = False
-        #: ``fsync``: the server makes each batch durable itself (``sync()`` in the
-        #: pool) before its sets are answered; the queue runs with sync="never".
+        #: ``fsync``: the server makes each batch durable itself (``sync()`` on the
+        #: loop) before its sets are answered; the queue runs with sync="never".
         self._fsync = fsync
-        self._unsynced: list[tuple[list[Any], list[int | BaseException]]] = []
-        self._syncing = False
         self._waiters: set[asyncio.Future[None]] = set()
         self.closed = False
         # Kestrel's per-queue counters (server lifetime).
@@ -98,60 +104,38 @@ class OpenQueue:
         return await self._loop.run_in_executor(self._pool, self.reader, name)
 
     # -- sets ----------------------------------------------------------------------
-    def put(self, data: bytes, expire_at: float | None) -> asyncio.Future[int]:
-        """Add an item: a future of its id, done once the item is durable under the
-        server's sync mode (see the module's docstring)."""
-        future: asyncio.Future[int] = self._loop.create_future()
-        self._pending.append((data, expire_at, future))
+    def put(self, data: bytes, expire_at: float | None, done: Callable[[int | BaseException], None]) -> None:
+        """Add an item; ``done(id)`` (or ``done(error)``) is called on the loop once
+        the item is durable under the server's sync mode (see the module's docstring)."""
+        self._pending.append((data, expire_at, done))
         if not self._scheduled:
             self._scheduled = True
-            self._loop.call_soon(self._stage)
-        return future
+            # A timer due now, not call_soon: asyncio runs it after the callbacks of
+            # the next loop turn's reads, so that the sets read then (those that
+            # arrived during the last fsync, most of them) join this batch.
+            self._loop.call_later(0, self._commit)
 
-    def _stage(self) -> None:
-        """Stage the sets of this loop turn (one ``put_many``, on the loop)."""
+    def _commit(self) -> None:
+        """On the loop: stage the pending sets (one ``put_many``), make them durable
+        (``always``: one ``sync()``, one write and one fsync), answer them."""
         self._scheduled = False
         batch, self._pending = self._pending, []
+        results: list[int | BaseException]
         try:
-            ids = self._put_batch(batch)
+            results = self._put_batch(batch)
+            if self._fsync:
+                self.queue.sync()
         except Exception as exc:  # handed to each waiting set
-            _fail(batch, exc)
-            return
-        if not self._fsync:
-            self._settle(batch, ids)
-            return
-        self.wake()  # readers may take them now; their sets are answered once fsynced
-        self._unsynced.append((batch, ids))
-        if not self._syncing:
-            self._syncing = True
-            self._loop.create_task(self._sync_batches())
-
-    async def _sync_batches(self) -> None:
-        """``sync()`` in the pool until every staged batch is durable, answering the
-        sets of each; one fsync covers every batch staged before it began."""
-        try:
-            while self._unsynced:
-                batches, self._unsynced = self._unsynced, []
-                try:
-                    await self._loop.run_in_executor(self._pool, self.queue.sync)
-                except Exception as exc:  # handed to each waiting set
-                    for batch, _ in batches:
-                        _fail(batch, exc)
-                    continue
-                for batch, ids in batches:
-                    self._settle(batch, ids)
-        finally:
-            self._syncing = False
+            results = [exc] * len(batch)
+        self._settle(batch, results)
 
     def _settle(self, batch: list[Any], ids: list[int | BaseException]) -> None:
         self.total_items += sum(1 for i in ids if isinstance(i, int))
-        for (_, _, future), result in zip(batch, ids, strict=True):
-            if future.done():
-                continue
-            if isinstance(result, BaseException):
-                future.set_exception(result)
-            else:
-                future.set_result(result)
+        for (_, _, done), result in zip(batch, ids, strict=True):
+            try:
+                done(result)
+            except Exception:  # one connection's failure never stops the others' answers
+                log.exception("queue %s: answering a set", self.name)
         self.wake()
 
     def _put_batch(self, batch: list[tuple[bytes, float | None, Any]]) -> list[int | BaseException]:
@@ -223,12 +207,6 @@ class OpenQueue:
         """Close the queue (readers checkpointed, locks released)."""
         self.closed = True
         self.queue.close()
-
-
-def _fail(batch: list[Any], exc: BaseException) -> None:
-    for _, _, future in batch:
-        if not future.done():
-            future.set_exception(exc)
 
 
 def delete_queue_files(fs: FileSystem, directory: str, name: str) -> int:

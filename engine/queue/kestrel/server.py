@@ -163,8 +163,8 @@ class KestrelServer:
         return slot
 
     def _open(self, name: str) -> Queue:
-        # sync="always": the server fsyncs each batch of sets itself (OpenQueue), so
-        # that staging runs on the loop and only the fsync in the pool.
+        # sync="always": the server fsyncs each batch of sets itself (OpenQueue: one
+        # put_many and one sync() per batch, on the loop), not the queue per put.
         sync = "never" if self.options.sync == "always" else self.options.sync
         return Queue.open(self.directory, name, fs=self.fs, sync=sync)
 
@@ -183,8 +183,8 @@ class KestrelServer:
         self._give_back(conn)
 
     def set_request(self, conn: Connection, request: p.SetRequest, block: bytes) -> None:
-        """A set with its data block: STORED once the batch holding it returns (a
-        callback on the batch's future; a task only to open the queue first)."""
+        """A set with its data block: STORED once the batch holding it is durable
+        (:meth:`_stored`, called by the queue; a task only to open the queue first)."""
         self.counters["cmd_set"] += 1
         if block[-2:] != p.CRLF:
             raise p.client_error("bad data chunk: the data must be followed by \\r\\n", fatal=True)
@@ -195,21 +195,24 @@ class KestrelServer:
         if slot is None:
             conn.spawn(self._set_after_open(conn, request, block))
             return
-        future = slot.put(block[:-2], p.expire_at(request.expiry, time.time()))
         conn.busy = True
-        future.add_done_callback(lambda done: self._stored(conn, request, done))
+        slot.put(block[:-2], p.expire_at(request.expiry, time.time()), partial(self._stored, conn, request))
 
     async def _set_after_open(self, conn: Connection, request: p.SetRequest, block: bytes) -> None:
         slot = await self.open_queue(request.target.queue)
-        await slot.put(block[:-2], p.expire_at(request.expiry, time.time()))
+        assert self._loop is not None
+        done: asyncio.Future[int | BaseException] = self._loop.create_future()
+        slot.put(block[:-2], p.expire_at(request.expiry, time.time()), partial(_resolve, done))
+        result = await done
+        if isinstance(result, BaseException):
+            raise result
         self.counters["total_items"] += 1
         if not request.noreply:
             conn.send(p.STORED)
 
-    def _stored(self, conn: Connection, request: p.SetRequest, done: asyncio.Future[int]) -> None:
-        exc = done.exception()
-        if exc is not None:
-            conn.refuse(exc)
+    def _stored(self, conn: Connection, request: p.SetRequest, result: int | BaseException) -> None:
+        if isinstance(result, BaseException):
+            conn.refuse(result)
         else:
             self.counters["total_items"] += 1
             if not request.noreply:
@@ -458,6 +461,11 @@ class KestrelServer:
             }
             out.append((f"{slot.name}+{name}" if name else slot.name, figures))
         return out
+
+
+def _resolve(future: asyncio.Future[Any], result: object) -> None:
+    if not future.done():  # not cancelled meanwhile (the server stopping)
+        future.set_result(result)
 
 
 class RunningServer:
