@@ -385,11 +385,23 @@ class TreeInfo:
 
 def encode_meta(txid: int, trees: list[TreeInfo], page_size: int) -> bytes:
     """The meta page: header (magic, version, tree count, txid), then the trees in order."""
-    head = META_HEAD.pack(META_MAGIC, META_VERSION, len(trees), 0, txid)
-    rest = head[16:] + b"".join(TREE_ENTRY.pack(t.root, t.count, t.height, 0, len(t.name)) + t.name for t in trees)
-    if 16 + len(rest) > page_size:
+    used = encode_meta_used(txid, trees)
+    if len(used) > page_size:
         raise ValueError(f"{len(trees)} tree names do not fit the {page_size}-byte meta page")
-    return _seal(head[:META_CRC_AT], rest, page_size)
+    return used + bytes(page_size - len(used))
+
+
+def encode_meta_used(txid: int, trees: list[TreeInfo]) -> bytes:
+    """The meta page's bytes up to the end of its entries (CRC included), no
+    padding: what a commit that changes entries in place slices its writes from."""
+    head = META_HEAD.pack(META_MAGIC, META_VERSION, len(trees), 0, txid)
+    if len(trees) == 1:  # the usual store: the default tree only
+        (t,) = trees
+        rest = head[16:] + TREE_ENTRY.pack(t.root, t.count, t.height, 0, len(t.name)) + t.name
+    else:
+        rest = head[16:] + b"".join(TREE_ENTRY.pack(t.root, t.count, t.height, 0, len(t.name)) + t.name for t in trees)
+    prefix = head[:META_CRC_AT]
+    return prefix + _CRC.pack(crc32c.extend(crc32c.value(prefix), rest)) + rest
 
 
 def meta_end(trees: list[TreeInfo]) -> int:

@@ -152,10 +152,10 @@ class KVTransaction(TreeAPI):
         of journal instead of two page images)."""
         kv = self._kv
         ordered = list(self._trees.values())
-        image = nodes.encode_meta(kv._txid + 1, ordered, self.page_size)
         if self._catalogue_changed:
-            self._ptx.write(META_PAGE, 0, image)
+            self._ptx.write(META_PAGE, 0, nodes.encode_meta(kv._txid + 1, ordered, self.page_size))
             return
+        image = nodes.encode_meta_used(kv._txid + 1, ordered)
         crc_at = nodes.META_CRC_AT
         self._ptx.write(META_PAGE, crc_at, image[crc_at : nodes.META_HEAD.size])
         for at, t in zip(nodes.tree_entry_offsets(ordered), ordered, strict=True):

@@ -166,6 +166,8 @@ class PageStore(ClosedWhenDropped):
         # Pages whose whole image is to be written (no ranges kept for them).
         self._whole: set[int] = set()
         self._disk_header = header
+        # (header, it with FLUSHING set, the bytes of both): what a flush writes
+        self._flush_headers: tuple[StoreHeader | None, StoreHeader, bytes, bytes] = (None, header, b"", b"")
         self._sums: PageSums | None = None
         self._writer_lock = writer_lock  # <path>-lock, held until close
         # The store file's lock: exclusive while this writer writes pages, through
@@ -644,19 +646,20 @@ class PageStore(ClosedWhenDropped):
         """:meth:`_flush` with the exclusive store lock held."""
         if not self._dirty and self._header == self._disk_header:
             return
-        ps = self.page_size
         # Mark the flush in progress first: if this process dies half way, readers
         # that already have the store open see the mark, not a torn state.
-        h = self._header
-        flushing = StoreHeader(ps, h.page_count, h.free_head, flags=h.flags | store_codec.FLUSHING)
-        self._handle.write_at(0, store_codec.encode_header(flushing))
+        h, handle = self._header, self._handle
+        if self._flush_headers[0] is not h:  # encoded once per header, not per flush
+            flushing = StoreHeader(h.page_size, h.page_count, h.free_head, flags=h.flags | store_codec.FLUSHING)
+            self._flush_headers = (h, flushing, store_codec.encode_header(flushing), store_codec.encode_header(h))
+        _, flushing, marked, clean = self._flush_headers
+        handle.write_at(0, marked)
         self._disk_header = flushing
-        write_pages(self._handle, ps, self._dirty, self._whole, self._extents)
+        write_pages(handle, self.page_size, self._dirty, self._whole, self._extents)
         if self._sums is not None:
             self._sums.update(self._dirty)
-        if self._header != self._disk_header:
-            self._handle.write_at(0, store_codec.encode_header(self._header))
-            self._disk_header = self._header
+        handle.write_at(0, clean)
+        self._disk_header = h
         self._cache.put_many(self._dirty)
         self._dirty.clear()
         self._extents.clear()

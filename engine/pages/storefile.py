@@ -118,6 +118,15 @@ def write_pages(
     straight from the images (no join: a run can be thousands of pages); ranges
     are merged where adjacent or overlapping (a whole page covers any range of it).
     """
+    if not whole:  # the usual commit: a few byte ranges, no whole page
+        spans = ranges if isinstance(ranges, (list, tuple, set)) and len(ranges) == 1 else merge_ranges(ranges)
+        for start, end in spans:
+            page, off = divmod(start, ps)
+            if end <= (page + 1) * ps:  # inside one page: one plain write of a slice
+                handle.write_at(start, bytes(images[page][off : off + end - start]))
+            else:
+                _write_span(handle, ps, images, start, end)
+        return
     write_parts_at = handle.write_parts_at
     run: list[int] = []
     for page in sorted(whole):
@@ -127,17 +136,22 @@ def write_pages(
         run.append(page)
     if run:
         write_parts_at(run[0] * ps, [images[p] for p in run])
-    spans = ranges if not whole else [span for span in ranges if span[0] // ps not in whole]
-    for start, end in merge_ranges(spans):
-        parts: list[bytes | bytearray | memoryview] = []
-        pos = start
-        while pos < end:
-            page, off = divmod(pos, ps)
-            stop = min(end, (page + 1) * ps)
-            image = images[page]
-            parts.append(image if stop - pos == ps else memoryview(image)[off : off + stop - pos])
-            pos = stop
-        write_parts_at(start, parts)
+    for start, end in merge_ranges(span for span in ranges if span[0] // ps not in whole):
+        _write_span(handle, ps, images, start, end)
+
+
+def _write_span(handle: FileHandle, ps: int, images: dict[int, bytes | bytearray], start: int, end: int) -> None:
+    """Write store bytes ``start..end`` (absolute offsets, maybe across pages) from
+    the page images, as one vectored write."""
+    parts: list[bytes | bytearray | memoryview] = []
+    pos = start
+    while pos < end:
+        page, off = divmod(pos, ps)
+        stop = min(end, (page + 1) * ps)
+        image = images[page]
+        parts.append(image if stop - pos == ps else memoryview(image)[off : off + stop - pos])
+        pos = stop
+    handle.write_parts_at(start, parts)
 
 
 def free_tail_prefix(free_order: list[int], page_count: int) -> int:

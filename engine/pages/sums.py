@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from engine.errors import CorruptFileError
 from engine.fs import FileHandle, FileSystem, OpenMode, RecoveryReport, crashpoint, create_file, parent_dir
@@ -147,9 +147,13 @@ class PageSums:
         self.recompute(missing, read_page)
         report.add("rebuilt", sums_path(self.store_path), len(missing), "checksums", detail="missing entries")
 
-    def _write(self, pages: Iterable[int]) -> None:
+    def _write(self, pages: Collection[int]) -> None:
         # Runs of consecutive pages become one write; never an entry of a page
         # that is not being written (see the module docstring).
+        if len(pages) == 1:  # the usual commit: one page
+            (page,) = pages
+            self.handle.write_at(store_codec.sum_offset(page), _pack(self.values, page, page + 1))
+            return
         ordered = sorted(pages)
         i = 0
         while i < len(ordered):
