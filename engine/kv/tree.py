@@ -133,36 +133,15 @@ def descend(
 
 
 def find(src: Source, tree: TreeInfo, key: bytes) -> Value | None:
-    """The value stored under ``key`` (None if there is none).
-
-    :func:`descend` again, without the path (a get is this function and, for
-    nodes not at hand, one ``src.node`` call per level)."""
-    cached, node_at = src.cached, src.node
-    page = tree.root
-    lo: bytes | None = None
-    hi: bytes | None = None
-    level = tree.height - 1
-    while True:
-        node = cached(page)
-        if node is None:
-            node = node_at(page)
-        if node.level != level:
-            raise corrupt(src, page, 1, f"a node of level {level} (its parent's level - 1)", str(node.level))
-        keys = node.keys
-        if keys and ((lo is not None and keys[0] < lo) or (hi is not None and keys[-1] >= hi)):
-            raise corrupt(src, page, HEAD, "keys inside the range its parent's separators give")
-        if not level:
-            i = bisect_left(keys, key)
-            if i < len(keys) and keys[i] == key:
-                return node.value_at(i)  # type: ignore[union-attr]
-            return None
-        i = bisect_right(keys, key)
-        if i:
-            lo = keys[i - 1]
-        if i < len(keys):
-            hi = keys[i]
-        page = node.children[i]  # type: ignore[union-attr]
-        level -= 1
+    """The value stored under ``key`` (None if there is none): the leaf
+    :func:`descend` finds, searched (a get is these two functions and, for nodes
+    not at hand, one ``src.node`` call per level)."""
+    leaf, _ = descend(src, tree, key)
+    keys = leaf.keys
+    i = bisect_left(keys, key)
+    if i < len(keys) and keys[i] == key:
+        return leaf.value_at(i)
+    return None
 
 
 def get(src: Source, tree: TreeInfo | None, key: bytes) -> bytes | None:
