@@ -15,11 +15,8 @@
 #include "floor.h"
 
 static int fds[3];
-static long long ends[3], synced[3], period_ms;
+static long long ends[3], synced[3];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t stop_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t stop_cond = PTHREAD_COND_INITIALIZER;
-static int stop;
 
 static void sync_files(void) {
     pthread_mutex_lock(&lock);
@@ -29,31 +26,11 @@ static void sync_files(void) {
     for (int i = 0; i < 3; i++) sync_data(fds[i]), synced[i] = at[i];
 }
 
-static void *syncer(void *arg) {
-    (void)arg;
-    pthread_mutex_lock(&stop_lock);
-    while (!stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += (period_ms % 1000) * 1000000L;
-        ts.tv_sec += period_ms / 1000 + ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        while (!stop && pthread_cond_timedwait(&stop_cond, &stop_lock, &ts) != ETIMEDOUT) {
-        }
-        if (stop) break;
-        pthread_mutex_unlock(&stop_lock);
-        sync_files();
-        pthread_mutex_lock(&stop_lock);
-    }
-    pthread_mutex_unlock(&stop_lock);
-    return NULL;
-}
-
 int main(int argc, char **argv) {
     if (argc != 11)
         die("usage: applog_append LOG CRC IDX record_bytes batch batches period_ms crc_bytes idx_bytes header_bytes");
     long long record = arg_ll(argc, argv, 4), batch = arg_ll(argc, argv, 5), batches = arg_ll(argc, argv, 6);
-    period_ms = arg_ll(argc, argv, 7);
+    long long period_ms = arg_ll(argc, argv, 7);
     long long per[3] = {record, arg_ll(argc, argv, 8), arg_ll(argc, argv, 9)};
     long long header = arg_ll(argc, argv, 10);
     if (record <= 0 || batch <= 0 || period_ms <= 0) die("bad sizes");
@@ -64,9 +41,8 @@ int main(int argc, char **argv) {
         sync_full(fds[i]);
         ends[i] = synced[i] = header;
     }
-    pthread_t thread;
     double start = begin_timed();
-    if (pthread_create(&thread, NULL, syncer, NULL)) die("pthread_create");
+    pthread_t thread = periodic_start(period_ms, sync_files);
     for (long long b = 0; b < batches; b++) {
         pthread_mutex_lock(&lock);
         for (int i = 0; i < 3; i++) {
@@ -75,11 +51,7 @@ int main(int argc, char **argv) {
         }
         pthread_mutex_unlock(&lock);
     }
-    pthread_mutex_lock(&stop_lock);
-    stop = 1;
-    pthread_cond_signal(&stop_cond);
-    pthread_mutex_unlock(&stop_lock);
-    pthread_join(thread, NULL);
+    periodic_stop(thread);
     for (int i = 0; i < 3; i++) sync_data(fds[i]);  /* close */
     double seconds = now() - start;
     report("applog_append", seconds, batch * batches, NULL);

@@ -166,3 +166,47 @@ __attribute__((unused)) static void report(const char *name, double seconds, lon
            name, seconds, ops, g_bytes, g_syncs, g_read, wchar, rchar, extra ? ", " : "", extra ? extra : "");
     fflush(stdout);
 }
+
+/* PeriodicSync, as the stores run it: ``periodic_sync()`` every ``periodic_ms``
+ * until periodic_stop() (which wakes it at once and joins it). */
+static long long periodic_ms;
+static void (*periodic_sync)(void);
+static pthread_mutex_t periodic_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t periodic_cond = PTHREAD_COND_INITIALIZER;
+static int periodic_stopped;
+
+__attribute__((unused)) static void *periodic_syncer(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&periodic_lock);
+    while (!periodic_stopped) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += (periodic_ms % 1000) * 1000000L;
+        ts.tv_sec += periodic_ms / 1000 + ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        while (!periodic_stopped && pthread_cond_timedwait(&periodic_cond, &periodic_lock, &ts) != ETIMEDOUT) {
+        }
+        if (periodic_stopped) break;
+        pthread_mutex_unlock(&periodic_lock);
+        periodic_sync();
+        pthread_mutex_lock(&periodic_lock);
+    }
+    pthread_mutex_unlock(&periodic_lock);
+    return NULL;
+}
+
+__attribute__((unused)) static pthread_t periodic_start(long long ms, void (*sync)(void)) {
+    periodic_ms = ms;
+    periodic_sync = sync;
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, periodic_syncer, NULL)) die("pthread_create");
+    return thread;
+}
+
+__attribute__((unused)) static void periodic_stop(pthread_t thread) {
+    pthread_mutex_lock(&periodic_lock);
+    periodic_stopped = 1;
+    pthread_cond_signal(&periodic_cond);
+    pthread_mutex_unlock(&periodic_lock);
+    pthread_join(thread, NULL);
+}

@@ -29,10 +29,6 @@ static long long segment, header;
 static char *buf;
 static long long staged, end, check_bytes, synced_end;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int stop;
-static long long period_ms;
-static pthread_mutex_t stop_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t stop_cond = PTHREAD_COND_INITIALIZER;
 
 static void flush_locked(void) {
     if (!staged) return;
@@ -73,42 +69,13 @@ static void sync_file(void) {
     pthread_mutex_unlock(&sync_lock);
 }
 
-/* PeriodicSync: every period_ms until stopped (a stop wakes it at once). */
-static void *syncer(void *arg) {
-    (void)arg;
-    pthread_mutex_lock(&stop_lock);
-    while (!stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += (period_ms % 1000) * 1000000L;
-        ts.tv_sec += period_ms / 1000 + ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        while (!stop && pthread_cond_timedwait(&stop_cond, &stop_lock, &ts) != ETIMEDOUT) {
-        }
-        if (stop) break;
-        pthread_mutex_unlock(&stop_lock);
-        sync_file();
-        pthread_mutex_lock(&stop_lock);
-    }
-    pthread_mutex_unlock(&stop_lock);
-    return NULL;
-}
-
-static void stop_syncer(pthread_t thread) {
-    pthread_mutex_lock(&stop_lock);
-    stop = 1;
-    pthread_cond_signal(&stop_cond);
-    pthread_mutex_unlock(&stop_lock);
-    pthread_join(thread, NULL);
-}
-
 int main(int argc, char **argv) {
     if (argc != 9 && argc != 12)
         die("usage: queue_put PATH record_bytes count buffer_limit check_bytes header_bytes period_ms journal_size");
     long long record = arg_ll(argc, argv, 2), count = arg_ll(argc, argv, 3), limit = arg_ll(argc, argv, 4);
     check_bytes = arg_ll(argc, argv, 5);
     header = arg_ll(argc, argv, 6);
-    period_ms = arg_ll(argc, argv, 7);
+    long long period_ms = arg_ll(argc, argv, 7);
     long long journal_size = arg_ll(argc, argv, 8);
     if (argc == 12) {
         state_bytes = arg_ll(argc, argv, 9), synced_at = arg_ll(argc, argv, 10), synced_bytes = arg_ll(argc, argv, 11);
@@ -129,9 +96,8 @@ int main(int argc, char **argv) {
         write_at(state_fd, buf, (size_t)(synced_at + synced_bytes), 0);
     }
     create_segment();  /* setup: the queue's open */
-    pthread_t thread;
     double start = begin_timed();
-    if (pthread_create(&thread, NULL, syncer, NULL)) die("pthread_create");
+    pthread_t thread = periodic_start(period_ms, sync_file);
     for (long long i = 0; i < count; i++) {
         pthread_mutex_lock(&lock);
         if (end + staged + record > journal_size && end + staged > header) {
@@ -147,7 +113,7 @@ int main(int argc, char **argv) {
         if (staged >= limit) flush_locked();
         pthread_mutex_unlock(&lock);
     }
-    stop_syncer(thread);
+    periodic_stop(thread);
     sync_file();  /* close */
     double seconds = now() - start;
     report("queue_put", seconds, count, NULL);
