@@ -301,6 +301,13 @@ def iter_file_records(fs: FileSystem, path: str) -> Iterator[tuple[int, codec.Re
     if not (codec.check_magic(data, codec.WRITER_MAGIC) or codec.check_magic(data, codec.READER_MAGIC)):
         raise FormatError(path, 0, "a libkestrel journal magic", data[:4].hex(" ") or "an empty file")
     pos = since = codec.MAGIC_SIZE
+    first = data[pos : pos + 1]
+    if first and first[0] != codec.CHECK_BYTE and codec.find_valid_check(data, pos, pos) is not None:
+        # A valid CHECK further on: a file this engine wrote, whose first record is not
+        # the empty CHECK such files start with.  Its start is damaged; read as a
+        # libkestrel file (no CHECKs) its records would be shown unverified.
+        found = f"{data[pos]:#04x}"
+        raise CorruptFileError(path, pos, "the empty CHECK record files with CHECK records start with", found)
     checked = False
     held: list[tuple[int, codec.Record]] = []  # records waiting for their CHECK
     while True:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from engine.conventions import instant_ms, require_bytes
+from engine.queue import codec
 
 
 def put_many_batch(
@@ -21,17 +22,33 @@ def put_many_batch(
     one, every element is a value (tuples included).  A str gets a TypeError that
     says to encode it or choose a serializer."""
     default_ms = None if expire_at is None else instant_ms(expire_at, "expire_at")
-    batch: list[tuple[bytes, int | None]] = []
-    for item in items:
-        if dumps is not None:
-            batch.append((dumps(item), default_ms))
-        elif isinstance(item, (bytes, bytearray, memoryview)):
-            batch.append((bytes(item), default_ms))
-        elif isinstance(item, tuple) and len(item) == 2:
-            data, expiry = item
-            require_bytes(data, "put_many item data")
-            expiry_ms = default_ms if expiry is None else instant_ms(expiry, "put_many item expire_at")
-            batch.append((bytes(data), expiry_ms))
-        else:
-            require_bytes(item, "put_many item")
-    return batch
+    if dumps is not None:
+        return [(dumps(item), default_ms) for item in items]
+    # bytes as given (the common case, one comprehension); anything else by _pair.
+    return [(item, default_ms) if type(item) is bytes else _pair(item, default_ms) for item in items]
+
+
+def _pair(item: Any, default_ms: int | None) -> tuple[bytes, int | None]:
+    """One element of ``put_many`` that is not plain bytes, without a serializer."""
+    if isinstance(item, (bytes, bytearray, memoryview)):
+        return bytes(item), default_ms
+    if isinstance(item, tuple) and len(item) == 2:
+        data, expiry = item
+        require_bytes(data, "put_many item data")
+        expiry_ms = default_ms if expiry is None else instant_ms(expiry, "put_many item expire_at")
+        return bytes(data), expiry_ms
+    require_bytes(item, "put_many item")
+    raise AssertionError("require_bytes returns only for bytes-like values")  # pragma: no cover
+
+
+def put_records(batch: list[tuple[bytes, int | None]], first: int, error_count: int, now_ms: int) -> list[bytes]:
+    """The PUT records of ``batch`` with ids ``first``, ``first + 1``, ...: what
+    ``Queue._stage`` makes of each item, in one pass (``put_many``)."""
+    pack, pack_expiry = codec.pack_put, codec.pack_put_expiry
+    put_byte, expiry_byte = codec.PUT_BYTE, codec.PUT_BYTE_EXPIRY
+    return [
+        pack(put_byte, len(data), error_count, xid, now_ms) + data
+        if expire is None
+        else pack_expiry(expiry_byte, len(data), error_count, xid, now_ms, expire) + data
+        for xid, (data, expire) in enumerate(batch, first)
+    ]

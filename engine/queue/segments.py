@@ -26,6 +26,9 @@ CHUNK = 256 * 1024
 #: otherwise, and always with ``ENGINE_PURE_PYTHON=1``.
 _NATIVE = load("engine.queue._native")
 decode_batch = codec.decode_batch if _NATIVE is None else _NATIVE.decode_batch
+#: The writer's CHECK record of each write (its CRC-32 over up to 64 KiB), chosen
+#: the same way: the compiled twin of :func:`codec.encode_check` or the function.
+encode_check = codec.encode_check if _NATIVE is None else _NATIVE.encode_check
 
 
 @dataclass

@@ -61,3 +61,23 @@ def test_inspect_verify_and_truncated_files(tmp_path: Path, capsys: pytest.Captu
     out = capsys.readouterr().out
     assert "cut" in out and "reset to head" in out
     assert main(["verify", d]) == 0
+
+
+@pytest.mark.parametrize("mask", [0x01, 0x10, 0xFF])
+def test_dump_file_refuses_a_damaged_first_check(tmp_path: Path, capsys: pytest.CaptureFixture[str], mask: int) -> None:
+    """A file this engine wrote starts with an empty CHECK: with that byte damaged,
+    dump FILE must not show the rest unverified (as if it were a libkestrel file)."""
+    d = str(tmp_path)
+    assert main(["queue", "put", d, "jobs", "alpha", "beta"]) == 0
+    assert main(["queue", "get", d, "jobs", "--count", "1"]) == 0
+    capsys.readouterr()
+    writer = next(os.path.join(d, f) for f in os.listdir(d) if f.startswith("jobs.1"))
+    for path in (os.path.join(d, "jobs.read."), writer):
+        with open(path, "r+b") as f:
+            f.seek(4)
+            byte = f.read(1)[0]
+            f.seek(4)
+            f.write(bytes((byte ^ mask,)))
+        assert main(["queue", "dump", path]) != 0
+        captured = capsys.readouterr()
+        assert "offset 4" in captured.err or "offset 4" in captured.out

@@ -70,3 +70,54 @@ def test_fast_path_respects_expiry() -> None:
     item = r.get(0)
     assert item is not None and item.data == b"fresh" and r.expired_count == 1
     q.close()
+
+
+def _journal(q: Queue, sim: SimFS) -> list[bytes]:
+    files = sim.snapshot()
+    return [files[path] for path in q.journal_files]
+
+
+def test_put_many_writes_what_puts_one_by_one_write() -> None:
+    """put_many stages a batch in one step (when it fits in the newest file): the
+    same records, ids and expiries as puts one at a time, byte for byte."""
+    items: list[object] = [b"a", bytearray(b"bb"), memoryview(b"ccc"), (b"dd", 2_000_000_000.5), b"", b"e" * 300]
+    journals = []
+    for many in (True, False):
+        sim = SimFS()
+        make_dirs(sim, "/db")
+        q = Queue.open("/db", "q", fs=sim, checkpoint_interval=3600.0, sync=3600.0, clock=lambda: 1_700_000_000.0)
+        if many:
+            ids = q.put_many(items, expire_at=1_900_000_000)
+        else:
+            ids = [
+                q.put(item[0], expire_at=item[1]) if isinstance(item, tuple) else q.put(item, expire_at=1_900_000_000)
+                for item in items
+            ]
+        assert ids == [1, 2, 3, 4, 5, 6]
+        q.sync()
+        journals.append(_journal(q, sim))
+        q.close()
+    assert journals[0] == journals[1]
+
+
+def test_put_many_at_a_rotation_goes_item_by_item() -> None:
+    q = open_queue(sync=3600.0, journal_size=400)
+    first = q.put_many([b"a" * 50, b"b" * 50])  # fits: one step
+    more = q.put_many([b"c" * 60 for _ in range(10)])  # does not: rotations on the way
+    assert first == [1, 2] and more == list(range(3, 13)) and len(q.journal_files) > 2
+    r = q.reader()
+    assert [(i.id, i.data[:1]) for i in r] == [(1, b"a"), (2, b"b")] + [(n, b"c") for n in range(3, 13)]
+    q.verify()
+    q.close()
+
+
+def test_put_many_refuses_an_oversized_item_before_staging_any() -> None:
+    q = open_queue(sync=3600.0, max_item_size=100)
+    try:
+        q.put_many([b"ok", b"x" * 101, b"y" * 150])
+    except Exception as exc:
+        assert "item of 101 bytes exceeds max_item_size 100" in str(exc)
+    else:
+        raise AssertionError("no error")
+    assert q.put_many([b"fine"]) == [1]
+    q.close()

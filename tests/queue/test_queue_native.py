@@ -2,7 +2,8 @@
 reference, :func:`engine.queue.codec.decode_batch`: on valid runs of records, on
 every single damaged byte of them, on carried verification state and on hostile
 arguments, the same PUTs appended, the same return value, the same exception type
-and message.
+and message.  The writer's CHECK twin against :func:`engine.queue.codec.encode_check`:
+the same bytes for any input, the same errors.
 
 The native module is imported directly (not through ``engine.native.load``), so
 these tests run it even under ``ENGINE_PURE_PYTHON=1``; they are skipped when it is
@@ -12,6 +13,7 @@ not built.
 from __future__ import annotations
 
 import importlib
+import random
 import zlib
 from collections.abc import Callable
 from types import ModuleType
@@ -121,3 +123,54 @@ def test_the_readers_use_the_native_decoder_unless_pure_python_is_forced() -> No
         assert segments.decode_batch is codec.decode_batch
     else:
         assert segments.decode_batch is NATIVE.decode_batch
+
+
+@needs_native
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 5000), min_size=1, max_size=6), st.integers(0, 2**32 - 1), st.data())
+def test_same_results_on_large_records(sizes: list[int], seed: int, data: st.DataObject) -> None:
+    """Records of up to 5,000 bytes: the CRC runs over lengths the folding code takes
+    (64 bytes and more, with any remainder), from any carried state; a flipped
+    byte anywhere is caught the same way."""
+    rng = random.Random(seed)
+    datas = [rng.randbytes(size) for size in sizes]
+    body = _file_body([datas[:3], datas[3:]] if len(datas) > 3 else [datas], bool(seed & 1))
+    both(body, 0, 0, 0)
+    start = data.draw(st.integers(0, len(body)))
+    both(body, start, zlib.crc32(body[:start]), start)
+    damaged = bytearray(body)
+    damaged[data.draw(st.integers(0, len(body) - 1))] ^= 1 << data.draw(st.integers(0, 7))
+    both(bytes(damaged), 0, 0, 0)
+
+
+def _check_outcome(fn: Callable[[Any], bytes], arg: Any) -> tuple[str, Any]:
+    try:
+        return ("ok", fn(arg))
+    except Exception as exc:  # the twins must raise the same
+        return ("error", (type(exc), str(exc)))
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.binary(max_size=300), st.integers(0, 70_000).map(lambda n: random.Random(n).randbytes(n))))
+def test_encode_check_twin_gives_the_same_bytes(records: bytes) -> None:
+    assert NATIVE is not None
+    expected = codec.encode_check(records)
+    for arg in (records, bytearray(records), memoryview(records)):
+        assert NATIVE.encode_check(arg) == expected
+    assert expected[0] == codec.CHECK_BYTE
+    assert codec.CHECK.unpack_from(expected, 1) == (zlib.crc32(records), len(records))
+
+
+@needs_native
+@pytest.mark.parametrize("arg", ["text", 5, None, [b"x"]])
+def test_encode_check_twin_raises_the_same(arg: Any) -> None:
+    assert NATIVE is not None
+    assert _check_outcome(NATIVE.encode_check, arg) == _check_outcome(codec.encode_check, arg)
+
+
+def test_the_writer_uses_the_native_check_unless_pure_python_is_forced() -> None:
+    if NATIVE is None or pure_python_forced():
+        assert segments.encode_check is codec.encode_check
+    else:
+        assert segments.encode_check is NATIVE.encode_check

@@ -3,7 +3,7 @@
 Kestrel's memcache text protocol (``set``, ``get`` with ``/t=``, ``/open``,
 ``/close``, ``/abort``, ``/peek``, fanout readers ``<queue>+<reader>``,
 ``delete``, ``flush``, ``flush_all``, ``stats``, ``version``) over every queue
-of a directory, on asyncio.  See docs/guide/kestrel.md.
+of a directory, on asyncio.  See docs/guide/server.md.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A Kestrel-compatible server: every queue of a directory over Kestrel's memcache
-text protocol, on asyncio (``engine queue serve DIR``; docs/guide/kestrel.md).
+text protocol, on asyncio (``engine queue serve DIR``; docs/guide/server.md).
 
 :class:`KestrelServer` runs on an event loop (``await start()``, ``await
 close()``); :func:`serve_in_thread` runs one on a thread of its own, for tests,
