@@ -321,8 +321,8 @@ class JournalCursor:
                 raise corrupt(self.segment.path, exc) from None
             if not records:
                 if growing:
-                    if scanner.stop == "incomplete" or scanner.unverified:
-                        self._judge_stall(limit)
+                    if (scanner.stop == "incomplete" or scanner.unverified) and self._judge_stall(limit):
+                        continue  # rewound to the last CHECK: read from there now
                     return False  # wait for more (a record or its CHECK is being written)
                 if scanner.stop == "incomplete":
                     path, offset = self.segment.path, scanner.offset
@@ -375,7 +375,7 @@ class JournalCursor:
             last = xid
         self.last_id = last
 
-    def _judge_stall(self, limit: int) -> None:
+    def _judge_stall(self, limit: int) -> bool:
         """The newest file holds bytes after the last delivered record that cannot be
         delivered yet: a record or its CHECK still being written, or damage.
 
@@ -385,18 +385,26 @@ class JournalCursor:
         tail (or damage to the last write) that the writer's next open cuts: said
         once as a warning, and nothing of them is delivered.  Judged once per
         position and size (reads only while stalled, never on the hot path).
+
+        True when the cursor was rewound to the last CHECK (:meth:`_reread`): the
+        caller reads again at once, and if the same bytes stall it again the
+        damage is raised then (a caller polling with no wait must never see the
+        rest of the file silently missing).
         """
         assert self.segment is not None and self._handle is not None and self._scanner is not None
         start = self._scanner.offset - self._scanner.unverified
         stall = (self.segment.path, start, limit)
         if stall == self._stall:
-            return
+            return False
         self._stall = stall
         rest = self._handle.read_at(start, limit - start)
         hit = codec.find_valid_check(rest, 1, 0)
         if hit is not None:
             if self._reread():
-                return
+                # Judged again if the same bytes stall the reread: then the damage
+                # is real (``_reread`` says so once per position) and raised below.
+                self._stall = None
+                return True
             raise CorruptFileError(
                 self.segment.path,
                 start,
@@ -411,6 +419,7 @@ class JournalCursor:
                 limit - start,
                 start,
             )
+        return False
 
     def _reread(self) -> bool:
         """Read the newest file again from its last CHECK, once per position; False

@@ -123,6 +123,39 @@ def test_no_read_path_delivers_a_damaged_byte_of_a_sealed_file() -> None:
     assert caught > len(pristine)  # the damage was met, not skipped
 
 
+def test_damage_in_the_newest_file_is_never_a_silent_cut(caplog: pytest.LogCaptureFixture) -> None:
+    """Every single-byte damage of the newest writer file (no writer open), read by
+    a reader in another process polling with no wait: an error, exactly what was
+    put, or fewer items *with* the torn-tail warning, never fewer items silently.
+    (A reader that rewound to the last CHECK used to return "nothing now" there,
+    so a caller polling with ``timeout=0`` saw the rest of the file missing.)"""
+    sim = new_sim()
+    q = Queue.open("/db", "q", fs=sim, sync="always", **NOCKPT)
+    items = {q.put(b"item-%d" % i * 4): b"item-%d" % i * 4 for i in range(5)}
+    newest = q.journal_files[-1]
+    q.close()
+    pristine = read_file(sim, newest)
+    assert sorted(_remote_reads(sim, newest)) == sorted(items.items())
+    errors = 0
+    for offset in range(len(pristine)):
+        for mask in (0x01, 0x80):
+            damaged = bytearray(pristine)
+            damaged[offset] ^= mask
+            write_file(sim, newest, bytes(damaged))
+            caplog.clear()
+            try:
+                got = _remote_reads(sim, newest)
+            except CorruptFileError:
+                errors += 1
+                continue
+            finally:
+                write_file(sim, newest, pristine)
+            assert all(items.get(xid) == data for xid, data in got), (offset, mask, got)
+            if len(got) < len(items):
+                assert "not a whole, checked write" in caplog.text, (offset, mask, got)
+    assert errors > len(pristine)
+
+
 def test_a_reader_does_not_deliver_records_no_check_vouches_for() -> None:
     """A sealed file ending in records without their CHECK (damage: the writer ends
     every write with one) is an error naming where they start, not delivered."""
