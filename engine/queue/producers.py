@@ -267,12 +267,11 @@ class Producers:
         numbered ``segment``) and publish what it covered (the caller holds
         ``_sync_lock``)."""
         if not self._shared:
-            view = self._state.read(tries=3)
-            if view is not None and view.gen != self._seen_gen:
-                self._become_shared()
-        if not self._shared:
-            # Nobody else has written: nothing to share (a producer that comes
-            # later finds ``synced`` behind and fsyncs for itself).
+            # Nobody else had written when this process last took the append lock
+            # (``_acquire_locked`` reads the record every time and turns shared
+            # when another producer wrote): nothing to share.  A producer that
+            # writes meanwhile finds ``synced`` behind and fsyncs for itself, and
+            # this one turns shared at its next append.
             crashpoint("queue.put.before-fsync")
             try:
                 handle.fdatasync()

@@ -95,7 +95,8 @@ def test_rotation_and_retirement_with_two_producers(tmp_path: Path) -> None:
 
 
 def test_one_fsync_covers_another_producers_bytes(tmp_path: Path) -> None:
-    """A producer whose bytes another process's fsync covered returns without its own."""
+    """A producer whose bytes another process's fsync covered returns without its own
+    (once it knows another producer writes: its append lock reads the state record)."""
     d = str(tmp_path)
     buffered = Queue.open(d, "q", sync="never", **NOCKPT)
     durable = Queue.open(d, "q", sync="always", **NOCKPT)
@@ -107,8 +108,9 @@ def test_one_fsync_covers_another_producers_bytes(tmp_path: Path) -> None:
         real()
 
     buffered._handle.fdatasync = counted  # type: ignore[method-assign]
+    durable.put(b"first")  # another producer has written ...
     buffered.put(b"staged")
-    buffered.flush()  # in the file, not durable
+    buffered.flush()  # ... which this append sees; in the file, not durable
     durable.put(b"durable")  # its fsync covers the bytes before its own
     buffered.sync()
     assert syncs == []  # covered: no fsync of its own
@@ -117,7 +119,7 @@ def test_one_fsync_covers_another_producers_bytes(tmp_path: Path) -> None:
     assert syncs == [1]
     buffered.close()
     durable.close()
-    assert [data for _, data in drain(d)] == [b"staged", b"durable", b"more"]
+    assert [data for _, data in drain(d)] == [b"first", b"staged", b"durable", b"more"]
 
 
 def test_a_producer_killed_in_its_write_is_repaired_by_the_next(tmp_path: Path) -> None:
