@@ -272,13 +272,7 @@ class Producers:
             # when another producer wrote): nothing to share.  A producer that
             # writes meanwhile finds ``synced`` behind and fsyncs for itself, and
             # this one turns shared at its next append.
-            crashpoint("queue.put.before-fsync")
-            try:
-                handle.fdatasync()
-            except BaseException as exc:
-                self._fail(exc, handle.path, "fsync")
-                raise
-            crashpoint("queue.put.after-fsync")
+            self._fdatasync(handle)
             return
         state = self._state
         with state.sync_lock():
@@ -287,17 +281,21 @@ class Producers:
                 return  # another producer's fsync covered these bytes
             # Read before the fsync: every byte it counts is in the file by now.
             view = state.read()
-            crashpoint("queue.put.before-fsync")
-            try:
-                handle.fdatasync()
-            except BaseException as exc:
-                self._fail(exc, handle.path, "fsync")
-                raise
-            crashpoint("queue.put.after-fsync")
+            self._fdatasync(handle)
             covered = target
             if view is not None and view.segment == segment:
                 covered = max(covered, view.written)
             state.write_synced(max(synced, covered))
+
+    def _fdatasync(self, handle: FileHandle) -> None:
+        """The put's fdatasync, between its crash points; a failure stops writes."""
+        crashpoint("queue.put.before-fsync")
+        try:
+            handle.fdatasync()
+        except BaseException as exc:
+            self._fail(exc, handle.path, "fsync")
+            raise
+        crashpoint("queue.put.after-fsync")
 
     # -- the JournalSource faces for readers in this process -------------------------
     def segment_list(self, *, fresh: bool = False) -> list[Segment]:

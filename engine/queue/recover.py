@@ -60,14 +60,9 @@ def recover(
     """Bring ``queue``'s files to a consistent state (the caller holds the writer
     lock) and say where the writer goes on; each repair is added to ``report``."""
     remove_stray_temporaries(fs, directory, queue, report)
-    segments = list_segments(fs, directory, queue)
-    if not segments:
-        segments.append(create_segment(fs, directory, queue, segments, now_ms))
+    segments, handle, end, tail = resync(fs, directory, queue, report, now_ms)
     newest = segments[-1]
-    handle = fs.open(newest.path, OpenMode.WRITE)
     try:
-        end, last_id = _recover_newest(handle, newest, segments, report)
-        tail = last_id if last_id is not None else find_tail(fs, segments[:-1])
         skipped, tail = _burn_mentioned_ids(fs, directory, queue, config, segments, tail, report)
         if not reader_files(fs, directory, queue):
             # A queue always has at least the default reader, so items are kept.
@@ -87,8 +82,8 @@ def resync(
 ) -> tuple[list[Segment], FileHandle, int, int]:
     """Re-read the writer files after a producer died in the middle of a write or a
     rotation (see :mod:`engine.queue.shared`; the caller holds the append lock):
-    the newest file is repaired as at open (a half-created header rebuilt, a torn
-    batch cut; whole, checksummed batches kept).  Returns the files, a handle on
+    the newest file is repaired (a half-created header rebuilt, a torn batch cut;
+    whole, checksummed batches kept), the first step of :func:`recover` at open.  Returns the files, a handle on
     the newest, where its valid records end, and the last id in the files."""
     segments = list_segments(fs, directory, queue)
     if not segments:
