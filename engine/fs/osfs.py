@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import struct
+import sys
 import threading
 from collections.abc import Sequence
 
@@ -186,7 +187,11 @@ class OsFileHandle(FileHandle):
 
     #: Open-file-description range locks (Linux 3.15+): held per handle, not per
     #: process, so two handles of one process conflict as two processes do.
-    supports_range_locks = fcntl is not None and hasattr(fcntl, "F_OFD_SETLK")
+    #: ``_FLOCK`` is the 64-bit Linux layout, so only there.
+    supports_range_locks = (
+        fcntl is not None and hasattr(fcntl, "F_OFD_SETLK") and sys.platform.startswith("linux")
+        and struct.calcsize("P") == 8
+    )
 
     def _range_op(self, command: int, kind: int, offset: int) -> bytes:
         return fcntl.fcntl(self._fd, command, _FLOCK.pack(kind, os.SEEK_SET, offset, 1, 0))  # type: ignore[no-any-return]

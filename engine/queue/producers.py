@@ -213,12 +213,7 @@ class Producers:
             # The old file is complete and durable before the next one exists, so a
             # reader that sees the new file knows the old one will not grow.
             # (A failed fsync here poisons ``old``, which stays the writer file.)
-            crashpoint("queue.rotate.before-fsync")
-            try:
-                old.fsync()
-            except BaseException as exc:
-                self._fail(exc, old.path, "fsync")
-                raise
+            self._sync_file(old, "queue.rotate", data_only=False)
             old.close()
         try:
             segment = create_segment(self.fs, self.directory, self.name, self._segments, self._now_ms())
@@ -272,7 +267,7 @@ class Producers:
             # when another producer wrote): nothing to share.  A producer that
             # writes meanwhile finds ``synced`` behind and fsyncs for itself, and
             # this one turns shared at its next append.
-            self._fdatasync(handle)
+            self._sync_file(handle, "queue.put")
             return
         state = self._state
         with state.sync_lock():
@@ -281,21 +276,22 @@ class Producers:
                 return  # another producer's fsync covered these bytes
             # Read before the fsync: every byte it counts is in the file by now.
             view = state.read()
-            self._fdatasync(handle)
+            self._sync_file(handle, "queue.put")
             covered = target
             if view is not None and view.segment == segment:
                 covered = max(covered, view.written)
             state.write_synced(max(synced, covered))
 
-    def _fdatasync(self, handle: FileHandle) -> None:
-        """The put's fdatasync, between its crash points; a failure stops writes."""
-        crashpoint("queue.put.before-fsync")
+    def _sync_file(self, handle: FileHandle, point: str, *, data_only: bool = True) -> None:
+        """fdatasync (or fsync) ``handle`` between the crash points ``<point>.before-fsync``
+        and ``<point>.after-fsync``; a failure stops writes."""
+        crashpoint(f"{point}.before-fsync")
         try:
-            handle.fdatasync()
+            handle.fdatasync() if data_only else handle.fsync()
         except BaseException as exc:
             self._fail(exc, handle.path, "fsync")
             raise
-        crashpoint("queue.put.after-fsync")
+        crashpoint(f"{point}.after-fsync")
 
     # -- the JournalSource faces for readers in this process -------------------------
     def segment_list(self, *, fresh: bool = False) -> list[Segment]:

@@ -118,7 +118,6 @@ class SharedState:
         except BaseException:
             self._handle.close()
             raise
-        self._closed = False
 
     def _read_at(self, offset: int, size: int) -> bytes:
         return self._handle.read_at(offset, size)
@@ -188,7 +187,6 @@ class SharedState:
 
     def close(self) -> None:
         """Close both files (the caller makes sure no sync or write is under way)."""
-        self._closed = True
         self._handle.close()
         self._sync.close()
 
