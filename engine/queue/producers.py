@@ -30,7 +30,7 @@ from engine.queue.config import QueueConfig
 from engine.queue.cursor import PollingSource
 from engine.queue.recover import resync
 from engine.queue.segments import SEGMENT_HEADER, Segment, create_segment, list_segments
-from engine.queue.shared import SharedState, SharedView
+from engine.queue.shared import KNOCK_PERIOD, SharedState, SharedView
 
 if TYPE_CHECKING:
     from engine.queue.reader import Reader
@@ -73,6 +73,9 @@ class Producers:
     def _flush_locked(self) -> None:
         raise NotImplementedError
 
+    def _write_staged(self) -> None:
+        raise NotImplementedError
+
     def _init_producers(self, state: SharedState, shared: bool) -> None:
         self._state = state
         #: Another producer has written (or had the queue open when this one opened).
@@ -84,6 +87,8 @@ class Producers:
         self._next_look = 0.0
         self._unpublished = False  # written since the record was last written
         self._held = False  # this process holds the append lock (guarded by ``_lock``)
+        self._knock_seen: int | None = None  # the knock value when the lock was taken
+        self._next_knock_look = 0.0
         self._poller = PollingSource(self.fs, self.directory, self.name, 0, self.config.poll_interval)
         self.poll_period = max(self.config.poll_interval, _LOOK_PERIOD)
         if shared:
@@ -126,6 +131,8 @@ class Producers:
         self._held = True
         try:
             view = state.read()
+            self._knock_seen = None if view is None else view.knock
+            self._next_knock_look = time.monotonic() + KNOCK_PERIOD
             if view is not None and not view.rotating:
                 if view.gen != self._seen_gen:
                     self._adopt(view)
@@ -149,6 +156,46 @@ class Producers:
         finally:
             self._held = False
             self._state.unlock()
+
+    def _write_for_commit(self) -> None:
+        """sync="always": write the put now.  The append lock stays held until the
+        group commit's leader flushes (see :meth:`_flush_for_sync`), unless another
+        producer writes too (it may be waiting for the lock)."""
+        try:
+            self._write_staged()
+        except BaseException:
+            self._release_locked()
+            raise
+        if self._shared:
+            self._release_locked()
+
+    def _flush_for_sync(self) -> None:
+        """Before a group commit's fsync (``_lock`` held): write what is staged.
+        A producer alone with sync="always" keeps the append lock through the
+        fsync (its threads' next puts write without taking it again); otherwise
+        the lock goes."""
+        if self._held and self._policy.always and not self._shared:
+            self._write_staged()
+        else:
+            self._flush_locked()
+
+    def _after_sync(self, end: int) -> None:
+        """After a group commit's fsync that covered the newest file up to ``end``
+        (``_lock`` held): let a kept append lock go when nothing was written
+        during the fsync (this producer went idle) or another producer knocked
+        (see :mod:`engine.queue.shared`)."""
+        if self._held and self._policy.always and (self._written_end == end or self._knocked()):
+            self._flush_locked()
+
+    def _knocked(self) -> bool:
+        """Whether another producer asked for the append lock (looked at most
+        every ``KNOCK_PERIOD``; always when the value at the take is unknown)."""
+        now = time.monotonic()
+        if now < self._next_knock_look:
+            return False
+        self._next_knock_look = now + KNOCK_PERIOD
+        seen = self._knock_seen
+        return seen is None or self._state.knocked(seen)
 
     def _swap_handle(self, handle: FileHandle) -> None:
         """Make ``handle`` the writer file's (a fsync of the old one may be running)."""

@@ -306,18 +306,6 @@ class Queue(Producers, WakeUps):
             finally:
                 self._release_locked()
 
-    def _write_for_commit(self) -> None:
-        """sync="always": write the put now.  The append lock stays held until the
-        group commit's leader flushes (one lock per group), unless another producer
-        writes too (it may be waiting for the lock)."""
-        try:
-            self._write_staged()
-        except BaseException:
-            self._release_locked()
-            raise
-        if self._shared:
-            self._release_locked()
-
     def _write_staged(self) -> None:
         """Write the staged records and their CHECK at the newest file's end, then
         the state record (caller holds ``_lock`` and the append lock)."""
@@ -363,18 +351,22 @@ class Queue(Producers, WakeUps):
         """Flush, make this process's writes durable (an fsync here or in another
         producer's process, see :meth:`_sync_shared`); then they become visible."""
         with self._lock:
-            self._flush_locked()
+            self._flush_for_sync()
             handle, end, target = self._handle, self._written_end, self._end_l
             segment = self._segments[-1].number
-        with self._sync_lock:
-            # A rotated-out handle was fsynced whole and closed by _rotate.
-            if not handle.closed:
-                self._sync_shared(handle, segment, target)
+        try:
+            with self._sync_lock:
+                if not handle.closed:  # a rotated-out handle was fsynced whole and closed by _rotate
+                    self._sync_shared(handle, segment, target)
+        except BaseException:
+            self._flush()  # a kept append lock goes
+            raise
         with self._lock:
             if handle is self._handle and end > self._durable_end:
                 self._durable_end = end
                 if self._policy.always:
                     self._visible_end = end
+            self._after_sync(end)
         self.notify()
 
     def _make_room(self, adding: int, nbytes: int) -> None:

@@ -12,19 +12,21 @@ looks at them):
   writes the state below afresh.
 * ``<queue>.state``: the producers' shared state; its exclusive lock is the
   *append lock*, held around every write to the newest writer file (with
-  ``sync="always"`` around each put's write, in the buffered modes while puts are
-  staged in memory, at most about 50 ms) and around a rotation.  Whoever takes it
-  reads the state and, when another process wrote since, takes the file's end,
-  the tail id and the newest file from it: appends stay ordered and ids unique
-  and increasing across processes.
+  ``sync="always"`` from a put's write until the group commit's fsync, in the
+  buffered modes while puts are staged in memory, at most about 50 ms) and around
+  a rotation.  Whoever takes it reads the state and, when another process wrote
+  since, takes the file's end, the tail id and the newest file from it: appends
+  stay ordered and ids unique and increasing across processes.
 * ``<queue>.sync``: the cross-process group commit's lock (see
   :meth:`SharedState.sync_lock`).
 
-The state record (little-endian, 84 bytes at offset 0; then 12 bytes at 96):
+The state record (little-endian, 76 bytes at offset 0; then 12 bytes at 96 and
+8 at 112):
 
     magic "EQSTATE1", gen u64, rotating u64, segment u64, end u64, tail i64,
     first_id i64 (0: none), written u64, segment_start u64, crc32 u32
     synced u64, crc32 u32
+    knock u64
 
 ``gen`` changes at every write of the record; ``segment`` is the newest writer
 file's number and ``end`` where its valid records end; ``tail`` the last id,
@@ -44,10 +46,21 @@ set): the next one to take the append lock sees it and re-reads the newest file
 as the recovery does (:func:`engine.queue.recover.resync`): whole, checksummed
 batches are kept, a torn one is cut.  Reads without the lock (readers looking for
 new data) check the crc32 and read again when a write was under way.
+
+``knock`` is how a producer that finds the append lock taken asks for it
+(:meth:`SharedState.lock` writes a value never written before, then waits).  A
+producer alone with ``sync="always"`` whose threads keep writing holds the lock
+from one group commit to the next instead of taking it for each (each take is
+a lock, a read of the record and a look at the file's size; each release a
+write of the record and an unlock): it looks at ``knock`` at most every
+:data:`KNOCK_PERIOD` and lets the lock go when the value changed, and at once
+when a group commit finds nothing written during its fsync.  So a newcomer
+waits at most about that long plus one fsync.
 """
 
 from __future__ import annotations
 
+import os
 import struct
 import time
 import zlib
@@ -64,6 +77,15 @@ _RECORD = struct.Struct("<8sQQQQqqQQ")
 _CRC = struct.Struct("<I")
 _SYNCED_AT = 96
 _SYNCED = struct.Struct("<QI")
+_KNOCK_AT = 112
+_KNOCK = struct.Struct("<Q")
+assert _RECORD.size + _CRC.size == 76 <= _SYNCED_AT and _SYNCED_AT + _SYNCED.size <= _KNOCK_AT
+_VIEW_SIZE = _KNOCK_AT + _KNOCK.size  # one read covers the record and the knock
+
+#: How often a producer holding the append lock across group commits looks for
+#: a knock (seconds): what a producer asking for the lock waits, at most, beyond
+#: one fsync.
+KNOCK_PERIOD = 0.005
 
 #: How often a producer alone tries the exclusive ``<queue>.lock`` before it
 #: takes another process's shared hold for granted (a reader's probe holds it for
@@ -91,6 +113,8 @@ class SharedView:
     first_id: int | None
     written: int
     segment_start: int
+    #: The knock value when this view was read (not part of the record's bytes).
+    knock: int = 0
 
     def pack(self) -> bytes:
         body = _RECORD.pack(
@@ -113,6 +137,7 @@ class SharedState:
     def __init__(self, fs: FileSystem, directory: str, queue: str) -> None:
         self.path = naming.join(directory, state_name(queue))
         self._handle: FileHandle = fs.open(self.path, OpenMode.CREATE)
+        self._knocks = 0  # this producer's knocks so far (see :meth:`knock`)
         try:
             self._sync: FileHandle = fs.open(naming.join(directory, sync_lock_name(queue)), OpenMode.CREATE)
         except BaseException:
@@ -127,8 +152,28 @@ class SharedState:
 
     # -- the append lock -------------------------------------------------------------
     def lock(self) -> None:
-        """Take the append lock (waits for the producer that holds it)."""
+        """Take the append lock; when another producer holds it, knock (see the
+        module docstring) and wait for it."""
+        try:
+            self._handle.lock(exclusive=True, blocking=False)
+            return
+        except LockedError:
+            pass
+        self.knock()
         self._handle.lock(exclusive=True, blocking=True)
+
+    def knock(self) -> None:
+        """Ask the holder of the append lock for it: write a knock value no
+        producer wrote before (this process's id and its count of knocks; a
+        holder only compares it with the value it saw when it took the lock)."""
+        self._knocks += 1
+        token = (os.getpid() << 32 | self._knocks & 0xFFFFFFFF) & 0xFFFFFFFFFFFFFFFF
+        self._write_at(_KNOCK_AT, _KNOCK.pack(token))
+
+    def knocked(self, seen: int) -> bool:
+        """Whether a producer knocked since the knock value was ``seen``."""
+        raw = self._read_at(_KNOCK_AT, _KNOCK.size)
+        return len(raw) == _KNOCK.size and _KNOCK.unpack(raw)[0] != seen
 
     def unlock(self) -> None:
         self._handle.unlock()
@@ -141,7 +186,7 @@ class SharedState:
         match is read again, ``tries`` times in all."""
         size = _RECORD.size + _CRC.size
         for _ in range(tries):
-            raw = self._read_at(0, size)
+            raw = self._read_at(0, _VIEW_SIZE)  # the knock too, in the same read
             if len(raw) < size:
                 return None
             body = raw[: _RECORD.size]
@@ -149,7 +194,8 @@ class SharedState:
                 magic, gen, rotating, segment, end, tail, first, written, start = _RECORD.unpack(body)
                 if magic != _MAGIC:
                     return None
-                return SharedView(gen, bool(rotating), segment, end, tail, first or None, written, start)
+                knock = _KNOCK.unpack_from(raw, _KNOCK_AT)[0] if len(raw) == _VIEW_SIZE else 0
+                return SharedView(gen, bool(rotating), segment, end, tail, first or None, written, start, knock)
         return None
 
     def write(self, view: SharedView) -> None:

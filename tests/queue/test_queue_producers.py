@@ -14,13 +14,14 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from engine.errors import FullError
-from engine.queue import Queue, codec, limits
+from engine.queue import Queue, codec, limits, shared
 from engine.queue.segments import create_segment
 
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -254,3 +255,106 @@ def test_limits_count_readers_open_in_other_producers(tmp_path: Path, monkeypatc
         sized.put(b"x" * 200)
     sized.close()
     consumer_side.close()
+
+
+def test_a_lone_producer_keeps_the_append_lock_while_busy_and_yields_it_to_a_knock(tmp_path: Path) -> None:
+    """sync="always", alone: the append lock stays held from one group commit to
+    the next while puts keep coming; it goes when a group commit finds nothing
+    written during its fsync, or when another producer knocked."""
+    d = str(tmp_path)
+    a = Queue.open(d, "q", sync="always", **NOCKPT)
+    try:
+
+        def write_one(data: bytes) -> None:  # a put's steps, without waiting for the fsync
+            with a._lock:
+                a._stage(data, None, 0, a._now_ms())
+                a._write_for_commit()
+
+        write_one(b"one")
+        assert a._held
+        with a._lock:
+            a._flush_for_sync()  # before the fsync: kept (alone, sync="always")
+            end = a._written_end
+        assert a._held
+        write_one(b"two")  # written during the fsync
+        with a._lock:
+            a._after_sync(end)
+        assert a._held  # busy and nobody knocked: kept
+        with a._lock:
+            a._after_sync(a._written_end)  # nothing written during this fsync: idle
+        assert not a._held
+
+        write_one(b"three")
+        with a._lock:
+            end = a._written_end
+        write_one(b"four")
+        other = shared.SharedState(a.fs, d, "q")
+        try:
+            other.knock()
+        finally:
+            other.close()
+        with a._lock:
+            a._after_sync(end)
+        assert a._held  # the knock is looked at most every KNOCK_PERIOD
+        a._next_knock_look = 0.0
+        with a._lock:
+            a._after_sync(end)
+        assert not a._held  # knocked: the lock goes, the record published
+        view = a._state.read()
+        assert view is not None and view.tail == 4 and view.end == a._written_end
+        a.sync()
+    finally:
+        a.close()
+    assert [data for _, data in drain(d)] == [b"one", b"two", b"three", b"four"]
+
+
+def test_a_second_producer_gets_in_while_a_lone_one_keeps_putting(tmp_path: Path) -> None:
+    """Threads of a lone sync="always" producer put without pause (its fsyncs
+    slowed so that puts land during each one); a second producer opens and puts
+    all the same, long before the first stops."""
+    d = str(tmp_path)
+    a = Queue.open(d, "q", sync="always", **NOCKPT)
+    real = a._handle.fdatasync
+
+    def slow() -> None:
+        time.sleep(0.002)
+        real()
+
+    a._handle.fdatasync = slow  # type: ignore[method-assign]
+    stop = threading.Event()
+    acked: list[int] = []
+    guard = threading.Lock()
+
+    def work(tag: int) -> None:
+        i = 0
+        while not stop.is_set():
+            xid = a.put(b"a%d-%d" % (tag, i))
+            with guard:
+                acked.append(xid)
+            i += 1
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    watchdog = threading.Timer(20, stop.set)  # were the lock never yielded: stop, and fail below
+    watchdog.start()
+    try:
+        while len(acked) < 50:  # the first producer is busy
+            time.sleep(0.001)
+        started = time.monotonic()
+        with Queue.open(d, "q", sync="always", **NOCKPT) as b:
+            b_ids = [b.put(b"b-%d" % i) for i in range(5)]
+        waited = time.monotonic() - started
+        busy_meanwhile = not stop.is_set()
+    finally:
+        watchdog.cancel()
+        stop.set()
+        for t in threads:
+            t.join()
+        a.close()
+    assert busy_meanwhile and waited < 20  # got in while the first kept putting
+    got = drain(d)
+    ids = [xid for xid, _ in got]
+    assert ids == list(range(1, len(ids) + 1))
+    assert set(acked) | set(b_ids) == set(ids)
+    assert [data for xid, data in got if xid in b_ids] == [b"b-%d" % i for i in range(5)]
