@@ -3,6 +3,7 @@
     python3 -m benchmarks.spark                       # local[2], 1 million log records
     python3 -m benchmarks.spark --records 10000000    # the issue's size (needs ~3 GB of disk)
     python3 -m benchmarks.spark --cluster             # a standalone master + 2 one-core workers
+    python3 -m benchmarks.spark --only queue --queue-items 1000000   # the queue measure alone
 
 Data: ``--records`` log records with 80-byte payloads, written by the engine-log
 sink's segment writer (with ``.crc`` files), and a queue of ``--records / 10``
@@ -145,16 +146,28 @@ def standalone_cluster(workdir: str, workers: int = 2) -> Iterator[str]:
         log.close()
 
 
-def measure(spark: Any, root: str, n: int, queue_n: int, rounds: int) -> tuple[list[Row], list[Target]]:
-    log_ds, queue_dir = make_log(root, n), make_queue(root, queue_n)
-    log_pq, queue_pq = os.path.join(root, "log.parquet"), os.path.join(root, "queue.parquet")
-    spark.read.format("engine-log").load(log_ds).write.parquet(log_pq)  # Spark's writer, snappy
+def measure(spark: Any, root: str, n: int, queue_n: int, rounds: int,
+            only: str = "all") -> tuple[list[Row], list[Target]]:
+    """The measures (``only="queue"``: the queue's alone, no log written)."""
+    queue_dir = make_queue(root, queue_n)
+    queue_pq = os.path.join(root, "queue.parquet")
     spark.read.format("engine-queue").load(queue_dir).write.parquet(queue_pq)
+    q_df, q_pq_df = spark.read.format("engine-queue").load(queue_dir), spark.read.parquet(queue_pq)
+    assert q_df.count() == queue_n
+    queue_pair = ("queue full scan (7 columns)", noop(q_df), noop(q_pq_df), queue_n, 0.5)
+    pairs = [queue_pair] if only == "queue" else [*log_pairs(spark, root, n), queue_pair]
+    return paired_rounds(pairs, rounds)
+
+
+def log_pairs(spark: Any, root: str, n: int) -> list[tuple[str, Callable[[], Any], Callable[[], Any], int, float]]:
+    """The log measures: (name, source action, Parquet action, rows, target)."""
+    log_ds = make_log(root, n)
+    log_pq = os.path.join(root, "log.parquet")
+    spark.read.format("engine-log").load(log_ds).write.parquet(log_pq)  # Spark's writer, snappy
     log_df, log_pq_df = spark.read.format("engine-log").load(log_ds), spark.read.parquet(log_pq)
     pruned = spark.read.format("engine-log").schema(INDEX_SCHEMA).load(log_ds)
-    q_df, q_pq_df = spark.read.format("engine-queue").load(queue_dir), spark.read.parquet(queue_pq)
-    assert log_df.count() == log_pq_df.count() == pruned.count() == n and q_df.count() == queue_n
-    pairs = [
+    assert log_df.count() == log_pq_df.count() == pruned.count() == n
+    return [
         ("log full scan (7 columns)", noop(log_df), noop(log_pq_df), n, 0.8),
         ("log count(), default schema", log_df.count, log_pq_df.count, n, 1.0),
         ("log select(index, time), default schema", noop(log_df.select("index", "time")),
@@ -162,8 +175,12 @@ def measure(spark: Any, root: str, n: int, queue_n: int, rounds: int) -> tuple[l
         (f"log count(), schema({INDEX_SCHEMA!r})", pruned.count, log_pq_df.count, n, 1.0),
         (f"log select(index, time), schema({INDEX_SCHEMA!r})", noop(pruned.select("index", "time")),
          noop(log_pq_df.select("index", "time")), n, 1.0),
-        ("queue full scan (7 columns)", noop(q_df), noop(q_pq_df), queue_n, 0.5),
     ]
+
+
+def paired_rounds(pairs: list[tuple[str, Callable[[], Any], Callable[[], Any], int, float]],
+                  rounds: int) -> tuple[list[Row], list[Target]]:
+    """Run each pair's source and Parquet actions alternately, ``rounds`` rounds after a warm-up."""
     for _name, source, parquet, _n, _target in pairs:  # warm-up: JIT, Python workers, page cache
         source()
         parquet()
@@ -198,8 +215,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--records", type=int, default=1_000_000, help="log records (default 1,000,000; at most 10 M)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--cluster", action="store_true", help="a standalone master with 2 one-core workers")
+    ap.add_argument("--only", choices=("all", "queue"), default="all",
+                    help="queue: only the queue measure (no log written)")
+    ap.add_argument("--queue-items", type=int, default=None, help="queue items (default --records / 10)")
     args = ap.parse_args(argv)
     n = min(args.records, 10_000_000)
+    queue_n = max(1, n // 10) if args.queue_items is None else max(1, args.queue_items)
     from engine.spark.session import build_session
 
     load_before = os.getloadavg()
@@ -209,14 +230,14 @@ def main(argv: list[str] | None = None) -> int:
                 spark = build_session(url, "engine-bench", shuffle_partitions=2,
                                       conf={"spark.executor.memory": "768m", "spark.cores.max": "2"})
                 try:
-                    rows, targets = measure(spark, root, n, max(1, n // 10), args.rounds)
+                    rows, targets = measure(spark, root, n, queue_n, args.rounds, args.only)
                 finally:
                     spark.stop()
             where = "standalone cluster, 2 one-core executors"
         else:
             spark = build_session("local[2]", "engine-bench", shuffle_partitions=2)
             try:
-                rows, targets = measure(spark, root, n, max(1, n // 10), args.rounds)
+                rows, targets = measure(spark, root, n, queue_n, args.rounds, args.only)
             finally:
                 spark.stop()
             where = "local[2]"
@@ -224,8 +245,12 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(Row("load average (1 min) before / after", load[0], "", f"before {load_before[0]:.2f}, "
                     f"after {load[0]:.2f} (5 min: {load[1]:.2f})",
                     extra={"before": load_before[0], "after": load[0], "after_5min": load[1]}))
-    report(f"Spark scans of {n:,} 80-byte log records and {max(1, n // 10):,} queue items ({where}, noop sink)",
-           rows, targets=targets, json_path=RESULTS_CLUSTER if args.cluster else RESULTS)
+    what = f"{n:,} 80-byte log records and " if args.only == "all" else ""
+    json_path = RESULTS_CLUSTER if args.cluster else RESULTS
+    if args.only != "all":  # a subset does not replace the full run's results
+        json_path = json_path.replace(".json", f"_{args.only}.json")
+    report(f"Spark scans of {what}{queue_n:,} queue items ({where}, noop sink)",
+           rows, targets=targets, json_path=json_path)
     return 0
 
 

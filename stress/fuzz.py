@@ -13,6 +13,9 @@ Targets:
 
 * ``queue``: ``engine.queue._native.decode_batch`` against
   ``engine.queue.codec.decode_batch`` (libkestrel journal records and CHECKs);
+* ``queue_columns``: ``engine.queue._native.decode_columns`` against
+  ``engine.queue.codec.decode_columns`` (the same records decoded into columns:
+  the Spark queue source's decoder);
 * ``events``: ``engine.events._native.read_runs`` against
   ``engine.events.runs.read_runs_py`` (a file journal chain walk, with and without
   ``data.crc`` entries);
@@ -41,6 +44,7 @@ from typing import Any
 #: Targets and the native module each needs.
 TARGETS = {
     "queue": "engine.queue._native",
+    "queue_columns": "engine.queue._native",
     "events": "engine.events._native",
     "kv": "engine.kv._native",
     "applog": "engine.applog._native",
@@ -93,6 +97,28 @@ def queue_target() -> Callable[[bytes], None]:
             results.append((got, [(type(p), tuple(p)) for p in out]))
         if results[0] != results[1]:
             raise AssertionError(f"queue decode_batch twins differ on {data.hex()}: {results[0]} != {results[1]}")
+
+    return one
+
+
+def queue_columns_target() -> Callable[[bytes], None]:
+    """decode_columns(buf, pos, checked, max_items) on both twins."""
+    from engine.queue import codec
+
+    native = importlib.import_module(TARGETS["queue_columns"])
+
+    def one(data: bytes) -> None:
+        src = _Input(data)
+        pos = src.small(-4, 64)
+        checked = bool(src.small(0, 1))
+        max_items = src.small(-1, 64)
+        buf = src.rest()
+        got = [
+            _outcome(lambda d=decode: d(buf, pos, checked, max_items))  # type: ignore[misc]
+            for decode in (codec.decode_columns, native.decode_columns)
+        ]
+        if got[0] != got[1]:
+            raise AssertionError(f"queue decode_columns twins differ on {data.hex()}: {got[0]} != {got[1]}")
 
     return one
 
@@ -199,7 +225,13 @@ def applog_target() -> Callable[[bytes], None]:
     return one
 
 
-BUILDERS = {"queue": queue_target, "events": events_target, "kv": kv_target, "applog": applog_target}
+BUILDERS = {
+    "queue": queue_target,
+    "queue_columns": queue_columns_target,
+    "events": events_target,
+    "kv": kv_target,
+    "applog": applog_target,
+}
 
 
 def run_one(target: str, seconds: int, corpus: str | None) -> None:

@@ -1,11 +1,14 @@
-/* The compiled twins of engine.queue.codec.decode_batch (the readers' hot loop) and
- * of engine.queue.codec.encode_check (the writer's CRC of each write).
+/* The compiled twins of engine.queue.codec.decode_batch (the readers' hot loop), of
+ * engine.queue.codec.decode_columns (the batch readers' columnar decode: the Spark
+ * queue source) and of engine.queue.codec.encode_check (the writer's CRC of each
+ * write).
  *
  * Each replaces one pure codec function, chosen once per process at import by
  * engine.queue.segments (engine.native.load); the Python function is the reference
  * that ENGINE_PURE_PYTHON=1 runs and that tests/queue/test_queue_native.py compares
  * each one against: the same PUT tuples appended to ``out``, the same return value
- * (bytes), the same exceptions.  Layouts (little-endian, see engine/queue/codec.py):
+ * (bytes; the same PutColumns), the same exceptions.  Layouts (little-endian, see
+ * engine/queue/codec.py):
  *
  *   PUT 0x86: i32 size | i32 error_count | i64 xid | i64 add_time            (24 bytes) data
  *   PUT 0x88: i32 size | i32 error_count | i64 xid | i64 add_time | i64 expire (32 bytes) data
@@ -18,6 +21,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "crc32.h"
 
@@ -26,6 +30,7 @@ static PyObject *decode_record;    /* engine.queue.codec.decode_record */
 static PyObject *incomplete_exc;   /* engine.queue.codec.Incomplete */
 static PyObject *bad_record_exc;   /* engine.queue.codec.BadRecord */
 static PyObject *mismatch_exc;     /* engine.queue.codec.ChecksumMismatch */
+static PyObject *columns_type;     /* engine.queue.codec.PutColumns */
 static long long max_errors;       /* engine.queue.codec.MAX_ERROR_COUNT */
 
 static int
@@ -41,10 +46,11 @@ load_codec(void)
     incomplete_exc = PyObject_GetAttrString(codec, "Incomplete");
     bad_record_exc = PyObject_GetAttrString(codec, "BadRecord");
     mismatch_exc = PyObject_GetAttrString(codec, "ChecksumMismatch");
+    columns_type = PyObject_GetAttrString(codec, "PutColumns");
     put_type = PyObject_GetAttrString(codec, "Put");
     Py_DECREF(codec);
     if (limit == NULL || decode_record == NULL || incomplete_exc == NULL || bad_record_exc == NULL ||
-        mismatch_exc == NULL || put_type == NULL) {
+        mismatch_exc == NULL || columns_type == NULL || put_type == NULL) {
         Py_XDECREF(limit);
         Py_CLEAR(put_type);
         return -1;
@@ -251,6 +257,217 @@ done:
     return result;
 }
 
+/* Raise ChecksumMismatch(offset, check_offset, covered, length) as the reference does. */
+static void
+raise_mismatch(Py_ssize_t offset, Py_ssize_t check_offset, Py_ssize_t covered, uint32_t length)
+{
+    PyObject *exc = PyObject_CallFunction(mismatch_exc, "nnnk", offset, check_offset, covered, (unsigned long)length);
+    if (exc != NULL) {
+        PyErr_SetObject(mismatch_exc, exc);
+        Py_DECREF(exc);
+    }
+}
+
+/* decode_columns(buf, pos, checked, max_items=65536): the compiled twin of
+ * engine.queue.codec.decode_columns.  Two passes: the first walks and checks the
+ * records exactly as the reference does (CHECK CRCs, framing, sizes; other
+ * records through the Python decode_record) and notes where each PUT starts; the
+ * second fills the columns of the PUTs a CHECK vouched for, from those offsets
+ * (records the first pass accepted, each one bounds-checked again). */
+static PyObject *
+decode_columns(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"buf", "pos", "checked", "max_items", NULL};
+    Py_buffer view;
+    Py_ssize_t pos, max_items = 65536;
+    int checked;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*np|n", kwlist, &view, &pos, &checked, &max_items))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t *starts = NULL; /* offsets of the PUT records decoded, in order */
+    Py_ssize_t cap = 0;
+    PyObject *cols[7] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    if (load_codec() < 0)
+        goto done;
+    if (pos < 0) {
+        PyErr_SetString(PyExc_ValueError, "pos must be >= 0");
+        goto done;
+    }
+    if (max_items < 1) {
+        PyErr_SetString(PyExc_ValueError, "max_items must be >= 1");
+        goto done;
+    }
+    const unsigned char *p = view.buf;
+    const Py_ssize_t size = view.len;
+    const Py_ssize_t first = pos;
+    Py_ssize_t since = pos, end = pos, n = 0, vouched = 0, data_all = 0, data_vouched = 0;
+    const char *stop = "more";
+    while (vouched < max_items) {
+        if (pos >= size) {
+            stop = "end";
+            break;
+        }
+        unsigned char cmd = p[pos];
+        if (cmd == 0x86 || cmd == 0x88) {
+            Py_ssize_t start = pos + (cmd == 0x86 ? 25 : 33);
+            if (start > size) {
+                stop = "incomplete";
+                break;
+            }
+            int32_t length = le_i32(p + pos + 1), errors = le_i32(p + pos + 5);
+            int64_t xid = le_i64(p + pos + 9);
+            if (length >= 0 && xid > 0 && errors >= 0 && errors <= max_errors) {
+                if (length > size - start) {
+                    stop = "incomplete";
+                    break;
+                }
+                if (n == cap) {
+                    Py_ssize_t grown = cap ? 2 * cap : 1024;
+                    Py_ssize_t *more = PyMem_Realloc(starts, (size_t)grown * sizeof *starts);
+                    if (more == NULL) {
+                        PyErr_NoMemory();
+                        goto done;
+                    }
+                    starts = more;
+                    cap = grown;
+                }
+                starts[n++] = pos;
+                data_all += length;
+                pos = start + length;
+                if (!checked) {
+                    vouched = n;
+                    data_vouched = data_all;
+                    end = pos;
+                }
+                continue;
+            }
+        } else if (cmd == 0x22) {
+            if (pos + 9 > size) {
+                stop = "incomplete";
+                break;
+            }
+            if (checked) {
+                uint32_t want = le_u32(p + pos + 1), length = le_u32(p + pos + 5);
+                Py_ssize_t total = pos - since;
+                if ((Py_ssize_t)length != total || crc_of(p, since, pos, 0) != want) {
+                    if (vouched)
+                        break; /* "more": the PUTs vouched for first, the error on the next call */
+                    raise_mismatch(since, pos, total, length);
+                    goto done;
+                }
+                vouched = n;
+                data_vouched = data_all;
+                since = pos + 9;
+            }
+            pos += 9;
+            if (!checked)
+                end = pos;
+            continue;
+        }
+        /* Anything else (and PUTs with impossible fields, to get the right error). */
+        PyObject *decoded = PyObject_CallFunction(decode_record, "On", view.obj, pos);
+        if (decoded == NULL) {
+            if (PyErr_ExceptionMatches(incomplete_exc)) {
+                PyErr_Clear();
+                stop = "incomplete";
+                break;
+            }
+            if (PyErr_ExceptionMatches(bad_record_exc) && vouched) {
+                PyErr_Clear();
+                break; /* "more", as above */
+            }
+            goto done;
+        }
+        PyObject *record = PyTuple_GetItem(decoded, 0);
+        PyObject *end_obj = PyTuple_GetItem(decoded, 1);
+        if (record == NULL || end_obj == NULL) {
+            Py_DECREF(decoded);
+            goto done;
+        }
+        if (record == Py_None) {
+            Py_DECREF(decoded);
+            stop = "marker";
+            break;
+        }
+        Py_ssize_t record_end = PyLong_AsSsize_t(end_obj);
+        Py_DECREF(decoded);
+        if (record_end == -1 && PyErr_Occurred())
+            goto done;
+        if (record_end <= pos || record_end > size) {
+            PyErr_SetString(PyExc_SystemError, "decode_record returned an end outside the buffer");
+            goto done;
+        }
+        pos = record_end; /* not a PUT (a valid one takes the path above): skipped */
+        if (!checked)
+            end = pos;
+    }
+    if (checked)
+        end = since;
+
+    /* Second pass: the columns of the first ``vouched`` PUTs. */
+    cols[0] = PyBytes_FromStringAndSize(NULL, 8 * vouched);          /* ids */
+    cols[1] = PyBytes_FromStringAndSize(NULL, 8 * vouched);          /* add_times */
+    cols[2] = PyBytes_FromStringAndSize(NULL, 8 * vouched);          /* expire_times */
+    cols[3] = PyBytes_FromStringAndSize(NULL, vouched);              /* has_expiry */
+    cols[4] = PyBytes_FromStringAndSize(NULL, 4 * vouched);          /* error_counts */
+    cols[5] = PyBytes_FromStringAndSize(NULL, 8 * (vouched + 1));    /* offsets */
+    cols[6] = PyBytes_FromStringAndSize(NULL, data_vouched);         /* data */
+    for (int i = 0; i < 7; i++)
+        if (cols[i] == NULL)
+            goto done;
+    unsigned char *ids = (unsigned char *)PyBytes_AS_STRING(cols[0]);
+    unsigned char *adds = (unsigned char *)PyBytes_AS_STRING(cols[1]);
+    unsigned char *exps = (unsigned char *)PyBytes_AS_STRING(cols[2]);
+    unsigned char *has = (unsigned char *)PyBytes_AS_STRING(cols[3]);
+    unsigned char *errs = (unsigned char *)PyBytes_AS_STRING(cols[4]);
+    unsigned char *offs = (unsigned char *)PyBytes_AS_STRING(cols[5]);
+    unsigned char *data = (unsigned char *)PyBytes_AS_STRING(cols[6]);
+    memset(offs, 0, 8);
+    Py_ssize_t filled = 0;
+    int ascending = 1;
+    int64_t previous = 0;
+    for (Py_ssize_t k = 0; k < vouched; k++) {
+        Py_ssize_t at = starts[k];
+        int expiry = p[at] == 0x88;
+        Py_ssize_t start = at + (expiry ? 33 : 25);
+        int32_t length = le_i32(p + at + 1);
+        if (at < first || start > size || length < 0 || length > size - start || length > data_vouched - filled) {
+            PyErr_SetString(PyExc_SystemError, "decode_columns: a PUT moved between its passes");
+            goto done;
+        }
+        int64_t xid = le_i64(p + at + 9);
+        if (k > 0 && xid <= previous)
+            ascending = 0;
+        previous = xid;
+        memcpy(ids + 8 * k, p + at + 9, 8);
+        memcpy(adds + 8 * k, p + at + 17, 8);
+        if (expiry)
+            memcpy(exps + 8 * k, p + at + 25, 8);
+        else
+            memset(exps + 8 * k, 0, 8);
+        has[k] = (unsigned char)expiry;
+        memcpy(errs + 4 * k, p + at + 5, 4);
+        memcpy(data + filled, p + start, (size_t)length);
+        filled += length;
+        uint64_t off = (uint64_t)filled;
+        for (int b = 0; b < 8; b++)
+            offs[8 * (k + 1) + b] = (unsigned char)(off >> (8 * b));
+    }
+    if (filled != data_vouched) {
+        PyErr_SetString(PyExc_SystemError, "decode_columns: the data column does not add up");
+        goto done;
+    }
+    result = PyObject_CallFunction(columns_type, "nnsnOOOOOOOO", end, pos, stop, vouched,
+                                   ascending ? Py_True : Py_False, cols[0], cols[1], cols[2], cols[3], cols[4],
+                                   cols[5], cols[6]);
+done:
+    for (int i = 0; i < 7; i++)
+        Py_XDECREF(cols[i]);
+    PyMem_Free(starts);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* encode_check(records): the CHECK record covering ``records``, exactly as
  * engine.queue.codec.encode_check (0x22, crc32, length; the writer's CRC of each
  * write).  Lengths that do not fit the record's u32 go to the reference, for its
@@ -285,13 +502,16 @@ static PyMethodDef module_methods[] = {
     {"decode_batch", (PyCFunction)(void (*)(void))decode_batch, METH_VARARGS | METH_KEYWORDS,
      "decode_batch(buf, pos, out, crc=None, covered=0, *, max_records=4096): "
      "the compiled twin of engine.queue.codec.decode_batch."},
+    {"decode_columns", (PyCFunction)(void (*)(void))decode_columns, METH_VARARGS | METH_KEYWORDS,
+     "decode_columns(buf, pos, checked, max_items=65536): "
+     "the compiled twin of engine.queue.codec.decode_columns."},
     {"encode_check", encode_check, METH_O,
      "encode_check(records): the compiled twin of engine.queue.codec.encode_check."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "engine.queue._native", "Compiled twins of engine.queue.codec.decode_batch and encode_check.", -1,
+    PyModuleDef_HEAD_INIT, "engine.queue._native", "Compiled twins of engine.queue.codec.decode_batch, decode_columns and encode_check.", -1,
     module_methods, NULL, NULL, NULL, NULL,
 };
 

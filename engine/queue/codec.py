@@ -25,6 +25,7 @@ import struct
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import NamedTuple
 
 # Magic bytes, in file order.
@@ -448,6 +449,152 @@ def decode_batch(
     if not checked:
         return pos, stop, len(out), 0, 0
     return pos, stop, verified, _crc32(view[since:pos], running), covered + pos - since
+
+
+class PutColumns(NamedTuple):
+    """The PUTs of a run of records as columns (:func:`decode_columns`).
+
+    Each column is little-endian machine data in a ``bytes`` object, ready to be
+    wrapped without a copy (``numpy.frombuffer``, ``pyarrow.py_buffer``): ``ids``,
+    ``add_times`` and ``expire_times`` are ``items`` i64 (ms; ``expire_times`` is 0
+    where ``has_expiry`` is 0), ``has_expiry`` ``items`` bytes of 0 or 1,
+    ``error_counts`` ``items`` i32, ``offsets`` ``items + 1`` i64 (Arrow style:
+    item ``k``'s data is ``data[offsets[k]:offsets[k + 1]]``, ``offsets[0] == 0``).
+    """
+
+    end: int  #: offset just past the last record the columns cover (a CHECK, in files with CHECKs)
+    scanned: int  #: where decoding stopped (bytes in ``[end, scanned)`` await a CHECK)
+    stop: str  #: why it stopped: "end", "incomplete", "marker" or "more" (see decode_columns)
+    items: int  #: PUTs in the columns
+    ascending: bool  #: each id is above the one before it (the cursor's rule; checked by the caller)
+    ids: bytes
+    add_times: bytes
+    expire_times: bytes
+    has_expiry: bytes
+    error_counts: bytes
+    offsets: bytes
+    data: bytes
+
+
+def decode_columns(buf: bytes, pos: int, checked: bool, max_items: int = 65536) -> PutColumns:
+    """The PUTs of the records from ``buf[pos:]`` as columns: the batch readers'
+    decoder (the Spark queue source), with every check :func:`decode_batch` makes.
+
+    ``checked``: the file uses CHECK records (this engine's); ``pos`` must then be
+    a CHECK boundary (just after a CHECK, or the file's first record), and only
+    PUTs a matching CHECK vouches for are returned: ``end`` is just past that
+    CHECK, ``scanned - end`` bytes after it were decoded but wait for theirs (the
+    caller decodes them again from ``end`` once it has more bytes).  Without CHECKs
+    (libkestrel's files) every whole PUT counts, and ``end == scanned``.
+
+    ``stop`` is "end" (the buffer ended at a record boundary, at ``scanned``),
+    "incomplete" (inside the record at ``scanned``), "marker" (0x00 at ``scanned``)
+    or "more": ``max_items`` PUTs were reached (at a CHECK: batches are never
+    split), or a bad record or a CHECK that does not match follows the PUTs
+    returned, which the next call (from ``end``) raises.  Raises :class:`BadRecord`
+    (:class:`ChecksumMismatch`) only when it has no PUT to return first, with the
+    offset :func:`decode_batch` gives it (a mismatch: where the bytes the CHECK
+    covers start).  Records other than PUT and CHECK are skipped, as the cursor
+    does.  Data lengths are bounded by the buffer, so nothing is allocated beyond
+    it.
+    """
+    if pos < 0:
+        raise ValueError("pos must be >= 0")
+    if max_items < 1:
+        raise ValueError("max_items must be >= 1")
+    size = len(buf)
+    view = memoryview(buf)
+    ids: list[int] = []
+    adds: list[int] = []
+    expires: list[int] = []
+    has: list[int] = []
+    errs: list[int] = []
+    datas: list[bytes] = []
+    since = end = pos  # start of the bytes since the last CHECK; end of the records vouched for
+    vouched = 0  # PUTs vouched for (all of them in a file without CHECKs)
+    stop = "more"
+    while vouched < max_items:
+        if pos >= size:
+            stop = "end"
+            break
+        cmd = buf[pos]
+        if cmd in (PUT_BYTE, PUT_BYTE_EXPIRY):
+            start = pos + (25 if cmd == PUT_BYTE else 33)
+            if start > size:
+                stop = "incomplete"
+                break
+            if cmd == PUT_BYTE:
+                length, errors, xid, add_time = PUT_HEADER.unpack_from(buf, pos + 1)
+                expire = None
+            else:
+                length, errors, xid, add_time, expire = PUT_HEADER_EXPIRY.unpack_from(buf, pos + 1)
+            if length >= 0 and xid > 0 and 0 <= errors <= MAX_ERROR_COUNT:
+                if start + length > size:
+                    stop = "incomplete"
+                    break
+                ids.append(xid)
+                adds.append(add_time)
+                expires.append(0 if expire is None else expire)
+                has.append(expire is not None)
+                errs.append(errors)
+                datas.append(buf[start : start + length])
+                pos = start + length
+                if not checked:
+                    vouched, end = len(ids), pos
+                continue
+        elif cmd == CHECK_BYTE:
+            if pos + 9 > size:
+                stop = "incomplete"
+                break
+            if checked:
+                want, length = CHECK.unpack_from(buf, pos + 1)
+                if length != pos - since or zlib.crc32(view[since:pos]) != want:
+                    if vouched:
+                        break  # "more": the PUTs vouched for first, the error on the next call
+                    raise ChecksumMismatch(since, pos, pos - since, length)
+                vouched, since = len(ids), pos + 9
+            pos += 9
+            if not checked:
+                end = pos
+            continue
+        # Anything else (and PUTs with impossible fields, to get the right error).
+        try:
+            record, record_end = decode_record(buf, pos)
+        except Incomplete:
+            stop = "incomplete"
+            break
+        except BadRecord:
+            if vouched:
+                break  # "more", as above
+            raise
+        if record is None:
+            stop = "marker"
+            break
+        pos = record_end  # not a PUT (a valid one takes the path above): skipped
+        if not checked:
+            end = pos
+    if checked:
+        end = since
+    del ids[vouched:], adds[vouched:], expires[vouched:], has[vouched:], errs[vouched:], datas[vouched:]
+    offsets = [0]
+    total = 0
+    for data in datas:
+        total += len(data)
+        offsets.append(total)
+    return PutColumns(
+        end,
+        pos,
+        stop,
+        vouched,
+        all(a < b for a, b in pairwise(ids)),
+        struct.pack(f"<{vouched}q", *ids),
+        struct.pack(f"<{vouched}q", *adds),
+        struct.pack(f"<{vouched}q", *expires),
+        bytes(has),
+        struct.pack(f"<{vouched}i", *errs),
+        struct.pack(f"<{vouched + 1}q", *offsets),
+        b"".join(datas),
+    )
 
 
 def check_magic(head: bytes, magic: bytes) -> bool:

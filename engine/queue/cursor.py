@@ -24,17 +24,25 @@ import logging
 import operator
 import threading
 import time
+from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from engine.errors import CorruptFileError
 from engine.fs import FileHandle, FileSystem, probe_lock
+from engine.native import load
 from engine.queue import codec, naming
 from engine.queue.segments import RecordScanner, Segment, corrupt, open_segment_handle, read_first_id
 
 log = logging.getLogger("engine.queue")
 _first = operator.itemgetter(0)
+
+#: The batch readers' columnar decoder: the compiled twin of
+#: :func:`codec.decode_columns` when it is built (``engine/queue/_native.c``), chosen
+#: once per process; the pure function otherwise, and always with ``ENGINE_PURE_PYTHON=1``.
+_NATIVE = load("engine.queue._native")
+decode_columns = codec.decode_columns if _NATIVE is None else _NATIVE.decode_columns
 
 
 class JournalSource(Protocol):
@@ -152,7 +160,15 @@ class WakeUps:
 class PollingSource(WakeUps):
     """Writer files seen from another process: poll sizes and the directory."""
 
-    def __init__(self, fs: FileSystem, directory: str, queue: str, max_item_size: int, poll_interval: float) -> None:
+    def __init__(
+        self,
+        fs: FileSystem,
+        directory: str,
+        queue: str,
+        max_item_size: int,
+        poll_interval: float,
+        known: Sequence[Segment] = (),
+    ) -> None:
         # ``max_item_size`` is not used: a reader reads whatever item a valid file
         # holds, bounded by the file's size (the limit is what a writer accepts).
         # The argument stays until engine/spark/queuesource.py stops passing it.
@@ -161,7 +177,9 @@ class PollingSource(WakeUps):
         self.directory = directory
         self.queue = queue
         self.poll_interval = poll_interval
-        self._segments: list[Segment] = []
+        # ``known``: files listed already with their first ids (a Spark task gets its
+        # plan's), not read again; the listing still decides which files exist.
+        self._segments: list[Segment] = list(known)
         self._listed_at = 0.0
         self.poll_period = poll_interval
         self._init_wakeups()
@@ -449,3 +467,150 @@ class JournalCursor:
             self._handle.close()
         self._handle = None
         self._scanner = None
+
+
+#: Bytes a :class:`ColumnScanner` reads at a time (more for a run of records bigger than this).
+COLUMN_CHUNK = 8 << 20
+#: PUTs per run a :class:`ColumnCursor` returns (about: runs end at a CHECK).
+COLUMN_ITEMS = 65536
+
+
+class ColumnScanner(RecordScanner):
+    """A :class:`RecordScanner` for batch reads: :meth:`next_columns` decodes the
+    verified PUTs of large chunks of the file into columns (:func:`codec.decode_columns`).
+
+    Every decode starts at a CHECK boundary (``_resume``): records after the last
+    CHECK in a chunk are decoded again with the next chunk rather than carried.
+    :attr:`offset` is where the last decode stopped and :attr:`unverified` the
+    bytes from the boundary to there, as for :meth:`RecordScanner.next_batch`, so
+    the cursor's stall and reread logic applies unchanged.
+    """
+
+    def __init__(
+        self, handle: FileHandle, offset: int, chunk: int = COLUMN_CHUNK, max_items: int = COLUMN_ITEMS
+    ) -> None:
+        super().__init__(handle, offset, chunk)
+        self.max_items = max_items
+        self._resume = offset
+        #: Where the records of the columns last returned start (a CHECK boundary).
+        self.run_start = offset
+
+    def rewind_to(self, offset: int) -> None:
+        super().rewind_to(offset)
+        self._resume = offset
+
+    def next_columns(self, limit: int) -> codec.PutColumns | None:
+        """The next verified PUTs of records ending by ``limit``, as columns (at
+        least one PUT); None: nothing more now (:attr:`stop` says why, as for
+        :meth:`RecordScanner.next_batch`).  A malformed record or a CHECK that
+        does not match is raised only once the PUTs before it have been returned."""
+        while True:
+            buf = self._buf
+            pos = self._resume - self._buf_off
+            if 0 <= pos < len(buf):
+                if self.checked is None:
+                    self.checked = self._uses_checks(buf, pos)
+                try:
+                    cols = decode_columns(buf, pos, self.checked, self.max_items)
+                except codec.BadRecord as exc:
+                    raise exc.shifted(self._buf_off) from None
+                self.run_start = self._resume
+                self._resume = self._buf_off + cols.end
+                self.offset = self._buf_off + cols.scanned
+                self._covered = cols.scanned - cols.end
+                if cols.items:
+                    return cols
+                if cols.stop == "marker":
+                    self.stop = "marker"
+                    if self.checked:
+                        self._check_after_marker(limit)
+                    return None
+                # nothing whole and verified in the buffer from the boundary: read more below
+            have_end = max(self._buf_off + len(self._buf), self.offset)
+            if have_end >= limit:
+                self.stop = "incomplete" if self.offset < limit else "end"
+                return None
+            pending_bytes = max(0, have_end - self._resume)
+            want = min(max(self._chunk, 2 * pending_bytes), limit - self._resume)
+            data = self.handle.read_at(self._resume, want)
+            self._buf, self._buf_off = data, self._resume
+            if len(data) <= pending_bytes:
+                self.stop = "incomplete" if data else "end"
+                return None
+
+
+class ColumnCursor(JournalCursor):
+    """A :class:`JournalCursor` for batch reads: the PUTs with ids above
+    ``after_id``, in order, across segments, as runs of columns (:meth:`next_columns`).
+
+    The same files, checks and errors as the item cursor (it is one: segment
+    choice, growing files, torn tails, rereads and the id order are its code);
+    only the decoding is columnar, so no Python object is made per item.
+    """
+
+    #: Bytes read at a time, and PUTs per run (about: runs end at a CHECK).
+    chunk = COLUMN_CHUNK
+    max_items = COLUMN_ITEMS
+
+    def _open(self, segment: Segment) -> None:
+        self.close()
+        self._handle = open_segment_handle(self.source.fs, segment.path, allow_short=True)
+        self._scanner = ColumnScanner(self._handle, codec.MAGIC_SIZE, self.chunk, self.max_items)
+        self.segment = segment
+
+    def _fill(self) -> bool:
+        raise TypeError("a ColumnCursor reads runs of items: next_columns(), not peek() / next()")
+
+    def next_columns(self) -> tuple[codec.PutColumns, int] | None:
+        """The next run of PUTs and the index of its first one above ``after_id``
+        (the ones before it are below the cursor's start); None: nothing readable now."""
+        if self.segment is None and not self._start():
+            return None
+        while True:
+            assert self.segment is not None and self._handle is not None
+            scanner = self._scanner
+            assert isinstance(scanner, ColumnScanner)
+            limit, growing = self.source.readable_end(self.segment, self._handle)
+            try:
+                cols = scanner.next_columns(limit)
+            except codec.BadRecord as exc:
+                if growing and self._reread():
+                    continue
+                raise corrupt(self.segment.path, exc) from None
+            if cols is None:
+                if growing:
+                    if (scanner.stop == "incomplete" or scanner.unverified) and self._judge_stall(limit):
+                        continue  # rewound to the last CHECK: read from there now
+                    return None  # wait for more (a record or its CHECK is being written)
+                if scanner.stop == "incomplete":
+                    path, offset = self.segment.path, scanner.offset
+                    raise CorruptFileError(path, offset, "a whole record", "the file ends inside it")
+                if scanner.unverified:
+                    raise CorruptFileError(
+                        self.segment.path,
+                        scanner.offset - scanner.unverified,
+                        "a CHECK record after the records from here",
+                        "the file ends without one",
+                    )
+                if not self._advance():
+                    return None
+                continue
+            ids = memoryview(cols.ids).cast("q")
+            if ids[0] <= self.last_id or not cols.ascending:
+                self._ids_go_back(ids, scanner.run_start)
+            self.last_id = ids[-1]
+            first = bisect_right(ids, self.after_id) if ids[0] <= self.after_id else 0
+            if first < cols.items:
+                return cols, first
+
+    def _ids_go_back(self, ids: memoryview, start: int) -> None:
+        """Raise the item cursor's error for a run whose ids do not increase."""
+        assert self.segment is not None
+        last = self.last_id
+        for xid in ids:
+            if xid <= last:
+                raise CorruptFileError(
+                    self.segment.path, start, f"item ids above {last} in the records from here", str(xid)
+                )
+            last = xid
+        raise AssertionError("unreachable: the ids increase")

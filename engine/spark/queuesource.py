@@ -8,12 +8,16 @@ journal and the reader checkpoint files alone — no lock taken, nothing changed
     spark.read.format("engine-queue").option("reader", "billing").load(dir)  # only that reader's items
 
 Partitions per (queue, reader): id ranges of about ``bytesPerPartition``
-journal bytes (default 16 MiB; :func:`split_points`).  ``queue`` and ``reader``
-(comma-separated names) choose what is read; by default every queue in the
-directories and every reader with a checkpoint file (the default reader ``""``
-when none has one).  Items are read through the queue's own journal cursor, so
-every check the queue's readers make applies; ``mode`` says what damage does.
-A schema given with ``.schema(...)`` (some of the columns) builds only those.
+journal bytes (default 256 MiB), at least ``minPartitions`` (default 2), ending
+at journal files' edges where they can (:func:`split_points`).  ``queue`` and
+``reader`` (comma-separated names) choose what is read; by default every queue
+in the directories and every reader with a checkpoint file (the default reader
+``""`` when none has one).  Items are read through the queue's own journal
+cursor in its columnar form (:class:`engine.queue.cursor.ColumnCursor`), so
+every check the queue's readers make applies, and each Arrow batch is built
+from the decoder's column buffers (no Python object per item); ``mode`` says
+what damage does.  A schema given with ``.schema(...)`` (some of the columns)
+builds only those.
 
 Streaming: a queue *reader* as a source whose items are confirmed once Spark has
 committed the micro-batch that carried them::
@@ -33,11 +37,9 @@ query) gets them again.
 from __future__ import annotations
 
 import logging
-from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
-from itertools import islice, pairwise
-from operator import itemgetter
-from typing import Any
+from itertools import pairwise
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -53,9 +55,9 @@ from engine.conventions import datetime_from_ms
 from engine.errors import ConfigError, EngineError
 from engine.fs import FileSystem, resolve
 from engine.queue import checkpoint, codec, naming
-from engine.queue.cursor import JournalCursor, PollingSource
+from engine.queue.cursor import ColumnCursor, PollingSource
 from engine.queue.diagnose import queue_names
-from engine.queue.segments import list_segments
+from engine.queue.segments import Segment, list_segments
 from engine.queue.state import ReaderState
 from engine.spark.batches import TIMESTAMP, guarded, ns_to_timestamp, record_batch, repeat_string
 from engine.spark.options import (
@@ -70,14 +72,20 @@ from engine.spark.options import (
 from engine.spark.schemas import QUEUE_SCHEMA
 
 SOURCE = "engine-queue"
-BATCH_OPTIONS = ("queue", "reader", "mode", "bytesPerPartition")
+BATCH_OPTIONS = ("queue", "reader", "mode", "bytesPerPartition", "minPartitions")
 STREAM_OPTIONS = ("queue", "reader", "maxRecordsPerTrigger")
 
 log = logging.getLogger("engine.spark")
 
-BATCH_ITEMS = 8192
-#: Journal bytes per partition of a batch read (option ``bytesPerPartition``).
-DEFAULT_BYTES_PER_PARTITION = 16 << 20
+#: Journal bytes per partition of a batch read, and partitions at least per
+#: (queue, reader) (options ``bytesPerPartition`` and ``minPartitions``).  Each
+#: partition is a Spark task, and a Python source's task has a fixed cost (about
+#: 45 ms of Python worker round trips, measured with an empty source), so a plan
+#: has few, large partitions: up to 256 MiB of journal each (memory stays bounded
+#: by a run of 65,536 items and an 8 MiB read), and at least two, so that even a
+#: small backlog is read by two cores (docs/pipeline.md).
+DEFAULT_BYTES_PER_PARTITION = 256 << 20
+DEFAULT_MIN_PARTITIONS = 2
 #: Items per micro-batch of the streaming source unless maxRecordsPerTrigger says otherwise.
 DEFAULT_STREAM_ITEMS = 1000
 
@@ -88,71 +96,124 @@ def reader_names(fs: FileSystem, directory: str, queue: str) -> list[str]:
     return names or [""]
 
 
-def pending_batches(fs: FileSystem, directory: str, queue: str, reader: str, after_id: int | None = None,
-                    upto_id: int | None = None, size: int = BATCH_ITEMS) -> Iterator[list[codec.Put]]:
+class PendingRun(NamedTuple):
+    """A run of journal records' PUTs as columns (:class:`engine.queue.codec.PutColumns`)
+    and which of them are pending: those in ``[first, stop)`` and, when ``keep``
+    is not None, where ``keep[k - first]`` is true (the others were confirmed out
+    of order)."""
+
+    columns: codec.PutColumns
+    first: int
+    stop: int
+    keep: np.ndarray | None
+
+
+def pending_runs(fs: FileSystem, directory: str, queue: str, reader: str, after_id: int | None = None,
+                 upto_id: int | None = None, known: Sequence[Segment] = ()) -> Iterator[PendingRun]:
     """Items not yet confirmed by ``reader``, oldest first, from the files alone,
-    in lists of up to ``size``.
+    as runs of columns (up to about 65,536 items each; no Python object per item).
 
     ``after_id``/``upto_id`` restrict to ids in ``(after_id, upto_id]``.  The
-    queue's journal cursor reads them (every check its readers make applies);
-    when the reader's checkpoint has no out-of-order confirmation and no gap,
-    every id above its head is pending, so no item is looked up one by one.
+    queue's journal cursor reads them (:class:`engine.queue.cursor.ColumnCursor`:
+    every check its readers make applies, files are read 8 MiB at a time and
+    decoded by :func:`engine.queue.codec.decode_columns`); the ids the reader's
+    checkpoint confirmed out of order are masked out in one vectorised pass.
+    ``known``: writer files listed already, with their first ids (the plan's),
+    whose first records are not read again.
     """
     path = naming.join(directory, naming.reader_name(queue, reader))
     head, done = checkpoint.load_reader_file(fs, path) if fs.exists(path) else (0, ())
     state = ReaderState(head, done)
     start = head if after_id is None else max(head, after_id)
-    cursor = JournalCursor(PollingSource(fs, directory, queue, codec.DEFAULT_MAX_ITEM_SIZE, 0.001), start)
-    every = not state.members and not state.gaps
+    cursor = ColumnCursor(PollingSource(fs, directory, queue, codec.DEFAULT_MAX_ITEM_SIZE, 0.001, known), start)
+    done_ids = np.fromiter(state.done, np.int64, len(state.done)) if state.done else None
     try:
-        items = iter(cursor.next, None)
-        while batch := list(islice(items, size)):
-            if upto_id is not None and batch[-1].xid > upto_id:
-                batch = batch[:bisect_right([p.xid for p in batch], upto_id)]
-                if batch:
-                    yield batch if every else [p for p in batch if not state.is_done(p.xid)]
-                return
-            yield batch if every else [p for p in batch if not state.is_done(p.xid)]
+        while (got := cursor.next_columns()) is not None:
+            cols, first = got
+            ids = np.frombuffer(cols.ids, np.int64)
+            stop = cols.items
+            if upto_id is not None and ids[-1] > upto_id:
+                stop = int(np.searchsorted(ids, upto_id, "right"))  # ascending: the cursor checked
+            keep = None
+            if stop > first and (done_ids is not None or state.gaps):
+                chosen = ids[first:stop]
+                keep = np.ones(len(chosen), bool) if done_ids is None else ~np.isin(chosen, done_ids)
+                for low, high in state.gaps:
+                    keep &= (chosen < low) | (chosen > high)
+                keep = None if keep.all() else keep
+            if stop > first:
+                yield PendingRun(cols, first, stop, keep)
+            if upto_id is not None and cursor.last_id >= upto_id:
+                return  # ids increase: nothing further is in range
     finally:
         cursor.close()
 
 
 def pending_puts(fs: FileSystem, directory: str, queue: str, reader: str,
                  after_id: int | None = None, upto_id: int | None = None) -> Iterator[codec.Put]:
-    """:func:`pending_batches` one item at a time."""
-    for batch in pending_batches(fs, directory, queue, reader, after_id, upto_id):
-        yield from batch
+    """:func:`pending_runs` one item at a time (the streaming source's replay)."""
+    for run in pending_runs(fs, directory, queue, reader, after_id, upto_id):
+        c = run.columns
+        ids, adds = memoryview(c.ids).cast("q"), memoryview(c.add_times).cast("q")
+        expires, errors = memoryview(c.expire_times).cast("q"), memoryview(c.error_counts).cast("i")
+        offsets, data = memoryview(c.offsets).cast("q"), c.data
+        for k in range(run.first, run.stop):
+            if run.keep is None or run.keep[k - run.first]:
+                expire = expires[k] if c.has_expiry[k] else None
+                yield codec.Put(ids[k], data[offsets[k]:offsets[k + 1]], adds[k], expire, errors[k])
 
 
-#: Where each field sits in a :class:`engine.queue.codec.Put`.
-_PUT = {name: k for k, name in enumerate(codec.Put._fields)}
+# The columns of PutColumns are little-endian: wrapped as they are (the C kernels
+# and this engine run on little-endian machines only).
+_INT32_MAX = (1 << 31) - 1
 
 
-def puts_to_batch(schema: StructType, queue: str, reader: str, puts: list[codec.Put]) -> pa.RecordBatch:
-    """Items -> one Arrow batch with the columns of ``schema`` (only those are
-    built, each in one pass over the items, not from row tuples)."""
-    n = len(puts)
+def run_to_batch(schema: StructType, queue: str, reader: str, run: PendingRun) -> pa.RecordBatch:
+    """A run's pending items -> one Arrow batch with the columns of ``schema``
+    (only those are built, each from the decoder's buffers without a copy but
+    for the timestamps' unit and the data's int32 offsets)."""
+    c = run.columns
+    n = c.items
 
-    def field(name: str) -> Iterator[Any]:
-        return map(itemgetter(_PUT[name]), puts)
+    def fixed(kind: pa.DataType, raw: bytes) -> pa.Array:
+        return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(raw)])
 
     makers: dict[str, Callable[[], Any]] = {
         "queue": lambda: repeat_string(queue, n),
         "reader": lambda: repeat_string(reader, n),
-        "id": lambda: np.fromiter(field("xid"), np.int64, n),
-        "add_time": lambda: ns_to_timestamp(np.fromiter(field("add_time"), np.int64, n) * 1_000_000),
-        "expire_time": lambda: _expire_column(list(field("expire_time"))),
-        "error_count": lambda: np.fromiter(field("error_count"), np.int32, n),
-        "data": lambda: pa.array(list(field("data")), type=pa.binary()),
+        "id": lambda: fixed(pa.int64(), c.ids),
+        "add_time": lambda: ns_to_timestamp(np.frombuffer(c.add_times, np.int64) * 1_000_000),
+        "expire_time": lambda: _expire_column(c),
+        "error_count": lambda: fixed(pa.int32(), c.error_counts),
+        "data": lambda: _data_column(c),
     }
-    return record_batch(schema, {c: makers[c]() for c in schema.fieldNames() if c in makers}, n)
+    batch = record_batch(schema, {name: makers[name] for name in schema.fieldNames() if name in makers}, n)
+    if run.first or run.stop < n:
+        batch = batch.slice(run.first, run.stop - run.first)
+    if run.keep is not None:
+        batch = batch.filter(pa.array(run.keep))
+    return batch
 
 
-def _expire_column(expires: Sequence[int | None]) -> pa.Array:
-    """Expiry times (ms, None: never) as Spark timestamps."""
-    if expires.count(None) == len(expires):
-        return pa.nulls(len(expires), TIMESTAMP)
-    return pa.array([None if e is None else e * 1000 for e in expires], type=pa.int64()).cast(TIMESTAMP)
+def _expire_column(c: codec.PutColumns) -> pa.Array:
+    """Expiry times (ms; ``has_expiry`` 0: never, null) as Spark timestamps."""
+    has = np.frombuffer(c.has_expiry, np.uint8).view(bool)
+    if not has.any():
+        return pa.nulls(c.items, TIMESTAMP)
+    us = np.frombuffer(c.expire_times, np.int64) * 1000
+    valid = None if has.all() else pa.py_buffer(np.packbits(has, bitorder="little"))
+    return pa.Array.from_buffers(TIMESTAMP, c.items, [valid, pa.py_buffer(us)])
+
+
+def _data_column(c: codec.PutColumns) -> pa.Array:
+    """The items' data as a binary column: the packed data and its offsets."""
+    offsets = np.frombuffer(c.offsets, np.int64)
+    if offsets[-1] <= _INT32_MAX:
+        return pa.Array.from_buffers(pa.binary(), c.items, [None, pa.py_buffer(offsets.astype(np.int32)),
+                                                            pa.py_buffer(c.data)])
+    # More than 2 GiB in one run: Arrow's large_binary (record_batch casts it, and says
+    # so if it does not fit Spark's binary).
+    return pa.Array.from_buffers(pa.large_binary(), c.items, [None, pa.py_buffer(offsets), pa.py_buffer(c.data)])
 
 
 class QueuePartition(InputPartition):
@@ -160,28 +221,36 @@ class QueuePartition(InputPartition):
     ``(after_id, upto_id]`` (None: unbounded)."""
 
     def __init__(self, directory: str, queue: str, reader: str, after_id: int | None = None,
-                 upto_id: int | None = None) -> None:
+                 upto_id: int | None = None, known: Sequence[Segment] = ()) -> None:
         super().__init__((queue, reader, after_id, upto_id))
         self.directory = directory
         self.queue = queue
         self.reader = reader
         self.after_id = after_id
         self.upto_id = upto_id
+        #: The writer files the plan listed with their first ids (not read again by the task).
+        self.known = tuple(known)
 
 
-def split_points(fs: FileSystem, directory: str, queue: str, per_partition: int) -> list[int]:
+def split_points(fs: FileSystem, directory: str, queue: str, per_partition: int,
+                 segments: Sequence[Segment] | None = None, min_partitions: int = 1) -> list[int]:
     """Item ids at which a reader's backlog is split into ``ceil(journal bytes /
-    per_partition)`` ranges of about equal journal bytes (a point ``p`` ends a
-    range at id ``p``).
+    per_partition)`` ranges (at least ``min_partitions`` when there are that many
+    items) of about equal journal bytes (a point ``p`` ends a range at id ``p``).
 
     From the writer files' sizes and first ids (read at planning: one small read
-    per file; damage there is left for the partitions' reads to report): a
-    finished file's ids are spread evenly over its bytes, and the newest file's
-    count is estimated from the bytes per item of the finished ones (none
-    finished: it is not split).  Only a split, never a bound: the last range
-    reads to the end of the journal.  Fewer, larger ranges are cheaper (each
-    is a Spark task and starts its read at the beginning of a journal file)."""
-    segs = [s for s in list_segments(fs, directory, queue, strict=False) if s.first_id is not None]
+    per file; damage there is left for the partitions' reads to report): a range
+    ending inside a file no bigger than a range ends at the nearer of that file's
+    edges instead (a task starts its read at the beginning of the file holding
+    its first id, so a range that starts there reads nothing twice); one ending
+    inside a bigger file ends at the id that far into it (the file's ids spread
+    evenly over its bytes; the newest file's count estimated from the bytes per
+    item of the finished ones, and never its end).  Only a split, never a
+    bound: the last range reads to the end of the journal.  Fewer, larger
+    ranges are cheaper (each is a Spark task, with a fixed cost).
+    ``segments``: the queue's writer files, listed already (read here if None)."""
+    listed = list_segments(fs, directory, queue, strict=False) if segments is None else segments
+    segs = [s for s in listed if s.first_id is not None]
     files: list[tuple[int, int, int]] = []  # (first id, ids, bytes)
     for seg, nxt in zip(segs, [*segs[1:], None]):
         assert seg.first_id is not None
@@ -193,17 +262,27 @@ def split_points(fs: FileSystem, directory: str, queue: str, per_partition: int)
             done_ids, done_bytes = sum(f[1] for f in files), sum(f[2] for f in files)
             files.append((seg.first_id, size * done_ids // done_bytes if done_bytes else 0, size))
     total = sum(f[2] for f in files)
-    pieces = -(-total // max(1, per_partition))
+    per_partition = max(1, per_partition)
+    if min_partitions > 1 and total:
+        per_partition = max(1, min(per_partition, -(-total // min_partitions)))
+    pieces = -(-total // per_partition)
     points: list[int] = []
     for k in range(1, pieces):
         target = total * k // pieces  # the byte where range k ends
         at = 0
-        for first, ids, size in files:
+        for index, (first, ids, size) in enumerate(files):
             if at + size > target:
-                points.append(first - 1 + ids * (target - at) // size)
+                newest = index == len(files) - 1
+                if size > per_partition:
+                    if ids:  # (the newest file, with no finished file to estimate its count from: not cut)
+                        points.append(first - 1 + ids * (target - at) // size)
+                elif index and (newest or target - at <= at + size - target):
+                    points.append(first - 1)  # the file's start
+                elif not newest:
+                    points.append(first + ids - 1)  # its end: the next file's start
                 break
             at += size
-    return sorted(set(points))
+    return sorted(set(p for p in points if p >= files[0][0]))  # (a point before the first id splits nothing)
 
 
 def _names(raw: str | None) -> set[str] | None:
@@ -222,6 +301,7 @@ class QueueReader(DataSourceReader):
         self.readers = _names(opts.get("reader"))
         self.mode = mode_option(opts)
         self.per_partition = int_option(opts, "bytesPerPartition", DEFAULT_BYTES_PER_PARTITION) or 1
+        self.min_partitions = int_option(opts, "minPartitions", DEFAULT_MIN_PARTITIONS) or 1
 
     def partitions(self) -> Sequence[InputPartition]:
         fs = resolve(None)
@@ -235,13 +315,16 @@ class QueueReader(DataSourceReader):
                 if not readers:
                     continue
                 try:
-                    points = split_points(fs, directory, q, self.per_partition)
+                    segs = list_segments(fs, directory, q, strict=False)
+                    points = split_points(fs, directory, q, self.per_partition, segs, self.min_partitions)
                 except (EngineError, FileNotFoundError):
                     # A damaged or vanishing file: no split (the reads report damage, per ``mode``).
-                    points = []
+                    segs, points = [], []
+                # Files whose first id the listing read (damaged ones are read again, strictly, by the task).
+                known = [seg for seg in segs if seg.first_id is not None]
                 bounds: list[int | None] = [None, *points, None]
                 for r in readers:
-                    parts.extend(QueuePartition(directory, q, r, a, b) for a, b in pairwise(bounds))
+                    parts.extend(QueuePartition(directory, q, r, a, b, known) for a, b in pairwise(bounds))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
@@ -252,10 +335,11 @@ class QueueReader(DataSourceReader):
                            {"queue": partition.queue, "reader": partition.reader}, where)
 
     def _batches(self, part: QueuePartition) -> Iterator[pa.RecordBatch]:
-        for puts in pending_batches(resolve(None), part.directory, part.queue, part.reader, part.after_id,
-                                    part.upto_id):
-            if puts:
-                yield puts_to_batch(self.schema, part.queue, part.reader, puts)
+        for run in pending_runs(resolve(None), part.directory, part.queue, part.reader, part.after_id,
+                                part.upto_id, part.known):
+            batch = run_to_batch(self.schema, part.queue, part.reader, run)
+            if batch.num_rows:
+                yield batch
 
 
 def _row(queue: str, reader: str, item: Any) -> tuple[Any, ...]:
@@ -386,6 +470,7 @@ class EngineQueueDataSource(DataSource):
         check_options(SOURCE, opts, set(BATCH_OPTIONS) | set(STREAM_OPTIONS))
         int_option(opts, "maxRecordsPerTrigger", None)
         int_option(opts, "bytesPerPartition", None)
+        int_option(opts, "minPartitions", None)
         input_paths(SOURCE, opts)
         return read_schema(QUEUE_SCHEMA, opts)
 

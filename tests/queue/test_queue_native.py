@@ -3,7 +3,10 @@ reference, :func:`engine.queue.codec.decode_batch`: on valid runs of records, on
 every single damaged byte of them, on carried verification state and on hostile
 arguments, the same PUTs appended, the same return value, the same exception type
 and message.  The writer's CHECK twin against :func:`engine.queue.codec.encode_check`:
-the same bytes for any input, the same errors.
+the same bytes for any input, the same errors.  The batch readers' columnar
+decoder's twin against :func:`engine.queue.codec.decode_columns`: the same
+columns (or the same exception type and message) on valid runs and their
+prefixes, every damaged byte, hostile arguments, large records and random bytes.
 
 The native module is imported directly (not through ``engine.native.load``), so
 these tests run it even under ``ENGINE_PURE_PYTHON=1``; they are skipped when it is
@@ -174,3 +177,134 @@ def test_the_writer_uses_the_native_check_unless_pure_python_is_forced() -> None
         assert segments.encode_check is codec.encode_check
     else:
         assert segments.encode_check is NATIVE.encode_check
+
+
+# -- decode_columns (the batch readers' columnar decoder) against its reference -------------------
+
+#: Records a writer file may hold that are not PUTs (skipped by the readers): a
+#: READ_HEAD, an unknown command without data and one with a data block.
+OTHERS = [codec.encode_read_head(3), bytes([0x31]) + bytes(4), bytes([0xA1]) + (3).to_bytes(4, "little") + b"abc"]
+
+
+def _columns_outcome(fn: Callable[[], Any]) -> tuple[str, Any]:
+    try:
+        result = fn()
+        return ("ok", (type(result), result))
+    except Exception as exc:  # the twins must raise the same
+        return ("error", (type(exc), str(exc)))
+
+
+def both_columns(buf: bytes, pos: int, checked: bool, max_items: int = 65536) -> None:
+    assert NATIVE is not None
+    expected = _columns_outcome(lambda: codec.decode_columns(buf, pos, checked, max_items))
+    got = _columns_outcome(lambda: NATIVE.decode_columns(buf, pos, checked, max_items))
+    assert got == expected, (buf.hex(), pos, checked, max_items)
+
+
+def _body(batches: list[list[bytes]], expiry: bool, others: bool = False, errors: int = 0) -> bytes:
+    """A writer file's records (after the magic): the empty CHECK, then each batch of
+    PUTs (ids from 1, error counts, every other one expiring when ``expiry``, other
+    records first when ``others``) and its CHECK."""
+    body, xid = codec.EMPTY_CHECK, 1
+    for datas in batches:
+        records = b"".join(
+            codec.encode_put(
+                xid + i, 1_700_000_000_000 + i, d, expire_time=(1_800_000_000_000 + i if expiry and i % 2 else None),
+                error_count=(errors + i) % 7,
+            )
+            for i, d in enumerate(datas)
+        )
+        if others:
+            records = OTHERS[xid % 3] + records
+        body += records + codec.encode_check(records)
+        xid += len(datas)
+    return body
+
+
+@needs_native
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.lists(st.binary(max_size=40), min_size=1, max_size=5), min_size=1, max_size=4),
+    st.booleans(),
+    st.booleans(),
+    st.integers(1, 9),
+    st.data(),
+)
+def test_same_columns_on_valid_runs_and_their_prefixes(
+    batches: list[list[bytes]], expiry: bool, others: bool, max_items: int, data: st.DataObject
+) -> None:
+    body = _body(batches, expiry, others)
+    cut = data.draw(st.integers(0, len(body)))
+    both_columns(body[:cut], 0, True, max_items)  # a file with CHECKs, read up to any byte
+    both_columns(body[:cut], 0, False, max_items)  # as a file without (libkestrel's: every PUT counts)
+    both_columns(body, data.draw(st.integers(0, len(body) + 2)), data.draw(st.booleans()), max_items)  # any start
+
+
+@needs_native
+def test_same_columns_on_every_damaged_byte() -> None:
+    body = _body([[b"alpha", b"beta"], [b""], [b"gamma" * 9, b"d"]], True, True, errors=3)
+    body += codec.encode_read_head(3) + bytes(5)  # a record no CHECK covers, then a marker
+    for offset in range(len(body)):
+        for mask in (0x01, 0x10, 0x80, 0xFF):
+            damaged = bytearray(body)
+            damaged[offset] ^= mask
+            both_columns(bytes(damaged), 0, True)
+            both_columns(bytes(damaged), 0, False, 2)
+
+
+@needs_native
+@pytest.mark.parametrize(
+    "args",
+    [
+        (b"\x86", -1, True, 5),
+        (b"", 0, True, 0),
+        (b"", 0, True, -1),
+        (b"", 0, False, 1),
+        (b"\x22" + bytes(8), 0, True, 1),
+        (b"\x22" + bytes(8), 7, True, 1),
+        (b"\x22" + bytes(8), 99, False, 1),
+        (b"\x22" + bytes(4) + b"\x01\x00\x00\x00", 0, True, 1),
+        (b"\x22" + b"\xff" * 8, 0, True, 1),
+        (b"\x31\xde\xad\xbe\xef" + b"\x86" + bytes(3), 0, False, 1),
+        (b"\x87" + bytes(40), 0, False, 1),
+        (b"\x86" + b"\xff\xff\xff\x7f" + bytes(4) + (1).to_bytes(8, "little") + bytes(8), 0, False, 1),  # huge size
+        (b"\x86" + b"\xff\xff\xff\xff" + bytes(20), 0, True, 1),  # negative size
+        (b"\x88" + bytes(4) + b"\xff\xff\xff\x7f" + (1).to_bytes(8, "little") + bytes(16), 0, True, 1),  # errors
+        (b"\x91" + (9).to_bytes(4, "little") + bytes(9), 0, False, 1),
+        (b"\x00" + b"junk", 0, True, 1),
+    ],
+)
+def test_same_columns_on_hostile_arguments(args: tuple[bytes, int, bool, int]) -> None:
+    both_columns(*args)
+
+
+@needs_native
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 5000), min_size=1, max_size=6), st.integers(0, 2**32 - 1), st.data())
+def test_same_columns_on_large_records(sizes: list[int], seed: int, data: st.DataObject) -> None:
+    """Records of up to 5,000 bytes (the CRC's folding lengths), whole and with a flipped bit."""
+    rng = random.Random(seed)
+    datas = [rng.randbytes(size) for size in sizes]
+    body = _body([datas[:3], datas[3:]] if len(datas) > 3 else [datas], bool(seed & 1))
+    both_columns(body, 0, True)
+    damaged = bytearray(body)
+    damaged[data.draw(st.integers(0, len(body) - 1))] ^= 1 << data.draw(st.integers(0, 7))
+    both_columns(bytes(damaged), 0, True)
+    both_columns(bytes(damaged), 0, False)
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200), st.integers(-2, 210), st.booleans(), st.integers(-1, 5))
+def test_same_columns_on_random_bytes(buf: bytes, pos: int, checked: bool, max_items: int) -> None:
+    both_columns(buf, pos, checked, max_items)
+    both_columns(codec.EMPTY_CHECK + buf, pos, checked, max_items)
+
+
+def test_the_column_cursor_uses_the_native_decoder_unless_pure_python_is_forced() -> None:
+    from engine.queue import cursor
+
+    if NATIVE is None or pure_python_forced():
+        assert cursor.decode_columns is codec.decode_columns
+    else:
+        assert cursor.decode_columns is NATIVE.decode_columns
