@@ -10,11 +10,13 @@
  * with hypothesis).  It is a codec function: no I/O, no clock, no Python code
  * called (exact bytes/int/bytearray/list/tuple types only), so neither the
  * items nor the state list can change while it runs.  Its only state is the
- * caller's: the segment's write state, a list of 8 (LOG_OUT, CRC_OUT,
- * IDX_OUT, BASE, NEXT_INDEX, LOG_AT, LIMIT, LAST_TIME; see batch.py), read
- * and checked whole before anything changes; on success the buffers grow and
- * NEXT_INDEX and LAST_TIME are replaced.  One record may be passed as bytes
- * (no tuple to build for append).  engine.applog.writer picks it once per
+ * caller's: the segment's write state, a list of 9 (LOG_OUT, CRC_OUT,
+ * IDX_OUT, BASE, NEXT_INDEX, LOG_AT, LIMIT, LAST_TIME, FLUSH_AT; see
+ * batch.py), read and checked whole before anything changes; on success the
+ * buffers grow and NEXT_INDEX and LAST_TIME are replaced.  It returns how many
+ * items did not fit the segment, or when all did, -1 if LOG_OUT reached
+ * FLUSH_AT, else 0.  One record may be passed as bytes (no tuple to build for
+ * append).  engine.applog.writer picks it once per
  * process at import (engine.native.load) and calls it under the writer's
  * lock, exactly where it would call the Python function.
  *
@@ -42,50 +44,156 @@
 #include "crc32.h"
 
 /* ---- little-endian stores --------------------------------------------------- */
-static void
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* The host's order is the format's: one store each. */
+static inline void
 put_u32(unsigned char *p, uint32_t v)
 {
-    p[0] = (unsigned char)v;
-    p[1] = (unsigned char)(v >> 8);
-    p[2] = (unsigned char)(v >> 16);
-    p[3] = (unsigned char)(v >> 24);
+    memcpy(p, &v, 4);
 }
 
-static void
+static inline void
+put_u64(unsigned char *p, uint64_t v)
+{
+    memcpy(p, &v, 8);
+}
+#else
+static inline void
+put_u32(unsigned char *p, uint32_t v)
+{
+    for (int k = 0; k < 4; k++)
+        p[k] = (unsigned char)(v >> (8 * k));
+}
+
+static inline void
 put_u64(unsigned char *p, uint64_t v)
 {
     for (int k = 0; k < 8; k++)
         p[k] = (unsigned char)(v >> (8 * k));
 }
+#endif
 
 /* ---- argument parsing (the reference's checks, in its order) ---------------- */
 
 /* An exact int as a long long; *overflow set when it does not fit (the caller
  * then reports "out of range" like the reference's comparisons do).
- * -1 with TypeError set when it is not an exact int. */
-static int
+ * -1 with TypeError set when it is not an exact int.
+ *
+ * Ints of up to three 30-bit digits whose value fits 63 bits (every index,
+ * offset and clock reading a log meets) are read from their digits directly,
+ * as CPython 3.11's own small-int paths do; anything else (and other CPython
+ * versions or digit sizes) goes through PyLong_AsLongLongAndOverflow. */
+static inline int
 get_int(PyObject *v, const char *name, long long *out, int *overflow)
 {
     if (!PyLong_CheckExact(v)) {
         PyErr_Format(PyExc_TypeError, "encode_batch: %s must be an int", name);
         return -1;
     }
+#if PY_VERSION_HEX < 0x030C0000 && PyLong_SHIFT == 30
+    const digit *d = ((PyLongObject *)v)->ob_digit;
+    switch (Py_SIZE(v)) { /* the sign and the number of digits */
+    case 0:
+        *overflow = 0;
+        *out = 0;
+        return 0;
+    case 1:
+        *overflow = 0;
+        *out = (long long)d[0];
+        return 0;
+    case -1:
+        *overflow = 0;
+        *out = -(long long)d[0];
+        return 0;
+    case 2:
+        *overflow = 0;
+        *out = (long long)d[0] | (long long)d[1] << 30;
+        return 0;
+    case -2:
+        *overflow = 0;
+        *out = -((long long)d[0] | (long long)d[1] << 30);
+        return 0;
+    case 3:
+        if (d[2] < 8) { /* < 2**63 */
+            *overflow = 0;
+            *out = (long long)d[0] | (long long)d[1] << 30 | (long long)d[2] << 60;
+            return 0;
+        }
+        break;
+    case -3:
+        if (d[2] < 8) { /* > -2**63 */
+            *overflow = 0;
+            *out = -((long long)d[0] | (long long)d[1] << 30 | (long long)d[2] << 60);
+            return 0;
+        }
+        break;
+    default:
+        break;
+    }
+#endif
     *out = PyLong_AsLongLongAndOverflow(v, overflow);
     if (*out == -1 && PyErr_Occurred())
         return -1;
     return 0;
 }
 
-/* Grow ``buf`` by ``extra`` bytes; its old length goes to *old. */
+/* Grow ``buf`` by ``extra`` bytes; its old length goes to *old.
+ *
+ * The buffers grow by a record at a time for as long as a segment lasts (the
+ * in-memory index) or a buffer fills (the pending bytes), so they are grown
+ * geometrically, by half again (a quarter past 1 MiB), rather than by
+ * CPython's eighth, and to 80 KiB at least: a flush empties (frees) the
+ * pending buffers, which then start again, and the default buffer of 64 KiB
+ * then fills without another resize.  PyByteArray_Resize to that capacity,
+ * then the length set back to what the bytes need, as PyByteArray_Resize's
+ * own path for a size within the allocation does (length, trailing NUL).
+ * When the bytes fit the room a bytearray has and no view of it is held, only
+ * the length moves.  A held view: PyByteArray_Resize raises BufferError and
+ * nothing changes.  (PyByteArrayObject's fields are CPython's public,
+ * non-limited API.) */
+#define MIN_ROOM (80 << 10)
+
+static inline void
+set_length(PyObject *buf, Py_ssize_t size)
+{
+    Py_SET_SIZE(buf, size);
+    ((PyByteArrayObject *)buf)->ob_start[size] = '\0';
+}
+
+/* grow's path when the bytes do not fit the room ``buf`` has (or a view is held). */
 static int
+grow_room(PyObject *buf, Py_ssize_t want)
+{
+    Py_ssize_t room = want < MIN_ROOM ? MIN_ROOM : want + (want < (1 << 20) ? want / 2 : want / 4);
+    if (PyByteArray_Resize(buf, room) < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_MemoryError))
+            return -1; /* BufferError: a view is held */
+        PyErr_Clear(); /* no room for the spare capacity: the bytes alone */
+        return PyByteArray_Resize(buf, want);
+    }
+    set_length(buf, want);
+    return 0;
+}
+
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline int
 grow(PyObject *buf, Py_ssize_t extra, Py_ssize_t *old)
 {
-    *old = PyByteArray_GET_SIZE(buf);
-    if (extra > PY_SSIZE_T_MAX - *old) {
+    PyByteArrayObject *b = (PyByteArrayObject *)buf;
+    Py_ssize_t size = Py_SIZE(buf);
+    *old = size;
+    if (extra > PY_SSIZE_T_MAX / 2 - size) {
         PyErr_NoMemory();
         return -1;
     }
-    return PyByteArray_Resize(buf, *old + extra);
+    Py_ssize_t want = size + extra;
+    if (b->ob_exports == 0 && b->ob_bytes != NULL && want + (b->ob_start - b->ob_bytes) < b->ob_alloc) {
+        set_length(buf, want);
+        return 0;
+    }
+    return grow_room(buf, want);
 }
 
 /* Replace state[k] by ``value`` (a new reference, stolen). */
@@ -98,7 +206,7 @@ set_state(PyObject *state, Py_ssize_t k, PyObject *value)
 }
 
 /* Positions in the write state (engine.applog.batch). */
-enum { LOG_OUT, CRC_OUT, IDX_OUT, BASE, NEXT_INDEX, LOG_AT, LIMIT, LAST_TIME, STATE_SIZE };
+enum { LOG_OUT, CRC_OUT, IDX_OUT, BASE, NEXT_INDEX, LOG_AT, LIMIT, LAST_TIME, FLUSH_AT, STATE_SIZE };
 
 /* encode_batch(items, flags, time_ns, state) -> int: see engine.applog.batch. */
 static PyObject *
@@ -132,7 +240,7 @@ encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     PyObject *state = args[3];
     if (!PyList_CheckExact(state) || PyList_GET_SIZE(state) != STATE_SIZE) {
-        PyErr_SetString(PyExc_TypeError, "encode_batch: state must be a list of 8");
+        PyErr_SetString(PyExc_TypeError, "encode_batch: state must be a list of 9");
         return NULL;
     }
     PyObject *log_out = PyList_GET_ITEM(state, LOG_OUT);
@@ -146,15 +254,15 @@ encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "encode_batch: the state's buffers must be three different bytearrays");
         return NULL;
     }
-    static const char *names[5] = {"state[BASE]", "state[NEXT_INDEX]", "state[LOG_AT]", "state[LIMIT]",
-                                   "state[LAST_TIME]"};
-    long long v[5];
-    int of[5];
-    for (int k = 0; k < 5; k++) {
+    static const char *names[6] = {"state[BASE]", "state[NEXT_INDEX]", "state[LOG_AT]", "state[LIMIT]",
+                                   "state[LAST_TIME]", "state[FLUSH_AT]"};
+    long long v[6];
+    int of[6];
+    for (int k = 0; k < 6; k++) {
         if (get_int(PyList_GET_ITEM(state, BASE + k), names[k], &v[k], &of[k]) < 0)
             return NULL;
     }
-    long long base = v[0], index = v[1], log_at = v[2], limit = v[3], last_time = v[4];
+    long long base = v[0], index = v[1], log_at = v[2], limit = v[3], last_time = v[4], flush_at = v[5];
     if (of_flags || flags < 0 || flags > MAX_FLAGS) {
         PyErr_SetString(PyExc_ValueError, "encode_batch: flags must be a u32");
         return NULL;
@@ -174,6 +282,10 @@ encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (of[2] || log_at < 0 || log_at > LLONG_MAX - (long long)PyByteArray_GET_SIZE(log_out)) {
         PyErr_SetString(PyExc_ValueError,
                         "encode_batch: the state's log offset (with the pending bytes) must be an i64 >= 0");
+        return NULL;
+    }
+    if (of[5] || flush_at < 0) {
+        PyErr_SetString(PyExc_ValueError, "encode_batch: the state's flush size must be an i64 >= 0");
         return NULL;
     }
     long long offset = log_at + (long long)PyByteArray_GET_SIZE(log_out);
@@ -214,11 +326,16 @@ encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         pos += rec;
         log_bytes += (Py_ssize_t)rec;
     }
-    PyObject *result = PyLong_FromSsize_t(n - stop);
+    /* All encoded (or none given): -1 when the pending bytes reach FLUSH_AT
+     * (no overflow: offset + total <= LLONG_MAX). */
+    Py_ssize_t left = n - stop;
+    if (left == 0 && (long long)PyByteArray_GET_SIZE(log_out) + (long long)log_bytes >= flush_at)
+        left = -1;
+    PyObject *result = PyLong_FromSsize_t(left);
     if (result == NULL)
         return NULL;
     if (stop == 0)
-        return result; /* nothing fits: nothing changes (like the reference's empty appends) */
+        return result; /* nothing fits, or no items: nothing changes (like the reference) */
     /* The state's new values first, then the buffers grown together: a failure
      * of either leaves everything as it was (the reference's rule). */
     PyObject *new_index = PyLong_FromLongLong(index + (long long)stop);

@@ -2,10 +2,10 @@
 
 :func:`encode_batch` is the one encoder of records in the append log: the
 writer's ``append`` and ``append_many`` and the Spark sink's shards all go
-through it (via :meth:`engine.applog.writer.SegmentWriter.add`).  It is a codec
-function (no I/O, no clock): its inputs are the records and the segment's write
-state, its outputs are bytes appended to the three buffers the state names and
-the state's new extent.
+through it (via :meth:`engine.applog.writer.SegmentWriter.add`, whose lines
+``append`` runs in its own frame).  It is a codec function (no I/O, no clock):
+its inputs are the records and the segment's write state, its outputs are bytes
+appended to the three buffers the state names and the state's new extent.
 
 The write state of a segment is one small list (``state``, see
 :func:`new_state`), so that the encoder reads what it needs in one argument and
@@ -25,6 +25,10 @@ leaves the new extent there for the next call::
                                  record of any size)
     state[LAST_TIME]  int        the newest record's time (INT64_MIN: none): the
                                  records are stamped no earlier (see below)
+    state[FLUSH_AT]   int        the size of LOG_OUT at which the caller writes the
+                                 pending bytes out (its buffer size): the encoder
+                                 says when it is reached (returns -1), so that the
+                                 caller's common case is one test of the result
 
 ``engine/applog/_native.c`` holds its compiled twin (``encode_batch``), chosen
 once per process at import by :mod:`engine.applog.writer`; this function is the
@@ -61,8 +65,8 @@ from engine.applog.codec import (
 assert CRC_ENTRY.size == CRC_SIZE and INDEX_ENTRY.size == ENTRY_SIZE and RECORD_HEADER.size == RECORD_HEADER_SIZE
 
 #: Positions in a segment's write state (see the module docstring).
-LOG_OUT, CRC_OUT, IDX_OUT, BASE, NEXT_INDEX, LOG_AT, LIMIT, LAST_TIME = range(8)
-STATE_SIZE = 8
+LOG_OUT, CRC_OUT, IDX_OUT, BASE, NEXT_INDEX, LOG_AT, LIMIT, LAST_TIME, FLUSH_AT = range(9)
+STATE_SIZE = 9
 
 
 def new_state(
@@ -74,9 +78,11 @@ def new_state(
     log_at: int,
     limit: int,
     last_time: int,
+    flush_at: int = INT64_MAX,
 ) -> list[Any]:
-    """A segment's write state, in the layout :func:`encode_batch` reads."""
-    state: list[Any] = [log_out, crc_out, idx_out, base, next_index, log_at, limit, last_time]
+    """A segment's write state, in the layout :func:`encode_batch` reads
+    (``flush_at``: INT64_MAX, the encoder never says the buffer is full)."""
+    state: list[Any] = [log_out, crc_out, idx_out, base, next_index, log_at, limit, last_time, flush_at]
     assert len(state) == STATE_SIZE
     return state
 
@@ -90,7 +96,10 @@ def _int(value: Any, name: str) -> int:
 def encode_batch(items: bytes | list[bytes] | tuple[bytes, ...], flags: int, time_ns: int, state: list[Any]) -> int:
     """Encode ``items`` (one record as ``bytes``, or a list or tuple of them, all
     with ``flags`` and ``time_ns``) as the segment's next records while they fit
-    ``state[LIMIT]``; return how many of them did not fit (0: all were encoded).
+    ``state[LIMIT]``; return how many of them did not fit, or, when all were
+    encoded (or there were none), -1 if the pending log bytes reached
+    ``state[FLUSH_AT]`` (the caller writes them out), else 0.  So a caller's
+    common case, nothing left and nothing to write, is one test: the result is 0.
 
     A record fits when its end is at most the limit or the segment holds no
     record yet.  The encoded records' bytes go to the state's buffers, and the
@@ -127,6 +136,7 @@ def encode_batch(items: bytes | list[bytes] | tuple[bytes, ...], flags: int, tim
     log_at = _int(state[LOG_AT], "state[LOG_AT]")
     limit = _int(state[LIMIT], "state[LIMIT]")
     last_time = _int(state[LAST_TIME], "state[LAST_TIME]")
+    flush_at = _int(state[FLUSH_AT], "state[FLUSH_AT]")
     n = len(records)
     if not 0 <= flags <= MAX_FLAGS:
         raise ValueError("encode_batch: flags must be a u32")
@@ -138,6 +148,8 @@ def encode_batch(items: bytes | list[bytes] | tuple[bytes, ...], flags: int, tim
         raise ValueError("encode_batch: index out of range (state[BASE], state[NEXT_INDEX])")
     if not 0 <= log_at <= INT64_MAX - len(log_out):
         raise ValueError("encode_batch: the state's log offset (with the pending bytes) must be an i64 >= 0")
+    if not 0 <= flush_at <= INT64_MAX:
+        raise ValueError("encode_batch: the state's flush size must be an i64 >= 0")
     offset = log_at + len(log_out)
     if time_ns < last_time:
         time_ns = last_time  # times never go backwards
@@ -181,4 +193,6 @@ def encode_batch(items: bytes | list[bytes] | tuple[bytes, ...], flags: int, tim
     if i:
         state[NEXT_INDEX] = index + i
         state[LAST_TIME] = time_ns
+    if i == n and len(log_out) >= flush_at:
+        return -1
     return n - i

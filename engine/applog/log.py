@@ -4,12 +4,15 @@ Every record reaches the files the same way, whatever the call: ``append`` and
 ``append_many`` validate their arguments and stamp the time, then, under the
 writer's lock, hand runs of records that share flags and time (``append``: a run
 of one) to :meth:`SegmentWriter.add <engine.applog.writer.SegmentWriter.add>` of
-the active segment, the one write path.  It encodes them (one encoder,
+the active segment, the one write path (``append`` runs its lines in its own
+frame: one Python call less per record).  It encodes them (one encoder,
 :func:`engine.applog.writer.encode_batch`, compiled or the pure-Python
-reference), starts a new segment (:meth:`AppendLog._roll_locked`) when a record
-would push the active log past ``segment_bytes``, and flushes when the buffer is
-full.  The segment writer's module says in which order the bytes reach the disk
-and why that order is what recovery relies on.
+reference, chosen there once per process and imported here), and its
+:meth:`~engine.applog.writer.SegmentWriter.settle` starts a new segment
+(:meth:`AppendLog._roll_locked`) when a record would push the active log past
+``segment_bytes``, and flushes when the buffer is full.  The segment writer's
+module says in which order the bytes reach the disk and why that order is what
+recovery relies on.
 
 Every record's CRC-32 goes into the segment's ``.crc`` side file (an extension
 of the LOG/IDX format), written after the log bytes and before the index
@@ -45,6 +48,7 @@ from types import TracebackType
 from typing import Any
 
 from engine.applog.args import as_bytes, instant_arg_ns, period_arg, ttl_arg_ns
+from engine.applog.batch import NEXT_INDEX
 from engine.applog.codec import (
     HEADER_SIZE,
     INT64_MAX,
@@ -56,7 +60,7 @@ from engine.applog.codec import (
 from engine.applog.opening import open_segments
 from engine.applog.segment import Record, Segment, record_class
 from engine.applog.view import START_FILE, LogView
-from engine.applog.writer import SegmentWriter, create_segment
+from engine.applog.writer import SegmentWriter, create_segment, encode_batch
 from engine.conventions import serializer as parse_serializer
 from engine.errors import ClosedError, ConfigError, CorruptFileError, PoisonedError
 from engine.fs import (
@@ -280,9 +284,10 @@ class AppendLog(LogView):
         record); an explicit time earlier than the newest record raises ConfigError.
         Under ``sync="always"`` the record is durable when this returns.
 
-        The record goes to :meth:`SegmentWriter.add` as it is (the encoder takes
-        one ``bytes`` as a batch of one), which checks the flags and the size;
-        what it refuses becomes a ConfigError here, with nothing appended.
+        The record goes to the encoder as it is (it takes one ``bytes`` as a
+        batch of one), by the steps of :meth:`SegmentWriter.add` (run here, one
+        Python call less); the encoder checks the flags and the size, and what
+        it refuses becomes a ConfigError here, with nothing appended.
         """
         if type(data) is not self._plain:  # bytes without a serializer: as they are
             data = self._payload(data)
@@ -299,8 +304,15 @@ class AppendLog(LogView):
             # A clock reading as it is: the encoder stamps no earlier than the
             # newest record (the clock may step back; times in a log never do).
             t = _time_ns() if time_ns is None else self._stamp(time_ns)
+            # SegmentWriter.add's lines, run in this frame (one Python call less
+            # per record): one encoder call, then settle() if the record is left
+            # for the next segment or the buffer is full (the result is not 0).
+            state = writer.state
+            index: int = state[NEXT_INDEX]
             try:
-                index = writer.add(data, flags, t)
+                left = encode_batch(data, flags, t, state)
+                if left:
+                    writer.settle(data, left, flags, t)
             except (TypeError, ValueError) as exc:  # the encoder refuses the arguments
                 self._check_record(data, flags)
                 raise ConfigError(f"{self.directory}: cannot append: {exc}") from exc

@@ -101,7 +101,7 @@ class SegmentWriter:
     the segment's final extent.
     """
 
-    __slots__ = ("buffer_bytes", "flushed_crc", "flushed_idx", "on_full", "roll", "seg", "state")
+    __slots__ = ("flushed_crc", "flushed_idx", "on_full", "roll", "seg", "state")
 
     def __init__(
         self,
@@ -115,7 +115,6 @@ class SegmentWriter:
         if seg.mem_idx is None or seg.idx is None or seg.crc is None:
             raise ValueError(f"{seg.log_path}: a segment writer needs the index in memory and a .crc file")
         self.seg = seg
-        self.buffer_bytes = buffer_bytes
         self.roll = roll
         self.on_full = on_full
         if last_time is None:
@@ -124,8 +123,10 @@ class SegmentWriter:
             last_time = max(last_time, seg.last_time)
         # Log bytes and .crc entries of the records not yet written go to two
         # pending buffers; index entries go straight to the in-memory index.
+        # The encoder says when the pending log bytes reach ``buffer_bytes``.
         self.state = new_state(
-            bytearray(), bytearray(), seg.mem_idx, seg.base, seg.end, seg.log_size, segment_bytes, last_time
+            bytearray(), bytearray(), seg.mem_idx, seg.base, seg.end, seg.log_size, segment_bytes, last_time,
+            buffer_bytes,
         )
         self.flushed_crc = seg.crc.size()  # bytes of the .crc file in the file
         self.flushed_idx = len(seg.mem_idx)  # bytes of the index in the file
@@ -154,33 +155,36 @@ class SegmentWriter:
         is earlier, the newest record's time: callers refuse explicit times that
         go backwards themselves; a clock reading is passed as it is.
 
-        This is the one path by which records are written: the store's ``append``
-        (one record) and ``append_many`` and the Spark sink all come here.  One
-        :func:`encode_batch` call encodes what fits the segment; records that do
-        not fit go to the next ones (:meth:`_spill`); once the pending bytes reach
-        ``buffer_bytes``, ``on_full()`` is called.  The encoder's ``TypeError``
-        or ``ValueError`` (bad arguments) changes nothing.
+        This is the one path by which records are written: the store's
+        ``append_many`` and the Spark sink call it, and the store's ``append``
+        runs these same lines in its own frame (one Python call less per
+        record).  One :func:`encode_batch` call encodes what fits the segment;
+        when records are left over or the pending bytes reach ``buffer_bytes``
+        (the encoder returns non-zero), :meth:`settle` does the rest.  The
+        encoder's ``TypeError`` or ``ValueError`` (bad arguments) changes nothing.
         """
         state = self.state
         first: int = state[NEXT_INDEX]
         left = encode_batch(items, flags, time_ns, state)
         if left:
-            self._spill(items, left, flags, time_ns)
-        elif len(state[LOG_OUT]) >= self.buffer_bytes:
-            self.on_full()
+            self.settle(items, left, flags, time_ns)
         return first
 
-    def _spill(self, items: bytes | list[bytes] | tuple[bytes, ...], left: int, flags: int, time_ns: int) -> None:
-        """Put the ``left`` last of ``items`` in the next segments (flushing this
-        one, then ``roll()``, for each segment they fill)."""
+    def settle(self, items: bytes | list[bytes] | tuple[bytes, ...], left: int, flags: int, time_ns: int) -> None:
+        """What follows an :func:`encode_batch` call of ``items`` that returned
+        ``left``, not 0: put the ``left`` last of them (``left`` > 0) in the next
+        segments, flushing this one (``on_full()``) and then ``roll()`` for each
+        segment they fill; then flush if the last call says the pending bytes
+        reached ``buffer_bytes`` (-1).  The one definition of both, for
+        :meth:`add` and the store's ``append``."""
         writer = self
-        while left:
+        while left > 0:
             if type(items) is not bytes:
                 items = items[len(items) - left :]
             writer.on_full()
             writer = writer.roll()
             left = encode_batch(items, flags, time_ns, writer.state)
-        if len(writer.state[LOG_OUT]) >= writer.buffer_bytes:
+        if left:
             writer.on_full()
 
     def flush(self) -> None:

@@ -231,6 +231,30 @@ def test_buffered_records_visible_to_reader_after_flush(logdir: str) -> None:
         assert reader.next_index == 1 and reader.get(0).data == b"buffered"
 
 
+@pytest.mark.parametrize("many", [False, True])
+def test_the_buffer_is_written_out_when_it_fills(logdir: str, many: bool) -> None:
+    """Records stay in the writer's buffer until their bytes reach buffer_bytes,
+    then all of them reach the files (append and append_many alike, across a
+    roll to a new segment too)."""
+    rec = 16 + 10  # one record of 10 bytes, with its header
+    with AppendLog.open(logdir, sync="never", buffer_bytes=3 * rec, segment_bytes=16 + 5 * rec) as log, \
+            LogReader.open(logdir) as reader:
+        seen = []
+        for k in range(12):
+            if many:
+                log.append_many([b"%010d" % k])
+            else:
+                log.append(b"%010d" % k)
+            reader.refresh()
+            seen.append(reader.next_index)
+        # Written out at 3 records (full); a segment holds 5, so the 6th record
+        # rolls (records 4 and 5 written first) and starts the next buffer, full
+        # again at 8; the 11th rolls again.
+        assert seen == [0, 0, 3, 3, 3, 5, 5, 8, 8, 8, 10, 10]
+        assert [r.data for r in reader.scan()] == [b"%010d" % k for k in range(10)]
+        assert log.next_index == 12
+
+
 def test_reader_never_sees_an_entry_without_its_record(logdir: str) -> None:
     with AppendLog.open(logdir, sync="never", buffer_bytes=0) as log:
         log.append(b"a", time_ns=1)

@@ -26,9 +26,20 @@ from applog_helpers import segment_file_bytes
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+import engine.applog.log as log_module
 import engine.applog.writer as writer_module
 from engine.applog import AppendLog
-from engine.applog.batch import BASE, CRC_OUT, IDX_OUT, LAST_TIME, LOG_OUT, NEXT_INDEX, STATE_SIZE, new_state
+from engine.applog.batch import (
+    BASE,
+    CRC_OUT,
+    FLUSH_AT,
+    IDX_OUT,
+    LAST_TIME,
+    LOG_OUT,
+    NEXT_INDEX,
+    STATE_SIZE,
+    new_state,
+)
 from engine.applog.batch import encode_batch as reference
 from engine.applog.codec import (
     CRC_ENTRY,
@@ -82,8 +93,10 @@ def _run(fn: Callable[..., int], items: Any, flags: Any, t: Any, state: Any) -> 
     return result, _snapshot(state)
 
 
-def _state(prefix: bytes, base: int, nxt: int, size: int, limit: int, last: int) -> list[Any]:
-    return new_state(bytearray(prefix), bytearray(prefix[:3]), bytearray(prefix[:7]), base, nxt, size, limit, last)
+def _state(prefix: bytes, base: int, nxt: int, size: int, limit: int, last: int, flush: int = INT64_MAX) -> list[Any]:
+    return new_state(
+        bytearray(prefix), bytearray(prefix[:3]), bytearray(prefix[:7]), base, nxt, size, limit, last, flush
+    )
 
 
 # -- the reference is the format ---------------------------------------------------------
@@ -114,7 +127,7 @@ def test_reference_writes_the_documented_layout(
         pos += len(rec)
     assert (bytes(log), bytes(crc), bytes(idx)) == (want_log, want_crc, want_idx)
     # The state moved past the encoded records (and only then).
-    assert state[NEXT_INDEX:] == [index + stop, offset - 1, offset + room, t if stop else INT64_MIN]
+    assert state[NEXT_INDEX:] == [index + stop, offset - 1, offset + room, t if stop else INT64_MIN, INT64_MAX]
     # It stops at the first record that does not fit (an empty segment takes one).
     if stop < len(items):
         assert pos + 16 + len(items[stop]) > offset + room and (min(index, seg_count) or stop)
@@ -142,6 +155,24 @@ def test_times_never_go_backwards() -> None:
     assert state[LAST_TIME] == 501
 
 
+def test_the_encoder_says_when_the_buffer_is_full() -> None:
+    """-1 once the pending log bytes reach state[FLUSH_AT] with every record
+    encoded (none given too); records left for the next segment are counted
+    instead (the caller flushes before it rolls anyway)."""
+    state = _state(b"", 0, 0, 16, 1 << 20, 0, 40)
+    assert reference(b"a" * 4, 0, 1, state) == 0  # 20 bytes pending
+    assert reference(b"b" * 4, 0, 1, state) == -1  # 40: full
+    assert reference([], 0, 1, state) == -1  # still full, nothing added
+    state[LOG_OUT].clear()  # what a flush does
+    assert reference([], 0, 1, state) == 0
+    state[FLUSH_AT] = 0  # no buffer: every call says "write them out"
+    assert reference([], 0, 1, state) == -1
+    tight = _state(b"", 0, 0, 16, 16 + 40, 0, 0)
+    assert reference([b"a" * 4, b"b" * 4, b"c"], 0, 1, tight) == 1  # the segment is full: 1 left
+    with pytest.raises(ValueError, match="flush size must be an i64 >= 0"):
+        reference(b"a", 0, 1, _state(b"", 0, 0, 16, 1 << 20, 0, -1))
+
+
 # -- the twins agree -----------------------------------------------------------------------
 INTS = st.one_of(
     st.integers(-3, 3000),
@@ -167,24 +198,29 @@ VALID = st.tuples(
     st.integers(0, 4096),  # log offset of the pending bytes
     st.integers(INT64_MIN, INT64_MAX) | st.integers(0, 4096),  # limit
     st.integers(INT64_MIN, INT64_MAX) | st.integers(-5, 5),  # last time
+    st.just(INT64_MAX) | st.integers(0, 600) | st.integers(0, INT64_MAX),  # flush size
 )
 
 
 @needs_native
 @settings(max_examples=600, deadline=None)
 @given(VALID, st.binary(max_size=40), st.booleans())
-@example((b"a" * 100, 0, 1, 0, 0, 16, 50, 0), b"", False)  # one oversized record in an empty segment
-@example(([b"a" * 100, b"b"], 0, 1, 0, 0, 16, 50, 0), b"", False)
-@example(([b"a"], 0, 1, 0, INT64_MAX, 16, 1 << 20, 0), b"", False)  # the last index
-@example(([b"abc"], 0, 1, 1, 5, INT64_MAX - 18, INT64_MAX, 1), b"", False)  # the log's last byte
-@example(([b"abc"], 0, 1, 1, 5, INT64_MAX - 18, INT64_MAX, 1), b"", True)
-@example((b"x" * 200, 0, 5, 0, 0, 16, 1 << 20, 9), b"", False)  # the clock stepped back
+@example((b"a" * 100, 0, 1, 0, 0, 16, 50, 0, INT64_MAX), b"", False)  # one oversized record in an empty segment
+@example(([b"a" * 100, b"b"], 0, 1, 0, 0, 16, 50, 0, INT64_MAX), b"", False)
+@example(([b"a"], 0, 1, 0, INT64_MAX, 16, 1 << 20, 0, INT64_MAX), b"", False)  # the last index
+@example(([b"abc"], 0, 1, 1, 5, INT64_MAX - 18, INT64_MAX, 1, INT64_MAX), b"", False)  # the log's last byte
+@example(([b"abc"], 0, 1, 1, 5, INT64_MAX - 18, INT64_MAX, 1, INT64_MAX), b"", True)
+@example((b"x" * 200, 0, 5, 0, 0, 16, 1 << 20, 9, INT64_MAX), b"", False)  # the clock stepped back
+@example((b"x" * 100, 0, 5, 0, 0, 16, 1 << 20, 9, 116), b"", False)  # the buffer just full
+@example((b"x" * 100, 0, 5, 0, 0, 16, 1 << 20, 9, 117), b"", False)  # one byte short of full
+@example(([], 0, 5, 0, 0, 16, 1 << 20, 9, 0), b"abc", False)  # nothing added, full
+@example(([b"a", b"b"], 0, 5, 1, 1, 16, 16 + 17, 9, 0), b"", False)  # one left over, full
 def test_twins_agree_on_valid_calls(valid: tuple[Any, ...], prefix: bytes, as_tuple: bool) -> None:
     assert NATIVE is not None
-    items, flags, t, held, nxt, size, limit, last = valid
+    items, flags, t, held, nxt, size, limit, last, flush = valid
     if as_tuple and type(items) is list:
         items = tuple(items)
-    state = _state(prefix, nxt - min(nxt, held), nxt, size, limit, last)
+    state = _state(prefix, nxt - min(nxt, held), nxt, size, limit, last, flush)
     assert _run(reference, items, flags, t, state) == _run(NATIVE.encode_batch, items, flags, t, state)
 
 
@@ -204,17 +240,19 @@ def test_twins_agree_on_valid_calls(valid: tuple[Any, ...], prefix: bytes, as_tu
     st.one_of(
         st.tuples(
             st.lists(st.one_of(st.binary(max_size=40).map(bytearray), BUFFER), min_size=3, max_size=3),
-            st.lists(st.one_of(st.integers(0, 5000), HOSTILE), min_size=5, max_size=5),
+            st.lists(st.one_of(st.integers(0, 5000), HOSTILE), min_size=6, max_size=6),
         ),
         HOSTILE,
     ),
     st.sampled_from(["list", "list", "list", "tuple", "short", "long", "alias"]),
 )
-@example([b"a"], 0, 1, ([bytearray()] * 3, [0, 0, 16, 100, 0]), "alias")
-@example([b"a"], 0, 1, ([bytearray()] * 3, [0, INT64_MAX, 16, 100, 0]), "list")
-@example([b"a"], 0, 1, ([bytearray()] * 3, [5, 4, 16, 100, 0]), "list")  # next index below the base
-@example([b"a", "x"], 0, 1, ([bytearray()] * 3, [0, 0, 16, 100, 0]), "list")
-@example(b"a", 0, 1, ([bytearray()] * 3, [0, 0, 16, 100, True]), "list")
+@example([b"a"], 0, 1, ([bytearray()] * 3, [0, 0, 16, 100, 0, 50]), "alias")
+@example([b"a"], 0, 1, ([bytearray()] * 3, [0, INT64_MAX, 16, 100, 0, 50]), "list")
+@example([b"a"], 0, 1, ([bytearray()] * 3, [5, 4, 16, 100, 0, 50]), "list")  # next index below the base
+@example([b"a", "x"], 0, 1, ([bytearray()] * 3, [0, 0, 16, 100, 0, 50]), "list")
+@example([], 0, 1, ([bytearray()] * 3, [0, 0, 16, 100, 0, 0]), "list")  # no items, the buffer full
+@example([b"a"], 0, 1, ([bytearray()] * 3, [0, 0, 16, 100, 0, -1]), "list")
+@example(b"a", 0, 1, ([bytearray()] * 3, [0, 0, 16, 100, True, 50]), "list")
 def test_twins_agree_on_hostile_calls(items: Any, flags: Any, t: Any, parts: Any, shape: str) -> None:
     assert NATIVE is not None
     if type(parts) is tuple:
@@ -244,8 +282,8 @@ def test_twins_agree_on_calls_with_one_defect(valid: tuple[Any, ...], defect: An
     """A valid call with one argument (or one part of the state) replaced by a
     hostile value: the same error, or the same result when it happens to be valid."""
     assert NATIVE is not None
-    items, flags, t, held, nxt, size, limit, last = valid
-    state: Any = _state(b"xyz", nxt - min(nxt, held), nxt, size, limit, last)
+    items, flags, t, held, nxt, size, limit, last, flush = valid
+    state: Any = _state(b"xyz", nxt - min(nxt, held), nxt, size, limit, last, flush)
     if defect == "items":
         items = bad
     elif defect == "item":
@@ -283,6 +321,86 @@ def test_twins_agree_when_a_buffer_cannot_grow(which: int) -> None:
     assert outcomes[0][1] == _snapshot(_state(b"0123456789", 0, 0, 16, 1 << 20, 0))
 
 
+# Ints around the compiled twin's digit boundaries (it reads ints of up to three
+# 30-bit digits that fit 63 bits from their digits; others through CPython).
+EDGES = sorted({s * (v + d) for v in (0, 1 << 30, 1 << 60, 1 << 62, 1 << 63, 1 << 64, 1 << 90)
+                for d in (-1, 0, 1) for s in (1, -1)})
+
+
+@needs_native
+@pytest.mark.parametrize("field", ["flags", "time", *range(BASE, STATE_SIZE)])
+def test_twins_agree_on_ints_at_digit_boundaries(field: Any) -> None:
+    """Every int argument (flags, time, each int of the state) at and around the
+    boundaries of 30-bit digits and of the i64/u32 ranges: same result or error."""
+    assert NATIVE is not None
+    for value in EDGES:
+        items: Any = [b"ab", b"c"]
+        flags, t = 3, 1 << 61
+        state: Any = _state(b"xyz", 5, 7, 100, 1 << 40, 9)
+        if field == "flags":
+            flags = value
+        elif field == "time":
+            t = value
+        else:
+            state[field] = value
+        assert _run(reference, items, flags, t, state) == _run(NATIVE.encode_batch, items, flags, t, state), value
+
+
+def _spare(data: bytes, front: int) -> bytearray:
+    """``data`` in a bytearray with room to spare and, for ``front``, bytes
+    deleted from its front (CPython then moves its start, not the bytes)."""
+    buf = bytearray(b"-" * front + data + b"=" * 4000)
+    del buf[len(buf) - 4000 :]
+    del buf[:front]
+    assert buf == data
+    return buf
+
+
+@needs_native
+@pytest.mark.parametrize("front", [0, 1, 7, 100])
+@pytest.mark.parametrize("held", [None, LOG_OUT, CRC_OUT, IDX_OUT])
+def test_twins_agree_on_buffers_with_room_to_spare(front: int, held: int | None) -> None:
+    """Buffers that already have room (grown before, or cut at the front): the
+    bytes fit without a resize, or BufferError when a view of one is held, with
+    nothing changed, as the reference does."""
+    outcomes: list[list[Any]] = []
+    for fn in (reference, NATIVE.encode_batch):  # type: ignore[union-attr]
+        state = new_state(_spare(b"0123456789", front), _spare(b"abc", front), _spare(b"IDX", front),
+                          0, 0, 16, 1 << 20, 0)
+        view = None if held is None else memoryview(state[held])
+        try:
+            seen = [_outcome(partial(fn, [b"a", b"bc" * 50], 1, 2, state)), _snapshot(state)]
+        finally:
+            if view is not None:
+                view.release()
+        if held is None:  # and the buffers grow on as bytearrays do
+            state[LOG_OUT] += b"!"
+            del state[CRC_OUT][:2]
+            seen += [fn(b"z" * 300, 4, 5, state), _snapshot(state)]
+        outcomes.append(seen)
+    assert outcomes[0] == outcomes[1]
+    if held is not None:
+        assert outcomes[0][0][0] == "error" and outcomes[0][0][1][0] is BufferError
+
+
+@needs_native
+def test_twins_agree_record_by_record_as_the_buffers_grow() -> None:
+    """Thousands of one-record calls (the buffers grown many times over, and
+    emptied as a flush does): the same bytes and state at every step."""
+    assert NATIVE is not None
+    states = [_state(b"", 0, 0, 16, 1 << 40, 0) for _ in range(2)]
+    for k in range(6000):
+        data = b"%d" % k * (k % 23)
+        results = [fn(data, k & 7, 1000 + k // 3, st) for fn, st in zip((reference, NATIVE.encode_batch), states)]
+        assert results[0] == results[1] == 0
+        if k % 1000 == 999:
+            assert _snapshot(states[0]) == _snapshot(states[1]), k
+            for st in states:
+                st[LOG_OUT].clear()
+                st[CRC_OUT].clear()
+    assert _snapshot(states[0]) == _snapshot(states[1])
+
+
 @needs_native
 def test_native_checksums_every_length() -> None:
     """The compiled CRC-32 (table, or carry-less multiplication for 64 bytes
@@ -311,7 +429,7 @@ def test_native_encoder_does_not_leak() -> None:
             enc([b"x" * 70, b"y"], 3, k - 1, state)  # stamped k: no earlier than the newest
             if k % 100 == 0:
                 _outcome(partial(enc, [b"y", "z"], 0, 0, state))
-                _outcome(partial(enc, b"y", 0, 0, [*state[:7], None]))
+                _outcome(partial(enc, b"y", 0, 0, [*state[:8], None]))
                 del state[LOG_OUT][:], state[CRC_OUT][:], state[IDX_OUT][:]
 
     burst()
@@ -328,11 +446,19 @@ def test_native_encoder_does_not_leak() -> None:
 
 def test_the_encoder_is_chosen_once_per_process() -> None:
     """The compiled encoder when it is built and not disabled, else the reference;
-    the writer's methods are the class's (nothing swapped per instance)."""
+    the store's ``append`` (which runs ``SegmentWriter.add``'s lines itself) calls
+    the same one; the writer's methods are the class's (nothing swapped per instance)."""
     if NATIVE is None or pure_python_forced():
         assert writer_module.encode_batch is reference
     else:
         assert writer_module.encode_batch is NATIVE.encode_batch
+    assert log_module.encode_batch is writer_module.encode_batch
+
+
+def _use_encoder(mp: pytest.MonkeyPatch, fn: Callable[..., int]) -> None:
+    """Make ``fn`` the encoder of every write (``append`` imports the writer's)."""
+    mp.setattr(writer_module, "encode_batch", fn)
+    mp.setattr(log_module, "encode_batch", fn)
 
 
 # -- whole logs: compiled encoder against the pure-Python one ------------------------------
@@ -391,7 +517,7 @@ def test_native_and_pure_logs_write_the_same_bytes(
         for op in ops:
             results = []
             for name, lg in logs.items():
-                mp.setattr(writer_module, "encode_batch", encoders[name])
+                _use_encoder(mp, encoders[name])
                 results.append(_outcome(partial(_apply, lg, op, t)))
             assert results[0] == results[1], op
             t += 10
@@ -457,7 +583,7 @@ def test_crash_states_with_buffered_appends(native: bool, monkeypatch: pytest.Mo
 
     from stress.simfs import SimFS
 
-    monkeypatch.setattr(writer_module, "encode_batch", NATIVE.encode_batch if native and NATIVE else reference)
+    _use_encoder(monkeypatch, NATIVE.encode_batch if native and NATIVE else reference)
     sim = SimFS()
     make_dirs(sim, DIR)
     attempted: dict[int, tuple[int, int, bytes]] = {}
