@@ -226,6 +226,9 @@ def open_segment_handle(fs: FileSystem, path: str, *, allow_short: bool = False)
     return handle
 
 
+_FIRST_READ = 64 * 1024 + 4096
+
+
 def read_first_id(fs: FileSystem, path: str, *, finished: bool) -> int | None:
     """The id of the first PUT in ``path`` (None if it has none yet), once the CHECK
     after it has vouched for it (files with CHECKs).
@@ -237,10 +240,12 @@ def read_first_id(fs: FileSystem, path: str, *, finished: bool) -> int | None:
     torn tail (the writer's open scans that file whole): None.
     """
     with open_segment_handle(fs, path, allow_short=True) as handle:
-        scanner = RecordScanner(handle, codec.MAGIC_SIZE, chunk=4096)
+        # One read of the size of a writer's batch (64 KiB) and one decode of its
+        # records: the first id needs the CHECK after the first batch.
+        scanner = RecordScanner(handle, codec.MAGIC_SIZE, chunk=_FIRST_READ)
         size = handle.size()
         try:
-            puts = scanner.next_batch(size, max_records=1)
+            puts = scanner.next_batch(size)
         except codec.BadRecord as exc:
             if finished:
                 raise corrupt(path, exc) from None
