@@ -123,6 +123,32 @@ def test_no_read_path_delivers_a_damaged_byte_of_a_sealed_file() -> None:
     assert caught > len(pristine)  # the damage was met, not skipped
 
 
+def test_items_checked_before_damage_are_delivered_before_the_error() -> None:
+    """Damage in the last batch of a sealed file: a reader first delivers the items
+    the CHECKs before it vouched for (decoded in the same read as the damage), then
+    raises CorruptFileError at the damage, and again on the next get; and the open
+    that lists the files (each file's first id) is not stopped by it."""
+    sim, first, items = _sealed_file_queue()
+    pristine = read_file(sim, first)
+    damaged = bytearray(pristine)
+    damaged[len(pristine) - 12] ^= 0x01  # inside the batch of two (its last payload bytes)
+    write_file(sim, first, bytes(damaged))
+    writer = Queue.open("/db", "q", fs=sim, **NOCKPT)
+    try:
+        for opened in (writer.reader, lambda: Queue.open_reader("/db", "q", "", fs=sim, **NOCKPT)):
+            r = opened()
+            got = []
+            with pytest.raises(CorruptFileError):
+                while (item := r.get(timeout=0)) is not None:
+                    got.append(item.data)
+            assert got == [items[xid] for xid in (1, 2, 3)]  # the batch of two is the damaged one
+            with pytest.raises(CorruptFileError):
+                r.get(timeout=0)
+            r.close(checkpoint_first=False)
+    finally:
+        writer.close()
+
+
 def test_damage_in_the_newest_file_is_never_a_silent_cut(caplog: pytest.LogCaptureFixture) -> None:
     """Every single-byte damage of the newest writer file (no writer open), read by
     a reader in another process polling with no wait: an error, exactly what was
