@@ -72,16 +72,20 @@ def make_log(root: str, n: int) -> str:
 
 
 def make_queue(root: str, n: int) -> str:
-    """A queue ``bench`` with n 80-byte items and one reader ``r``."""
+    """A queue ``bench`` with n items of 80 random printable bytes (as the log's
+    records: identical items would let Parquet store the column as one dictionary
+    entry and move no payload at all) and one reader ``r``."""
     from engine.queue import Queue
 
     d = os.path.join(root, "queue")
     os.makedirs(d)
     q = Queue.open(d, "bench", sync="never")
     q.reader("r")
-    item = b"q" * PAYLOAD
+    rng = np.random.default_rng(2)
     for a in range(0, n, 10_000):
-        q.put_many([item] * min(10_000, n - a))
+        k = min(10_000, n - a)
+        raw = rng.integers(32, 127, size=k * PAYLOAD, dtype=np.uint8).tobytes()
+        q.put_many([raw[i : i + PAYLOAD] for i in range(0, k * PAYLOAD, PAYLOAD)])
     q.checkpoint()
     q.close()
     return d
@@ -227,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     with bench_dir("engine-bench-spark-") as root:
         if args.cluster:
             with standalone_cluster(root) as url:
+                # The cluster started here runs this interpreter (standalone_cluster);
+                # the driver's own Python workers (planning) run it too.
+                os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
                 spark = build_session(url, "engine-bench", shuffle_partitions=2,
                                       conf={"spark.executor.memory": "768m", "spark.cores.max": "2"})
                 try:
