@@ -127,6 +127,51 @@ new_put(const unsigned char *p, Py_ssize_t start, int32_t length, int64_t xid, i
     return put;
 }
 
+/* A record at ``pos`` that the inlined PUT paths did not take: anything else, or
+ * a PUT with impossible fields (decode_record gives the right error).  Returns
+ * the offset after it; OTHER_STOP with ``*stop`` set ("incomplete", "marker") or
+ * left as "more" (a bad record after good ones: those first, the error on the
+ * next call); OTHER_ERROR with an exception set. */
+#define OTHER_STOP (-1)
+#define OTHER_ERROR (-2)
+static Py_ssize_t
+other_record(PyObject *obj, Py_ssize_t pos, Py_ssize_t size, int after_good, const char **stop)
+{
+    PyObject *decoded = PyObject_CallFunction(decode_record, "On", obj, pos);
+    if (decoded == NULL) {
+        if (PyErr_ExceptionMatches(incomplete_exc)) {
+            PyErr_Clear();
+            *stop = "incomplete";
+            return OTHER_STOP;
+        }
+        if (PyErr_ExceptionMatches(bad_record_exc) && after_good) {
+            PyErr_Clear();
+            return OTHER_STOP;
+        }
+        return OTHER_ERROR;
+    }
+    PyObject *record = PyTuple_GetItem(decoded, 0);
+    PyObject *end_obj = PyTuple_GetItem(decoded, 1);
+    if (record == NULL || end_obj == NULL) {
+        Py_DECREF(decoded);
+        return OTHER_ERROR;
+    }
+    if (record == Py_None) {
+        Py_DECREF(decoded);
+        *stop = "marker";
+        return OTHER_STOP;
+    }
+    Py_ssize_t end = PyLong_AsSsize_t(end_obj);
+    Py_DECREF(decoded);
+    if (end == -1 && PyErr_Occurred())
+        return OTHER_ERROR;
+    if (end <= pos || end > size) {
+        PyErr_SetString(PyExc_SystemError, "decode_record returned an end outside the buffer");
+        return OTHER_ERROR;
+    }
+    return end;
+}
+
 static PyObject *
 decode_batch(PyObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -216,35 +261,12 @@ decode_batch(PyObject *self, PyObject *args, PyObject *kwargs)
             continue;
         }
         /* Anything else (and PUTs with impossible fields, to get the right error). */
-        PyObject *decoded = PyObject_CallFunction(decode_record, "On", view.obj, pos);
-        if (decoded == NULL) {
-            if (PyErr_ExceptionMatches(incomplete_exc)) {
-                PyErr_Clear();
-                stop = "incomplete";
-                break;
-            }
-            if (PyErr_ExceptionMatches(bad_record_exc) && verified) {
-                PyErr_Clear();
-                break; /* "more": the good records first, the error on the next call */
-            }
+        Py_ssize_t next = other_record(view.obj, pos, size, verified != 0, &stop);
+        if (next == OTHER_ERROR)
             goto done;
-        }
-        PyObject *record = PyTuple_GetItem(decoded, 0);
-        PyObject *end_obj = PyTuple_GetItem(decoded, 1);
-        if (record == NULL || end_obj == NULL) {
-            Py_DECREF(decoded);
-            goto done;
-        }
-        if (record == Py_None) {
-            Py_DECREF(decoded);
-            stop = "marker";
+        if (next == OTHER_STOP)
             break;
-        }
-        Py_ssize_t end = PyLong_AsSsize_t(end_obj);
-        Py_DECREF(decoded);
-        if (end == -1 && PyErr_Occurred())
-            goto done;
-        pos = end; /* not a PUT (a valid one takes the path above): skipped */
+        pos = next; /* not a PUT (a valid one takes the path above): skipped */
     }
     if (!checked) {
         result = Py_BuildValue("nsnii", pos, stop, PyList_GET_SIZE(out), 0, 0);
@@ -365,39 +387,12 @@ decode_columns(PyObject *self, PyObject *args, PyObject *kwargs)
             continue;
         }
         /* Anything else (and PUTs with impossible fields, to get the right error). */
-        PyObject *decoded = PyObject_CallFunction(decode_record, "On", view.obj, pos);
-        if (decoded == NULL) {
-            if (PyErr_ExceptionMatches(incomplete_exc)) {
-                PyErr_Clear();
-                stop = "incomplete";
-                break;
-            }
-            if (PyErr_ExceptionMatches(bad_record_exc) && vouched) {
-                PyErr_Clear();
-                break; /* "more", as above */
-            }
+        Py_ssize_t next = other_record(view.obj, pos, size, vouched != 0, &stop);
+        if (next == OTHER_ERROR)
             goto done;
-        }
-        PyObject *record = PyTuple_GetItem(decoded, 0);
-        PyObject *end_obj = PyTuple_GetItem(decoded, 1);
-        if (record == NULL || end_obj == NULL) {
-            Py_DECREF(decoded);
-            goto done;
-        }
-        if (record == Py_None) {
-            Py_DECREF(decoded);
-            stop = "marker";
+        if (next == OTHER_STOP)
             break;
-        }
-        Py_ssize_t record_end = PyLong_AsSsize_t(end_obj);
-        Py_DECREF(decoded);
-        if (record_end == -1 && PyErr_Occurred())
-            goto done;
-        if (record_end <= pos || record_end > size) {
-            PyErr_SetString(PyExc_SystemError, "decode_record returned an end outside the buffer");
-            goto done;
-        }
-        pos = record_end; /* not a PUT (a valid one takes the path above): skipped */
+        pos = next; /* not a PUT (a valid one takes the path above): skipped */
         if (!checked)
             end = pos;
     }

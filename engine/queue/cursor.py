@@ -338,25 +338,9 @@ class JournalCursor:
                     continue
                 raise corrupt(self.segment.path, exc) from None
             if not records:
-                if growing:
-                    if (scanner.stop == "incomplete" or scanner.unverified) and self._judge_stall(limit):
-                        continue  # rewound to the last CHECK: read from there now
-                    return False  # wait for more (a record or its CHECK is being written)
-                if scanner.stop == "incomplete":
-                    path, offset = self.segment.path, scanner.offset
-                    raise CorruptFileError(path, offset, "a whole record", "the file ends inside it")
-                if scanner.unverified:
-                    # A finished file whose last records no CHECK vouches for: damage
-                    # (the writer ends every write with one), never delivered.
-                    raise CorruptFileError(
-                        self.segment.path,
-                        scanner.offset - scanner.unverified,
-                        "a CHECK record after the records from here",
-                        "the file ends without one",
-                    )
-                if not self._advance():
-                    return False
-                continue
+                if self._read_on(scanner, limit, growing):
+                    continue
+                return False
             last, after = self.last_id, self.after_id
             first = records[0][0]
             ids = list(map(_first, records))
@@ -374,6 +358,27 @@ class JournalCursor:
                 self._batch_bytes = self._scanner.offset - start
                 self._batch_count = len(ready)
                 return True
+
+    def _read_on(self, scanner: RecordScanner, limit: int, growing: bool) -> bool:
+        """A read of the file up to ``limit`` decoded nothing: whether to read
+        again now (rewound to the last CHECK, or on to the next file); False:
+        nothing more now.  In a finished file, a record the file ends inside, or
+        records no CHECK vouches for (the writer ends every write with one), are
+        damage: CorruptFileError, never delivered."""
+        assert self.segment is not None
+        if growing:
+            # A write in progress (a record or its CHECK) unless it stalled.
+            return bool((scanner.stop == "incomplete" or scanner.unverified) and self._judge_stall(limit))
+        if scanner.stop == "incomplete":
+            raise CorruptFileError(self.segment.path, scanner.offset, "a whole record", "the file ends inside it")
+        if scanner.unverified:
+            raise CorruptFileError(
+                self.segment.path,
+                scanner.offset - scanner.unverified,
+                "a CHECK record after the records from here",
+                "the file ends without one",
+            )
+        return self._advance()
 
     def _read_with_holes(self, records: list[codec.Put], start: int) -> None:
         """:meth:`_fill` for a run whose ids do not simply follow on: note each hole
@@ -578,23 +583,9 @@ class ColumnCursor(JournalCursor):
                     continue
                 raise corrupt(self.segment.path, exc) from None
             if cols is None:
-                if growing:
-                    if (scanner.stop == "incomplete" or scanner.unverified) and self._judge_stall(limit):
-                        continue  # rewound to the last CHECK: read from there now
-                    return None  # wait for more (a record or its CHECK is being written)
-                if scanner.stop == "incomplete":
-                    path, offset = self.segment.path, scanner.offset
-                    raise CorruptFileError(path, offset, "a whole record", "the file ends inside it")
-                if scanner.unverified:
-                    raise CorruptFileError(
-                        self.segment.path,
-                        scanner.offset - scanner.unverified,
-                        "a CHECK record after the records from here",
-                        "the file ends without one",
-                    )
-                if not self._advance():
-                    return None
-                continue
+                if self._read_on(scanner, limit, growing):
+                    continue
+                return None
             ids = memoryview(cols.ids).cast("q")
             if ids[0] <= self.last_id or not cols.ascending:
                 self._ids_go_back(ids, scanner.run_start)
