@@ -244,6 +244,8 @@ decode_batch(PyObject *self, PyObject *args, PyObject *kwargs)
                 if ((Py_ssize_t)length == total)
                     got = crc_of(p, since, pos, (uint32_t)running);
                 if ((Py_ssize_t)length != total || got != want) {
+                    if (verified)
+                        break; /* "more": the records vouched for first, the mismatch on the next call */
                     PyObject *exc = PyObject_CallFunction(mismatch_exc, "nnnk", pos - total, pos, total,
                                                           (unsigned long)length);
                     if (exc != NULL) {

@@ -368,8 +368,9 @@ def decode_batch(
     ``covered`` describe the bytes after the last CHECK up to ``end``.  ``stop`` is
     ``"end"`` (the buffer ended at a record boundary), ``"incomplete"`` (it ended
     inside one, at ``end``), ``"marker"`` (0x00 at ``end``) or ``"more"``
-    (``max_records`` reached, or a bad record at ``end`` that the next call raises
-    as :class:`BadRecord`).  PUTs take an inlined path; other records go through
+    (``max_records`` reached, or a bad record or a CHECK that does not match at
+    ``end``, after records a CHECK vouched for in this call: those go out first,
+    and the next call raises :class:`BadRecord` / :class:`ChecksumMismatch`).  PUTs take an inlined path; other records go through
     :func:`decode_record` and are skipped (only PUTs are items).
     """
     if pos < 0:
@@ -427,6 +428,8 @@ def decode_batch(
                 want, length = _unpack_check(buf, pos + 1)
                 total = covered + pos - since
                 if length != total or _crc32(view[since:pos], running) != want:
+                    if verified:
+                        break  # "more": the records vouched for first, the mismatch on the next call
                     raise ChecksumMismatch(pos - total, pos, total, length)
                 running, covered, since = 0, 0, pos + 9
                 verified = len(out)

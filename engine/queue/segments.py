@@ -99,25 +99,12 @@ class RecordScanner:
                 if self.checked is None:
                     self.checked = self._uses_checks(buf, pos)
                 pending = self._pending
-                held = len(pending)
                 try:
                     end, stop, verified, self._crc, self._covered = decode_batch(
                         buf, pos, pending, self._crc if self.checked else None, self._covered, max_records=max_records
                     )
                 except codec.BadRecord as exc:
-                    # What CHECKs vouched for before the damage goes out first: decode
-                    # again up to where it starts; the next call meets it and raises.
-                    del pending[held:]
-                    before = None
-                    if exc.offset > pos:
-                        before = decode_batch(
-                            buf[: exc.offset], pos, pending, self._crc if self.checked else None, self._covered,
-                            max_records=max_records,
-                        )
-                    if before is None or not before[2]:
-                        del pending[held:]
-                        raise exc.shifted(self._buf_off) from None
-                    end, stop, verified, self._crc, self._covered = before
+                    raise exc.shifted(self._buf_off) from None
                 self.offset = self._buf_off + end
                 if verified == len(pending):
                     self._pending = []

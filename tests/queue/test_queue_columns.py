@@ -17,33 +17,11 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from journal_helpers import journal_body as _body
 
 from engine.errors import EngineError
 from engine.fs import resolve
 from engine.queue import codec, cursor
-
-#: Records a writer file may hold that are not PUTs (skipped by the readers): a
-#: READ_HEAD, an unknown command without data and one with a data block.
-OTHERS = [codec.encode_read_head(3), bytes([0x31]) + bytes(4), bytes([0xA1]) + (3).to_bytes(4, "little") + b"abc"]
-
-
-def _body(batches: list[list[bytes]], expiry: bool, others: bool = False, errors: int = 0) -> bytes:
-    """A writer file's records (after the magic): the empty CHECK, then each batch
-    of PUTs (ids from 1; every other one expiring when ``expiry``) and its CHECK."""
-    body, xid = codec.EMPTY_CHECK, 1
-    for datas in batches:
-        records = b"".join(
-            codec.encode_put(
-                xid + i, 1_700_000_000_000 + i, d, expire_time=(1_800_000_000_000 + i if expiry and i % 2 else None),
-                error_count=(errors + i) % 7,
-            )
-            for i, d in enumerate(datas)
-        )
-        if others:
-            records = OTHERS[xid % 3] + records
-        body += records + codec.encode_check(records)
-        xid += len(datas)
-    return body
 
 
 def _puts(c: codec.PutColumns) -> list[codec.Put]:
