@@ -129,7 +129,7 @@ def _cmd_dump(args: argparse.Namespace) -> int:
             return 1
         from engine.queue.cursor import JournalCursor, PollingSource
 
-        source = PollingSource(fs, args.path, args.name, codec.DEFAULT_MAX_ITEM_SIZE, 0.001)
+        source = PollingSource(fs, args.path, args.name, 0.001)
         cursor = JournalCursor(source, 0)
         shown = 0
         try:

@@ -370,8 +370,9 @@ def decode_batch(
     inside one, at ``end``), ``"marker"`` (0x00 at ``end``) or ``"more"``
     (``max_records`` reached, or a bad record or a CHECK that does not match at
     ``end``, after records a CHECK vouched for in this call: those go out first,
-    and the next call raises :class:`BadRecord` / :class:`ChecksumMismatch`).  PUTs take an inlined path; other records go through
-    :func:`decode_record` and are skipped (only PUTs are items).
+    and the next call raises :class:`BadRecord` / :class:`ChecksumMismatch`).
+    PUTs take an inlined path; other records go through :func:`decode_record`
+    and are skipped (only PUTs are items).
     """
     if pos < 0:
         raise ValueError("pos must be >= 0")

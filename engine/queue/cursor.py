@@ -165,14 +165,11 @@ class PollingSource(WakeUps):
         fs: FileSystem,
         directory: str,
         queue: str,
-        max_item_size: int,
         poll_interval: float,
         known: Sequence[Segment] = (),
     ) -> None:
-        # ``max_item_size`` is not used: a reader reads whatever item a valid file
-        # holds, bounded by the file's size (the limit is what a writer accepts).
-        # The argument stays until engine/spark/queuesource.py stops passing it.
-        del max_item_size
+        # No item size limit: a reader reads whatever item a valid file holds,
+        # bounded by the file's size (the limit is what a writer accepts).
         self.fs = fs
         self.directory = directory
         self.queue = queue

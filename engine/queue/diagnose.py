@@ -174,7 +174,7 @@ def last_checkpoint_ns(fs: FileSystem, path: str) -> int | None:
 
 def oldest_pending(fs: FileSystem, directory: str, queue: str, state: ReaderState) -> codec.Put | None:
     """The first item (in id order) that ``state`` has not confirmed, or None."""
-    source = PollingSource(fs, directory, queue, codec.DEFAULT_MAX_ITEM_SIZE, 0.001)
+    source = PollingSource(fs, directory, queue, 0.001)
     cursor = JournalCursor(source, state.head)
     try:
         while True:
@@ -217,7 +217,7 @@ def backlog_bytes(fs: FileSystem, directory: str, queue: str, state: ReaderState
     overhead and whole files).
     """
     total = 0
-    source = PollingSource(fs, directory, queue, codec.DEFAULT_MAX_ITEM_SIZE, 0.001)
+    source = PollingSource(fs, directory, queue, 0.001)
     cursor = JournalCursor(source, state.head)
     try:
         while True:

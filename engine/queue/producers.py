@@ -89,7 +89,7 @@ class Producers:
         self._held = False  # this process holds the append lock (guarded by ``_lock``)
         self._knock_seen: int | None = None  # the knock value when the lock was taken
         self._next_knock_look = 0.0
-        self._poller = PollingSource(self.fs, self.directory, self.name, 0, self.config.poll_interval)
+        self._poller = PollingSource(self.fs, self.directory, self.name, self.config.poll_interval)
         self.poll_period = max(self.config.poll_interval, _LOOK_PERIOD)
         if shared:
             self._become_shared()

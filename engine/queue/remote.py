@@ -127,7 +127,7 @@ def open_remote_reader(
     """See :meth:`Queue.open_reader` (which passes itself as ``open_queue``)."""
     config.check_names(queue)
     naming.check_reader_name(queue, name)
-    source = PollingSource(fs, directory, queue, config.max_item_size, config.poll_interval)
+    source = PollingSource(fs, directory, queue, config.poll_interval)
     segments: list[Segment] = source.segment_list(fresh=True)
     if not segments:
         raise EngineError(f"{directory}: queue {queue!r} has no writer files (open it with Queue.open first)")

@@ -125,7 +125,7 @@ def pending_runs(fs: FileSystem, directory: str, queue: str, reader: str, after_
     head, done = checkpoint.load_reader_file(fs, path) if fs.exists(path) else (0, ())
     state = ReaderState(head, done)
     start = head if after_id is None else max(head, after_id)
-    cursor = ColumnCursor(PollingSource(fs, directory, queue, codec.DEFAULT_MAX_ITEM_SIZE, 0.001, known), start)
+    cursor = ColumnCursor(PollingSource(fs, directory, queue, 0.001, known), start)
     done_ids = np.fromiter(state.done, np.int64, len(state.done)) if state.done else None
     try:
         while (got := cursor.next_columns()) is not None:

@@ -160,7 +160,7 @@ def _items(make: Callable[[], Any], read: Callable[[Any], Any]) -> tuple[list[co
 
 def _both_cursors(d: str, after_id: int) -> tuple[tuple[list[codec.Put], Any], tuple[list[codec.Put], Any]]:
     def source() -> cursor.PollingSource:
-        return cursor.PollingSource(resolve(None), d, "jobs", codec.DEFAULT_MAX_ITEM_SIZE, 0.001)
+        return cursor.PollingSource(resolve(None), d, "jobs", 0.001)
 
     def one_by_one(cur: cursor.JournalCursor) -> list[codec.Put] | None:
         put = cur.next()
