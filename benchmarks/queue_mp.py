@@ -22,6 +22,13 @@ Then 1, 2 and 4 consumer processes sharing one reader name (competing consumers,
 item (the cost of the claims), and with 1 ms of work (a sleep) per item; from the
 barrier to the last confirm.
 
+With ``sync="always"`` it also counts the disk's flush requests during each run
+(``/sys/dev/block/<device>/stat``, Linux; none where that file has no such
+field): flushes per put say how many puts each fsync covered, within a process
+and across processes (the file system's journal folds concurrent fsyncs into
+one commit).  The disk is shared with whatever else runs on the machine, so the
+count is an upper bound.
+
 The target (issue 20): 4 producer processes with ``sync="always"`` put at least
 2x as fast as one.
 """
@@ -42,6 +49,18 @@ from benchmarks.common import Row, Target, bench_dir, report
 ITEM = b"m" * 100
 COUNTS = (1, 2, 4, 8)
 RESULTS = os.path.join(os.path.dirname(__file__), "results", "queue_mp.json")
+
+
+def _disk_flushes(directory: str) -> int | None:
+    """Flush requests completed by the disk holding ``directory`` so far (the
+    16th field of its block-device stat file, Linux 5.5+), or None."""
+    dev = os.stat(directory).st_dev
+    try:
+        with open(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}/stat") as fh:
+            fields = fh.read().split()
+    except OSError:
+        return None
+    return int(fields[15]) if len(fields) >= 17 else None
 
 
 def _put_loop(directory: str, sync: Any, count: int, ready: Any) -> None:
@@ -155,12 +174,13 @@ def main() -> None:
     args = parser.parse_args()
     scale = 0.3 if args.quick else 1.0
     modes: list[tuple[str, Any, int]] = [
-        ("always", "always", int(1600 * scale)),
+        ("always", "always", int(6400 * scale)),
         ("sync 50 ms", 0.05, int(120_000 * scale)),
     ]
     figures: dict[str, list[float]] = {}
     ratios: dict[str, list[float]] = {}
     scaling: dict[str, list[float]] = {}
+    flushes: dict[str, list[float]] = {}
     one = 1.0
     started = time.time()
     for round_no in range(args.rounds):
@@ -173,8 +193,13 @@ def main() -> None:
                 got = {}
                 for kind, fn in kinds:
                     with bench_dir("queue-mp-") as directory:
+                        before = _disk_flushes(directory)
                         got[kind] = fn(directory, sync, n, per)
+                        after = _disk_flushes(directory)
                     figures.setdefault(f"{label}: {n} {kind}", []).append(got[kind])
+                    if sync == "always" and before is not None and after is not None:
+                        flushes.setdefault(f"{label}: {n} {kind}: disk flushes per put", []).append(
+                            (after - before) / (n * per))
                 ratios.setdefault(f"{label}: {n}", []).append(got["processes"] / got["threads"])
                 if n == 1:
                     one = got["processes"]
@@ -191,6 +216,8 @@ def main() -> None:
     for name, values in scaling.items():
         rows.append(Row(name, statistics.median(values), "x",
                         f"median of per-round ratios ({min(values):.2f}-{max(values):.2f})"))
+    for name, values in flushes.items():
+        rows.append(Row(name, statistics.median(values), "flushes", f"median of {len(values)} (lower is better)"))
     consumed: dict[str, list[float]] = {}
     for round_no in range(args.rounds):
         for work, total in ((0.0, int(20_000 * scale)), (0.001, int(2_000 * scale))):

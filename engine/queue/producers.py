@@ -238,8 +238,7 @@ class Producers:
             raise
         base = max(self._written_l, 0 if view is None else view.written) + end + 1
         self._written_l, self._segment_start_l = base, base - (end - _HEADER_SIZE)
-        with self._state.sync_lock():
-            self._state.write_synced(base)
+        self._state.write_synced(base)
         self._seen_gen = 0 if view is None else view.gen
         report.log(log)
         self.recovery.actions.extend(report.actions)
@@ -307,7 +306,11 @@ class Producers:
         """Make every byte before logical position ``target`` durable: nothing to do
         when another process's fsync covered it; else fdatasync ``handle`` (the file
         numbered ``segment``) and publish what it covered (the caller holds
-        ``_sync_lock``)."""
+        ``_sync_lock``, this process's own).
+
+        No lock across processes: producers of several processes fsync at the same
+        time, and the file system folds the fsyncs that arrive during one journal
+        commit into the next one (see :mod:`engine.queue.shared`)."""
         if not self._shared:
             # Nobody else had written when this process last took the append lock
             # (``_acquire_locked`` reads the record every time and turns shared
@@ -317,17 +320,18 @@ class Producers:
             self._sync_file(handle, "queue.put")
             return
         state = self._state
-        with state.sync_lock():
-            synced = state.read_synced()
-            if synced >= target:
-                return  # another producer's fsync covered these bytes
-            # Read before the fsync: every byte it counts is in the file by now.
-            view = state.read()
-            self._sync_file(handle, "queue.put")
-            covered = target
-            if view is not None and view.segment == segment:
-                covered = max(covered, view.written)
-            state.write_synced(max(synced, covered))
+        if state.read_synced() >= target:
+            return  # another producer's fsync covered these bytes
+        # Read before the fsync: every byte it counts is in the file by now.
+        view = state.read()
+        self._sync_file(handle, "queue.put")
+        covered = target
+        if view is not None and view.segment == segment:
+            covered = max(covered, view.written)
+        # Two producers publishing at once may leave the smaller count: every
+        # count published is true, so that costs a later producer an fsync at most.
+        if covered > state.read_synced():
+            state.write_synced(covered)
 
     def _sync_file(self, handle: FileHandle, point: str, *, data_only: bool = True) -> None:
         """fdatasync (or fsync) ``handle`` between the crash points ``<point>.before-fsync``

@@ -189,8 +189,7 @@ class Queue(Producers, WakeUps):
             queue._held = True
             if alone:
                 queue._publish_locked()  # the record afresh: nobody else is open
-                with state.sync_lock():
-                    state.write_synced(0)
+                state.write_synced(0)
                 if start.rotate:
                     queue._rotate()  # ids are contiguous within a file: the jump goes between two
             else:
