@@ -13,7 +13,9 @@ The parts every store's write side is built from live here, once:
   (:class:`RecoveryReport`);
 * the sync policy and group commit (:class:`SyncPolicy`, :class:`GroupCommit`,
   :class:`PeriodicSync`) and the durable-creation helpers;
-* the named crash points (:func:`crashpoint`).
+* the named crash points (:func:`crashpoint`);
+* words shared between processes, with sleeps and wakes (:class:`SharedWords`,
+  from :meth:`FileHandle.map_words`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from engine.fs.lock import GatedLock, HeldLock, lock_handle, probe_lock, take_lo
 from engine.fs.osfs import OsFileSystem
 from engine.fs.paths import as_path
 from engine.fs.recovery import RecoveryAction, RecoveryReport
+from engine.fs.words import SharedWords
 
 _DEFAULT: FileSystem = OsFileSystem()
 
@@ -58,6 +61,7 @@ __all__ = [
     "PeriodicSync",
     "RecoveryAction",
     "RecoveryReport",
+    "SharedWords",
     "SyncPolicy",
     "as_path",
     "atomic_write",

@@ -27,6 +27,7 @@ from enum import StrEnum
 from types import TracebackType
 
 from engine.errors import ClosedError, DiskFullError, PoisonedError
+from engine.fs.words import WORD, FileWords, SharedWords
 
 #: errno values that mean "the file system is full" (reported as DiskFullError).
 _DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
@@ -318,6 +319,23 @@ class FileHandle(ABC):
         would conflict with taking it (``exclusive`` or shared) now."""
         self._check_open()
         return self._raw_range_locked(offset, exclusive)
+
+    def map_words(self, count: int) -> SharedWords:
+        """``count`` u32 words at the start of this file that every process (and
+        handle) mapping the same file shares, with sleeps and wakes on each (see
+        :mod:`engine.fs.words`); the file grows to hold them.  Close the words
+        before the handle."""
+        self._check_open()
+        if count <= 0:
+            raise ValueError(f"map_words: count must be at least 1, not {count}")
+        if self.size() < count * WORD.size:
+            self.truncate(count * WORD.size)  # (only ever grows: others may use the words)
+        return self._raw_map_words(count)
+
+    def _raw_map_words(self, count: int) -> SharedWords:
+        """This default goes through :meth:`read_at` / :meth:`write_at`; the real
+        file system maps the file."""
+        return FileWords(self, count)
 
     def close(self) -> None:
         """Close the handle (releases its lock).  Closing twice is allowed."""

@@ -18,6 +18,7 @@ except ImportError:  # pragma: no cover - Windows: portalocker's locks, no range
 
 from engine.errors import LockedError
 from engine.fs.base import FileHandle, FileSystem, OpenMode
+from engine.fs.words import HAVE_FUTEX, FileWords, MappedWords, SharedWords
 
 _FLAGS = {
     OpenMode.READ: os.O_RDONLY,
@@ -213,6 +214,9 @@ class OsFileHandle(FileHandle):
         kind = fcntl.F_WRLCK if exclusive else fcntl.F_RDLCK
         raw = self._range_op(fcntl.F_OFD_GETLK, kind, offset)
         return bool(_FLOCK.unpack(raw)[0] != fcntl.F_UNLCK)
+
+    def _raw_map_words(self, count: int) -> SharedWords:
+        return MappedWords(self._fd, count) if HAVE_FUTEX else FileWords(self, count)
 
     def _raw_close(self) -> None:
         fd, self._fd = self._fd, -1  # never a descriptor the OS may hand out again

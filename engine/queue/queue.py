@@ -178,6 +178,7 @@ class Queue(Producers, WakeUps):
         writer_lock: HeldLock | None = None
         try:
             state.lock()  # no other producer opens, writes or rotates meanwhile (released below)
+            state.map_words()  # (under the lock: the last producer to close empties the file)
             writer_lock, alone = lock_producer(fs, directory, name, READER_LOCK_PATIENCE)
             now_ms = int(clock() * 1000)
             if alone:
@@ -190,6 +191,7 @@ class Queue(Producers, WakeUps):
             if alone:
                 queue._publish_locked()  # the record afresh: nobody else is open
                 state.write_synced(0)
+                state.reset_group_commit()
                 if start.rotate:
                     queue._rotate()  # ids are contiguous within a file: the jump goes between two
             else:

@@ -1,7 +1,7 @@
-"""Several producer processes on one queue: the shared state file and its locks.
+"""Several producer processes on one queue: the shared state files and their locks.
 
 Any number of processes (and threads) open the same queue with ``Queue.open`` and
-put.  They agree through two small files of this engine (libkestrel never
+put.  They agree through three small files of this engine (libkestrel never
 looks at them):
 
 * ``<queue>.lock``: every open producer holds it *shared* for as long as it is
@@ -17,13 +17,13 @@ looks at them):
   a rotation.  Whoever takes it reads the state and, when another process wrote
   since, takes the file's end, the tail id and the newest file from it: appends
   stay ordered and ids unique and increasing across processes.
+* ``<queue>.sync``: the group commit across processes (below).
 
-The state record (little-endian, 76 bytes at offset 0; then 12 bytes at 96 and
-8 at 112):
+The state record (little-endian, 76 bytes at offset 0; then 8 bytes at 112;
+bytes 76-111 are unused, an earlier version's ``synced`` at 96):
 
     magic "EQSTATE1", gen u64, rotating u64, segment u64, end u64, tail i64,
     first_id i64 (0: none), written u64, segment_start u64, crc32 u32
-    synced u64, crc32 u32
     knock u64
 
 ``gen`` changes at every write of the record; ``segment`` is the newest writer
@@ -31,25 +31,39 @@ file's number and ``end`` where its valid records end; ``tail`` the last id,
 ``first_id`` the newest file's first id.  ``written`` counts every byte appended
 to the writer files since the first producer opened (a *logical* position that
 runs across files), ``segment_start`` is that count when the newest file was
-created, and ``synced`` is a count every byte before which is durable.
+created.
 
 Group commit across processes.  The threads of one process share its fsyncs
-(:class:`engine.fs.GroupCommit`); the processes share them two ways, neither of
-which makes one process wait for another's fsync:
+(:class:`engine.fs.GroupCommit`: one thread fsyncs for the others); the
+processes share them through ``<queue>.sync``.  Its exclusive flock makes one
+producer the *leader*, the one that fsyncs; its 16 bytes are words every
+producer maps shared (:class:`engine.fs.SharedWords`, a futex on Linux):
 
-* A producer whose put ends at logical position P is durable once
-  ``synced >= P``, and then returns without an fsync of its own.  The process that
-  fsyncs reads ``written`` first, fsyncs, then publishes it as ``synced`` (with
-  no lock: two publishing at once may leave the smaller count, which is true all
-  the same and costs a later put an fsync at most).
-* Producers of several processes that fsync at the same time share the file
-  system's journal commit: ext4 and XFS fold the fsyncs that arrive while one
-  commit is under way into the next commit, and the disk may run flushes side
-  by side.  An earlier version made each fsync wait for the one before it (a
-  lock file, ``<queue>.sync``) so that more producers would find themselves
-  covered: the fsyncs then ran one at a time and each waiter woke in turn, and 4
-  processes put 1.5x as fast as one against 1.9x without it
-  (``benchmarks/queue_mp.py``, which also counts the disk's flushes).
+    ended u32 (fsyncs ended so far, mod 2**32), busy u32 (1 while a leader
+    fsyncs), synced u64 (every byte before this logical position is durable)
+
+A producer whose put ends at logical position P is durable once
+``synced >= P``.  Until then it tries the lock.  When it has it, it yields the
+CPU once (the producers the last fsync woke are runnable, each about to write
+its next put: what they write now, this fsync covers), reads ``written`` W,
+fdatasyncs its handle on the newest file, publishes ``synced = max(W, P)``,
+clears ``busy``, counts ``ended``, lets the lock go and wakes every producer
+sleeping on ``ended``.  A producer that finds the lock held sleeps on
+``ended`` until it changes, then looks again: covered, or it leads the next
+fsync.  A leader killed in its fsync leaves ``busy`` set, but its lock is gone:
+sleepers look again every :data:`FOLLOW_PERIOD`.  The words are never fsynced
+and mean nothing after a machine crash; the first producer to open clears
+``busy`` and ``synced``, and the last one to close empties the file (see
+:meth:`SharedState.clear`).
+
+Why this shape (``benchmarks/queue_mp.py``, 4 producer processes with
+``sync="always"`` against one, on 2 cores with a fast fsync): sleeping on the
+flock itself, as an earlier version did, hands the lock to the sleepers one by
+one, each taking it to look and letting it go: 1.5x.  No lock at all, every
+producer fsyncing for itself (the file system folds fsyncs that arrive together
+into one journal commit): 1.8x.  The futex wakes every sleeper with one system
+call, and the yield lets them write before the fsync starts: 2.2x, with about 3
+puts per fsync.
 
 The record is never fsynced: after a machine crash no producer is alive, and the
 next first producer rebuilds it from the journal.  A producer killed in the
@@ -78,18 +92,16 @@ import time
 import zlib
 from dataclasses import dataclass
 
-from engine.errors import LockedError
-from engine.fs import FileHandle, FileSystem, HeldLock, OpenMode, lock_handle
+from engine.errors import ClosedError, LockedError
+from engine.fs import FileHandle, FileSystem, HeldLock, OpenMode, SharedWords, lock_handle
 from engine.queue import naming
 
 _MAGIC = b"EQSTATE1"
 _RECORD = struct.Struct("<8sQQQQqqQQ")
 _CRC = struct.Struct("<I")
-_SYNCED_AT = 96
-_SYNCED = struct.Struct("<QI")
 _KNOCK_AT = 112
 _KNOCK = struct.Struct("<Q")
-assert _RECORD.size + _CRC.size == 76 <= _SYNCED_AT and _SYNCED_AT + _SYNCED.size <= _KNOCK_AT
+assert _RECORD.size + _CRC.size == 76 <= _KNOCK_AT
 _VIEW_SIZE = _KNOCK_AT + _KNOCK.size  # one read covers the record and the knock
 
 #: How often a producer holding the append lock across group commits looks for
@@ -97,19 +109,35 @@ _VIEW_SIZE = _KNOCK_AT + _KNOCK.size  # one read covers the record and the knock
 #: one fsync.
 KNOCK_PERIOD = 0.005
 
+#: The words of ``<queue>.sync`` (see the module docstring).
+_ENDED = 0  # fsyncs ended so far (mod 2**32): followers sleep on it
+_BUSY = 1  # 1 while a leader fsyncs
+_SYNCED = 2  # (u64, words 2-3) every byte before this logical position is durable
+_WORDS = 4
+#: How long a follower sleeps before it looks again whether the leader lives (a
+#: leader killed in its fsync leaves BUSY set; its lock is gone).
+FOLLOW_PERIOD = 0.02
+
 #: How often a producer alone tries the exclusive ``<queue>.lock`` before it
 #: takes another process's shared hold for granted (a reader's probe holds it for
 #: microseconds).
 _ALONE_TRIES = 5
 
 
+def yield_cpu() -> None:
+    """Let another runnable thread or process have this CPU now (none: returns)."""
+    sched_yield = getattr(os, "sched_yield", None)
+    if sched_yield is not None:
+        sched_yield()
+    else:  # pragma: no cover - not POSIX
+        time.sleep(0)
+
+
 def state_name(queue: str) -> str:
     return f"{queue}.state"
 
 
-def old_sync_lock_name(queue: str) -> str:
-    """The lock file an earlier version's group commit used (no longer made; a
-    queue's deletion removes one left behind)."""
+def sync_name(queue: str) -> str:
     return f"{queue}.sync"
 
 
@@ -150,6 +178,12 @@ class SharedState:
         self.path = naming.join(directory, state_name(queue))
         self._handle: FileHandle = fs.open(self.path, OpenMode.CREATE)
         self._knocks = 0  # this producer's knocks so far (see :meth:`knock`)
+        self._words: SharedWords | None = None  # mapped by :meth:`map_words`
+        try:
+            self._sync: FileHandle = fs.open(naming.join(directory, sync_name(queue)), OpenMode.CREATE)
+        except BaseException:
+            self._handle.close()
+            raise
 
     def _read_at(self, offset: int, size: int) -> bytes:
         return self._handle.read_at(offset, size)
@@ -210,27 +244,92 @@ class SharedState:
         self._write_at(0, view.pack())
 
     # -- the group commit ------------------------------------------------------------
+    def map_words(self) -> None:
+        """Map ``<queue>.sync``'s words (the append lock held: the last producer to
+        close empties the file, under that lock, once no other producer is open)."""
+        if self._words is None:
+            self._words = self._sync.map_words(_WORDS)
+
+    @property
+    def words(self) -> SharedWords:
+        """The group commit's words (mapped at open)."""
+        words = self._words
+        if words is None:
+            raise ClosedError(f"{self._sync.path}: the group commit's words are not mapped")
+        return words
+
     def read_synced(self) -> int:
-        """The logical position every byte before which is durable (0 when unknown,
-        or when a write was under way: the crc32 does not match)."""
-        raw = self._read_at(_SYNCED_AT, _SYNCED.size)
-        if len(raw) < _SYNCED.size:
-            return 0
-        value, crc = _SYNCED.unpack(raw)
-        return value if crc == zlib.crc32(raw[:8]) else 0
+        """The logical position every byte before which is durable (0: unknown)."""
+        return self.words.get64(_SYNCED)
 
     def write_synced(self, value: int) -> None:
         """Publish ``value`` as durable (every byte before it is)."""
-        body = value.to_bytes(8, "little")
-        self._write_at(_SYNCED_AT, body + _CRC.pack(zlib.crc32(body)))
+        self.words.set64(_SYNCED, value)
+
+    def lead(self) -> bool:
+        """Try to become the leader of the group commit: True when this producer
+        holds ``<queue>.sync`` now and is to fsync (then :meth:`end_lead`), False
+        when another one leads (then :meth:`follow`)."""
+        try:
+            self._sync.lock(exclusive=True, blocking=False)
+        except LockedError:
+            return False
+        try:
+            self.words.set(_BUSY, 1)
+        except BaseException:
+            self._sync.unlock()
+            raise
+        return True
+
+    def end_lead(self) -> None:
+        """The leader's fsync ended (or failed): count it, let the lock go, then
+        wake the followers (unlocked first, so that a woken one can lead the next)."""
+        words = self.words
+        try:
+            words.set(_BUSY, 0)
+            words.set(_ENDED, words.get(_ENDED) + 1)  # under the lock: no count is lost
+        finally:
+            self._sync.unlock()
+        words.wake(_ENDED)
+
+    def follow(self, covered: int) -> None:
+        """Sleep until the leader's fsync ends (at most :data:`FOLLOW_PERIOD`),
+        unless ``synced`` reaches ``covered`` first or nobody leads; the caller
+        then looks again."""
+        words = self.words
+        ended = words.get(_ENDED)
+        if self.read_synced() >= covered:
+            return
+        if words.get(_BUSY):
+            words.wait(_ENDED, ended, FOLLOW_PERIOD)  # returns at once if it ended meanwhile
+        else:
+            # Between a leader's lock and its BUSY, or its BUSY and its unlock:
+            # microseconds.  Let it run.
+            yield_cpu()
+
+    def reset_group_commit(self) -> None:
+        """The first producer opening: nobody leads (a leader killed in its
+        fsync may have left BUSY set)."""
+        self.words.set(_BUSY, 0)
 
     def clear(self) -> None:
-        """Empty the file (the last producer closing; the append lock held)."""
+        """Empty both files (the last producer closing, with the append lock and
+        ``<queue>.lock`` exclusively: no other producer has the words mapped, and
+        none maps them before this one lets the append lock go)."""
         self._handle.truncate(0)
+        self._unmap()
+        self._sync.truncate(0)
+
+    def _unmap(self) -> None:
+        words, self._words = self._words, None
+        if words is not None:
+            words.close()
 
     def close(self) -> None:
-        """Close the file (the caller makes sure no write is under way)."""
+        """Close the files (the caller makes sure no write or sync is under way)."""
         self._handle.close()
+        self._unmap()
+        self._sync.close()
 
 
 def lock_producer(fs: FileSystem, directory: str, queue: str, patience: float) -> tuple[HeldLock, bool]:

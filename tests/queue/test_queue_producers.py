@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from engine.errors import FullError
+from engine.errors import EngineError, FullError
 from engine.queue import Queue, codec, limits, shared
 from engine.queue.segments import create_segment
 
@@ -358,3 +358,96 @@ def test_a_second_producer_gets_in_while_a_lone_one_keeps_putting(tmp_path: Path
     assert ids == list(range(1, len(ids) + 1))
     assert set(acked) | set(b_ids) == set(ids)
     assert [data for xid, data in got if xid in b_ids] == [b"b-%d" % i for i in range(5)]
+
+
+def _counting_fsyncs(q: Queue) -> list[int]:
+    """Count ``q``'s fsyncs of its writer file (a list that grows by one each)."""
+    calls: list[int] = []
+    real = q._handle.fdatasync
+
+    def counted() -> None:
+        calls.append(1)
+        real()
+
+    q._handle.fdatasync = counted  # type: ignore[method-assign]
+    return calls
+
+
+def test_a_follower_sleeps_until_the_leaders_fsync_covers_it(tmp_path: Path) -> None:
+    """Group commit across processes: while another producer leads (holds
+    ``<q>.sync``), a put with sync="always" sleeps; once the leader publishes that
+    its fsync covered the put's bytes and wakes the sleepers, the put returns
+    without an fsync of its own."""
+    d = str(tmp_path)
+    a = Queue.open(d, "q", sync="always", **NOCKPT)
+    b = Queue.open(d, "q", sync="always", **NOCKPT)
+    try:
+        b.put(b"b")  # both know of each other: shared
+        a.put(b"a")
+        assert a.shared and b.shared
+        fsyncs = _counting_fsyncs(a)
+        assert b._state.lead()  # b leads, as if in its fsync
+        returned = threading.Event()
+        t = threading.Thread(target=lambda: (a.put(b"waits"), returned.set()))
+        t.start()
+        time.sleep(0.2)  # several FOLLOW_PERIODs: the leader is alive (holds the lock)
+        assert not returned.is_set() and fsyncs == []
+        b._state.write_synced(a._written_l)  # the leader's fsync covered a's bytes
+        b._state.end_lead()
+        assert returned.wait(10.0)
+        t.join()
+        assert fsyncs == []  # covered: no fsync of its own
+    finally:
+        a.close()
+        b.close()
+    # The last producer to close empties the state and the group commit's words.
+    assert os.path.getsize(os.path.join(d, "q.state")) == os.path.getsize(os.path.join(d, "q.sync")) == 0
+    assert [data for _, data in drain(d)] == [b"b", b"a", b"waits"]
+
+
+def test_a_leader_killed_in_its_fsync_holds_nobody_up(tmp_path: Path) -> None:
+    """A leader killed in its fsync leaves ``busy`` set in ``<q>.sync``'s words,
+    but its lock is gone: a producer sleeping behind it looks again within a
+    FOLLOW_PERIOD and fsyncs for itself."""
+    d = str(tmp_path)
+    a = Queue.open(d, "q", sync="always", **NOCKPT)
+    b = Queue.open(d, "q", sync="always", **NOCKPT)
+    try:
+        b.put(b"b")
+        a.put(b"a")
+        fsyncs = _counting_fsyncs(a)
+        b._state.words.set(1, 1)  # busy, with no lock held: the leader died
+        started = time.monotonic()
+        a.put(b"after")
+        assert time.monotonic() - started < 10.0
+        assert fsyncs == [1]
+        assert b._state.words.get(1) == 0  # a's lead cleared it
+    finally:
+        a.close()
+        b.close()
+    assert [data for _, data in drain(d)] == [b"b", b"a", b"after"]
+
+
+def test_a_failed_fsync_ends_the_lead(tmp_path: Path) -> None:
+    """The leader's fsync fails: its put raises, and the lock and ``busy`` go all
+    the same, so the other producers go on (and fsync for themselves)."""
+    d = str(tmp_path)
+    a = Queue.open(d, "q", sync="always", **NOCKPT)
+    b = Queue.open(d, "q", sync="always", **NOCKPT)
+    try:
+        b.put(b"b")
+        a.put(b"a")
+
+        def broken() -> None:
+            raise OSError(5, "Input/output error")
+
+        a._handle.fdatasync = broken  # type: ignore[method-assign]
+        with pytest.raises(EngineError):
+            a.put(b"lost")
+        assert b._state.words.get(1) == 0
+        assert b._state.lead()  # the lock is free
+        b._state.end_lead()
+        b.put(b"goes on")
+    finally:
+        a._abandon()
+        b.close()

@@ -45,7 +45,7 @@ from engine.fs import FileSystem
 from engine.queue import naming
 from engine.queue.queue import Queue
 from engine.queue.reader import Item, Reader
-from engine.queue.shared import old_sync_lock_name, state_name
+from engine.queue.shared import state_name, sync_name
 
 log = logging.getLogger("engine.queue.kestrel")
 
@@ -219,7 +219,7 @@ def delete_queue_files(fs: FileSystem, directory: str, name: str) -> int:
             or naming.parse_reader(name, filename) is not None
             or naming.parse_reader_lock(name, filename) is not None
             or naming.is_temp(name, filename)
-            or filename in (naming.writer_lock_name(name), state_name(name), old_sync_lock_name(name))
+            or filename in (naming.writer_lock_name(name), state_name(name), sync_name(name))
         ):
             fs.unlink(naming.join(directory, filename))
             count += 1
