@@ -181,23 +181,28 @@ class FileWords(SharedWords):
         self.count = count
         self._handle = handle
 
+    def _load(self, index: int, layout: struct.Struct) -> int:
+        raw = self._handle.read_at(index * WORD.size, layout.size)
+        return int(layout.unpack(raw)[0]) if len(raw) == layout.size else 0  # short file: zeros
+
+    def _store(self, index: int, layout: struct.Struct, value: int) -> None:
+        self._handle.write_at(index * WORD.size, layout.pack(value & ((1 << 8 * layout.size) - 1)))
+
     def get(self, index: int) -> int:
         self._check(index)
-        raw = self._handle.read_at(index * WORD.size, WORD.size)
-        return WORD.unpack(raw)[0] if len(raw) == WORD.size else 0
+        return self._load(index, WORD)
 
     def set(self, index: int, value: int) -> None:
         self._check(index)
-        self._handle.write_at(index * WORD.size, WORD.pack(value & 0xFFFFFFFF))
+        self._store(index, WORD, value)
 
     def get64(self, index: int) -> int:
         self._check64(index)
-        raw = self._handle.read_at(index * WORD.size, DOUBLE.size)
-        return DOUBLE.unpack(raw)[0] if len(raw) == DOUBLE.size else 0
+        return self._load(index, DOUBLE)
 
     def set64(self, index: int, value: int) -> None:
         self._check64(index)
-        self._handle.write_at(index * WORD.size, DOUBLE.pack(value & 0xFFFFFFFFFFFFFFFF))
+        self._store(index, DOUBLE, value)
 
     def wait(self, index: int, expected: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout

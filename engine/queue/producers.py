@@ -292,7 +292,8 @@ class Producers:
                     presence.handle.lock(exclusive=True, blocking=False)
                 except LockedError:
                     return  # another producer is open
-                state.clear()
+                with self._sync_lock:  # no put of this process is in the group commit (its words go)
+                    state.clear()
         except (EngineError, OSError):
             pass
         finally:

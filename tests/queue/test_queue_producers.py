@@ -373,18 +373,24 @@ def _counting_fsyncs(q: Queue) -> list[int]:
     return calls
 
 
+def _two_producers(d: str) -> tuple[Queue, Queue]:
+    """Two producers of queue "q" that know of each other (both shared)."""
+    a = Queue.open(d, "q", sync="always", **NOCKPT)
+    b = Queue.open(d, "q", sync="always", **NOCKPT)
+    b.put(b"b")
+    a.put(b"a")
+    assert a.shared and b.shared
+    return a, b
+
+
 def test_a_follower_sleeps_until_the_leaders_fsync_covers_it(tmp_path: Path) -> None:
     """Group commit across processes: while another producer leads (holds
     ``<q>.sync``), a put with sync="always" sleeps; once the leader publishes that
     its fsync covered the put's bytes and wakes the sleepers, the put returns
     without an fsync of its own."""
     d = str(tmp_path)
-    a = Queue.open(d, "q", sync="always", **NOCKPT)
-    b = Queue.open(d, "q", sync="always", **NOCKPT)
+    a, b = _two_producers(d)
     try:
-        b.put(b"b")  # both know of each other: shared
-        a.put(b"a")
-        assert a.shared and b.shared
         fsyncs = _counting_fsyncs(a)
         assert b._state.lead()  # b leads, as if in its fsync
         returned = threading.Event()
@@ -406,20 +412,23 @@ def test_a_follower_sleeps_until_the_leaders_fsync_covers_it(tmp_path: Path) -> 
 
 
 def test_a_leader_killed_in_its_fsync_holds_nobody_up(tmp_path: Path) -> None:
-    """A leader killed in its fsync leaves ``busy`` set in ``<q>.sync``'s words,
-    but its lock is gone: a producer sleeping behind it looks again within a
-    FOLLOW_PERIOD and fsyncs for itself."""
+    """A leader killed in its fsync leaves ``busy`` set in ``<q>.sync``'s words
+    and wakes nobody, but the kernel drops its lock: a producer sleeping behind
+    it looks again within a FOLLOW_PERIOD, leads, and fsyncs for itself."""
     d = str(tmp_path)
-    a = Queue.open(d, "q", sync="always", **NOCKPT)
-    b = Queue.open(d, "q", sync="always", **NOCKPT)
+    a, b = _two_producers(d)
     try:
-        b.put(b"b")
-        a.put(b"a")
         fsyncs = _counting_fsyncs(a)
-        b._state.words.set(1, 1)  # busy, with no lock held: the leader died
-        started = time.monotonic()
-        a.put(b"after")
-        assert time.monotonic() - started < 10.0
+        assert b._state.lead()  # b leads ...
+        returned = threading.Event()
+        t = threading.Thread(target=lambda: (a.put(b"after"), returned.set()))
+        t.start()
+        time.sleep(0.1)
+        assert not returned.is_set()  # a sleeps behind it
+        b._state._sync.unlock()  # ... and dies: its lock goes, busy stays set, no wake
+        assert b._state.words.get(1) == 1
+        assert returned.wait(10.0)
+        t.join()
         assert fsyncs == [1]
         assert b._state.words.get(1) == 0  # a's lead cleared it
     finally:
@@ -432,11 +441,8 @@ def test_a_failed_fsync_ends_the_lead(tmp_path: Path) -> None:
     """The leader's fsync fails: its put raises, and the lock and ``busy`` go all
     the same, so the other producers go on (and fsync for themselves)."""
     d = str(tmp_path)
-    a = Queue.open(d, "q", sync="always", **NOCKPT)
-    b = Queue.open(d, "q", sync="always", **NOCKPT)
+    a, b = _two_producers(d)
     try:
-        b.put(b"b")
-        a.put(b"a")
 
         def broken() -> None:
             raise OSError(5, "Input/output error")
