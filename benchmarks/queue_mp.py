@@ -29,6 +29,10 @@ and across processes (the file system's journal folds concurrent fsyncs into
 one commit).  The disk is shared with whatever else runs on the machine, so the
 count is an upper bound.
 
+``--slow-fsync-ms MS`` simulates a slow disk (every fdatasync sleeps MS ms
+first) and runs the ``sync="always"`` producers only: the case where the fsync,
+not the CPU, limits a producer.
+
 The target (issue 20): 4 producer processes with ``sync="always"`` put at least
 2x as fast as one.
 """
@@ -61,6 +65,20 @@ def _disk_flushes(directory: str) -> int | None:
     except OSError:
         return None
     return int(fields[15]) if len(fields) >= 17 else None
+
+
+def _slow_fsyncs(seconds: float) -> None:
+    """Every fdatasync / fsync of the real file system in this process (and in
+    the producer processes forked from it) sleeps ``seconds`` first."""
+    from engine.fs.osfs import OsFileHandle
+
+    real = OsFileHandle._raw_sync
+
+    def slowed(self: OsFileHandle, data_only: bool) -> None:
+        time.sleep(seconds)
+        real(self, data_only)
+
+    OsFileHandle._raw_sync = slowed  # type: ignore[method-assign]
 
 
 def _put_loop(directory: str, sync: Any, count: int, ready: Any) -> None:
@@ -171,12 +189,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="fewer items per run")
+    parser.add_argument("--slow-fsync-ms", type=float, default=0.0, metavar="MS",
+                        help="a slow disk, simulated: sleep MS ms before every fdatasync "
+                             "(sync='always' producers only; writes no JSON)")
     args = parser.parse_args()
+    if args.slow_fsync_ms > 0:
+        _slow_fsyncs(args.slow_fsync_ms / 1000)
     scale = 0.3 if args.quick else 1.0
     modes: list[tuple[str, Any, int]] = [
         ("always", "always", int(6400 * scale)),
         ("sync 50 ms", 0.05, int(120_000 * scale)),
     ]
+    if args.slow_fsync_ms > 0:
+        modes = [("always", "always", int(1600 * scale))]
     figures: dict[str, list[float]] = {}
     ratios: dict[str, list[float]] = {}
     scaling: dict[str, list[float]] = {}
@@ -219,7 +244,7 @@ def main() -> None:
     for name, values in flushes.items():
         rows.append(Row(name, statistics.median(values), "flushes", f"median of {len(values)} (lower is better)"))
     consumed: dict[str, list[float]] = {}
-    for round_no in range(args.rounds):
+    for round_no in range(0 if args.slow_fsync_ms > 0 else args.rounds):
         for work, total in ((0.0, int(20_000 * scale)), (0.001, int(2_000 * scale))):
             for n in (1, 2, 4):
                 with bench_dir("queue-mp-") as directory:
@@ -235,7 +260,7 @@ def main() -> None:
     targets = [Target("always: 4 processes", "always: 1 processes", 2.0, ratio=four,
                       how="median of per-round ratios: 4 producer processes against one, same round")]
     report("engine.Queue: producers in processes vs threads (100-byte items, one queue)", rows,
-           targets=targets, json_path=None if args.quick else RESULTS)
+           targets=targets, json_path=None if args.quick or args.slow_fsync_ms > 0 else RESULTS)
 
 
 if __name__ == "__main__":
