@@ -94,6 +94,29 @@ crc_of(const unsigned char *base, Py_ssize_t start, Py_ssize_t end, uint32_t run
     return crc_extend(running, base + start, (size_t)(end - start));
 }
 
+/* The CHECK record at ``pos`` (its 9 bytes are in the buffer): whether it vouches
+ * for the ``covered`` bytes before ``since`` (their crc32 so far: ``running``) and
+ * the bytes [since, pos): its length field is their count, its crc32 theirs. */
+static int
+check_matches(const unsigned char *p, Py_ssize_t pos, Py_ssize_t since, Py_ssize_t covered, uint32_t running)
+{
+    uint32_t want = le_u32(p + pos + 1), length = le_u32(p + pos + 5);
+    return (Py_ssize_t)length == covered + pos - since && crc_of(p, since, pos, running) == want;
+}
+
+/* Raise ChecksumMismatch(offset, check_offset, covered, length) as the reference
+ * does for the CHECK record at ``pos`` that covers ``covered`` bytes. */
+static void
+raise_mismatch(const unsigned char *p, Py_ssize_t pos, Py_ssize_t covered)
+{
+    PyObject *exc = PyObject_CallFunction(mismatch_exc, "nnnk", pos - covered, pos, covered,
+                                          (unsigned long)le_u32(p + pos + 5));
+    if (exc != NULL) {
+        PyErr_SetObject(mismatch_exc, exc);
+        Py_DECREF(exc);
+    }
+}
+
 /* A Put(xid, data, add_time, expire_time, error_count) built as the reference's
  * tuple.__new__(Put, ...) does; steals nothing. */
 static PyObject *
@@ -238,20 +261,10 @@ decode_batch(PyObject *self, PyObject *args, PyObject *kwargs)
                 break;
             }
             if (checked) {
-                uint32_t want = le_u32(p + pos + 1), length = le_u32(p + pos + 5);
-                Py_ssize_t total = covered + pos - since;
-                uint32_t got = 0;
-                if ((Py_ssize_t)length == total)
-                    got = crc_of(p, since, pos, (uint32_t)running);
-                if ((Py_ssize_t)length != total || got != want) {
+                if (!check_matches(p, pos, since, covered, (uint32_t)running)) {
                     if (verified)
                         break; /* "more": the records vouched for first, the mismatch on the next call */
-                    PyObject *exc = PyObject_CallFunction(mismatch_exc, "nnnk", pos - total, pos, total,
-                                                          (unsigned long)length);
-                    if (exc != NULL) {
-                        PyErr_SetObject(mismatch_exc, exc);
-                        Py_DECREF(exc);
-                    }
+                    raise_mismatch(p, pos, covered + pos - since);
                     goto done;
                 }
                 running = 0;
@@ -279,17 +292,6 @@ decode_batch(PyObject *self, PyObject *args, PyObject *kwargs)
 done:
     PyBuffer_Release(&view);
     return result;
-}
-
-/* Raise ChecksumMismatch(offset, check_offset, covered, length) as the reference does. */
-static void
-raise_mismatch(Py_ssize_t offset, Py_ssize_t check_offset, Py_ssize_t covered, uint32_t length)
-{
-    PyObject *exc = PyObject_CallFunction(mismatch_exc, "nnnk", offset, check_offset, covered, (unsigned long)length);
-    if (exc != NULL) {
-        PyErr_SetObject(mismatch_exc, exc);
-        Py_DECREF(exc);
-    }
 }
 
 /* decode_columns(buf, pos, checked, max_items=65536): the compiled twin of
@@ -371,12 +373,10 @@ decode_columns(PyObject *self, PyObject *args, PyObject *kwargs)
                 break;
             }
             if (checked) {
-                uint32_t want = le_u32(p + pos + 1), length = le_u32(p + pos + 5);
-                Py_ssize_t total = pos - since;
-                if ((Py_ssize_t)length != total || crc_of(p, since, pos, 0) != want) {
+                if (!check_matches(p, pos, since, 0, 0)) {
                     if (vouched)
                         break; /* "more": the PUTs vouched for first, the error on the next call */
-                    raise_mismatch(since, pos, total, length);
+                    raise_mismatch(p, pos, pos - since);
                     goto done;
                 }
                 vouched = n;

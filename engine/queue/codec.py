@@ -350,6 +350,25 @@ _crc32 = zlib.crc32
 _unpack_check = CHECK.unpack_from
 
 
+def _other_record(buf: bytes | memoryview, pos: int, after_good: bool) -> tuple[int, str]:
+    """The batch decoders' step over a record that is not a (valid) PUT: ``(end,
+    "")`` past it, or ``(pos, stop)`` where decoding stops: "incomplete", "marker",
+    or "more" for a malformed record after good ones (``after_good``: they are
+    handed out first, the error comes on the next call).  A malformed record
+    with nothing good before it raises :class:`BadRecord`."""
+    try:
+        record, end = decode_record(buf, pos)
+    except Incomplete:
+        return pos, "incomplete"
+    except BadRecord:
+        if after_good:
+            return pos, "more"
+        raise
+    if record is None:
+        return pos, "marker"
+    return end, ""
+
+
 def decode_batch(
     buf: bytes, pos: int, out: list[Put], crc: int | None = None, covered: int = 0, *, max_records: int = 4096
 ) -> tuple[int, str, int, int, int]:
@@ -437,17 +456,9 @@ def decode_batch(
             pos += 9
             continue
         # Anything else (and PUTs with impossible fields, to get the right error).
-        try:
-            record, end = decode_record(buf, pos)
-        except Incomplete:
-            stop = "incomplete"
-            break
-        except BadRecord:
-            if verified:
-                break  # "more": the good records first, the error on the next call
-            raise
-        if record is None:
-            stop = "marker"
+        end, halt = _other_record(buf, pos, verified > 0)
+        if halt:
+            stop = halt
             break
         pos = end  # not a PUT (a valid one takes the paths above): skipped
     if not checked:
@@ -562,17 +573,9 @@ def decode_columns(buf: bytes, pos: int, checked: bool, max_items: int = 65536) 
                 end = pos
             continue
         # Anything else (and PUTs with impossible fields, to get the right error).
-        try:
-            record, record_end = decode_record(buf, pos)
-        except Incomplete:
-            stop = "incomplete"
-            break
-        except BadRecord:
-            if vouched:
-                break  # "more", as above
-            raise
-        if record is None:
-            stop = "marker"
+        record_end, halt = _other_record(buf, pos, vouched > 0)
+        if halt:
+            stop = halt
             break
         pos = record_end  # not a PUT (a valid one takes the path above): skipped
         if not checked:

@@ -27,13 +27,15 @@ import time
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from engine.errors import CorruptFileError
 from engine.fs import FileHandle, FileSystem, probe_lock
 from engine.native import load
 from engine.queue import codec, naming
 from engine.queue.segments import RecordScanner, Segment, corrupt, open_segment_handle, read_first_id
+
+_Run = TypeVar("_Run")
 
 log = logging.getLogger("engine.queue")
 _first = operator.itemgetter(0)
@@ -324,20 +326,10 @@ class JournalCursor:
         if self.segment is None and not self._start():
             return False
         while True:
-            assert self.segment is not None and self._handle is not None and self._scanner is not None
-            limit, growing = self.source.readable_end(self.segment, self._handle)
-            start = self._scanner.offset
-            scanner = self._scanner
-            try:
-                records = scanner.next_batch(limit)
-            except codec.BadRecord as exc:
-                if growing and self._reread():
-                    continue
-                raise corrupt(self.segment.path, exc) from None
-            if not records:
-                if self._read_on(scanner, limit, growing):
-                    continue
+            run = self._next_run(lambda scanner, limit: scanner.next_batch(limit))
+            if run is None:
                 return False
+            records, start = run
             last, after = self.last_id, self.after_id
             first = records[0][0]
             ids = list(map(_first, records))
@@ -352,9 +344,32 @@ class JournalCursor:
                 self._read_with_holes(records, start)
             ready = self._ready
             if ready:
+                assert self._scanner is not None
                 self._batch_bytes = self._scanner.offset - start
                 self._batch_count = len(ready)
                 return True
+
+    def _next_run(self, decode: Callable[[RecordScanner, int], _Run | None]) -> tuple[_Run, int] | None:
+        """``decode(scanner, limit)`` over the readable records of the files until
+        it decodes something (a list of PUTs, a run of columns; empty or None:
+        nothing): that and where the scanner was before it.  None: nothing
+        readable now.  Damage in a growing file is read again (:meth:`_reread`);
+        a read that decoded nothing goes on as :meth:`_read_on` says."""
+        while True:
+            assert self.segment is not None and self._handle is not None and self._scanner is not None
+            scanner = self._scanner
+            limit, growing = self.source.readable_end(self.segment, self._handle)
+            start = scanner.offset
+            try:
+                got = decode(scanner, limit)
+            except codec.BadRecord as exc:
+                if growing and self._reread():
+                    continue
+                raise corrupt(self.segment.path, exc) from None
+            if got:
+                return got, start
+            if not self._read_on(scanner, limit, growing):
+                return None
 
     def _read_on(self, scanner: RecordScanner, limit: int, growing: bool) -> bool:
         """A read of the file up to ``limit`` decoded nothing: whether to read
@@ -528,17 +543,13 @@ class ColumnScanner(RecordScanner):
                         self._check_after_marker(limit)
                     return None
                 # nothing whole and verified in the buffer from the boundary: read more below
-            have_end = max(self._buf_off + len(self._buf), self.offset)
-            if have_end >= limit:
-                self.stop = "incomplete" if self.offset < limit else "end"
+            if not self._read_more(self._resume, limit):
                 return None
-            pending_bytes = max(0, have_end - self._resume)
-            want = min(max(self._chunk, 2 * pending_bytes), limit - self._resume)
-            data = self.handle.read_at(self._resume, want)
-            self._buf, self._buf_off = data, self._resume
-            if len(data) <= pending_bytes:
-                self.stop = "incomplete" if data else "end"
-                return None
+
+
+def _next_columns(scanner: RecordScanner, limit: int) -> codec.PutColumns | None:
+    assert isinstance(scanner, ColumnScanner)  # a ColumnCursor's
+    return scanner.next_columns(limit)
 
 
 class ColumnCursor(JournalCursor):
@@ -569,20 +580,12 @@ class ColumnCursor(JournalCursor):
         if self.segment is None and not self._start():
             return None
         while True:
-            assert self.segment is not None and self._handle is not None
+            run = self._next_run(_next_columns)
+            if run is None:
+                return None
+            cols, _ = run
             scanner = self._scanner
             assert isinstance(scanner, ColumnScanner)
-            limit, growing = self.source.readable_end(self.segment, self._handle)
-            try:
-                cols = scanner.next_columns(limit)
-            except codec.BadRecord as exc:
-                if growing and self._reread():
-                    continue
-                raise corrupt(self.segment.path, exc) from None
-            if cols is None:
-                if self._read_on(scanner, limit, growing):
-                    continue
-                return None
             ids = memoryview(cols.ids).cast("q")
             if ids[0] <= self.last_id or not cols.ascending:
                 self._ids_go_back(ids, scanner.run_start)

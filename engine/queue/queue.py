@@ -190,7 +190,6 @@ class Queue(Producers, WakeUps):
             queue._held = True
             if alone:
                 queue._publish_locked()  # the record afresh: nobody else is open
-                state.write_synced(0)
                 state.reset_group_commit()
                 if start.rotate:
                     queue._rotate()  # ids are contiguous within a file: the jump goes between two

@@ -122,16 +122,7 @@ class RecordScanner:
                 if stop == "more":
                     continue  # nothing vouched for yet, more records in the buffer
                 # nothing whole (or verified) in the buffer from here: read more below
-            have_end = max(self._buf_off + len(self._buf), self.offset)
-            if have_end >= limit:
-                self.stop = "incomplete" if self.offset < limit else "end"
-                return []
-            pending_bytes = max(0, have_end - self.offset)
-            want = min(max(self._chunk, 2 * pending_bytes), limit - self.offset)
-            data = self.handle.read_at(self.offset, want)
-            self._buf, self._buf_off = data, self.offset
-            if len(data) <= pending_bytes:
-                self.stop = "incomplete" if data else "end"
+            if not self._read_more(self.offset, limit):
                 return []
 
     def rewind_to(self, offset: int) -> None:
@@ -183,18 +174,25 @@ class RecordScanner:
                         return None
                     self.offset = self._buf_off + end
                     return record
-            have_end = max(self._buf_off + len(self._buf), self.offset)
-            if have_end >= limit:
-                self.stop = "incomplete" if self.offset < limit else "end"
+            if not self._read_more(self.offset, limit):
                 return None
-            pending = max(0, have_end - self.offset)
-            want = min(max(self._chunk, 2 * pending), limit - self.offset)
-            data = self.handle.read_at(self.offset, want)
-            if len(data) <= pending:  # the file is shorter than limit said
-                self.stop = "incomplete" if data else "end"
-                self._buf, self._buf_off = data, self.offset
-                return None
-            self._buf, self._buf_off = data, self.offset
+
+    def _read_more(self, start: int, limit: int) -> bool:
+        """Buffer the file from ``start`` (where the bytes not yet used begin): a
+        chunk, or twice what is buffered past ``start`` if more, up to ``limit``.
+        False, with :attr:`stop` set, when there is nothing more to read now."""
+        have_end = max(self._buf_off + len(self._buf), self.offset)
+        if have_end >= limit:
+            self.stop = "incomplete" if self.offset < limit else "end"
+            return False
+        pending = max(0, have_end - start)
+        want = min(max(self._chunk, 2 * pending), limit - start)
+        data = self.handle.read_at(start, want)
+        self._buf, self._buf_off = data, start
+        if len(data) <= pending:  # the file is shorter than limit said
+            self.stop = "incomplete" if data else "end"
+            return False
+        return True
 
 
 def is_half_created(head: bytes) -> bool:

@@ -308,9 +308,12 @@ class SharedState:
             yield_cpu()
 
     def reset_group_commit(self) -> None:
-        """The first producer opening: nobody leads (a leader killed in its
-        fsync may have left BUSY set)."""
-        self.words.set(_BUSY, 0)
+        """The first producer opening: nobody leads (a leader killed in its fsync
+        may have left BUSY set) and nothing is known durable (logical positions
+        start again from the journal)."""
+        words = self.words
+        words.set(_BUSY, 0)
+        words.set64(_SYNCED, 0)
 
     def clear(self) -> None:
         """Empty both files (the last producer closing, with the append lock and

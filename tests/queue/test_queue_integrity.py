@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,23 @@ def _dumped(sim: SimFS, path: str) -> list[tuple[int, bytes]]:
     return [(r.xid, r.data) for _, r in iter_file_records(sim, path) if isinstance(r, codec.Put)]
 
 
+def _each_byte_damaged(
+    sim: SimFS, path: str, pristine: bytes, masks: Sequence[int] = (0x01, 0x80)
+) -> Iterator[tuple[int, int]]:
+    """Write ``pristine`` to ``path`` with the byte at each offset in turn xored
+    with each mask, yielding ``(offset, mask)``; the pristine bytes are written
+    back after each."""
+    for offset in range(len(pristine)):
+        for mask in masks:
+            damaged = bytearray(pristine)
+            damaged[offset] ^= mask
+            write_file(sim, path, bytes(damaged))
+            try:
+                yield offset, mask
+            finally:
+                write_file(sim, path, pristine)
+
+
 def test_no_read_path_delivers_a_damaged_byte_of_a_sealed_file() -> None:
     """Every single-byte damage of a sealed writer file: the writer's own reader, a
     reader in another process and the file dump either raise CorruptFileError (a
@@ -107,19 +125,14 @@ def test_no_read_path_delivers_a_damaged_byte_of_a_sealed_file() -> None:
     sim, first, items = _sealed_file_queue()
     pristine = read_file(sim, first)
     caught = 0
-    for offset in range(len(pristine)):
-        for mask in (0x01, 0x80):
-            damaged = bytearray(pristine)
-            damaged[offset] ^= mask
-            write_file(sim, first, bytes(damaged))
-            for read in (_writer_reads, _remote_reads, _dumped):
-                try:
-                    got = read(sim, first)
-                except CorruptFileError:  # FormatError included
-                    caught += 1
-                    continue
-                assert all(items.get(xid) == data for xid, data in got), (offset, mask, got)
-            write_file(sim, first, pristine)
+    for offset, mask in _each_byte_damaged(sim, first, pristine):
+        for read in (_writer_reads, _remote_reads, _dumped):
+            try:
+                got = read(sim, first)
+            except CorruptFileError:  # FormatError included
+                caught += 1
+                continue
+            assert all(items.get(xid) == data for xid, data in got), (offset, mask, got)
     assert caught > len(pristine)  # the damage was met, not skipped
 
 
@@ -163,22 +176,16 @@ def test_damage_in_the_newest_file_is_never_a_silent_cut(caplog: pytest.LogCaptu
     pristine = read_file(sim, newest)
     assert sorted(_remote_reads(sim, newest)) == sorted(items.items())
     errors = 0
-    for offset in range(len(pristine)):
-        for mask in (0x01, 0x80):
-            damaged = bytearray(pristine)
-            damaged[offset] ^= mask
-            write_file(sim, newest, bytes(damaged))
-            caplog.clear()
-            try:
-                got = _remote_reads(sim, newest)
-            except CorruptFileError:
-                errors += 1
-                continue
-            finally:
-                write_file(sim, newest, pristine)
-            assert all(items.get(xid) == data for xid, data in got), (offset, mask, got)
-            if len(got) < len(items):
-                assert "not a whole, checked write" in caplog.text, (offset, mask, got)
+    for offset, mask in _each_byte_damaged(sim, newest, pristine):
+        caplog.clear()
+        try:
+            got = _remote_reads(sim, newest)
+        except CorruptFileError:
+            errors += 1
+            continue
+        assert all(items.get(xid) == data for xid, data in got), (offset, mask, got)
+        if len(got) < len(items):
+            assert "not a whole, checked write" in caplog.text, (offset, mask, got)
     assert errors > len(pristine)
 
 
@@ -540,15 +547,10 @@ def test_every_flipped_bit_of_a_reader_checkpoint_is_detected() -> None:
     sim = _confirmed_queue()
     pristine = read_file(sim, READER)
     assert codec.decode_reader_file(pristine) == (2, [4])
-    for offset in range(len(pristine)):
-        for bit in range(8):
-            damaged = bytearray(pristine)
-            damaged[offset] ^= 1 << bit
-            write_file(sim, READER, bytes(damaged))
-            with pytest.raises(CorruptFileError) as info:
-                Queue.open("/db", "q", fs=sim, **NOCKPT)
-            assert info.value.path == READER
-    write_file(sim, READER, pristine)
+    for _ in _each_byte_damaged(sim, READER, pristine, masks=[1 << bit for bit in range(8)]):
+        with pytest.raises(CorruptFileError) as info:
+            Queue.open("/db", "q", fs=sim, **NOCKPT)
+        assert info.value.path == READER
     q = Queue.open("/db", "q", fs=sim, **NOCKPT)
     assert [i.data for i in q.reader()] == [b"3", b"5", b"6"]
     q.close()
