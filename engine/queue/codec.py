@@ -350,6 +350,20 @@ _crc32 = zlib.crc32
 _unpack_check = CHECK.unpack_from
 
 
+def _check_mismatch(
+    buf: bytes | memoryview, view: memoryview, pos: int, since: int, covered: int, running: int
+) -> ChecksumMismatch | None:
+    """The batch decoders' test of the CHECK record at ``pos`` (its 9 bytes are in
+    ``buf``): None when it vouches for the ``covered`` bytes before ``since``
+    (their crc32 so far: ``running``) and the bytes ``[since, pos)``; else the
+    error to raise."""
+    want, length = _unpack_check(buf, pos + 1)
+    total = covered + pos - since
+    if length == total and _crc32(view[since:pos], running) == want:
+        return None
+    return ChecksumMismatch(pos - total, pos, total, length)
+
+
 def _other_record(buf: bytes | memoryview, pos: int, after_good: bool) -> tuple[int, str]:
     """The batch decoders' step over a record that is not a (valid) PUT: ``(end,
     "")`` past it, or ``(pos, stop)`` where decoding stops: "incomplete", "marker",
@@ -445,12 +459,11 @@ def decode_batch(
                 stop = "incomplete"
                 break
             if checked:
-                want, length = _unpack_check(buf, pos + 1)
-                total = covered + pos - since
-                if length != total or _crc32(view[since:pos], running) != want:
+                mismatch = _check_mismatch(buf, view, pos, since, covered, running)
+                if mismatch is not None:
                     if verified:
                         break  # "more": the records vouched for first, the mismatch on the next call
-                    raise ChecksumMismatch(pos - total, pos, total, length)
+                    raise mismatch
                 running, covered, since = 0, 0, pos + 9
                 verified = len(out)
             pos += 9
@@ -562,11 +575,11 @@ def decode_columns(buf: bytes, pos: int, checked: bool, max_items: int = 65536) 
                 stop = "incomplete"
                 break
             if checked:
-                want, length = CHECK.unpack_from(buf, pos + 1)
-                if length != pos - since or zlib.crc32(view[since:pos]) != want:
+                mismatch = _check_mismatch(buf, view, pos, since, 0, 0)
+                if mismatch is not None:
                     if vouched:
                         break  # "more": the PUTs vouched for first, the error on the next call
-                    raise ChecksumMismatch(since, pos, pos - since, length)
+                    raise mismatch
                 vouched, since = len(ids), pos + 9
             pos += 9
             if not checked:
