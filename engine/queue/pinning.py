@@ -40,7 +40,7 @@ from engine.clireport import human_bytes, human_duration_ns, human_time_ms
 from engine.errors import LockedError
 from engine.fs import FileSystem, RecoveryReport, crashpoint, probe_lock
 from engine.queue import checkpoint, naming
-from engine.queue.attach import lock_reader, reader_files
+from engine.queue.attach import lock_reader, reader_files, remove_reader_files
 from engine.queue.diagnose import (
     add_pins,
     backlog_bytes,
@@ -131,8 +131,7 @@ class ReaderWatch:
             return []
         now_ns = now_ms * 1_000_000
         fs, directory, queue = q.fs, q.directory, q.name
-        with q._lock:
-            live = {name for name, r in q._readers.items() if not r.closed}
+        live = set(q.live_readers())
         tail = q.current_tail()
         retired = []
         files = reader_files(fs, directory, queue)
@@ -156,12 +155,8 @@ class ReaderWatch:
                 gone = self._retire_one(fs, directory, queue, name, path, now_ns, tail)
             if gone is not None:
                 retired.append(gone)
-        if retired:
-            with q._lock:
-                for gone in retired:
-                    reader = q._readers.get(gone.reader)
-                    if reader is not None and reader.closed:
-                        del q._readers[gone.reader]
+        for gone in retired:
+            q.forget_reader(gone.reader)
         for name in set(self._seen_held) - set(files):
             del self._seen_held[name]
         return retired
@@ -185,7 +180,7 @@ class ReaderWatch:
         if oldest is None or now_ns - oldest.add_time * 1_000_000 < expiry:
             return None  # it holds nothing, or nothing for that long: leave it
         items = state.pending(max(tail, head))
-        fs.unlink(path)
+        remove_reader_files(fs, directory, queue, name)  # (its mark first: not a deleted checkpoint)
         crashpoint("queue.expire-reader.before-dir-fsync")
         fs.fsync_dir(directory)  # gone for good before any file it kept is retired
         crashpoint("queue.expire-reader.after-dir-fsync")
@@ -207,23 +202,19 @@ def retire_round(q: Queue) -> list[str]:
     """``Queue.retire_files`` (its caller holds its retire lock): retire the readers
     ``reader_expiry`` allows, then the writer files every reader passed; check who
     pins what is left against ``pin_warning``.  Returns the retired files' paths."""
-    watch: ReaderWatch = q._watch
+    watch = q.watch
     fs = q.fs
     if watch.expiry_ns is not None:
-        watch.expire(q, q._now_ms())
-    heads = durable_heads(fs, q.directory, q.name, q._readers)
+        watch.expire(q, q.now_ms())
+    heads = durable_heads(fs, q.directory, q.name, q.live_readers())
     if heads is None:
         return []
-    segments, tail = q._files_now()
+    segments, tail = q.files_now()
     doomed = retirable(segments, min(heads.values(), default=tail))
     paths = [seg.path for seg in doomed]
     if doomed:
         remove_files(fs, q.directory, doomed, q.config.archive_dir)
         gone = {seg.number for seg in doomed}
-        with q._lock:
-            # (another producer may have retired some of them first: gone all the same)
-            kept = [s for s in q._segments if s.number not in gone]
-            q._segments = kept or q._segments[-1:]
         q.deleted_files.extend(paths)
         segments = [s for s in segments if s.number not in gone]
     if watch.pin_warning is not None:
@@ -238,25 +229,25 @@ def live_stats(q: Queue) -> dict[str, object]:
     (the keys of ``Reader.stats()`` plus ``backlog_bytes``, ``pinned_files``,
     ``pinned_bytes``, ``last_checkpoint_ns``); ``warnings`` lists the readers
     pinning more than ``pin_warning`` now."""
-    q._flush()  # staged puts count in the tail and the backlog: put them in the file
+    q.flush()  # staged puts count in the tail and the backlog: put them in the file
     fs, directory, name = q.fs, q.directory, q.name
     readers: list[dict[str, object]] = []
+    live_readers = q.live_readers()
     for reader_name in q.reader_names():
-        live = q._readers.get(reader_name)
-        if live is not None and not live.closed:
+        live = live_readers.get(reader_name)
+        if live is not None:
             entry = live.stats()
-            with live._lock:
-                head, done = live._state.snapshot()
+            head, done = live.snapshot()
             entry["backlog_bytes"] = backlog_bytes(fs, directory, name, ReaderState(head, done), q.current_tail())
             entry["last_checkpoint_ns"] = last_checkpoint_ns(fs, live.path)
             readers.append(entry)
         else:
-            readers.append(disk_reader_stats(fs, directory, name, reader_name, q.current_tail(), q._clock))
-    segments, tail = q._files_now()
+            readers.append(disk_reader_stats(fs, directory, name, reader_name, q.current_tail(), q.clock))
+    segments, tail = q.files_now()
     sizes = file_sizes(q, segments)
     pins = add_pins(readers, segments, tail, lambda seg: sizes[seg.number])
     journal = sum(sizes.values())
-    watch: ReaderWatch = q._watch
+    watch = q.watch
     return {
         "queue": name,
         "tail_id": tail,
@@ -271,16 +262,15 @@ def live_stats(q: Queue) -> dict[str, object]:
 
 
 def file_sizes(q: Queue, segments: list[Segment]) -> dict[int, int]:
-    """Each writer file's bytes (the newest: what the writer wrote and staged)."""
-    with q._lock:
-        mine = not q._shared and segments and segments[-1].number == q._segments[-1].number
-        newest = q._written_end + q._buffer_bytes
+    """Each writer file's bytes (the newest: with this producer's staged puts)."""
     sizes = {}
     for seg in segments:
         try:
-            sizes[seg.number] = newest if mine and seg is segments[-1] else q.fs.file_size(seg.path)
+            sizes[seg.number] = q.fs.file_size(seg.path)
         except FileNotFoundError:  # retired since the list was taken
             sizes[seg.number] = 0
+    if segments:
+        sizes[segments[-1].number] += q.staged_bytes
     return sizes
 
 
