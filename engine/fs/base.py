@@ -417,6 +417,14 @@ class FileSystem(ABC):
     @abstractmethod
     def isdir(self, path: str) -> bool: ...
 
+    def lookup_error(self, path: str) -> OSError | None:
+        """Why ``path`` cannot be looked at, other than its absence (a directory on
+        the way without search permission, say), or None.  :meth:`exists` and
+        :meth:`isdir` answer False in both cases; this tells them apart, so a
+        message can say "permission denied" rather than "no such file".  (A file
+        system without permissions, as the simulated ones, has nothing to say.)"""
+        return None
+
     @abstractmethod
     def listdir(self, path: str) -> list[str]:
         """Names in directory ``path``, sorted."""

@@ -42,7 +42,7 @@ import pyarrow as pa
 from engine.applog.codec import MAX_RECORD_SIZE, RECORD_HEADER_SIZE
 from engine.applog.writer import SegmentWriter, create_segment
 from engine.errors import ConfigError
-from engine.fs import FileSystem, HeldLock, atomic_write, crashpoint, make_dirs, resolve, take_lock
+from engine.fs import FileSystem, HeldLock, atomic_write, crashpoint, make_dirs, no_such, resolve, take_lock
 from engine.spark.logfiles import SEGMENT_RE
 from engine.spark.manifest import JOB_PREFIX, MANIFEST, join, read_manifest
 
@@ -408,9 +408,11 @@ def cleanup(dataset: str, fs: FileSystem | None = None) -> list[str]:
     unlisted until its commit.
     """
     fs = resolve(fs)
-    if read_manifest(fs, dataset) is None and not fs.isdir(dataset):
-        raise ConfigError(f"{dataset}: no such sink dataset")
+    if not fs.exists(dataset):
+        raise no_such(fs, dataset, "sink dataset")
     check_target(fs, dataset)
+    if not any(n.startswith(JOB_PREFIX) for n in fs.listdir(dataset)):
+        return []  # no job directory, nothing to remove: take no lock, create no file
     lock = _lock(fs, dataset)
     try:
         return _remove_unlisted(fs, dataset, set(read_manifest(fs, dataset) or []), None)

@@ -22,7 +22,7 @@ from engine.clireport import add_json_option, bytes_fields, human_bytes, human_s
 from engine.fs import atomic_write, default_fs, make_dirs
 from engine.streams.journal import DEFAULT_SYNC_DELAY, StreamJournal
 from engine.streams.reader import Event, JournalScan, StreamData
-from engine.streams.server import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, JournalServer
+from engine.streams.server import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, JournalServer, check_socket_free
 from engine.terminal import terminal_console
 
 console = terminal_console()
@@ -73,6 +73,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if args.size is None and not os.path.exists(args.file):
         err_console.print(f"engine streams serve: {args.file}: no such journal; give --size BYTES to create it")
         return 2
+    check_socket_free(args.socket)  # a live server there: refuse before creating the journal
     journal = StreamJournal.open(
         args.file,
         size=args.size,
