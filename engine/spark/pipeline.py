@@ -248,7 +248,8 @@ def summarize_pages(spark: SparkSession, root: str, paths: list[str]) -> list[di
                    for r in (all_.collect() if all_ is not None else [])), key=lambda x: x["name"])
 
 
-def run_pipeline(spark: SparkSession, data_dir: str, out_dir: str, *, chart: bool = True,
+def run_pipeline(spark: SparkSession, data_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
+                 chart: bool = True,
                  step: Callable[[str], None] | None = None) -> Summary:
     """Summarise every store under ``data_dir`` into ``out_dir``; see the module docstring.
 
@@ -258,7 +259,9 @@ def run_pipeline(spark: SparkSession, data_dir: str, out_dir: str, *, chart: boo
     display: a Spark job over a large directory takes a while.
     """
     tell = step or (lambda what: None)
-    from engine.fs import make_dirs, resolve
+    from engine.fs import as_path, make_dirs, resolve
+
+    data_dir, out_dir = as_path(data_dir, "data_dir"), as_path(out_dir, "out_dir")
     from engine.spark import available_sources
 
     data_dir, out_dir = os.path.abspath(data_dir), os.path.abspath(out_dir)
