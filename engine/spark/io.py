@@ -46,8 +46,9 @@ def load(spark: SparkSession, source: str, path: PathArg | Sequence[PathArg], **
     return reader.load(spark_paths(path))
 
 
-def save(df: DataFrame, source: str, path: PathArg, *, mode: str = "errorifexists", **options: object) -> None:
-    """``df.write.format(source).mode(mode).options(**options).save(path)``, with
+def save(df: DataFrame, source: str, path: PathArg, *, mode: str = "append", **options: object) -> None:
+    """``df.write.format(source).mode(mode).options(**options).save(path)`` (append by
+    default: the engine sinks take append or overwrite), with
     ``path`` a ``str`` or an ``os.PathLike``."""
     writer = df.write.format(source).mode(mode)
     for key, value in options.items():

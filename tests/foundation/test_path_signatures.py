@@ -99,5 +99,5 @@ def test_pathlib_paths_work_in_every_store(tmp_path: Path) -> None:
     (tmp_path / "dataset").mkdir()
     assert engine.spark.sink.cleanup(tmp_path / "dataset") == []
     assert engine.spark.io.spark_paths([tmp_path / "a", "b"]) == [str(tmp_path / "a"), "b"]
-    with pytest.raises(TypeError, match="path must be a str or an os.PathLike"):
+    with pytest.raises(TypeError, match=r"path must be a str or an os\.PathLike"):
         engine.spark.io.spark_paths([b"bytes"])  # type: ignore[list-item]
