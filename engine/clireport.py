@@ -136,7 +136,7 @@ def human_bytes(n: int | None) -> str:
     value = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(value) < 1024 or unit == "TiB":
-            return f"{n} B" if unit == "B" else f"{value:.3g} {unit}"
+            return f"{n} B" if unit == "B" else f"{value:.3g} {unit}" if abs(value) < 1000 else f"{value:.0f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
 

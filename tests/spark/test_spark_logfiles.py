@@ -292,7 +292,7 @@ def test_demo_data_in_every_store(tmp_path: object) -> None:
     from rich.console import Console
 
     from engine.spark.demo import make_demo_data
-    from engine.spark.discover import discover
+    from engine.stores import discover
 
     root = str(tmp_path) + "/demo"
     made = make_demo_data(root, scale=200, console=Console(quiet=True))
