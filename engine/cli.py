@@ -39,6 +39,7 @@ CLI_MODULES = (
     "engine.applog.cli",
     "engine.events.cli",
     "engine.kv.cli",
+    "engine.monitor.cli",
     "engine.spark.cli",
 )
 
