@@ -51,7 +51,8 @@ for(let k=0;k<=4;k++){const y=y0+h-h*k/4;c.beginPath();c.moveTo(x0,y);c.lineTo(x
 c.fillText(fmt(max*k/4),2,y+4)}}
 function lines(id,times,series){const el=document.getElementById(id),c=el.getContext("2d");
 c.clearRect(0,0,el.width,el.height);const names=Object.keys(series);const x0=70,y0=10,w=el.width-300,h=el.height-40;
-let max=1;for(const n of names)for(const v of series[n])if(v!==null&&v>max)max=v;axes(c,x0,y0,w,h,max,num);
+let max=1;for(const n of names)for(const v of series[n])if(v!==null&&v>max)max=v;max*=1.1;
+axes(c,x0,y0,w,h,max,v=>num(max>20?Math.round(v):v));
 const t0=times[0]||0,t1=times[times.length-1]||1,span=Math.max(t1-t0,1);
 names.forEach((n,i)=>{c.strokeStyle=COLORS[i%COLORS.length];c.lineWidth=2.5;c.beginPath();let on=false;
 series[n].forEach((v,k)=>{if(v===null){on=false;return}const x=x0+w*((times[k]-t0)/span),y=y0+h-h*v/max;
