@@ -35,6 +35,18 @@ def files(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
 
 
+def make_stores(root: Path) -> None:
+    """An append log, an event journal, a page store and a stream journal in ``root``."""
+    with engine.AppendLog.open(root / "log") as log:
+        log.append(b"x")
+    with engine.EventJournal.open(root / "events") as journal:
+        journal.write("a", [(1, b"x")])
+    with engine.PageStore.open(root / "p.db") as store, store.transaction() as tx:
+        tx.allocate()
+    with engine.StreamJournal.open(root / "s.jnl", size=1 << 16) as sj:
+        sj.open_stream("a").close()
+
+
 # -- argument errors: exit 2, one line -----------------------------------------------------------------
 
 
@@ -137,14 +149,7 @@ def test_permission_denied_is_called_so(tmp_path: Path, monkeypatch: pytest.Monk
                                         capsys: pytest.CaptureFixture[str]) -> None:
     locked = tmp_path / "locked"
     locked.mkdir()
-    with engine.AppendLog.open(locked / "log") as log:
-        log.append(b"x")
-    with engine.EventJournal.open(locked / "events") as journal:
-        journal.write("a", [(1, b"x")])
-    with engine.PageStore.open(locked / "p.db") as store, store.transaction() as tx:
-        tx.allocate()
-    with engine.StreamJournal.open(locked / "s.jnl", size=1 << 16) as sj:
-        sj.open_stream("a").close()
+    make_stores(locked)
     monkeypatch.chdir(tmp_path)
     if os.geteuid() == 0:
         _deny_under(monkeypatch, locked)
@@ -193,14 +198,7 @@ def test_spark_cleanup_of_an_empty_directory_creates_no_lock(tmp_path: Path) -> 
 
 
 def test_read_only_commands_create_no_file(tmp_path: Path) -> None:
-    with engine.AppendLog.open(tmp_path / "log") as log:
-        log.append(b"x")
-    with engine.EventJournal.open(tmp_path / "events") as journal:
-        journal.write("a", [(1, b"x")])
-    with engine.PageStore.open(tmp_path / "p.db") as store, store.transaction() as tx:
-        tx.allocate()
-    with engine.StreamJournal.open(tmp_path / "s.jnl", size=1 << 16) as sj:
-        sj.open_stream("a").close()
+    make_stores(tmp_path)
     before = files(tmp_path)
     stamp = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
     time.sleep(0.01)
