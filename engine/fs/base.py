@@ -21,12 +21,14 @@ from __future__ import annotations
 import errno
 import functools
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from enum import StrEnum
 from types import TracebackType
 
 from engine.errors import ClosedError, DiskFullError, PoisonedError
+from engine.fs import timing
 from engine.fs.words import WORD, FileWords, SharedWords
 
 #: errno values that mean "the file system is full" (reported as DiskFullError).
@@ -260,10 +262,12 @@ class FileHandle(ABC):
         and raises :class:`PoisonedError`, as a failed sync does.
         """
         self._check_writable()
+        started = time.perf_counter()
         try:
             self._raw_write_durable(offset, parts)
         except OSError as exc:
             raise self._failed(exc, "durable write") from exc
+        timing.record(self.path, time.perf_counter() - started)
         if self._end is not None:  # only handles that append track their end
             end = offset + sum(map(len, parts))
             if end > self._end:
@@ -283,10 +287,12 @@ class FileHandle(ABC):
             raise self._poisoned_error()
         if not self.writable:
             return  # a read-only handle has written nothing to make durable
+        started = time.perf_counter()
         try:
             self._raw_sync(data_only)
         except OSError as exc:
             raise self._failed(exc, "fsync") from exc
+        timing.record(self.path, time.perf_counter() - started)
 
     def lock(self, *, exclusive: bool = True, blocking: bool = False) -> None:
         """Take an advisory lock on the file (raises LockedError if not blocking)."""
@@ -427,6 +433,14 @@ class FileSystem(ABC):
 
     @abstractmethod
     def isdir(self, path: str) -> bool: ...
+
+    def lookup_error(self, path: str) -> OSError | None:
+        """Why ``path`` cannot be looked at, other than its absence (a directory on
+        the way without search permission, say), or None.  :meth:`exists` and
+        :meth:`isdir` answer False in both cases; this tells them apart, so a
+        message can say "permission denied" rather than "no such file".  (A file
+        system without permissions, as the simulated ones, has nothing to say.)"""
+        return None
 
     @abstractmethod
     def listdir(self, path: str) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import struct
 import sys
 import threading
@@ -229,10 +230,24 @@ class OsFileSystem(FileSystem):
     def open(self, path: str, mode: OpenMode | str = OpenMode.READ) -> FileHandle:
         mode = OpenMode(mode)
         fd = os.open(path, _FLAGS[mode] | getattr(os, "O_CLOEXEC", 0), 0o644)
+        if mode is OpenMode.READ and stat.S_ISDIR(os.fstat(fd).st_mode):
+            # POSIX opens a directory for reading; its first read would fail with
+            # an EISDIR that names no path.  Fail here, naming it.
+            os.close(fd)
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
         return OsFileHandle(path, fd, writable=mode is not OpenMode.READ)
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
+
+    def lookup_error(self, path: str) -> OSError | None:
+        try:
+            os.stat(path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return exc
+        return None
 
     def isdir(self, path: str) -> bool:
         return os.path.isdir(path)
