@@ -39,8 +39,8 @@ directory served, ``kind`` one of queue, log, streams, events, pages, kv):
                                            done out of order)
 ``engine_queue_puts_total``                items put into the queue {store, queue}
 ``engine_queue_open_reads``                items read, not yet confirmed (live queues only)
-``engine_queue_<counter>_total``           ``gets``, ``confirms``, ``aborts`` when the queue's
-                                           ``stats()`` counts them; ``engine_queue_consumers``
+``engine_queue_<counter>_total``           ``gets``, ``confirms``, ``aborts`` of each reader open
+                                           in the watched process; ``engine_queue_consumers``
 ``engine_server_connections``              connections open now {server}
 ``engine_server_requests_total``           requests by outcome {server, outcome}
 ``engine_server_errors_total``             requests that failed {server, error}
@@ -343,9 +343,10 @@ class LiveCollector(Collector):
     def _queue_families(self) -> Iterator[Metric]:
         labels = ["store", "queue", "reader"]
         open_reads = GaugeMetricFamily("engine_queue_open_reads", "items read, not yet confirmed", labels=labels)
-        counters = {key: CounterMetricFamily(f"engine_queue_{key}", f"{key} so far", labels=["store", "queue"])
+        counters = {key: CounterMetricFamily(f"engine_queue_{key}", f"{key} of this process's consumer so far",
+                                             labels=labels)
                     for key in ("gets", "confirms", "aborts")}
-        consumers = GaugeMetricFamily("engine_queue_consumers", "consumers attached", labels=["store", "queue"])
+        consumers = GaugeMetricFamily("engine_queue_consumers", "consumers of the reader name now", labels=labels)
         for name, queue in self._alive(self._queues):
             try:
                 stats = queue.stats()
@@ -353,13 +354,14 @@ class LiveCollector(Collector):
                 continue
             qname = str(stats.get("queue", name))
             for r in stats.get("readers", []):
+                key_labels = [name, qname, r["reader"]]
                 if r.get("open_reads") is not None:
-                    open_reads.add_metric([name, qname, r["reader"]], r["open_reads"])
-            for key, family in counters.items():
-                if isinstance(stats.get(key), int):
-                    family.add_metric([name, qname], stats[key])
-            if isinstance(stats.get("consumers"), int):
-                consumers.add_metric([name, qname], stats["consumers"])
+                    open_reads.add_metric(key_labels, r["open_reads"])
+                for key, family in counters.items():
+                    if isinstance(r.get(key), int):
+                        family.add_metric(key_labels, r[key])
+                if isinstance(r.get("consumers"), int):
+                    consumers.add_metric(key_labels, r["consumers"])
         yield open_reads
         yield from counters.values()
         yield consumers

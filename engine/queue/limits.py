@@ -18,16 +18,13 @@ A put is refused (``FullError``) when it would take any reader past a limit:
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from engine.errors import FullError
 from engine.queue import checkpoint
 from engine.queue.attach import reader_files
 from engine.queue.diagnose import journal_bytes_after, unread_journal_bytes
 from engine.queue.state import ReaderState
-
-if TYPE_CHECKING:
-    from engine.queue.queue import Queue
+from engine.queue.view import QueueView
 
 #: Seconds between two readings of the other readers' checkpoint files.
 REFRESH = 0.1
@@ -43,7 +40,7 @@ class Limits:
         self._written_at = 0
         self._figures: dict[str, tuple[int, int]] = {}
 
-    def _others(self, q: Queue, live: set[str], tail: int, written: int) -> dict[str, tuple[int, int]]:
+    def _others(self, q: QueueView, live: set[str], tail: int, written: int) -> dict[str, tuple[int, int]]:
         """Reader name -> (items, bytes) of its backlog now (an over-estimate)."""
         now = time.monotonic()
         if now - self._at >= REFRESH:
@@ -64,7 +61,7 @@ class Limits:
         grown_items, grown_bytes = tail - self._tail_at, max(0, written - self._written_at)
         return {name: (items + grown_items, size + grown_bytes) for name, (items, size) in self._figures.items()}
 
-    def make_room(self, q: Queue, adding: int, nbytes: int) -> None:
+    def make_room(self, q: QueueView, adding: int, nbytes: int) -> None:
         """Refuse (FullError) a put of ``adding`` items of ``nbytes`` that would take a
         reader past ``max_items`` / ``max_size``; for readers open here, drop their
         oldest items instead with ``discard_old_when_full``."""

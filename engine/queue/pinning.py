@@ -34,7 +34,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine.clireport import human_bytes, human_duration_ns, human_time_ms
 from engine.errors import LockedError
@@ -43,7 +43,6 @@ from engine.queue import checkpoint, naming
 from engine.queue.attach import lock_reader, reader_files, remove_reader_files
 from engine.queue.diagnose import (
     add_pins,
-    backlog_bytes,
     disk_reader_stats,
     last_checkpoint_ns,
     oldest_pending,
@@ -51,9 +50,7 @@ from engine.queue.diagnose import (
 from engine.queue.retire import Pin, durable_heads, pinned_files, remove_files, retirable
 from engine.queue.segments import Segment, find_tail, list_segments
 from engine.queue.state import ReaderState
-
-if TYPE_CHECKING:
-    from engine.queue.queue import Queue
+from engine.queue.view import QueueView
 
 log = logging.getLogger("engine.queue")
 
@@ -124,7 +121,7 @@ class ReaderWatch:
             report.add("reset", report.path, retired.items, "items", detail=detail)
 
     # -- reader_expiry --------------------------------------------------------------
-    def expire(self, q: Queue, now_ms: int) -> list[RetiredReader]:
+    def expire(self, q: QueueView, now_ms: int) -> list[RetiredReader]:
         """Retire the readers idle for ``reader_expiry`` (see the module docstring)."""
         expiry = self.expiry_ns
         if expiry is None:
@@ -198,11 +195,10 @@ class ReaderWatch:
         return gone
 
 
-def retire_round(q: Queue) -> list[str]:
+def retire_round(q: QueueView, watch: ReaderWatch) -> list[str]:
     """``Queue.retire_files`` (its caller holds its retire lock): retire the readers
     ``reader_expiry`` allows, then the writer files every reader passed; check who
     pins what is left against ``pin_warning``.  Returns the retired files' paths."""
-    watch = q.watch
     fs = q.fs
     if watch.expiry_ns is not None:
         watch.expire(q, q.now_ms())
@@ -224,7 +220,7 @@ def retire_round(q: Queue) -> list[str]:
     return paths
 
 
-def live_stats(q: Queue) -> dict[str, object]:
+def live_stats(q: QueueView, watch: ReaderWatch) -> dict[str, object]:
     """``Queue.stats()``: queue-level figures and one entry per reader on disk
     (the keys of ``Reader.stats()`` plus ``backlog_bytes``, ``pinned_files``,
     ``pinned_bytes``, ``last_checkpoint_ns``); ``warnings`` lists the readers
@@ -236,18 +232,13 @@ def live_stats(q: Queue) -> dict[str, object]:
     for reader_name in q.reader_names():
         live = live_readers.get(reader_name)
         if live is not None:
-            entry = live.stats()
-            head, done = live.snapshot()
-            entry["backlog_bytes"] = backlog_bytes(fs, directory, name, ReaderState(head, done), q.current_tail())
-            entry["last_checkpoint_ns"] = last_checkpoint_ns(fs, live.path)
-            readers.append(entry)
+            readers.append(live.stats())  # (its backlog bytes and last checkpoint included)
         else:
             readers.append(disk_reader_stats(fs, directory, name, reader_name, q.current_tail(), q.clock))
     segments, tail = q.files_now()
     sizes = file_sizes(q, segments)
     pins = add_pins(readers, segments, tail, lambda seg: sizes[seg.number])
     journal = sum(sizes.values())
-    watch = q.watch
     return {
         "queue": name,
         "tail_id": tail,
@@ -261,7 +252,7 @@ def live_stats(q: Queue) -> dict[str, object]:
     }
 
 
-def file_sizes(q: Queue, segments: list[Segment]) -> dict[int, int]:
+def file_sizes(q: QueueView, segments: list[Segment]) -> dict[int, int]:
     """Each writer file's bytes (the newest: with this producer's staged puts)."""
     sizes = {}
     for seg in segments:

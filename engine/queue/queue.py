@@ -40,6 +40,7 @@ from engine.queue.compete import wait_round
 from engine.queue.config import QueueConfig
 from engine.queue.cursor import PollingSource
 from engine.queue.diagnose import disk_pending, verify_queue
+from engine.queue.face import DefaultConsumer, Taken
 from engine.queue.limits import Limits
 from engine.queue.payload import put_many_batch
 from engine.queue.pinning import ReaderWatch, file_sizes, live_stats, retire_round
@@ -97,6 +98,7 @@ class Queue:
         writer.readers = self._source  # its puts wake the readers here
         self._lock = threading.RLock()  # the readers and punt queues of this process
         self._retire_lock = threading.Lock()
+        self._attach_lock = threading.Lock()
         self._closed = False
         self._readers: dict[str, Reader] = {}
         self._punt_queues: dict[str, Queue] = {}
@@ -108,6 +110,7 @@ class Queue:
         self.checkpoint_failure: BaseException | None = None
         self._limits = Limits()  # max_items / max_size, every reader counted
         self._keeper: Queue = keeper_of(self)  # what threads, readers, finalizer hold (see lifetime)
+        self._face = DefaultConsumer(self._keeper.reader, config.max_items)  # get / task_done / qsize ...
         if config.max_items is not None or config.max_size is not None:
             writer.make_room = self._keeper._make_room
 
@@ -242,6 +245,47 @@ class Queue:
         """``max_items`` / ``max_size`` before a put (see :mod:`engine.queue.limits`)."""
         self._limits.make_room(self, adding, nbytes)
 
+    # -- queue.Queue's face, over the default reader (see engine.queue.face) ----------
+    def get(self, block: bool = True, timeout: float | datetime.timedelta | None = None) -> Taken:
+        """The next item of the default reader (``reader()``), opened, as
+        ``queue.Queue.get``: waits for one (``block``, up to ``timeout``: seconds or
+        a timedelta, None for ever), raises :class:`EmptyError` (a ``queue.Empty``)
+        when none comes.  Confirm it with :meth:`task_done` (or ``item.confirm()``,
+        or ``with q.get() as item:``, which gives it back if the block raises)."""
+        return self._face.get(block, timeout)
+
+    def get_nowait(self) -> Taken:
+        """``get(block=False)``."""
+        return self._face.get(False, None)
+
+    def put_nowait(self, data: Any) -> int:
+        """``put(data)`` (a put never waits: a full queue raises :class:`FullError`,
+        a ``queue.Full``)."""
+        return self.put(data)
+
+    def task_done(self) -> None:
+        """Confirm the oldest item this thread got with :meth:`get` and has not
+        confirmed (``queue.Queue.task_done``); ValueError when there is none."""
+        self._face.task_done()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Block until the default reader has no item left: every item got and
+        confirmed (``queue.Queue.join``; False when ``timeout`` passed first)."""
+        return self._face.join(timeout)
+
+    def qsize(self) -> int:
+        """The default reader's backlog: its items not confirmed (open ones too)."""
+        return self._face.qsize()
+
+    def empty(self) -> bool:
+        """``qsize() == 0``."""
+        return self._face.qsize() == 0
+
+    def full(self) -> bool:
+        """Whether the default reader's backlog reached ``max_items`` (never
+        without ``max_items``)."""
+        return self._face.full()
+
     def flush(self) -> None:
         """Write the staged puts to the file now, without an fsync (buffered modes)."""
         self._check_usable()
@@ -262,6 +306,14 @@ class Queue:
         """
         with self._lock:
             self._check_usable()
+            existing = self._readers.get(name)
+            if existing is not None and not existing.closed:
+                return existing
+        with self._attach_lock:  # one consumer of a name per Queue: two threads asking get the same
+            return self._attach(name)
+
+    def _attach(self, name: str) -> Reader:
+        with self._lock:
             existing = self._readers.get(name)
             if existing is not None and not existing.closed:
                 return existing
@@ -303,7 +355,7 @@ class Queue:
         """The readers open in this process."""
         return dict(self._readers)
 
-    def live_readers(self) -> dict[str, Reader]:
+    def live_readers(self) -> dict[str, Reader]:  # (a Mapping[str, LiveReader] for the helpers)
         """The readers open (not closed) in this process, by name."""
         with self._lock:
             return {name: r for name, r in self._readers.items() if not r.closed}
@@ -375,15 +427,10 @@ class Queue:
         """Delete (or archive) writer files whose items every reader has passed, after
         retiring idle readers (``reader_expiry``); warn of pinning readers (see pinning)."""
         with self._retire_lock:  # the checkpoint thread and callers may race here
-            retired = retire_round(self)
+            retired = retire_round(self, self._watch)
         if retired:
             self._writer.forget_files(set(retired))
         return retired
-
-    @property
-    def watch(self) -> ReaderWatch:
-        """The watch over abandoned readers (see :mod:`engine.queue.pinning`)."""
-        return self._watch
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -443,7 +490,7 @@ class Queue:
         numbers): see :func:`pinning.live_stats`.  A reader's ``backlog_bytes`` is
         :func:`diagnose.backlog_bytes`: the payload bytes of its items not yet
         confirmed (it reads the backlog)."""
-        return live_stats(self)
+        return live_stats(self, self._watch)
 
     def verify(self) -> list[str]:
         """Check every invariant; raises CorruptFileError/EngineError, returns notes."""
@@ -544,4 +591,4 @@ class Queue:
         )
 
 
-__all__ = ["Item", "PollingSource", "Queue", "Reader"]
+__all__ = ["Item", "PollingSource", "Queue", "Reader", "Taken"]

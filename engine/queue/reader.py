@@ -33,6 +33,7 @@ from engine.queue import aio, census, checkpoint, codec, naming
 from engine.queue.compete import Claims
 from engine.queue.config import QueueConfig
 from engine.queue.cursor import JournalCursor, JournalSource
+from engine.queue.diagnose import backlog_bytes, last_checkpoint_ns
 from engine.queue.state import ReaderState
 
 log = logging.getLogger("engine.queue")
@@ -173,6 +174,8 @@ class Reader:
         self.skipped_holes: list[tuple[int, int]] = []
         self.expired_count = 0
         self.discarded_count = 0
+        self.confirm_count = 0  # this consumer's confirms and aborts since it opened (stats)
+        self.abort_count = 0
         self.error_punted_count = 0
 
     # -- properties ----------------------------------------------------------------
@@ -384,7 +387,12 @@ class Reader:
             return item
         return self._next_from_journal(now_ms, consume=consume)
 
-    def _wait_step(self, deadline: float | None) -> float | None:
+    @property
+    def source(self) -> JournalSource:
+        """Where this reader's items come from (its wake-ups; :mod:`engine.queue.aio`)."""
+        return self._source
+
+    def wait_step(self, deadline: float | None) -> float | None:
         """How long one wait may last: until the caller's deadline, the next open
         read's timeout, and at most 1 s."""
         now = time.monotonic()
@@ -448,7 +456,7 @@ class Reader:
                     deadline = now + wait
                 if now >= deadline:
                     return None
-            self._source.wait(version, self._wait_step(deadline))
+            self._source.wait(version, self.wait_step(deadline))
 
     def _next_claimed(self) -> Item | None:
         """The next item this consumer may deliver, claimed (``_lock`` held):
@@ -530,6 +538,7 @@ class Reader:
                 elif not state.confirm(ids):
                     return 0
                 self._dirty = True
+                self.confirm_count += 1
                 return 1
         count = 0
         with self._lock:
@@ -546,6 +555,7 @@ class Reader:
                     count += 1
             if count:
                 self._dirty = True
+                self.confirm_count += count
         return count
 
     def abort(self, ids: int | Iterable[int]) -> int:
@@ -560,6 +570,7 @@ class Reader:
                     self._give_back(entry)
                     self._let_others_have(entry)
                     count += 1
+            self.abort_count += count
         if count:
             self._source.notify()
         return count
@@ -595,6 +606,7 @@ class Reader:
             if item is None:
                 continue
             log.warning("queue %s reader %r: open read %d timed out; aborted", self.queue, self.name, xid)
+            self.abort_count += 1
             self._give_back(item)
             self._let_others_have(item)
 
@@ -713,7 +725,13 @@ class Reader:
             return wrote
 
     def stats(self) -> dict[str, object]:
-        """Items, open reads, oldest age for this reader."""
+        """This consumer's figures (snake_case keys, numbers): ``items`` (its reader's
+        backlog: ids not confirmed), ``backlog_bytes`` (their payload bytes: it reads
+        the backlog), ``open_reads``, ``oldest_age_s``, ``last_checkpoint_ns`` (the
+        reader file's), ``gets`` / ``confirms`` / ``aborts`` (this consumer's, since
+        it opened), ``consumers`` (of the reader name now: 1, or 2 when others
+        share it; exact counts need the system's lock table: ``engine queue
+        readers``), ``expired``, ``discarded``."""
         with self._lock:
             oldest = self._next_item(consume=False) if not self._closed else None
             if self._open:
@@ -722,16 +740,29 @@ class Reader:
                 if oldest is None or oldest_open.add_time_ms < oldest.add_time_ms:
                     oldest = oldest_open
             now = self._now_ms()
-            return {
+            head, done = self._state.snapshot()
+            tail = max(self._tail(), head)
+            figures: dict[str, object] = {
                 "reader": self.name,
-                "head": self._state.head,
-                "items": self._state.pending(max(self._tail(), self._state.head)),
+                "head": head,
+                "items": self._state.pending(tail),
                 "open_reads": len(self._open),
-                "done_out_of_order": len(self._state.done),
+                "done_out_of_order": len(done),
                 "oldest_age_s": None if oldest is None else max(0.0, (now - oldest.add_time_ms) / 1000),
                 "expired": self.expired_count,
                 "discarded": self.discarded_count,
+                "gets": self.confirm_count + self.abort_count + len(self._open),
+                "confirms": self.confirm_count,
+                "aborts": self.abort_count,
+                "consumers": 2 if not self._closed and self._claims.others_present() else 1,
             }
+        figures["backlog_bytes"] = backlog_bytes(self._fs, self.directory, self.queue, ReaderState(head, done), tail)
+        figures["last_checkpoint_ns"] = last_checkpoint_ns(self._fs, self.path)
+        return figures
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"head={self._state.head} open={len(self._open)}"
+        return f"<{type(self).__name__} {self.name!r} of queue {self.queue!r} in {self.directory!r} {state}>"
 
     def close(self, *, checkpoint_first: bool = True) -> None:
         """Checkpoint (if possible) and release the reader's lock."""

@@ -13,17 +13,28 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from engine.fs import FileSystem, crashpoint, make_dirs
 from engine.queue import census, checkpoint, naming
 from engine.queue.attach import reader_being_created, reader_files
-from engine.queue.reader import Reader
 from engine.queue.segments import Segment
 
 log = logging.getLogger("engine.queue")
 
 
-def durable_heads(fs: FileSystem, directory: str, queue: str, live: Mapping[str, Reader]) -> dict[str, int] | None:
+class Checkpointed(Protocol):
+    """What retiring asks of a reader open in the writer's process."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    durable_head: int
+
+
+def durable_heads(
+    fs: FileSystem, directory: str, queue: str, live: Mapping[str, Checkpointed]
+) -> dict[str, int] | None:
     """Each reader's head as on disk (``live`` readers: as last checkpointed), by name.
 
     None when the reader files cannot be trusted this round, and nothing may be
