@@ -35,6 +35,7 @@ from engine.queue.config import QueueConfig
 from engine.queue.cursor import JournalCursor, JournalSource
 from engine.queue.diagnose import backlog_bytes, last_checkpoint_ns
 from engine.queue.state import ReaderState
+from engine.queue.view import ReaderStats
 
 log = logging.getLogger("engine.queue")
 
@@ -724,7 +725,7 @@ class Reader:
                 claims.release_ahead(state.head, open_ids | state.members)
             return wrote
 
-    def stats(self) -> dict[str, object]:
+    def stats(self) -> ReaderStats:
         """This consumer's figures (snake_case keys, numbers): ``items`` (its reader's
         backlog: ids not confirmed), ``backlog_bytes`` (their payload bytes: it reads
         the backlog), ``open_reads``, ``oldest_age_s``, ``last_checkpoint_ns`` (the
@@ -742,7 +743,7 @@ class Reader:
             now = self._now_ms()
             head, done = self._state.snapshot()
             tail = max(self._tail(), head)
-            figures: dict[str, object] = {
+            figures: ReaderStats = {
                 "reader": self.name,
                 "head": head,
                 "items": self._state.pending(tail),
