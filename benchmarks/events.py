@@ -136,7 +136,7 @@ def bench_replay(quick: bool) -> list[Row]:
                 db.db.executemany("INSERT INTO events VALUES (?, ?, ?)", [(_pid(i), s, p) for s, p in events])
         db.db.execute("COMMIT")
         journal.close()
-        reader = EventJournal.open_read_only(os.path.join(tmp, "journal"))
+        reader = EventJournal.open_reader(os.path.join(tmp, "journal"))
         picks = [_pid(rng.randrange(IDS)) for _ in range(100 if quick else 200)]
 
         def ours() -> int:
@@ -196,7 +196,7 @@ for r in range(5):
     took += time.process_time() - t
 j.close()
 out = [took / 5000 * 1e6]
-reader = EventJournal.open_read_only(d)
+reader = EventJournal.open_reader(d)
 for _pass in range(2):
     t = time.process_time()
     for p in pids:

@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 
 from engine.conventions import warn_resource, warn_unclosed
 from engine.errors import ClosedError
+from engine.fs.core import StoreCore
 
 _T = TypeVar("_T")
 
@@ -104,6 +105,9 @@ class ClosedWhenDropped:
     #: ``(finalizer, what, pid)`` once watched: one attribute, not three (an
     #: instance past CPython's 30 shared keys gets slower attribute access).
     _unclosed: tuple[weakref.finalize, str, int] | None = None
+    #: A store over the store core: the core watches it (:meth:`StoreCore.watch
+    #: <engine.fs.core.StoreCore.watch>`) and closes it when collected.
+    _core: StoreCore | None = None
 
     def close(self) -> None:  # pragma: no cover - the store's
         raise NotImplementedError
@@ -128,6 +132,10 @@ class ClosedWhenDropped:
     def __del__(self) -> None:
         # Collected while open.  The finalizer's callback would come after this and
         # could no longer reach the object: the close happens here.
+        core = self._core
+        if core is not None:
+            core.collected(self)
+            return
         if self._unclosed is None:
             return  # never fully opened
         finalizer, what, pid = self._unclosed

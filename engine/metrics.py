@@ -5,7 +5,7 @@ Two sources, one registry:
 * :class:`DirectoryCollector`: every store under a directory, from its files
   alone, through the stores' public read-only faces (``engine.stores.discover``,
   the queue's ``diagnose.queue_stats``, ``LogReader.stats()``,
-  ``EventJournal.open_read_only(...).stats()``, ``JournalScan.stats()``, the page
+  ``EventJournal.open_reader(...).stats()``, ``JournalScan.stats()``, the page
   store's ``diagnose.file_stats``, ``KV.open(readonly=True).stats()``): no lock is
   taken, nothing is written, a live writer is not disturbed.  ``engine metrics
   DIR --port N`` serves it; :func:`scan` is the same snapshot as data, for
@@ -166,7 +166,7 @@ def _file_figures(fs: FileSystem, kind: str, path: str) -> tuple[int | None, int
     if kind == "events":
         from engine.events import EventJournal
 
-        with EventJournal.open_read_only(path, fs=fs) as journal:
+        with EventJournal.open_reader(path, fs=fs) as journal:
             stats = journal.stats()
             return int(stats["live_events"]), int(stats["events_ever_written"]), None
     if kind == "streams":

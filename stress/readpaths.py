@@ -7,7 +7,7 @@ every path listed here:
 
 * in-process read paths (:data:`READ_PATHS`): the writer's open, the read-only
   readers (``Queue.open_reader``, ``PageStore.open_reader``, ``LogReader``,
-  ``EventJournal.open_read_only``, ``read_streams``) and the Spark sources'
+  ``EventJournal.open_reader``, ``read_streams``) and the Spark sources'
   partition readers called directly, without a Spark session (cheap: no JVM);
 * the command line (:data:`CLI_COMMANDS`): ``engine inspect``, ``engine verify``
   and each store's read-only commands, run as processes of their own.
@@ -148,7 +148,7 @@ def _events_snapshot(journal: Any) -> Any:
 def _events_reader(fs: FileSystem, root: str) -> Any:
     from engine.events import EventJournal
 
-    return _events_snapshot(EventJournal.open_read_only(root, fs=fs))
+    return _events_snapshot(EventJournal.open_reader(root, fs=fs))
 
 
 def _events_writer(fs: FileSystem, root: str) -> Any:
@@ -202,7 +202,7 @@ READ_PATHS: dict[str, dict[str, ReadPath]] = {
         "spark LogReader": _spark("logsource:LogReader:LOG_SCHEMA"),
     },
     "events": {
-        "EventJournal.open_read_only": _events_reader,
+        "EventJournal.open_reader": _events_reader,
         "EventJournal.open": _events_writer,
         "spark EventsReader": _spark("eventsource:EventsReader:EVENTS_SCHEMA"),
     },

@@ -34,7 +34,7 @@ def _show_payload(payload: bytes, as_hex: bool) -> str:
 
 
 def _cmd_ids(args: argparse.Namespace) -> int:
-    with EventJournal.open_read_only(args.directory) as journal:
+    with EventJournal.open_reader(args.directory) as journal:
         infos = journal.ids()
     if args.json:
         for info in infos:
@@ -51,7 +51,7 @@ def _cmd_ids(args: argparse.Namespace) -> int:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    with EventJournal.open_read_only(args.directory) as journal:
+    with EventJournal.open_reader(args.directory) as journal:
         if args.id not in journal:
             print(f"engine events replay: {args.directory} has no persistence id {args.id!r}", file=sys.stderr)
             return 1
@@ -84,7 +84,7 @@ def _stat_row(key: str, value: object) -> tuple[str, str]:
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
-    with EventJournal.open_read_only(args.directory) as journal:
+    with EventJournal.open_reader(args.directory) as journal:
         stats = journal.stats()
     if args.json:
         print_json(stats)

@@ -58,7 +58,7 @@ def stats(fs: FileSystem, path: str) -> Mapping[str, object]:
     is_dir = fs.isdir(path)
     directory = _journal_dir(fs, path, is_dir)
     if directory is not None:
-        with EventJournal.open_read_only(directory, fs=fs) as journal:
+        with EventJournal.open_reader(directory, fs=fs) as journal:
             return journal.stats()
     # A lone file: what its header and (for meta) its blocks say.
     with fs.open(path) as handle:
@@ -76,7 +76,7 @@ def verify(fs: FileSystem, path: str) -> list[str]:
     directory = _journal_dir(fs, path, fs.isdir(path))
     if directory is None:
         raise FormatError(path, 0, "an event journal directory (meta and data files)", "a lone file")
-    with EventJournal.open_read_only(directory, fs=fs) as journal:
+    with EventJournal.open_reader(directory, fs=fs) as journal:
         return journal.verify()
 
 

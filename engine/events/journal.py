@@ -14,8 +14,10 @@ same fdatasync, since a sector cannot be torn.  So: one fdatasync for such a
 batch, two (blocks, then link) for anything else, four for a new id's first
 batch (its meta.crc entry, then its meta block, which is its commit).
 
-This module is the store: opening (the writer lock from :mod:`engine.fs`, then
-:mod:`engine.events.recovery`), the write path, replay and the queries.  The meta
+This module is the writer: opening (the store core's sequence: the writer lock,
+the files, :mod:`engine.events.recovery` into the report) and the write path.
+Replay and the queries are :mod:`engine.events.view`'s, shared with the reader
+(:mod:`engine.events.reader`).  The meta
 file's cache updates are :mod:`engine.events.metafile`; replay's walk is
 :mod:`engine.events.runs` (in C when built).
 """
@@ -23,30 +25,21 @@ file's cache updates are :mod:`engine.events.metafile`; replay's walk is
 from __future__ import annotations
 
 import datetime as _dt
-import errno
 import logging
-import threading
-from collections.abc import Iterable, Iterator
-from functools import partial
-from itertools import chain
+from collections.abc import Iterable
 from os import PathLike
 from typing import Any
 
 from engine.conventions import Serializer
 from engine.conventions import serializer as parse_serializer
 from engine.errors import (
-    ClosedError,
     ConfigError,
     CorruptFileError,
-    DiskFullError,
-    FormatError,
     FullError,
-    PoisonedError,
     SequenceNumberError,
 )
-from engine.events.blocks import DEFAULT_READAHEAD, BlockReader, locate
+from engine.events.blocks import DEFAULT_READAHEAD, BlockReader
 from engine.events.codec import (
-    BLOCK_HEADER_SIZE,
     BLOCK_NEXT_FIELD,
     DATA_HEADER_SIZE,
     DATA_LENGTH_FIELD,
@@ -58,17 +51,15 @@ from engine.events.codec import (
 )
 from engine.events.layout import (
     DATA_NAME,
-    DATA_SUMS_NAME,
     LOCK_NAME,
     META_NAME,
-    META_SUMS_NAME,
     META_TMP_NAME,
     Entry,
-    IdInfo,
     join,
 )
 from engine.events.metafile import MetaFile
-from engine.events.payloads import batch_error, event_class, payload_error, sequence_number_error
+from engine.events.payloads import batch_error, payload_error, sequence_number_error
+from engine.events.reader import EventReader
 from engine.events.recovery import (
     Loaded,
     complete_meta_sums,
@@ -77,104 +68,63 @@ from engine.events.recovery import (
     remove_stray_tmp,
     roll_meta_forward,
 )
-from engine.events.runs import (
-    ANY_PREVIOUS,
-    MIN_WINDOW,
-    RUN_DONE,
-    RUN_MORE,
-    RUN_SUM,
-    Event,
-    ReadAt,
-    RunResult,
-    Sums,
-    read_runs,
-    run_error,
-)
-from engine.events.sumfiles import SUMS_SYNC_EVERY, DataSums, MetaSums, load_data_sums, open_meta_sums
+from engine.events.sumfiles import SUMS_SYNC_EVERY, load_data_sums, open_meta_sums
 from engine.events.sums import batch_crc
-from engine.events.verify import verify_journal, verify_sums
+from engine.events.view import EventView
 from engine.fs import (
     FileHandle,
     FileSystem,
-    HeldLock,
-    OpenMode,
-    RecoveryReport,
     SyncPolicy,
     as_path,
     crashpoint,
     make_dirs,
     no_such,
     resolve,
-    take_lock,
 )
-from engine.lifetime import ClosedWhenDropped
+from engine.fs.core import StoreCore
 
 log = logging.getLogger("engine.events")
 
 #: Zero bytes reserved past the end of ``data`` at a time (trimmed on close).
 DEFAULT_PREALLOCATE = 256 * 1024
-#: Replay decodes at most this many events ahead of its consumer.
-RUN_CHUNK = 1024
 
 
-class EventJournal(ClosedWhenDropped):
-    """An event-sourcing journal in one directory; see the module docstring.
+class EventJournal(EventView):
+    """An event-sourcing journal in one directory, open for writing; see the
+    module docstring.
 
-    Open with :meth:`open` (writer: takes the writer lock ``<dir>/.lock`` and
-    repairs a torn tail, reported in :attr:`recovery`) or :meth:`open_read_only`
-    (no lock, no repair: a snapshot of what was committed when it was opened;
-    :meth:`refresh` takes a new one).
+    Open with :meth:`open` (takes the writer lock ``<dir>/.lock`` and repairs a
+    torn tail, reported in :attr:`recovery`).  :meth:`open_reader` opens an
+    :class:`~engine.events.reader.EventReader` (no lock, no repair: a snapshot
+    of what was committed).  Replay and the queries are :class:`EventView`'s.
     """
 
     def __init__(
         self,
-        fs: FileSystem,
-        directory: str,
+        core: StoreCore,
         data: FileHandle,
-        meta: FileHandle,
+        meta: MetaFile,
         *,
-        read_only: bool,
-        sync: SyncPolicy,
         max_data_size: int,
         readahead: int,
-        lock: HeldLock | None = None,
+        preallocate: int,
         serializer: Serializer | None = None,
     ) -> None:
-        self.directory = directory
-        self.data_path = join(directory, DATA_NAME)
-        self.meta_path = join(directory, META_NAME)
-        self._fs = fs
-        self._data = data
-        self._dsums = DataSums(join(directory, DATA_SUMS_NAME), None)
-        self._msums = MetaSums(join(directory, META_SUMS_NAME), None, [])
-        # Bound once: replay's walker reads through it (the engine/fs seam).
-        self._raw_read: ReadAt = data.read_at
-        self._meta = MetaFile(fs, self.meta_path, join(directory, META_TMP_NAME), meta,
-                              durable=sync.always and not read_only)
-        self._writer_lock = lock
-        self.read_only = read_only
-        self.sync = sync
+        super().__init__(core, data, meta, readahead=readahead, serializer=serializer)
         self.max_data_size = max_data_size
-        self.readahead = readahead
-        self.preallocate = 0
+        self.preallocate = max(0, preallocate)
         # End of the zero-filled space reserved past the committed end (see write()).
         self._allocated = DATA_HEADER_SIZE
-        self._lock = threading.RLock()
-        self._entries: dict[str, Entry] = {}
-        self._end = DATA_HEADER_SIZE
-        self._past_end = 0  # bytes past the committed end when loaded (a reader skips them)
-        self._closed = False
-        self._failure: BaseException | None = None
-        #: What opening repaired (empty when the journal was closed cleanly, and
-        #: always for a reader).
-        self.recovery = RecoveryReport(directory)
+        # Bound once: the write path asks it on every batch.
+        self._always = core.policy.always
         #: Counters for tests and benchmarks.
         self.batches_written = 0
         self.single_sync_batches = 0
-        #: The ``serializer=`` given to open (None: payloads are bytes).
-        self.serializer = serializer
-        # Replay re-types its events to the serializer's Event class (None: as built).
-        self._decoded = None if serializer is None else partial(tuple.__new__, event_class(serializer))
+
+    @property
+    def sync(self) -> SyncPolicy:
+        """The ``sync=`` policy the journal was opened with."""
+        return self._core.policy
 
     # -- opening ----------------------------------------------------------------------
     @classmethod
@@ -189,6 +139,7 @@ class EventJournal(ClosedWhenDropped):
         preallocate: int = DEFAULT_PREALLOCATE,
         salvage: bool = False,
         serializer: object = None,
+        lock_wait: float | _dt.timedelta | None = 0.0,
         fs: FileSystem | None = None,
     ) -> EventJournal:
         """Open (creating if allowed) the journal in ``directory`` for writing.
@@ -196,7 +147,10 @@ class EventJournal(ClosedWhenDropped):
         ``sync`` is ``"always"`` (every write/delete is durable when it returns: one
         fdatasync for a batch inside one 512-byte sector, two ordered ones otherwise)
         or ``"never"`` (left to the OS and to :meth:`close`; a crash may then lose
-        recent batches).
+        recent batches).  A period is refused: the format has no commit record, so
+        recovery can tell what one crash leaves (one batch, one meta block) from
+        damage only when at most one batch is in flight, and a periodic fsync
+        leaves several (see docs/guide/conventions.md, "sync").
         ``max_data_size`` lowers the 2 GiB cap of the data file (tests use it).
         ``preallocate`` is how many zero bytes to reserve past the end of ``data`` at
         a time (0 = none), so that most batches overwrite allocated space and their
@@ -204,7 +158,8 @@ class EventJournal(ClosedWhenDropped):
 
         The writer lock (``<dir>/.lock``) is taken before anything is created, so
         of two processes opening (or creating) the same journal one gets
-        :class:`~engine.errors.LockedError`.
+        :class:`~engine.errors.LockedError` (after waiting up to ``lock_wait``
+        seconds or a timedelta for the other to close; None waits forever).
 
         Recovery cuts an uncommitted tail only when it looks like what one crash
         leaves (one batch, one meta block); more is reported as damage.  After a
@@ -237,136 +192,53 @@ class EventJournal(ClosedWhenDropped):
             make_dirs(fs, directory)
         elif not create and not fs.exists(data_path) and not fs.exists(meta_path):
             raise no_such(fs, directory, "event journal", probe=meta_path)
-        lock = take_lock(fs, join(directory, LOCK_NAME), what="writer lock of the event journal")
-        try:
+        core = StoreCore(fs, directory, "event journal", policy=policy)
+        with core.opening():
+            core.lock(join(directory, LOCK_NAME), wait=lock_wait)
             data, meta = open_files(fs, directory, data_path, meta_path, create)
-        except BaseException:
-            lock.release()
-            raise
-        journal = cls(fs, directory, data, meta, read_only=False, sync=policy,
-                      max_data_size=max_data_size, readahead=readahead, lock=lock, serializer=codec)
-        journal.preallocate = max(0, preallocate)
-        try:
-            report = journal.recovery
-            remove_stray_tmp(fs, directory, journal._meta.tmp_path, report)
-            journal._msums = open_meta_sums(fs, journal._msums.path, writer=True)
-            if salvage:
-                # Keep whatever meta still says; its checksums are rebuilt from it.
-                journal._msums.clear()
-            loaded = load(data, meta, data_path, meta_path, report=report, meta_sums=journal._msums,
-                          salvage=salvage)
-            journal._install(loaded)
-            roll_meta_forward(journal._meta, journal._entries, loaded, report)
-            complete_meta_sums(journal._msums, journal._entries, report)
-            journal._dsums = load_data_sums(fs, journal._dsums.path, data, data_path, loaded.end, report,
-                                            salvage=salvage)
-        except BaseException:
-            journal._release()
-            raise
-        report.log(log)
-        journal._watch_unclosed(f"event journal {directory!r}")
+            core.keep(data)
+            # (The meta file replaces its handle on a rewrite, and closes the one it has.)
+            metafile = core.keep(MetaFile(fs, meta_path, join(directory, META_TMP_NAME), meta,
+                                          durable=policy.always))
+            journal = cls(core, data, metafile, max_data_size=max_data_size, readahead=readahead,
+                          preallocate=preallocate, serializer=codec)
+            journal._recover(salvage)
+        core.opened(journal, log)
         return journal
 
-    @classmethod
-    def open_read_only(
-        cls,
+    @staticmethod
+    def open_reader(
         directory: str | PathLike[str],
         *,
         readahead: int = DEFAULT_READAHEAD,
         serializer: object = None,
         fs: FileSystem | None = None,
-    ) -> EventJournal:
-        """Open without the writer lock and without repairing anything.
+    ) -> EventReader:
+        """:meth:`EventReader.open <engine.events.reader.EventReader.open>`: a
+        reader of the journal in ``directory`` (no lock, no repair)."""
+        return EventReader.open(directory, readahead=readahead, serializer=serializer, fs=fs)
 
-        The reader sees what was committed when it opened (or last called
-        :meth:`refresh`), even while a writer keeps appending: committed blocks
-        never change, and the reader never looks past the committed length.
-        ``serializer`` decodes ``event.value`` as in :meth:`open`.
-        """
-        directory = as_path(directory, "directory")
-        fs = resolve(fs)
-        codec = parse_serializer(serializer)
-        data_path = join(directory, DATA_NAME)
-        meta_path = join(directory, META_NAME)
-        missing = [path for path in (meta_path, data_path) if not fs.exists(path)]
-        if len(missing) == 2:  # nothing of a journal there (or no permission to look)
-            raise no_such(fs, directory, "event journal", probe=meta_path if fs.isdir(directory) else None)
-        if missing:
-            raise ConfigError(f"{directory}: not an event journal ({missing[0]} is missing)")
-        data = fs.open(data_path, OpenMode.READ)
-        try:
-            meta = fs.open(meta_path, OpenMode.READ)
-        except BaseException:
-            data.close()
-            raise
-        journal = cls(fs, directory, data, meta, read_only=True, sync=SyncPolicy("never"),
-                      max_data_size=MAX_DATA_SIZE, readahead=readahead, serializer=codec)
-        try:
-            journal._load_snapshot()
-        except BaseException:
-            journal._release()
-            raise
-        journal._watch_unclosed(f"read-only event journal {directory!r}")
-        return journal
-
-    def refresh(self) -> None:
-        """Reader only: take a new snapshot of what is committed now."""
-        with self._lock:
-            self._check_open()
-            if not self.read_only:
-                return
-            # The writer may have replaced ``meta`` (atomic rewrite): open it anew.
-            self._meta.reopen_read()
-            self._load_snapshot()
-
-    def _load_snapshot(self) -> None:
-        # A writer updating meta while we read it can be seen half-way; a few
-        # retries give a consistent picture (each retry re-reads the whole file).
-        attempts = 5
-        for attempt in range(attempts):
-            try:
-                self._msums.close()
-                self._dsums.close()
-                self._msums = open_meta_sums(self._fs, self._msums.path, writer=False)
-                loaded = load(self._data, self._meta.handle, self.data_path, self.meta_path, report=None,
-                              meta_sums=self._msums)
-                self._dsums = load_data_sums(self._fs, self._dsums.path, self._data, self.data_path, loaded.end,
-                                             None)
-                self._install(loaded)
-                if len(self._msums.entries) < len(loaded.entries):
-                    log.warning("event journal %s: %d persistence id(s) have no checksum in %s (a writer "
-                                "crashed before syncing it, or the journal predates it)", self.directory,
-                                len(loaded.entries) - len(self._msums.entries), self._msums.path)
-                return
-            except FormatError:
-                raise  # a foreign file does not change by re-reading it
-            except CorruptFileError:
-                if attempt == attempts - 1:
-                    raise
+    def _recover(self, salvage: bool) -> None:
+        """Open's recovery: repair what a crash left, into the report, and install
+        what is committed."""
+        report = self._core.report
+        fs = self._fs
+        remove_stray_tmp(fs, self.directory, self._meta.tmp_path, report)
+        self._replace_sums(msums=open_meta_sums(fs, self._msums.path, writer=True))
+        if salvage:
+            # Keep whatever meta still says; its checksums are rebuilt from it.
+            self._msums.clear()
+        loaded = load(self._data, self._meta.handle, self.data_path, self.meta_path, report=report,
+                      meta_sums=self._msums, salvage=salvage)
+        self._install(loaded)
+        roll_meta_forward(self._meta, self._entries, loaded, report)
+        complete_meta_sums(self._msums, self._entries, report)
+        self._replace_sums(dsums=load_data_sums(fs, self._dsums.path, self._data, self.data_path, loaded.end,
+                                                report, salvage=salvage))
 
     def _install(self, loaded: Loaded) -> None:
-        """Take the state :func:`engine.events.recovery.load` found."""
-        self._meta.reset(loaded.magic, loaded.meta_committed)
-        self._entries = loaded.entries
-        self._end = loaded.end
-        size = self._data.size()
-        self._allocated = max(loaded.end, size)
-        self._past_end = size - loaded.end
-
-    # -- state checks ---------------------------------------------------------------
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ClosedError(f"{self.directory}: event journal is closed")
-
-    def _check_writable(self) -> None:
-        self._check_open()
-        if self.read_only:
-            raise ConfigError(f"{self.directory}: journal was opened read-only")
-        if isinstance(self._failure, DiskFullError):
-            # A full disk stays a full disk (free space and reopen).
-            raise DiskFullError(self._failure.path, self._failure.errno or errno.ENOSPC, self._failure.operation)
-        if self._failure is not None:
-            raise PoisonedError(self.directory, self._failure)
+        super()._install(loaded)
+        self._allocated = max(loaded.end, self._data.size())
 
     # -- writing ----------------------------------------------------------------------
     def write(self, persistence_id: str, events: Iterable[tuple[int, Any]]) -> None:
@@ -409,7 +281,7 @@ class EventJournal(ClosedWhenDropped):
                 raise payload_error(payloads, self.serializer)
             payloads = [bytes(p) for p in payloads]
         with self._lock:
-            self._check_writable()
+            self._core.check_writable()
             entry = self._entries.get(persistence_id)
             expected = (entry.highest if entry is not None else 0) + 1
             if seqs != list(range(expected, expected + len(seqs))):
@@ -469,7 +341,7 @@ class EventJournal(ClosedWhenDropped):
                     # Its checksum entry first, durable before the meta size that
                     # commits the id (once per id), so it is never torn.
                     self._msums.put(len(self._entries), raw_id, expected)
-                    if self.sync.always:
+                    if self._always:
                         self._msums.sync()
                     meta_offset = self._meta.append_block(persistence_id, offsets[0], offsets[-1], highest)
                     entry = Entry(persistence_id, meta_offset, offsets[0], offsets[-1], highest, expected)
@@ -482,12 +354,12 @@ class EventJournal(ClosedWhenDropped):
                         entry.first_seq = expected
                     entry.first, entry.last, entry.highest = first, offsets[-1], highest
             except BaseException as exc:
-                self._failure = exc
+                self._core.fail(exc, self.directory)
                 raise
             self._end = new_end
             self._allocated = max(self._allocated, new_end)
             self.batches_written += 1
-            if self.sync.always and self._dsums.unsynced >= SUMS_SYNC_EVERY:
+            if self._always and self._dsums.unsynced >= SUMS_SYNC_EVERY:
                 self._sync_sums()
 
     def delete_to(self, persistence_id: str, sequence_nr: int) -> None:
@@ -498,7 +370,7 @@ class EventJournal(ClosedWhenDropped):
         highest deletes everything; an unknown id is a no-op.
         """
         with self._lock:
-            self._check_writable()
+            self._core.check_writable()
             entry = self._entries.get(persistence_id)
             if entry is None or entry.first == 0 or sequence_nr < entry.first_seq:
                 return
@@ -521,11 +393,11 @@ class EventJournal(ClosedWhenDropped):
                 # between the two files, recovery moves meta's first to it.
                 self._msums.put(list(self._entries).index(persistence_id), persistence_id.encode("utf-8"),
                                 new_first_seq)
-                if self.sync.always:
+                if self._always:
                     self._msums.sync()
                 self._meta.set_fields(entry, new_first, entry.last, entry.highest, durable=True)
             except BaseException as exc:
-                self._failure = exc
+                self._core.fail(exc, self.directory)
                 raise
             entry.first, entry.first_seq = new_first, new_first_seq
 
@@ -539,211 +411,16 @@ class EventJournal(ClosedWhenDropped):
             self._dsums.sync(final=final)
             self._msums.sync()
         except BaseException as exc:
-            self._failure = exc
+            self._core.fail(exc, self.directory)
             raise
 
     def _sync_data(self, what: str) -> None:
-        if self.sync.always:
+        if self._always:
             crashpoint(f"{what}.before-fsync")
             self._data.fdatasync()
             crashpoint(f"{what}.after-fsync")
 
-    # -- reading ----------------------------------------------------------------------
-    def replay(
-        self,
-        persistence_id: str,
-        from_seq: int = 1,
-        to_seq: int | None = None,
-        max: int | None = None,  # Akka's parameter name (shadows the builtin here)
-    ) -> Iterator[Event]:
-        """Yield the id's events with ``from_seq <= sequence_nr <= to_seq``, in order,
-        at most ``max`` of them.  Only that id's blocks are read (following its links
-        from the nearer end, with read-ahead).  An unknown id yields nothing (see
-        ``persistence_id in journal``).
-
-        Each is an :class:`Event`: ``sequence_nr``, ``payload``/``data`` (the
-        stored bytes) and ``value`` (decoded by the journal's serializer: the
-        events are re-typed to its Event class on the way out)."""
-        with self._lock:
-            self._check_open()
-            entry = self._entries.get(persistence_id)
-            if entry is None or entry.first == 0:
-                return iter(())
-            first, last, first_seq, highest = entry.first, entry.last, entry.first_seq, entry.highest
-            limit = self._end
-            sums = self._dsums.walk_sums
-        lo = max_(from_seq, first_seq)
-        hi = highest if to_seq is None else min(to_seq, highest)
-        if max is not None:
-            if max <= 0:
-                return iter(())
-            hi = min(hi, lo + max - 1)
-        if lo > hi:
-            return iter(())
-        if lo != first_seq:
-            # Find ``lo`` now (a broken link raises here), in small windows: the
-            # run loop does the read-ahead.
-            found = locate(BlockReader(self._data, self.data_path, limit, 4096), first, last, first_seq, highest, lo)
-            events: Iterator[Event] = chain.from_iterable(self._runs(found.offset, found.previous, lo, hi, limit,
-                                                                     sums))
-            return events if self._decoded is None else map(self._decoded, events)
-        # From the first live block (the usual replay): no separate walk to find
-        # ``lo``.  That block's ``previous`` is not checked (after a delete it
-        # points at deleted blocks); everything else is, as in _runs.  The first
-        # chunk is walked now: most replays are done in one call of the walker
-        # and need no generator at all.
-        # The walker checks each batch it reads against data.crc the first time
-        # (``sums``: it remembers which it checked).
-        cap = max_(self.readahead, BLOCK_HEADER_SIZE)
-        walked = read_runs(self._raw_read, first, ANY_PREVIOUS, lo, hi, limit, cap, min(MIN_WINDOW, cap), RUN_CHUNK,
-                           sums)
-        events = iter(walked[0]) if walked[5] == RUN_DONE else chain.from_iterable(
-            self._runs(first, ANY_PREVIOUS, lo, hi, limit, sums, walked))
-        return events if self._decoded is None else map(self._decoded, events)
-
-    def _runs(self, offset: int, prev: int, expected: int, hi: int, limit: int, sums: Sums | None,
-              walked: RunResult | None = None) -> Iterator[list[Event]]:
-        """Yield blocks ``expected..hi`` following ``next`` links from ``offset``, as
-        lists of Events (up to :data:`RUN_CHUNK` per list); ``walked`` is the result
-        of a first walker call already made from that state.
-
-        The walk, the read-ahead and every check of a block (own offset, sequence
-        number, previous link, size within the committed ``limit``) are
-        :func:`engine.events.runs.read_runs`, in C when built; it reads through
-        this journal's file handle.  This loop hands out the events and raises the
-        typed error where the walk stopped at a broken block.  The first window is
-        4 KiB (block sizes are not known yet).
-        """
-        read_at = self._raw_read
-        walk = read_runs
-        cap = max_(self.readahead, BLOCK_HEADER_SIZE)
-        want = min(MIN_WINDOW, cap)
-        while True:
-            if walked is None:
-                walked = walk(read_at, offset, prev, expected, hi, limit, cap, want, RUN_CHUNK, sums)
-            events, offset, prev, expected, want, status, detail = walked
-            walked = None
-            if events:
-                yield events
-            if status == RUN_DONE:
-                return
-            if status == RUN_SUM:
-                raise self._dsums.failure(detail[0], detail[1], self.data_path)
-            if status != RUN_MORE:
-                raise run_error(status, detail, offset, prev, expected, limit, self.data_path)
-
-    def highest_sequence_nr(self, persistence_id: str) -> int:
-        """The highest sequence number ever written for the id (0 if none); deletion
-        does not lower it."""
-        with self._lock:
-            self._check_open()
-            entry = self._entries.get(persistence_id)
-            return 0 if entry is None else entry.highest
-
-    def lowest_sequence_nr(self, persistence_id: str) -> int:
-        """The first sequence number replay would return (``highest + 1`` if none)."""
-        with self._lock:
-            self._check_open()
-            entry = self._entries.get(persistence_id)
-            return 1 if entry is None else entry.first_seq
-
-    def persistence_ids(self) -> list[str]:
-        """Every id that has ever been written, in meta-file order."""
-        with self._lock:
-            self._check_open()
-            return list(self._entries)
-
-    def __len__(self) -> int:
-        """The number of persistence ids ever written (an id whose events were all
-        deleted still counts: its highest sequence number is kept)."""
-        with self._lock:
-            self._check_open()
-            return len(self._entries)
-
-    def __contains__(self, persistence_id: object) -> bool:
-        """``pid in journal``: the id was ever written (as :meth:`persistence_ids`)."""
-        with self._lock:
-            self._check_open()
-            return persistence_id in self._entries
-
-    def __iter__(self) -> Iterator[str]:
-        """The persistence ids (a snapshot of :meth:`persistence_ids`)."""
-        return iter(self.persistence_ids())
-
-    def id_info(self, persistence_id: str) -> IdInfo | None:
-        """Range and offsets of one id, or ``None`` if unknown."""
-        with self._lock:
-            self._check_open()
-            entry = self._entries.get(persistence_id)
-            return None if entry is None else entry.info()
-
-    def ids(self) -> list[IdInfo]:
-        """Every id with its replayable range (for listings and the Spark reader)."""
-        with self._lock:
-            self._check_open()
-            return [e.info() for e in self._entries.values()]
-
-    def stats(self) -> dict[str, Any]:
-        """Counts and sizes (for ``engine events stats``): snake_case keys, numbers.
-
-        ``data_committed_bytes`` is the data file's committed length (header
-        included); ``data_capacity_used_fraction`` (0..1) is that length over
-        ``data_capacity_bytes``, the format's 2 GiB limit (or a lower
-        ``max_data_size``).  ``data_bytes_past_committed_end``: what a reader's
-        snapshot skips (a writer's reserved zeros or a batch in progress), or the
-        zeros a writer keeps reserved.  ``recovery_actions``: how many repairs the
-        writer's open made (None for a reader, which repairs nothing).
-        """
-        with self._lock:
-            self._check_open()
-            infos = [e.info() for e in self._entries.values()]
-            past_end = self._past_end if self.read_only else max(0, self._data.size() - self._end)
-            return {
-                "directory": self.directory,
-                "read_only": self.read_only,
-                "meta_magic": self._meta.magic.decode("ascii"),
-                "persistence_ids": len(infos),
-                "live_events": sum(i.live for i in infos),
-                "events_ever_written": sum(i.highest for i in infos),
-                "data_committed_bytes": self._end,
-                "data_capacity_bytes": self.max_data_size,
-                "data_capacity_used_fraction": self._end / self.max_data_size,
-                "data_bytes_past_committed_end": past_end,
-                "meta_bytes": len(self._meta.image),
-                "recovery_actions": None if self.read_only else len(self.recovery.actions),
-            }
-
-    @property
-    def committed_size(self) -> int:
-        """The data file's committed length (header included)."""
-        return self._end
-
-    def verify(self) -> list[str]:
-        """Check every invariant of both files; raises CorruptFileError on a problem
-        and returns notes: what recovery repaired on open, then what the check found."""
-        with self._lock:
-            self._check_open()
-            notes = [str(action) for action in self.recovery.actions] + verify_journal(
-                self._data, self.data_path, self._end, self.meta_path,
-                [(e.pid, e.first, e.last, e.highest) for e in self._entries.values()],
-                strict_links=not self.read_only)
-            return notes + verify_sums(self._dsums, self._msums, self._data, self.data_path, self._end,
-                                       len(self._entries), strict=not self.read_only)
-
     # -- closing ----------------------------------------------------------------------
-    def close(self) -> None:
-        """Make everything durable (with ``sync="never"``) and release the lock."""
-        self._unwatch()
-        with self._lock:
-            if self._closed:
-                return
-            try:
-                if not self.read_only and self._failure is None:
-                    self._flush_on_close()
-            finally:
-                self._closed = True
-                self._release()
-
     def _flush_on_close(self) -> None:
         """Make everything durable and leave the files as the original
         akka-persistence-file-journal reader expects them (close's work)."""
@@ -752,7 +429,7 @@ class EventJournal(ClosedWhenDropped):
             # writer would: no reserved zeros.
             self._data.truncate(self._end)
             self._data.fdatasync()
-        elif not self.sync.always:
+        elif not self._core.policy.always:
             self._data.fdatasync()
         # The data first, then the checksum entries that describe it: a crash
         # between the two leaves batches whose entries recovery rebuilds, never
@@ -760,27 +437,3 @@ class EventJournal(ClosedWhenDropped):
         self._sync_sums(final=True)
         self._meta.flush()
 
-    def _release(self) -> None:
-        """Close both files, then let the writer lock go (closing must release
-        everything it can)."""
-        for close, path in ((self._meta.close, self.meta_path), (self._data.close, self.data_path),
-                            (self._dsums.close, self._dsums.path), (self._msums.close, self._msums.path)):
-            try:
-                close()
-            except Exception:
-                log.exception("closing %s", path)
-        if self._writer_lock is not None:
-            self._writer_lock.release()
-
-    def __enter__(self) -> EventJournal:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        mode = "read-only" if self.read_only else "writer"
-        return f"<EventJournal {self.directory!r} {mode} ids={len(self._entries)} end={self._end}>"
-
-
-max_ = max  # ``replay`` has a parameter named ``max`` (Akka's name)

@@ -4,7 +4,7 @@ Any number of producers per queue, in any number of processes, and any number
 of consumers per reader name: one protocol each, whoever else is there.  The
 write side is :class:`engine.queue.writer.JournalWriter` (staging, the append
 lock, writes, rotation, the group commit; :mod:`engine.queue.shared` says what
-the producers share); the sync policy is driven by its :class:`SyncDriver`; a
+the producers share); the sync policy is driven by the store core's :class:`~engine.fs.core.SyncDriver`; a
 reader is one consumer of its name (:mod:`engine.queue.compete`) and reads the
 files as every reader does (:class:`engine.queue.cursor.PollingSource`).
 Opening is :func:`recover.recover` for the first producer; readers lock and
@@ -34,7 +34,8 @@ from typing import Any
 from engine.conventions import instant_ms, require_bytes
 from engine.errors import ClosedError, EngineError
 from engine.fs import FileSystem, HeldLock, RecoveryReport, as_path, crashpoint, make_dirs, resolve
-from engine.lifetime import close_when_dropped, keeper_of
+from engine.fs.core import StoreCore
+from engine.lifetime import keeper_of
 from engine.queue import naming
 from engine.queue.attach import READER_LOCK_PATIENCE, attach_reader, lock_reader, reader_files, remove_reader_files
 from engine.queue.compete import wait_round
@@ -51,7 +52,7 @@ from engine.queue.remote import RemoteReader, open_remote_reader
 from engine.queue.segments import Segment, earliest_id, list_segments
 from engine.queue.shared import SharedState, lock_producer
 from engine.queue.view import QueueStats
-from engine.queue.writer import JournalWriter, SyncDriver
+from engine.queue.writer import JournalWriter
 
 log = logging.getLogger("engine.queue")
 
@@ -67,17 +68,17 @@ class Queue:
 
     def __init__(
         self,
-        fs: FileSystem,
+        core: StoreCore,
         directory: str,
         name: str,
         config: QueueConfig,
         clock: Callable[[], float],
         presence: HeldLock,
         writer: JournalWriter,
-        recovery: RecoveryReport,
         burnt: tuple[int, int] | None = None,
     ) -> None:
-        self.fs = fs
+        self._core = core
+        self.fs = fs = core.fs
         self.directory = directory
         self.name = name
         self.config = config
@@ -85,9 +86,8 @@ class Queue:
         serializer = config.payload_serializer
         #: The serializer's dumps (None: payloads are bytes, put as given).
         self._dumps = None if serializer is None else serializer.dumps
-        self._finalizer: Any = None
         #: What opening repaired (and what attaching readers found since).
-        self.recovery = recovery
+        self.recovery = core.report
         self._clock = clock
         self._writer = writer
         self._presence = presence
@@ -101,10 +101,8 @@ class Queue:
         self._lock = threading.RLock()  # the readers and punt queues of this process
         self._retire_lock = threading.Lock()
         self._attach_lock = threading.Lock()
-        self._closed = False
         self._readers: dict[str, Reader] = {}
         self._punt_queues: dict[str, Queue] = {}
-        self._driver: SyncDriver | None = None
         self._checkpointer: threading.Thread | None = None
         self._stop = threading.Event()
         self.deleted_files: list[str] = []
@@ -141,41 +139,33 @@ class Queue:
         cfg.check_names(name)  # before any file is created
         fs = resolve(fs)
         make_dirs(fs, directory)
-        state = SharedState(fs, directory, name)
-        report = RecoveryReport(path=naming.join(directory, name))
-        presence: HeldLock | None = None
-        writer: JournalWriter | None = None
-        try:
-            state.lock()  # no other producer opens, writes or rotates meanwhile (released below)
+        core = StoreCore(fs, naming.join(directory, name), "queue", policy=cfg.sync_policy)
+        with core.opening():
+            # Producers share the queue: no writer lock, but the state record's
+            # mutex while opening (no other producer opens, writes or rotates
+            # meanwhile) and a shared presence lock until close.
+            state = core.keep(SharedState(fs, directory, name))
+            state.lock()
             presence, alone = lock_producer(fs, directory, name, READER_LOCK_PATIENCE)
+            core.hold(presence)
             now_ms = int(clock() * 1000)
             facts = state.read_facts()
             if alone:
-                start = recover(fs, directory, name, cfg, report, now_ms, facts)
+                start = recover(fs, directory, name, cfg, core.report, now_ms, facts)
             else:
-                segments, handle, end, last = resync(fs, directory, name, report, now_ms)
+                segments, handle, end, last = resync(fs, directory, name, core.report, now_ms)
                 start = Recovered(segments, handle, end, last, None, False)
-            writer = JournalWriter(
+            writer = core.keep(JournalWriter(
                 fs, directory, name, journal_size=cfg.journal_size, max_item_size=cfg.max_item_size,
-                policy=cfg.sync_policy,
-                group_commit_delay=cfg.group_commit_delay, clock=clock, state=state, start=start, report=report,
-            )
+                policy=cfg.sync_policy, group_commit_delay=cfg.group_commit_delay, clock=clock, state=state,
+                start=start, report=core.report, latch=core.latch,
+            ))
             writer.start(alone, start)
-        except BaseException:
-            if writer is not None:
-                writer.abandon()
-            else:
-                state.close()
-            if presence is not None:
-                presence.release()
-            raise
-        queue = cls(fs, directory, name, cfg, clock, presence, writer, report, start.burnt)
-        report.log(log)
-        queue._keeper._start_threads()
+        queue = cls(core, directory, name, cfg, clock, presence, writer, start.burnt)
         keeper = queue._keeper
-        queue._finalizer = close_when_dropped(
-            queue, keeper._close_dropped, keeper.background_threads, f"queue {name!r} in {directory!r}"
-        )
+        keeper._start_threads()
+        core.opened(queue, log, close=keeper._close_dropped, threads=keeper.background_threads,
+                    name=f"queue {name!r} in {directory!r}")
         return queue
 
     def now_ms(self) -> int:
@@ -183,7 +173,8 @@ class Queue:
         return int(self._clock() * 1000)
 
     def _start_threads(self) -> None:
-        self._driver = SyncDriver(self._writer, self.config.sync_policy, self.name)
+        writer = self._writer
+        self._core.start_sync(writer.sync, flush=writer.flush, name=f"queue-{self.name}-sync")
         self._checkpointer = threading.Thread(
             target=self._checkpoint_loop, name=f"queue-{self.name}-checkpoint", daemon=True
         )
@@ -191,7 +182,8 @@ class Queue:
 
     def background_threads(self) -> list[threading.Thread | None]:
         """The threads this queue runs (its checkpoints; its sync driver's)."""
-        return [self._checkpointer, None if self._driver is None else self._driver.thread]
+        driver = self._core.driver
+        return [self._checkpointer, None if driver is None else driver.thread]
 
     def _close_dropped(self) -> None:
         """:meth:`close` by the finalizer (the user's object is gone): readers say why."""
@@ -203,11 +195,9 @@ class Queue:
 
     # -- writing -------------------------------------------------------------------
     def _check_usable(self) -> None:
-        if self._closed:
+        if self._core.closed:
             raise ClosedError(f"queue {self.name!r} is closed")
-        if self._driver is not None:
-            self._driver.check()
-        self._writer.check_usable()
+        self._writer.check_usable()  # (the core's latch, and the writer file)
 
     def put(self, data: Any, *, expire_at: float | datetime.datetime | None = None) -> int:
         """Add an item; returns its id (with sync="always", once it is durable).
@@ -461,7 +451,7 @@ class Queue:
     def __len__(self) -> int:
         """Items not confirmed by every reader: the largest backlog of any reader (open
         here or on disk); with no reader yet, every item (the first reader gets them)."""
-        if self._closed:
+        if self._core.closed:
             self._check_usable()  # raises ClosedError
         tail = self.current_tail()
         segments = self.files_now()[0]
@@ -506,16 +496,15 @@ class Queue:
 
     # -- closing -------------------------------------------------------------------
     def close(self) -> None:
-        """Sync, checkpoint every reader, delete passed files, release the locks."""
-        if self._closed:
-            return
-        if self._finalizer is not None:
-            self._finalizer.detach()
+        """Sync, checkpoint every reader, delete passed files, release the locks
+        (the store core's close: the sync thread first, the files and locks last)."""
+        core = self._core
+        with self._lock:  # (readers attach under it: none once closing began)
+            if not core.begin_close():
+                return
         self._stop.set()
         if self._checkpointer is not None and self._checkpointer is not threading.current_thread():
             self._checkpointer.join()
-        if self._driver is not None:
-            self._driver.stop()
         failure: BaseException | None = None
         try:
             if not self._writer.failed:  # (a writer that failed already reported its failure)
@@ -533,7 +522,6 @@ class Queue:
             except BaseException as exc:
                 failure = exc
         with self._lock:
-            self._closed = True
             leftover = [r for r in self._readers.values() if not r.closed]
         for reader in leftover:  # outside our lock: readers take theirs first
             reader.close(checkpoint_first=False)
@@ -545,8 +533,10 @@ class Queue:
                 self._writer.leave(self._presence)
             except (EngineError, OSError) as exc:
                 failure = exc
-        self._writer.close()
-        self._presence.release()
+        try:
+            core.finish_close()  # the writer file, the presence lock, the shared words
+        except BaseException as exc:
+            failure = failure or exc
         if failure is not None:
             raise failure
 
@@ -558,7 +548,7 @@ class Queue:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else f"tail={self._writer.tail}"
+        state = "closed" if self._core.closed else f"tail={self._writer.tail}"
         return f"<Queue {self.name!r} in {self.directory!r} {state}>"
 
     # -- readers in other processes ------------------------------------------------

@@ -11,10 +11,12 @@ else there is the uncontended case of that path: the append lock is then never
 asked for (nobody knocks), so a producer keeps it from one write to the next
 until its next fsync, and the group commit's leader is always this process.
 
-The sync policy is driven by one object, :class:`SyncDriver`: ``always`` has
-no thread (puts wait for the group commit); a period, and ``never``, have one
-thread that writes what is staged every 50 ms at most and, for a period,
-fsyncs once per period through the same group commit.
+The sync policy is driven by the store core's :class:`~engine.fs.core.SyncDriver`:
+``always`` has no thread (puts wait for this group commit, shared by threads
+and processes); a period, and ``never``, have one thread that writes what is
+staged (:meth:`JournalWriter.flush`) every :data:`~engine.fs.core.TICK` seconds
+at most and, for a period, fsyncs once per period (:meth:`JournalWriter.sync`)
+through the same group commit.
 """
 
 from __future__ import annotations
@@ -46,8 +48,6 @@ log = logging.getLogger("engine.queue")
 #: Staged bytes that trigger a write in the buffered sync modes.
 BUFFER_LIMIT = 64 * 1024
 _HEADER_SIZE = len(SEGMENT_HEADER)
-#: How often the buffered modes' driver writes what is staged (seconds).
-TICK = 0.05
 
 
 class JournalWriter:
@@ -74,6 +74,7 @@ class JournalWriter:
         state: SharedState,
         start: Recovered,
         report: RecoveryReport,
+        latch: FailureLatch,
     ) -> None:
         self.fs = fs
         self.directory = directory
@@ -88,7 +89,7 @@ class JournalWriter:
         self._lock = threading.RLock()
         self._handle_lock = threading.Lock()
         self._lead_lock = threading.Lock()
-        self._latch = FailureLatch()
+        self._latch = latch  # the store core's: a failure here stops the queue's writes
         self._closed = False
         self._segments: list[Segment] = start.segments
         self._handle: FileHandle = start.handle
@@ -181,7 +182,7 @@ class JournalWriter:
     def put(self, batch: list[tuple[bytes, int | None]], error_count: int) -> int:
         """Stage ``batch`` (payload, expiry in ms) with the next ids and return
         the first (the others follow it); with ``sync="always"`` once they are durable, in the buffered modes
-        once staged (written within :data:`TICK`, or at once past
+        once staged (written within :data:`~engine.fs.core.TICK`, or at once past
         :data:`BUFFER_LIMIT`).  The one path of every put, of one item or many
         (``Queue.put``, ``put_many``, an item moved from another queue), kept flat:
         its steps are the cost of every put."""
@@ -616,62 +617,3 @@ class JournalWriter:
     def abandon(self) -> None:
         """Close without leaving (an open that failed)."""
         self.close()
-
-
-class SyncDriver:
-    """The sync policy in motion (one object for every policy): ``always`` needs
-    no thread (each put waits for the group commit); a period and ``never`` run
-    one thread that writes what is staged every :data:`TICK` seconds at most
-    and, for a period, fsyncs once per period.  A failure of that thread is kept
-    and raised by the next put (:meth:`check`), never swallowed."""
-
-    def __init__(self, writer: JournalWriter, policy: SyncPolicy, name: str) -> None:
-        self._writer = writer
-        self._policy = policy
-        self._stop = threading.Event()
-        self.failure: BaseException | None = None
-        self._thread: threading.Thread | None = None
-        if policy.mode != "always":
-            self._next_sync = time.monotonic() + policy.period
-            self._thread = threading.Thread(target=self._run, name=f"queue-{name}-sync", daemon=True)
-            self._thread.start()
-
-    @property
-    def thread(self) -> threading.Thread | None:
-        return self._thread
-
-    def _run(self) -> None:
-        tick = TICK if self._policy.mode == "never" else min(self._policy.period, TICK)
-        while not self._stop.wait(tick):
-            try:
-                self.tick()
-            except BaseException as exc:
-                # Kept, and raised by every later put: the writer's latch (a failed
-                # write or fsync tripped it already; anything else trips it here).
-                self.failure = exc
-                self._writer.fail(exc, "background sync")
-                return
-
-    def tick(self) -> None:
-        """Write what is staged (and let the append lock go); with a period, fsync
-        once the period has passed."""
-        writer = self._writer
-        if self._policy.mode == "periodic" and time.monotonic() >= self._next_sync:
-            self._next_sync = time.monotonic() + self._policy.period
-            writer.sync()
-        writer.flush()
-
-    def check(self) -> None:
-        """Raise the background failure, if one happened."""
-        failure = self.failure
-        if failure is not None:
-            if isinstance(failure, PoisonedError):
-                raise failure
-            raise PoisonedError("background sync", failure)
-
-    def stop(self) -> None:
-        """Stop the thread (does not sync: the queue syncs on close)."""
-        self._stop.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()

@@ -6,7 +6,7 @@
     spark.read.format("engine-events").option("persistenceIds", "order-17")
          .option("fromSequenceNr", 10).option("toSequenceNr", 20).load(path)
 
-Reads through :meth:`EventJournal.open_read_only` (no lock, a snapshot of what is
+Reads through :meth:`EventJournal.open_reader` (no lock, a snapshot of what is
 committed), so every check the journal's own replay makes applies; ``mode``
 says what damage does.  Partitions: the journal's persistence ids in groups of
 ``idsPerPartition`` (default 64); each id is replayed by following its own
@@ -76,7 +76,7 @@ def read_events(schema: StructType, part: EventsPartition) -> Iterator[pa.Record
     name = journal_name(part.directory)
     from_seq = 1 if part.lo is None else max(1, part.lo)
     to_seq = None if part.hi is None else part.hi - 1
-    with EventJournal.open_read_only(part.directory) as journal:
+    with EventJournal.open_reader(part.directory) as journal:
         for pid in part.ids:
             seqs: list[int] = []
             payloads: list[bytes] = []
@@ -109,7 +109,7 @@ class EventsReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         parts: list[InputPartition] = []
         for directory in self.directories:
-            with EventJournal.open_read_only(directory) as journal:
+            with EventJournal.open_reader(directory) as journal:
                 ids = [i.persistence_id for i in journal.ids() if i.live > 0
                        and (self.ids is None or i.persistence_id in self.ids)
                        and (self.lo is None or self.lo <= i.highest)

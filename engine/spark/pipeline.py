@@ -180,7 +180,7 @@ def summarize_events(spark: SparkSession, root: str, paths: list[str]) -> list[d
     for r in (all_.collect() if all_ is not None else []):
         # Ids whose events were all deleted still count as ids (their highest
         # sequence number survives); the driver reads that from the meta file.
-        with EventJournal.open_read_only(r["path"]) as j:
+        with EventJournal.open_reader(r["path"]) as j:
             ids = len(j.persistence_ids())
         rows.append(_row("events", r["name"], ids=ids, events=r["events"], bytes=r["bytes"]))
     return sorted(rows, key=lambda x: x["name"])

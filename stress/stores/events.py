@@ -80,7 +80,7 @@ def read_journal(fs: FileSystem, root: str, *, writer: bool = True) -> dict[str,
     The writer's open must report only repairs it can make, and reopening after
     it must find nothing more to repair.
     """
-    journal = EventJournal.open(root, sync="always", fs=fs) if writer else EventJournal.open_read_only(root, fs=fs)
+    journal = EventJournal.open(root, sync="always", fs=fs) if writer else EventJournal.open_reader(root, fs=fs)
     try:
         odd = [str(a) for a in journal.recovery.actions if a.kind not in OPEN_REPAIRS]
         if odd:

@@ -43,7 +43,7 @@ def test_reader_thread_beside_writer(tmp_path: Path) -> None:
     d = str(tmp_path / "j")
     writer = EventJournal.open(d, sync="never", preallocate=4096)
     writer.write("id0", [(1, b"1"), (2, b"2"), (3, b"3")])
-    reader = EventJournal.open_read_only(d)
+    reader = EventJournal.open_reader(d)
     done = threading.Event()
 
     def write() -> None:
@@ -84,7 +84,7 @@ def test_reader_process_beside_writer_process(tmp_path: Path) -> None:
             pass
         else:  # pragma: no cover - the assertion below explains
             raise AssertionError("a second writer opened the journal")
-        with EventJournal.open_read_only(d) as reader:
+        with EventJournal.open_reader(d) as reader:
             last = 0
             while last < 5 * 180:
                 reader.refresh()

@@ -449,5 +449,5 @@ def test_stale_meta_is_rolled_forward_along_the_links() -> None:
         assert [tuple(e) for e in reopened.replay("b")] == [(2, b"dos")]
         assert reopened.verify() == [str(a) for a in reopened.recovery.actions]
     # A reader rolls forward too (in memory), without writing anything.
-    with EventJournal.open_read_only("/db", fs=image.fs()) as reader:
+    with EventJournal.open_reader("/db", fs=image.fs()) as reader:
         assert reader.highest_sequence_nr("a") == 4 and reader.lowest_sequence_nr("b") == 2

@@ -100,10 +100,10 @@ def test_json_serializer_round_trip_and_bytes_on_disk(jdir: str) -> None:
         again = pickle.loads(pickle.dumps(events[0]))
         assert type(again) is Event and again == events[0]
     # The files hold bytes: without a serializer, value is the bytes.
-    with EventJournal.open_read_only(jdir) as reader:
+    with EventJournal.open_reader(jdir) as reader:
         event = next(iter(reader.replay("order-1")))
         assert event.value == event.data == b'{"type":"created","lines":[1,2]}'
-    with EventJournal.open_read_only(jdir, serializer="json") as reader:
+    with EventJournal.open_reader(jdir, serializer="json") as reader:
         assert [e.value for e in reader.replay("order-1", from_seq=2)] == [{"type": "paid"}]
 
 
@@ -123,7 +123,7 @@ def test_pickle_and_pair_serializers(jdir: str, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="serializer must be one of"):
         EventJournal.open(str(tmp_path / "x"), serializer="yaml")
     with pytest.raises(TypeError, match="serializer must be"):
-        EventJournal.open_read_only(jdir, serializer=42)
+        EventJournal.open_reader(jdir, serializer=42)
 
 
 # -- stats() -------------------------------------------------------------------------
@@ -150,7 +150,7 @@ def test_stats_is_snake_case_numbers(jdir: str) -> None:
     for key, value in stats.items():
         if key not in ("directory", "meta_magic", "read_only", "recovery_actions"):
             assert isinstance(value, (int, float)) and not isinstance(value, bool), key
-    with EventJournal.open_read_only(jdir) as reader:
+    with EventJournal.open_reader(jdir) as reader:
         stats = reader.stats()
     assert stats["read_only"] is True and stats["recovery_actions"] is None
     assert stats["data_bytes_past_committed_end"] == 0  # close trimmed the reserve
@@ -170,7 +170,7 @@ def test_len_in_and_iteration_are_over_persistence_ids(tmp_path: Path) -> None:
         assert list(j) == ["a", "b"] == j.persistence_ids()
     with pytest.raises(ClosedError):
         len(j)
-    with EventJournal.open_read_only(tmp_path / "pathlib") as reader:
+    with EventJournal.open_reader(tmp_path / "pathlib") as reader:
         assert sorted(reader) == ["a", "b"] and "b" in reader
 
 
@@ -194,8 +194,8 @@ def test_a_dropped_journal_is_closed_with_a_resource_warning(jdir: str) -> None:
     with EventJournal.open(jdir) as again:  # the lock was released, and the close was clean
         assert not again.recovery.repaired
         assert [e.payload for e in again.replay("a")] == [b"x", b"y"]
-    reader = EventJournal.open_read_only(jdir)
-    with pytest.warns(ResourceWarning, match="unclosed read-only event journal"):
+    reader = EventJournal.open_reader(jdir)
+    with pytest.warns(ResourceWarning, match="unclosed event journal reader"):
         del reader
         gc.collect()
 
@@ -204,7 +204,7 @@ def test_a_closed_journal_gives_no_warning(jdir: str, recwarn: pytest.WarningsRe
     with EventJournal.open(jdir) as j:
         j.write("a", [(1, b"x")])
     del j
-    reader = EventJournal.open_read_only(jdir)
+    reader = EventJournal.open_reader(jdir)
     reader.close()
     del reader
     gc.collect()
@@ -217,14 +217,14 @@ def test_a_journal_left_open_at_exit_is_closed_cleanly(jdir: str) -> None:
         "from engine.events import EventJournal\n"
         "j = EventJournal.open(sys.argv[1], sync='never')\n"
         "j.write('a', [(1, b'x'), (2, b'y')])\n"
-        "keep = EventJournal.open_read_only(sys.argv[1])\n"
+        "keep = EventJournal.open_reader(sys.argv[1])\n"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, "-W", "always::ResourceWarning", "-c", script, jdir], env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert f"unclosed event journal {jdir!r}" in done.stderr
-    assert f"unclosed read-only event journal {jdir!r}" in done.stderr
+    assert f"unclosed event journal reader {jdir!r}" in done.stderr
     with EventJournal.open(jdir) as j:
         assert not j.recovery.repaired, j.recovery.summary()
         assert [e.payload for e in j.replay("a")] == [b"x", b"y"]
@@ -278,7 +278,7 @@ def test_ids_and_stats_json(filled: str, capsys: pytest.CaptureFixture[str]) -> 
     ]
     assert main(["events", "stats", filled, "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
-    with EventJournal.open_read_only(filled) as reader:
+    with EventJournal.open_reader(filled) as reader:
         assert stats == json.loads(json.dumps(reader.stats()))
     assert stats["persistence_ids"] == 2 and isinstance(stats["data_capacity_used_fraction"], float)
 

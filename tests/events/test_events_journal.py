@@ -98,12 +98,12 @@ def test_writer_lock_and_read_only_snapshot(jdir: str) -> None:
     writer.write("a", [(1, b"1")])
     with pytest.raises(LockedError):
         EventJournal.open(jdir)
-    reader = EventJournal.open_read_only(jdir)
+    reader = EventJournal.open_reader(jdir)
     writer.write("a", [(2, b"2")])
     writer.write("b", [(1, b"b")])
     assert seqs(reader, "a") == [1] and reader.persistence_ids() == ["a"]
-    with pytest.raises(ConfigError):
-        reader.write("a", [(2, b"x")])
+    # A reader is its own class: it has no write path to refuse.
+    assert not hasattr(reader, "write") and not hasattr(reader, "delete_to")
     reader.refresh()
     assert seqs(reader, "a") == [1, 2] and reader.persistence_ids() == ["a", "b"]
     assert [(i.persistence_id, i.lowest, i.highest) for i in reader.ids()] == [("a", 1, 2), ("b", 1, 1)]
@@ -117,13 +117,13 @@ def test_writer_lock_and_read_only_snapshot(jdir: str) -> None:
 def test_read_only_needs_a_journal(tmp_path: Path) -> None:
     # No journal there: "no such event journal" (FileNotFoundError, exit 1 in the CLI).
     with pytest.raises(FileNotFoundError, match="no such event journal"):
-        EventJournal.open_read_only(str(tmp_path))
+        EventJournal.open_reader(str(tmp_path))
     with pytest.raises(FileNotFoundError, match="no such event journal"):
         EventJournal.open(str(tmp_path / "nope"), create=False)
     # Half a journal: not an event journal (a damaged or foreign directory).
     (tmp_path / "meta").write_bytes(b"")
     with pytest.raises(ConfigError, match="not an event journal"):
-        EventJournal.open_read_only(str(tmp_path))
+        EventJournal.open_reader(str(tmp_path))
 
 
 def test_data_cap_is_a_clear_error(jdir: str) -> None:
@@ -169,7 +169,7 @@ def test_reads_files_written_with_the_original_magic(tmp_path: Path) -> None:
     data = encode_data_header(len(b1) + len(b2)) + b1 + b2
     meta = encode_meta([MetaBlock("P1", 8, 33, 2)], magic=b"AKFM")
     d = _write_files(tmp_path / "j", meta, data)
-    with EventJournal.open_read_only(d) as j:
+    with EventJournal.open_reader(d) as j:
         assert [tuple(e) for e in j.replay("P1")] == [(1, b"\x0b"), (2, b"\x0c")]
         assert j.stats()["meta_magic"] == "AKFM"
         assert j.verify() == [f"no checksums: {d}/data.crc, {d}/meta.crc missing (a writer's open adds them)"]
@@ -194,7 +194,7 @@ def test_broken_links_and_foreign_files_are_typed_errors(tmp_path: Path) -> None
     bad = encode_block(9, 0, 0, 1, b"x")
     d = _write_files(tmp_path / "b", encode_meta([MetaBlock("P", 8, 8, 1)]), encode_data_header(len(bad)) + bad)
     with pytest.raises(CorruptFileError, match="own-offset"):
-        EventJournal.open_read_only(d)
+        EventJournal.open_reader(d)
     # meta says highest 5 but the last block holds 1
     d = _write_files(tmp_path / "c", encode_meta([MetaBlock("P", 8, 8, 5)]), data)
     with pytest.raises(CorruptFileError, match="highest"):
@@ -213,7 +213,7 @@ def test_broken_links_and_foreign_files_are_typed_errors(tmp_path: Path) -> None
     c2 = encode_block(33, 8, 0, 2, b"y")
     d = _write_files(tmp_path / "f", encode_meta([MetaBlock("P", 8, 33, 2)]),
                      encode_data_header(len(c1) + len(c2)) + c1 + c2)
-    with EventJournal.open_read_only(d) as j:
+    with EventJournal.open_reader(d) as j:
         with pytest.raises(CorruptFileError):
             list(j.replay("P"))
         with pytest.raises(CorruptFileError):
@@ -329,7 +329,7 @@ def test_damaged_meta_is_not_mistaken_for_a_torn_tail(jdir: str) -> None:
     # meta has one (a crash leaves at most one id past the committed blocks).
     meta.write_bytes(good[:4] + size0.to_bytes(4, "big") + only[0])
     with pytest.raises(CorruptFileError, match="salvage"):
-        EventJournal.open_read_only(jdir)
+        EventJournal.open_reader(jdir)
     with pytest.raises(CorruptFileError, match="salvage"):
         EventJournal.open(jdir)
     # Without meta.crc (a journal older than it) the other ids' blocks are in
@@ -337,7 +337,7 @@ def test_damaged_meta_is_not_mistaken_for_a_torn_tail(jdir: str) -> None:
     crc = Path(jdir) / "meta.crc"
     saved = crc.read_bytes()
     crc.unlink()
-    with EventJournal.open_read_only(jdir) as j, pytest.raises(CorruptFileError, match="orphan"):
+    with EventJournal.open_reader(jdir) as j, pytest.raises(CorruptFileError, match="orphan"):
         j.verify()
     crc.write_bytes(saved)
     # Only id2 left: id0's last batch would be cut, but it links back to a block
@@ -447,7 +447,7 @@ def test_writer_lock_is_the_lock_file_and_recovery_is_empty_when_clean(jdir: str
         with pytest.raises(LockedError) as info:
             EventJournal.open(jdir)
         assert info.value.path == jdir + "/.lock"
-        with EventJournal.open_read_only(jdir) as reader:
+        with EventJournal.open_reader(jdir) as reader:
             assert not reader.recovery.repaired
     with EventJournal.open(jdir) as j:  # released on close
         assert j.recovery.actions == [] and j.stats()["recovery_actions"] == 0

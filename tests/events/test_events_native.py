@@ -217,7 +217,7 @@ def test_native_walker_rejects_a_non_tuple_event_type() -> None:
 def test_journal_replay_is_the_same_with_either_walker(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
                                                        pure: bool) -> None:
     # The journal's own driver with each walker: same events, same typed error.
-    import engine.events.journal as journal_module
+    import engine.events.view as journal_module
 
     if not pure and read_runs_native is None:
         pytest.skip("engine.events._native not built or disabled")
@@ -243,7 +243,7 @@ def test_journal_replay_is_the_same_with_either_walker(tmp_path: Any, monkeypatc
         f.seek(at + 12)
         f.write((at + 1).to_bytes(4, "big"))  # block 4 now links to a wrong offset
     block4 = at
-    with EventJournal.open_read_only(d) as j:
+    with EventJournal.open_reader(d) as j:
         # The batch holding block 4 (blocks 4-6) fails its checksum in data.crc
         # before any of its events is handed out.
         with pytest.raises(CorruptFileError, match="checksum") as info_err:
@@ -252,7 +252,7 @@ def test_journal_replay_is_the_same_with_either_walker(tmp_path: Any, monkeypatc
     # Without the side file (a journal older than it), the walker's link checks
     # find it: the first four come out, then the error.
     os.unlink(os.path.join(d, "data.crc"))
-    with EventJournal.open_read_only(d) as j:
+    with EventJournal.open_reader(d) as j:
         seen: list[int] = []
         with pytest.raises(CorruptFileError) as info_err:
             for e in j.replay("id3"):
@@ -339,7 +339,7 @@ def test_replay_checks_each_batch_once_and_reports_damage(tmp_path: Any, monkeyp
     # The journal with either walker: a payload byte flipped in one batch is a
     # checksum error (path and offset of the batch) for the id holding it only;
     # a second replay reports it again; every batch replay reaches is checked.
-    import engine.events.journal as journal_module
+    import engine.events.view as journal_module
     from engine.errors import CorruptFileError
 
     if not pure and read_runs_native is None:
@@ -355,7 +355,7 @@ def test_replay_checks_each_batch_once_and_reports_damage(tmp_path: Any, monkeyp
     with open(os.path.join(d, "data"), "r+b") as f:
         f.seek(info.first_offset + 24 + 3)  # a payload byte of id1's first batch
         f.write(b"X")
-    with EventJournal.open_read_only(d) as j:
+    with EventJournal.open_reader(d) as j:
         for pid in ("id0", "id2"):
             assert len(list(j.replay(pid))) == 20
         for _ in range(2):

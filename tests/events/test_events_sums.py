@@ -35,7 +35,7 @@ def _fill(d: str) -> dict[str, list[tuple[int, bytes]]]:
 
 
 def _read(d: str) -> dict[str, object]:
-    with EventJournal.open_read_only(d) as j:
+    with EventJournal.open_reader(d) as j:
         out: dict[str, object] = {}
         for pid in j.persistence_ids():
             out[pid] = (j.highest_sequence_nr(pid), [tuple(e) for e in j.replay(pid)])
@@ -73,7 +73,7 @@ def test_flipped_payload_byte_is_an_error_on_every_read_path(tmp_path: Path) -> 
     at = raw.index(b"B1a")  # a payload byte of p2's second round
     raw[at] ^= 0x01
     data.write_bytes(bytes(raw))
-    with EventJournal.open_read_only(d) as j:
+    with EventJournal.open_reader(d) as j:
         assert [tuple(e) for e in j.replay("p1")] == model["p1"]  # other ids' batches are fine
         with pytest.raises(CorruptFileError, match="checksum"):
             list(j.replay("p2"))
@@ -114,7 +114,7 @@ def test_damaged_meta_first_reads_right_and_is_repaired(tmp_path: Path) -> None:
     model = _fill(d)
     meta = tmp_path / "j" / "meta"
     raw = bytearray(meta.read_bytes())
-    with EventJournal.open_read_only(d) as j:
+    with EventJournal.open_reader(d) as j:
         info = j.id_info("p1")
         assert info is not None
         last = info.last_offset
@@ -136,7 +136,7 @@ def test_damaged_id_is_an_error(tmp_path: Path) -> None:
     meta = tmp_path / "j" / "meta"
     meta.write_bytes(meta.read_bytes().replace(b"p2", b"q2"))
     with pytest.raises(CorruptFileError, match="checksum") as info:
-        EventJournal.open_read_only(d)
+        EventJournal.open_reader(d)
     assert info.value.path == str(meta)
 
 
@@ -212,13 +212,13 @@ def test_more_checksummed_ids_than_meta_blocks_is_damage(tmp_path: Path) -> None
     size = int.from_bytes(raw[8:10], "big")
     meta.write_bytes(raw[:4] + size.to_bytes(4, "big") + raw[8 : 8 + size])  # lost p2 and p3
     with pytest.raises(CorruptFileError, match="salvage"):
-        EventJournal.open_read_only(d)
+        EventJournal.open_reader(d)
 
 
 def test_a_reader_of_a_live_writer_sees_every_entry(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     d = str(tmp_path / "j")
     with EventJournal.open(d) as writer, caplog.at_level(logging.WARNING, logger="engine.events"):
-        reader = EventJournal.open_read_only(d)
+        reader = EventJournal.open_reader(d)
         for i in range(300):
             writer.write(f"id{i % 7}", [(i // 7 + 1, bytes([i % 256]) * 40)])
             if i % 50 == 0:

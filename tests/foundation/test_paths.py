@@ -41,7 +41,7 @@ def test_readers_take_a_pathlib_path(tmp_path: Path) -> None:
     assert [s.data for s in read_streams(tmp_path / "s.jd")] == [b"data"]
     with engine.EventJournal.open(tmp_path / "ev") as journal:
         journal.write("id", [(1, b"e")])
-    reader = engine.EventJournal.open_read_only(tmp_path / "ev")
+    reader = engine.EventJournal.open_reader(tmp_path / "ev")
     assert [e.payload for e in reader.replay("id")] == [b"e"]
     reader.close()
     q = engine.Queue.open(tmp_path / "q", "jobs")
