@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -95,4 +96,22 @@ def test_argument_errors_are_one_line_exit_2_and_create_nothing(tmp_path: Path, 
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and words in lines[0], done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("option", ["--port", "--metrics-port"])
+def test_a_port_in_use_is_one_line_exit_1_and_creates_nothing(tmp_path: Path, option: str) -> None:
+    target = tmp_path / "queues"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        other = ["--port", "0"] if option == "--metrics-port" else []
+        done = subprocess.run(
+            [sys.executable, "-m", "engine", "queue", "serve", str(target), *other, option, port],
+            capture_output=True, timeout=2 * TIMEOUT, text=True,
+        )
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and port in lines[0] and "in use" in lines[0], done.stderr
     assert not target.exists()

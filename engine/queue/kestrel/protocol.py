@@ -259,10 +259,12 @@ def parse_line(line: bytes) -> Request:
     if not tokens:
         raise ProtocolError(ERROR)
     command = tokens[0].lower()
-    name = "get" if command == b"gets" else command.decode("ascii", "replace")
     try:
+        if command == b"get" and len(tokens) == 2:  # the common case first
+            return parse_get_options(tokens[1])
         return _parse(command, tokens[1:])
     except ProtocolError as exc:
+        name = "get" if command == b"gets" else command.decode("ascii", "replace")
         exc.command = name if name in COMMANDS else "unknown"
         raise
 

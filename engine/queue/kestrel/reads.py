@@ -36,8 +36,8 @@ class ReadService(Protocol):
 
     counters: dict[str, int]
     max_open_reads: int
-
-    def slot(self, name: str) -> OpenQueue | None: ...
+    #: UP, WRITEAVOID, READONLY or QUIESCENT (no reads).
+    status: str
 
     async def open_queue(self, name: str) -> OpenQueue: ...
 
@@ -49,16 +49,18 @@ class ReadService(Protocol):
 
 
 class Reads:
-    """The get, monitor and confirm handlers, and every connection's open reads."""
+    """The get, monitor and confirm handlers, and every connection's open reads.
+    ``queues``: the server's open queues by name (read on every get)."""
 
-    def __init__(self, server: ReadService) -> None:
+    def __init__(self, server: ReadService, queues: dict[str, OpenQueue]) -> None:
         self.server = server
+        self._queues = queues
 
     # -- get -----------------------------------------------------------------------
     def get_request(self, conn: Connection, request: p.GetRequest) -> None:
         """A get: answered at once when its queue and reader are open and it need
         not wait; else as a task."""
-        slot = self.server.slot(request.target.queue)
+        slot = self._queues.get(request.target.queue)
         reader = None if slot is None else slot.readers.get(request.target.reader)
         if slot is None or reader is None or reader.closed:
             conn.spawn(self._get_after_open(conn, request))
@@ -81,7 +83,7 @@ class Reads:
         server = self.server
         target = request.target
         counters = slot.counters(target.reader)
-        held = self._held(conn, target.key, slot)
+        held = self._held(conn, target.key, slot) if conn.open else None  # (the common case: none)
         if request.abort:
             if held is not None:
                 self._give_back(conn, target.key, held, 1, reader)
@@ -93,7 +95,8 @@ class Reads:
         if request.close and not request.open:
             conn.send(p.END)
             return None
-        server.check_reads()  # a quiescent server takes no item (confirming is fine)
+        if server.status == "QUIESCENT":
+            server.check_reads()  # takes no item (confirming is fine)
         if request.peek:
             server.counters["cmd_peek"] += 1
             take: Callable[[], Item | None] = reader.peek
@@ -155,7 +158,7 @@ class Reads:
         limit = server.max_open_reads if request.max_items is None else request.max_items
         take = partial(reader.get, 0)
         sent = 0
-        while sent < limit and not conn.closed and not slot.closed and server.reads_allowed():
+        while sent < limit and not conn.closed and not slot.closed and not reader.closed and server.reads_allowed():
             held = self._held(conn, target.key, slot)
             if held is not None and len(held) >= server.max_open_reads:
                 break
@@ -163,7 +166,8 @@ class Reads:
             if remaining_ms <= 0:
                 break
             counters["transactions"] += 1
-            item = await slot.wait_for_item(lambda: None if slot.closed else take(), remaining_ms, target.reader)
+            item = await slot.wait_for_item(lambda: None if slot.closed or reader.closed else take(), remaining_ms,
+                                            target.reader)
             if item is None:
                 server.counters["get_misses"] += 1
                 break

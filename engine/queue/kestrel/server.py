@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import os
 import socket
 import threading
 import time
@@ -78,7 +79,9 @@ class ServerOptions:
 class KestrelServer:
     """Serve every queue in ``directory`` (opened on first use, kept open)."""
 
-    def __init__(self, directory: str, options: ServerOptions | None = None, *, fs: FileSystem | None = None) -> None:
+    def __init__(
+        self, directory: str | os.PathLike[str], options: ServerOptions | None = None, *, fs: FileSystem | None = None
+    ) -> None:
         self.directory = as_path(directory, "directory")
         self.options = options or ServerOptions()
         self.fs = fs or default_fs()
@@ -99,7 +102,9 @@ class KestrelServer:
         #: Kestrel's server status: UP, WRITEAVOID, READONLY (no set, delete,
         #: flush) or QUIESCENT (no get either; open reads may still be confirmed).
         self.status = "UP"
-        self.reads = Reads(self)
+        self.reads = Reads(self, self._queues)
+        #: A get (:meth:`Reads.get_request`; bound here: it is every get's first call).
+        self.get_request = self.reads.get_request
         self.counters = dict.fromkeys(
             ("total_items", "total_connections", "refused_connections", "cmd_get", "cmd_set", "cmd_peek",
              "get_hits", "get_misses", "bytes_read", "bytes_written", "queue_creates", "queue_deletes"),
@@ -184,7 +189,8 @@ class KestrelServer:
         for conn in list(self._connections):
             self.reads.give_back_all(conn)
             conn.close()
-        slots, self._queues = list(self._queues.values()), {}
+        slots = list(self._queues.values())
+        self._queues.clear()  # (the dict the reads hold)
         for slot in slots:
             slot.closed = True
             slot.wake()  # waiting gets answer END now
@@ -218,10 +224,6 @@ class KestrelServer:
     async def _run(self, fn: Any, *args: Any) -> Any:
         assert self._loop is not None and self._pool is not None
         return await self._loop.run_in_executor(self._pool, fn, *args)
-
-    def slot(self, name: str) -> OpenQueue | None:
-        """Queue ``name`` if the server has it open."""
-        return self._queues.get(name)
 
     async def open_queue(self, name: str) -> OpenQueue:
         """Queue ``name`` (already checked by the protocol), opened if needed."""
@@ -316,7 +318,8 @@ class KestrelServer:
         target = request.target
         if target.reader:
             raise p.client_error(f"cannot set to fanout reader {target.key!r}: set to queue {target.queue!r}")
-        self.check_writes()
+        if self.status != "UP":
+            self.check_writes()
         slot = self._queues.get(target.queue)
         if slot is None:
             conn.spawn(self._set_after_open(conn, request, block))
@@ -344,9 +347,6 @@ class KestrelServer:
             if not request.noreply:
                 conn.send(p.STORED)
         conn.resume()
-
-    def get_request(self, conn: Connection, request: p.GetRequest) -> None:
-        self.reads.get_request(conn, request)
 
     # -- the other commands --------------------------------------------------------
     async def command(self, conn: Connection, request: p.Request) -> bool:
@@ -540,7 +540,7 @@ class RunningServer:
         self.stop()
 
 
-def serve_in_thread(directory: str, *, timeout: float = 30.0, **options: Any) -> RunningServer:
+def serve_in_thread(directory: str | os.PathLike[str], *, timeout: float = 30.0, **options: Any) -> RunningServer:
     """Start a server for ``directory`` on a new thread (``options``: the fields of
     :class:`ServerOptions`; ``port=0`` picks a free port) and return once it listens."""
     server = KestrelServer(directory, ServerOptions(**options))
@@ -573,7 +573,7 @@ def serve_in_thread(directory: str, *, timeout: float = 30.0, **options: Any) ->
     return RunningServer(server, thread, loops[0])
 
 
-async def serve(directory: str, options: ServerOptions, *, ready: Any = None) -> None:
+async def serve(directory: str | os.PathLike[str], options: ServerOptions, *, ready: Any = None) -> None:
     """Run a server until SIGINT/SIGTERM (or ``shutdown``), then close it cleanly.
     ``ready(server)`` is called once it listens."""
     import signal
