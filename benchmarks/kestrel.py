@@ -55,15 +55,19 @@ RESULTS = os.path.join(os.path.dirname(__file__), "results", "kestrel.json")
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def start_engine(directory: str, sync: str, tree: str = HERE) -> tuple[subprocess.Popen[bytes], int]:
-    """``engine queue serve`` of the source tree ``tree`` (this one by default)."""
+def start_engine(
+    directory: str, sync: str, tree: str = HERE, *, wrapper: tuple[str, ...] = (), start_s: float = 30
+) -> tuple[subprocess.Popen[bytes], int]:
+    """``engine queue serve`` of the source tree ``tree`` (this one by default),
+    run under ``wrapper`` (valgrind, say) if given."""
     proc = subprocess.Popen(
-        [sys.executable, "-P", "-m", "engine", "queue", "serve", directory, "--port", "0", "--json", "--sync", sync],
+        [*wrapper, sys.executable, "-P", "-m", "engine", "queue", "serve", directory, "--port", "0", "--json",
+         "--sync", sync],
         stdout=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": tree},
     )
     assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], 30)
+    ready, _, _ = select.select([proc.stdout], [], [], start_s)
     if not ready:
         stop(proc)
         raise RuntimeError("engine queue serve did not start")
