@@ -1,7 +1,8 @@
 """The Kestrel-compatible server (``engine queue serve``) against Redis, side by side.
 
-    python3 -m benchmarks.kestrel            # 5 rounds of 16 x 2,000 items per system
-    python3 -m benchmarks.kestrel --quick    # 3 rounds of 16 x 300 items
+    python3 -m benchmarks.kestrel               # 5 rounds of 16 x 2,000 items per system
+    python3 -m benchmarks.kestrel --quick       # 3 rounds of 16 x 300 items
+    python3 -m benchmarks.kestrel --against main  # also the server of git revision main
 
 16 clients (4 processes x 4 threads; pymemcache for engine, redis-py for Redis),
 100-byte items: every client sets its share, then (all sets done) every client
@@ -15,6 +16,13 @@ always``; engine ``--sync 1`` (fsync every second) with ``appendfsync everysec``
 Redis is skipped if ``redis-server`` or redis-py is missing.  Note what each
 side makes durable: Redis also fsyncs its pops (under ``always``); engine's
 gets are confirmed in memory and checkpointed every second (at-least-once).
+
+``--against REV`` adds, for each pairing, the server of git revision ``REV``
+(checked out with ``git worktree`` and its C extensions built, as
+``benchmarks.versions`` does) to the rotation, and reports this tree's rate over
+``REV``'s as the median of the per-round ratios.  Each engine server runs with
+``python -P`` and only its own tree on ``PYTHONPATH``.  Which system goes first
+rotates round by round.
 """
 
 from __future__ import annotations
@@ -44,13 +52,22 @@ RESULTS = os.path.join(os.path.dirname(__file__), "results", "kestrel.json")
 # -- servers ---------------------------------------------------------------------------
 
 
-def start_engine(directory: str, sync: str) -> tuple[subprocess.Popen[bytes], int]:
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def start_engine(
+    directory: str, sync: str, tree: str = HERE, *, wrapper: tuple[str, ...] = (), start_s: float = 30
+) -> tuple[subprocess.Popen[bytes], int]:
+    """``engine queue serve`` of the source tree ``tree`` (this one by default),
+    run under ``wrapper`` (valgrind, say) if given."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "engine", "queue", "serve", directory, "--port", "0", "--json", "--sync", sync],
+        [*wrapper, sys.executable, "-P", "-m", "engine", "queue", "serve", directory, "--port", "0", "--json",
+         "--sync", sync],
         stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": tree},
     )
     assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], 30)
+    ready, _, _ = select.select([proc.stdout], [], [], start_s)
     if not ready:
         stop(proc)
         raise RuntimeError("engine queue serve did not start")
@@ -164,7 +181,21 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a short run (3 rounds, 300 items per client)")
     parser.add_argument("--rounds", type=int, default=None, metavar="COUNT", help="rounds per system")
     parser.add_argument("--items", type=int, default=None, metavar="COUNT", help="items per client per round")
+    parser.add_argument("--against", default=None, metavar="REV",
+                        help="also run the server of this git revision, paired round by round")
     args = parser.parse_args()
+    if args.against is None:
+        run(args, None, None)
+        return
+    from benchmarks.versions import build_extensions, git, worktree_at
+
+    commit = git(HERE, "rev-parse", "--verify", f"{args.against}^{{commit}}")
+    with worktree_at(HERE, commit) as tree:
+        print(f"{args.against} ({commit[:9]}) in {tree}: C extensions {build_extensions(tree)}", flush=True)
+        run(args, args.against, tree)
+
+
+def run(args: argparse.Namespace, rev: str | None, rev_tree: str | None) -> None:
     rounds = args.rounds or (3 if args.quick else 5)
     per_client = args.items or (300 if args.quick else 2000)
     have_redis = shutil.which("redis-server") is not None
@@ -177,18 +208,24 @@ def main() -> None:
     load_before = os.getloadavg()
     for round_no in range(rounds):
         for engine_sync, redis_fsync in pairs:
-            systems = [(f"engine --sync {engine_sync}", "engine", engine_sync)]
+            systems = [(f"engine --sync {engine_sync}", "engine", engine_sync, HERE)]
+            if rev is not None and rev_tree is not None:
+                systems.append((f"engine@{rev} --sync {engine_sync}", "engine", engine_sync, rev_tree))
             if have_redis:
-                systems.append((f"redis appendfsync {redis_fsync}", "redis", redis_fsync))
-            if round_no % 2:
-                systems.reverse()  # alternate which system runs first
-            for name, kind, mode in systems:
+                systems.append((f"redis appendfsync {redis_fsync}", "redis", redis_fsync, ""))
+            turn = round_no % len(systems)
+            for name, kind, mode, tree in systems[turn:] + systems[:turn]:  # who goes first rotates
                 with bench_dir("kestrel-bench-") as directory:
-                    proc, port = start_engine(directory, mode) if kind == "engine" else start_redis(directory, mode)
+                    if kind == "engine":
+                        proc, port = start_engine(directory, mode, tree)
+                    else:
+                        proc, port = start_redis(directory, mode)
                     try:
                         results.setdefault(name, []).append(run_round(kind, port, per_client))
                     finally:
                         stop(proc)
+                print(f"round {round_no + 1}: {name}: set {results[name][-1][0]:,.0f}/s, "
+                      f"get {results[name][-1][1]:,.0f}/s", flush=True)
     load_after = os.getloadavg()
     rows = []
     for name, figures in results.items():
@@ -198,15 +235,20 @@ def main() -> None:
         rows += [Row(f"{name}: set", sets, "items/s", note), Row(f"{name}: get", gets, "items/s", note)]
     targets: list[Target] = []
     paired: dict[str, list[float]] = {}
+    comparisons = []
     if have_redis:
-        for engine_name, redis_name, bound in (
-            ("engine --sync always", "redis appendfsync always", 1.0),
-            ("engine --sync 1", "redis appendfsync everysec", 0.5),
-        ):
-            ratios = [e[0] / r[0] for e, r in zip(results[engine_name], results[redis_name], strict=True)]
-            paired[f"{engine_name}: set / {redis_name}: set"] = ratios
-            targets.append(Target(f"{engine_name}: set", f"{redis_name}: set", bound, statistics.median(ratios),
-                                  how=f"median of {rounds} paired rounds"))
+        comparisons += [("engine --sync always", "redis appendfsync always", 1.0),
+                        ("engine --sync 1", "redis appendfsync everysec", 0.5)]
+    if rev is not None:
+        comparisons += [(f"engine --sync {s}", f"engine@{rev} --sync {s}", 0.95) for s, _ in pairs]
+    for engine_name, other_name, bound in comparisons:
+        for phase, index in (("set", 0), ("get", 1)):
+            if phase == "get" and other_name.startswith("redis"):
+                continue  # the targets against Redis are on sets
+            ratios = [e[index] / o[index] for e, o in zip(results[engine_name], results[other_name], strict=True)]
+            paired[f"{engine_name}: {phase} / {other_name}: {phase}"] = ratios
+            targets.append(Target(f"{engine_name}: {phase}", f"{other_name}: {phase}", bound,
+                                  statistics.median(ratios), how=f"median of {rounds} paired rounds"))
     result = report("engine queue serve vs Redis (loopback, 100-byte items)", rows, targets=targets)
     result["rounds"] = {name: [list(f) for f in figures] for name, figures in results.items()}
     result["paired_ratios"] = paired
@@ -216,8 +258,10 @@ def main() -> None:
     print(f"load average (1, 5, 15 min): before {load_before[0]:.1f} {load_before[1]:.1f} {load_before[2]:.1f}, "
           f"after {load_after[0]:.1f} {load_after[1]:.1f} {load_after[2]:.1f}")
     if not args.quick:
-        with open(RESULTS, "w", encoding="utf-8") as out:
+        suffix = "" if rev is None else "-against"
+        with open(RESULTS.replace(".json", f"{suffix}.json"), "w", encoding="utf-8") as out:
             json.dump(result, out, indent=2)
+
 
 if __name__ == "__main__":
     main()

@@ -49,7 +49,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 STORES = ("queue", "pages", "applog", "events", "streams")
@@ -341,21 +342,35 @@ def _run(tree: str, key: str, scratch: str, amount: int) -> float:
     return value
 
 
-def _git(here: str, *args: str) -> str:
+def git(here: str, *args: str) -> str:
     return subprocess.run(["git", "-C", here, *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
-def _build_extensions(tree: str) -> str:
+@contextmanager
+def worktree_at(here: str, commit: str) -> Iterator[str]:
+    """``commit`` of the repository at ``here`` checked out with ``git worktree``
+    into a scratch directory (removed, and the worktree pruned, at the end)."""
+    with tempfile.TemporaryDirectory(prefix="engine-versions-") as parent:
+        tree = os.path.join(parent, "tree")
+        git(here, "worktree", "add", "--detach", "--quiet", tree, commit)
+        try:
+            yield tree
+        finally:
+            subprocess.run(["git", "-C", here, "worktree", "remove", "--force", tree], capture_output=True)
+            subprocess.run(["git", "-C", here, "worktree", "prune"], capture_output=True)
+
+
+def build_extensions(tree: str) -> str:
     """Build ``tree``'s optional C extensions in place; returns which it has."""
     built = subprocess.run(
         [sys.executable, "setup.py", "build_ext", "--inplace", "-q"], cwd=tree, capture_output=True, text=True
     )
     if built.returncode != 0:
         print(f"note: building the C extensions of {tree} failed; it runs without them", file=sys.stderr)
-    return _extensions(tree)
+    return extensions(tree)
 
 
-def _extensions(tree: str) -> str:
+def extensions(tree: str) -> str:
     found = sorted(p.split(os.sep)[-2] for p in glob.glob(os.path.join(tree, "engine", "*", "_native*.so")))
     return ", ".join(found) or "none"
 
@@ -386,33 +401,27 @@ def main(argv: list[str] | None = None) -> int:
     stores = STORES if args.store == "all" else (args.store,)
     measures = [m for m in MEASURES if m.store in stores]
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    commit = _git(here, "rev-parse", "--verify", f"{args.rev}^{{commit}}")
-    head = _git(here, "rev-parse", "HEAD")
-    dirty = bool(_git(here, "status", "--porcelain", "--untracked-files=no", "--", "engine"))
+    commit = git(here, "rev-parse", "--verify", f"{args.rev}^{{commit}}")
+    head = git(here, "rev-parse", "HEAD")
+    dirty = bool(git(here, "status", "--porcelain", "--untracked-files=no", "--", "engine"))
     this_label = f"this tree ({head[:9]}{' + changes' if dirty else ''})"
     results: dict[str, dict[str, list[float]]] = {f"{m.store}/{m.name}": {"rev": [], "this": []} for m in measures}
-    with tempfile.TemporaryDirectory(prefix="engine-versions-") as parent, bench_dir("versions-") as scratch:
-        tree = os.path.join(parent, "tree")
-        _git(here, "worktree", "add", "--detach", "--quiet", tree, commit)
-        try:
-            print(f"{args.rev} ({commit[:9]}) checked out in {tree}; building its C extensions ...", flush=True)
-            ext_rev = _build_extensions(tree)
-            ext_this = _extensions(here)
-            print(f"C extensions: {args.rev}: {ext_rev}; this tree: {ext_this}", flush=True)
-            roots = {"rev": tree, "this": here}
-            for round_no in range(rounds):
-                order = ("rev", "this") if round_no % 2 == 0 else ("this", "rev")
-                for m in measures:
-                    key = f"{m.store}/{m.name}"
-                    amount = m.quick if args.quick else m.amount
-                    for version in order:
-                        results[key][version].append(_run(roots[version], key, scratch, amount))
-                    got = results[key]
-                    print(f"round {round_no + 1}: {key}: {args.rev} {got['rev'][-1]:,.1f}  "
-                          f"this {got['this'][-1]:,.1f} {m.unit}", flush=True)
-        finally:
-            subprocess.run(["git", "-C", here, "worktree", "remove", "--force", tree], capture_output=True)
-            subprocess.run(["git", "-C", here, "worktree", "prune"], capture_output=True)
+    with worktree_at(here, commit) as tree, bench_dir("versions-") as scratch:
+        print(f"{args.rev} ({commit[:9]}) checked out in {tree}; building its C extensions ...", flush=True)
+        ext_rev = build_extensions(tree)
+        ext_this = extensions(here)
+        print(f"C extensions: {args.rev}: {ext_rev}; this tree: {ext_this}", flush=True)
+        roots = {"rev": tree, "this": here}
+        for round_no in range(rounds):
+            order = ("rev", "this") if round_no % 2 == 0 else ("this", "rev")
+            for m in measures:
+                key = f"{m.store}/{m.name}"
+                amount = m.quick if args.quick else m.amount
+                for version in order:
+                    results[key][version].append(_run(roots[version], key, scratch, amount))
+                got = results[key]
+                print(f"round {round_no + 1}: {key}: {args.rev} {got['rev'][-1]:,.1f}  "
+                      f"this {got['this'][-1]:,.1f} {m.unit}", flush=True)
     print()
     print(f"{rounds} rounds, {'quick' if args.quick else 'full'}; {args.rev} ({commit[:9]}) against {this_label}")
     header = f"{'measure':<46} {'unit':<10} {args.rev[:12]:>12} {'this':>12} {'this/' + args.rev[:8]:>14}  spread"

@@ -71,14 +71,53 @@ def test_other_commands() -> None:
     assert p.parse_line(b"delete jobs") == p.SimpleRequest("delete", p.Target("jobs", ""))
     assert p.parse_line(b"delete jobs noreply") == p.SimpleRequest("delete", p.Target("jobs", ""), True)
     assert p.parse_line(b"flush jobs+r") == p.SimpleRequest("flush", p.Target("jobs", "r"))
+    assert p.parse_line(b"flush_expired jobs") == p.SimpleRequest("flush_expired", p.Target("jobs", ""))
     assert p.parse_line(b"flush_all") == p.SimpleRequest("flush_all")
     assert p.parse_line(b"flush_all 0 noreply") == p.SimpleRequest("flush_all", None, True)
-    for command in ("stats", "version", "shutdown", "quit"):
+    for command in ("flush_all_expired", "version", "reload", "shutdown", "quit"):
         assert p.parse_line(command.encode()) == p.SimpleRequest(command)
     assert _error(b"frobnicate x").reply == p.ERROR
     assert _error(b"\r\n").reply == p.ERROR
     assert _error(b"get").reply.startswith(b"CLIENT_ERROR")
     assert _error(b"get a b").reply.startswith(b"CLIENT_ERROR")
+
+
+def test_kestrel_2_streaming_reads() -> None:
+    assert p.parse_line(b"monitor jobs 10") == p.MonitorRequest(p.Target("jobs", ""), 10, None)
+    assert p.parse_line(b"MONITOR jobs+r 0 5\r\n") == p.MonitorRequest(p.Target("jobs", "r"), 0, 5)
+    assert p.parse_line(b"confirm jobs 3") == p.ConfirmRequest(p.Target("jobs", ""), 3)
+    for bad in (b"monitor jobs", b"monitor jobs soon", b"monitor jobs 1 2 3", b"monitor jobs 86401",
+                b"monitor ../x 1", b"confirm jobs", b"confirm jobs -1", b"confirm jobs 1 2"):
+        assert _error(bad).reply.startswith(b"CLIENT_ERROR "), bad
+
+
+def test_stats_groups_status_and_dump_stats() -> None:
+    assert p.parse_line(b"stats") == p.StatsRequest()
+    assert p.parse_line(b"stats \r\n") == p.StatsRequest()  # libmemcached's memcstat sends a space
+    assert p.parse_line(b"stats items") == p.StatsRequest("items")
+    assert p.parse_line(b"stats cachedump 1 0") == p.StatsRequest("cachedump", 1, 0)
+    assert _error(b"stats slabs").reply.startswith(b"CLIENT_ERROR")
+    assert _error(b"stats cachedump 1").reply.startswith(b"CLIENT_ERROR")
+    assert p.parse_line(b"dump_stats") == p.DumpStatsRequest()
+    assert p.parse_line(b"dump_stats a b+c") == p.DumpStatsRequest((p.Target("a", ""), p.Target("b", "c")))
+    assert p.parse_line(b"status") == p.StatusRequest()
+    assert p.parse_line(b"status readOnly") == p.StatusRequest("READONLY")
+    assert _error(b"status down").reply.startswith(b"CLIENT_ERROR unknown status")
+    assert _error(b"status sideways").reply.startswith(b"CLIENT_ERROR unknown status")
+
+
+def test_every_request_and_error_names_its_command() -> None:
+    """What the server counts requests under (its Prometheus metrics)."""
+    assert p.parse_line(b"gets q").command == "get"
+    assert p.parse_line(b"set q 0 0 1").command == "set"
+    assert p.parse_line(b"monitor q 1").command == "monitor"
+    assert p.parse_line(b"stats items").command == "stats"
+    assert p.parse_line(b"flush_all").command == "flush_all"
+    assert _error(b"get ../x").command == "get"
+    assert _error(b"set q 0 0").command == "set"
+    assert _error(b"frobnicate").command == "unknown"
+    assert _error(b"\r\n").command == "unknown"
+    assert set(p.COMMANDS) >= {"get", "set", "delete", "monitor", "confirm", "dump_stats", "status"}
 
 
 def test_expiry_as_kestrel_reads_it() -> None:
@@ -92,6 +131,21 @@ def test_expiry_as_kestrel_reads_it() -> None:
 def test_encoding() -> None:
     assert p.encode_value("jobs/open", b"hi") == b"VALUE jobs/open 0 2\r\nhi\r\nEND\r\n"
     assert p.encode_stats([("uptime", 3), ("version", "x")]) == b"STAT uptime 3\r\nSTAT version x\r\nEND\r\n"
-    assert p.encode_version("engine-1") == b"VERSION engine-1\r\n"
+    assert p.encode_version("2.4.7+engine-1") == b"VERSION 2.4.7+engine-1\r\n"
+    assert p.encode_line("3") == b"3\r\n"
     assert p.server_error("disk\nfull") == b"SERVER_ERROR disk?full\r\n"
     assert p.Target("q", "r").key == "q+r" and p.Target("q", "").key == "q"
+    assert (p.DELETED, p.FLUSHED_ALL, p.RELOADED) == (b"DELETED\r\n", b"OK\r\n", b"Reloaded config.\r\n")
+
+
+def test_dump_stats_as_kestrel_prints_it() -> None:
+    reply = p.encode_dump_stats([("a", [("items", 1), ("bytes", 5)]), ("a+r", [("items", 0)])])
+    assert reply == (b"queue 'a' {\r\n  items=1\r\n  bytes=5\r\n}\r\n"
+                     b"queue 'a+r' {\r\n  items=0\r\n}\r\nEND\r\n")
+    assert p.encode_dump_stats([]) == b"END\r\n"
+
+
+def test_cachedump_as_memcached_prints_it() -> None:
+    assert p.encode_cachedump([("jobs", 12), ("jobs+audit", 0)]) == (
+        b"ITEM jobs [12 b; 0 s]\r\nITEM jobs+audit [0 b; 0 s]\r\nEND\r\n")
+    assert p.encode_cachedump([]) == b"END\r\n"

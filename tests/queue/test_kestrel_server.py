@@ -10,15 +10,16 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import kestrel_helpers
 import pytest
+from kestrel_helpers import TIMEOUT, ask
 
 from engine.queue import Queue
 from engine.queue.kestrel import RunningServer, serve_in_thread
 
 pymemcache = pytest.importorskip("pymemcache.client.base")
-
-TIMEOUT = 10.0
 
 
 @pytest.fixture
@@ -27,26 +28,12 @@ def server(tmp_path: Path) -> Iterator[RunningServer]:
         yield running
 
 
-def client(server: RunningServer) -> pymemcache.Client:
-    return pymemcache.Client((server.host, server.port), default_noreply=False, timeout=TIMEOUT,
-                             connect_timeout=TIMEOUT)
+def client(server: RunningServer) -> Any:
+    return kestrel_helpers.client(server.host, server.port)
 
 
 def raw(server: RunningServer) -> socket.socket:
-    sock = socket.create_connection((server.host, server.port), timeout=TIMEOUT)
-    return sock
-
-
-def ask(sock: socket.socket, data: bytes, until: bytes = b"\r\n") -> bytes:
-    """Send ``data``, read until the reply ends with ``until`` (or the server closes)."""
-    sock.sendall(data)
-    reply = b""
-    while not reply.endswith(until):
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        reply += chunk
-    return reply
+    return kestrel_helpers.raw(server.host, server.port)
 
 
 def test_set_get_round_trip(server: RunningServer) -> None:
@@ -281,12 +268,12 @@ def test_delete_and_flush(server: RunningServer, tmp_path: Path) -> None:
     assert ask(sock, b"flush q+r\r\n") == b"END\r\n"
     assert ask(sock, b"get q+r\r\n") == b"END\r\n"
     assert ask(sock, b"get q\r\n", b"END\r\n") == b"VALUE q 0 1\r\na\r\nEND\r\n"
-    assert ask(sock, b"delete q+r\r\n") == b"END\r\n"
+    assert ask(sock, b"delete q+r\r\n") == b"DELETED\r\n"
     assert not (tmp_path / "queues" / "q.read.r").exists()
-    assert ask(sock, b"flush_all\r\n") == b"Flushed all queues.\r\n"
+    assert ask(sock, b"flush_all\r\n") == b"OK\r\n"
     assert ask(sock, b"get q\r\n") == b"END\r\n"
     ask(sock, b"set q 0 0 1\r\nc\r\n")
-    assert ask(sock, b"delete q\r\n") == b"END\r\n"
+    assert ask(sock, b"delete q\r\n") == b"DELETED\r\n"
     assert list((tmp_path / "queues").iterdir()) == []
     assert ask(sock, b"get q\r\n") == b"END\r\n"  # a new, empty queue
     sock.close()

@@ -1,9 +1,11 @@
 """A Kestrel-compatible server for engine's queues (``engine queue serve DIR``).
 
-Kestrel's memcache text protocol (``set``, ``get`` with ``/t=``, ``/open``,
+Kestrel 2's memcache text protocol (``set``, ``get`` with ``/t=``, ``/open``,
 ``/close``, ``/abort``, ``/peek``, fanout readers ``<queue>+<reader>``,
-``delete``, ``flush``, ``flush_all``, ``stats``, ``version``) over every queue
-of a directory, on asyncio.  See docs/guide/server.md.
+``monitor``, ``confirm``, ``delete``, the flushes, ``stats``, ``dump_stats``,
+``status``, ``version``, ``reload``, ``shutdown``) over every queue of a
+directory, on asyncio, with Prometheus metrics on request.  See
+docs/guide/server.md.
 """
 
 from __future__ import annotations

@@ -1,29 +1,35 @@
 """One client connection: bytes in, requests out, in order (an asyncio Protocol).
 
 Requests of a connection are served one at a time, in the order they came: while
-one is under way (a set waiting for its fsync, a get waiting for an item, any
-command that runs in the thread pool) the connection is *busy* and what arrives
-stays buffered (reading pauses past 64 KiB).  Requests that can be answered at
-once (a get of an open queue with an item ready, say) are answered from
-``data_received`` without a task; the others run as a task, or (a set) are
-answered by the commit of the batch holding it (:mod:`.queues`).  The server's
-handlers do the work (:mod:`.server`); this class only frames requests and
-replies.
+one is under way (a set waiting for its fsync, a get waiting for an item, a
+monitor streaming items, any command that runs in the thread pool) the
+connection is *busy* and what arrives stays buffered (reading pauses past 64
+KiB).  Requests that can be answered at once (a get of an open queue with an
+item ready, say) are answered from ``data_received`` without a task; the others
+run as a task, or (a set) are answered by the commit of the batch holding it
+(:mod:`.queues`).  The server's handlers do the work (:class:`Service`); this
+class only frames requests and replies, counts them, and keeps the connection's
+open reads (:class:`HeldReads`).
+
+A client that half-closes its socket (``shutdown(SHUT_WR)`` after its last
+request) still gets every reply it is owed: the end of its stream is noted, the
+requests before it are served, and the connection closes once they are
+answered (an unfinished request at the end, a set cut short, is dropped).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.errors import EngineError
 from engine.queue.kestrel import protocol as p
 
 if TYPE_CHECKING:
     from engine.queue.kestrel.queues import OpenQueue
-    from engine.queue.kestrel.server import KestrelServer
 
 log = logging.getLogger("engine.queue.kestrel")
 
@@ -31,20 +37,73 @@ log = logging.getLogger("engine.queue.kestrel")
 PAUSE_AT = 64 * 1024
 
 
+class Limits(Protocol):
+    @property
+    def max_line(self) -> int: ...
+
+    @property
+    def max_item_size(self) -> int: ...
+
+    @property
+    def max_connections(self) -> int: ...
+
+
+class Service(Protocol):
+    """What a connection needs of the server (:class:`~.server.KestrelServer`)."""
+
+    @property
+    def options(self) -> Limits: ...
+
+    #: Kestrel's server counters (``bytes_read``, ``cmd_set``...).
+    counters: dict[str, int]
+    #: Requests by command (:data:`protocol.COMMANDS` and "unknown").
+    requests: dict[str, int]
+    #: Error replies by kind (``ERROR``, ``CLIENT_ERROR``, ``SERVER_ERROR``).
+    errors: dict[str, int]
+
+    def admit(self, conn: Connection) -> bool: ...
+
+    def release(self, conn: Connection) -> None: ...
+
+    def set_request(self, conn: Connection, request: p.SetRequest, block: bytes) -> None: ...
+
+    def get_request(self, conn: Connection, request: p.GetRequest) -> None: ...
+
+    def command(self, conn: Connection, request: p.Request) -> Coroutine[Any, Any, bool | None]: ...
+
+
+class HeldReads:
+    """The reads one connection holds open on one Kestrel name (``q`` or ``q+r``),
+    oldest first: ``(item id, payload bytes)``.  ``/close`` and ``/abort`` take the
+    oldest, ``confirm <queue> <n>`` the ``n`` oldest, as Kestrel."""
+
+    __slots__ = ("items", "reader", "slot")
+
+    def __init__(self, slot: OpenQueue, reader: str) -> None:
+        self.slot = slot
+        self.reader = reader
+        self.items: deque[tuple[int, int]] = deque()
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
 class Connection(asyncio.Protocol):
-    def __init__(self, server: KestrelServer) -> None:
+    def __init__(self, server: Service) -> None:
         self.server = server
         self.transport: asyncio.Transport | None = None
         self.buffer = bytearray()
         self.busy = False
         self.closed = False
         self.paused = False
+        #: The client half-closed: close once what it sent is answered.
+        self.eof = False
         #: Bytes still to drop: the data of a refused set.
         self.discard = 0
         #: The request being served as a task (close() waits for it).
         self.task: asyncio.Task[Any] | None = None
-        #: Open reads: the Kestrel name (``q`` or ``q+r``) -> (queue, reader, item id).
-        self.open: dict[str, tuple[OpenQueue, str, int]] = {}
+        #: Open reads by Kestrel name (``q`` or ``q+r``).
+        self.open: dict[str, HeldReads] = {}
 
     # -- asyncio's side ------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -71,8 +130,13 @@ class Connection(asyncio.Protocol):
             self.paused = True
             self.transport.pause_reading()
 
-    def eof_received(self) -> bool | None:
-        return None  # the transport closes; connection_lost follows
+    def eof_received(self) -> bool:
+        """The client sent its last byte (a half-close, or the first half of a full
+        close): keep the socket open for the replies it is owed."""
+        self.eof = True
+        if not self.busy:
+            self.close()  # everything before the end is answered (pump ran on each read)
+        return True
 
     # -- replies -------------------------------------------------------------------
     def send(self, data: bytes) -> None:
@@ -81,6 +145,7 @@ class Connection(asyncio.Protocol):
             self.transport.write(data)
 
     def close(self) -> None:
+        """Close once the replies written so far are sent (asyncio flushes first)."""
         if not self.closed:
             self.closed = True
             if self.transport is not None:
@@ -89,14 +154,18 @@ class Connection(asyncio.Protocol):
     def refuse(self, exc: BaseException) -> None:
         """Answer a request that failed with ``exc``: its protocol reply, or
         ``SERVER_ERROR`` for a queue's failure; anything else ends the connection."""
+        errors = self.server.errors
         if isinstance(exc, p.ProtocolError):
+            errors[_kind(exc.reply)] += 1
             self.send(exc.reply)
             self.discard = exc.skip
             if exc.fatal:
                 self.close()
         elif isinstance(exc, (EngineError, OSError)):
+            errors["SERVER_ERROR"] += 1
             self.send(p.server_error(str(exc)))
         else:
+            errors["SERVER_ERROR"] += 1
             log.error("connection failed", exc_info=exc)
             self.close()
 
@@ -129,15 +198,19 @@ class Connection(asyncio.Protocol):
             self.transport.resume_reading()
 
     def pump(self) -> None:
-        """Serve the buffered requests, in order, until one must wait."""
+        """Serve the buffered requests, in order, until one must wait; after the
+        client's end of stream, close once nothing is under way."""
         try:
             self._pump()
         except Exception as exc:  # one connection's failure never stops the server
             self.refuse(exc)
+        if self.eof and not self.busy:
+            self.close()
 
     def _pump(self) -> None:
         buffer = self.buffer
         max_line = self.server.options.max_line
+        requests = self.server.requests
         while not self.busy and not self.closed:
             if self.discard:
                 dropped = min(self.discard, len(buffer))
@@ -148,15 +221,17 @@ class Connection(asyncio.Protocol):
             end = buffer.find(b"\n", 0, max_line)
             if end < 0:
                 if len(buffer) >= max_line:
-                    self.send(p.client_error(f"request line over {max_line} bytes").reply)
-                    self.close()
+                    requests["unknown"] += 1
+                    self.refuse(p.client_error(f"request line over {max_line} bytes", fatal=True))
                 return
             try:
                 request = p.parse_line(bytes(buffer[: end + 1]))
             except p.ProtocolError as exc:
                 del buffer[: end + 1]
+                requests[exc.command] += 1
                 self.refuse(exc)
                 continue
+            requests[request.command] += 1
             try:
                 if not self._dispatch(request, end):
                     return  # a set's data is still coming
@@ -189,5 +264,14 @@ class Connection(asyncio.Protocol):
         if isinstance(request, p.GetRequest):
             server.get_request(self, request)
         else:
-            self.spawn(server.simple(self, request))
+            self.spawn(server.command(self, request))
         return True
+
+
+def _kind(reply: bytes) -> str:
+    """The error a reply line is: ``CLIENT_ERROR``, ``SERVER_ERROR`` or ``ERROR``."""
+    if reply.startswith(b"CLIENT_ERROR"):
+        return "CLIENT_ERROR"
+    if reply.startswith(b"SERVER_ERROR"):
+        return "SERVER_ERROR"
+    return "ERROR"

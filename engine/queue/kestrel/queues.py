@@ -49,13 +49,25 @@ from engine.queue.shared import state_name, sync_name
 
 log = logging.getLogger("engine.queue.kestrel")
 
+_READER_COUNTERS = ("age", "transactions", "canceled_transactions", "open_transactions", "open_bytes",
+                    "total_flushes", "waiters")
+
 
 class OpenQueue:
     """One queue the server has open: its readers and Kestrel's counters."""
 
     def __init__(
-        self, queue: Queue, loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor, *, fsync: bool = False
+        self,
+        queue: Queue,
+        loop: asyncio.AbstractEventLoop,
+        pool: ThreadPoolExecutor,
+        *,
+        fsync: bool = False,
+        on_create: Callable[[], None] | None = None,
     ) -> None:
+        """``on_create``: called (in the pool) when a fanout reader is created, a
+        new Kestrel queue (``queue_creates``).  Build it in the pool: it lists the
+        queue's journal files."""
         self.queue = queue
         self.name = queue.name
         self._loop = loop
@@ -69,19 +81,33 @@ class OpenQueue:
         self._fsync = fsync
         self._waiters: set[asyncio.Future[None]] = set()
         self.closed = False
-        # Kestrel's per-queue counters (server lifetime).
-        self.total_items = 0
-        self.total_flushes = 0
-        self.waiting = 0
+        # Kestrel's per-queue figures over the server's life: items put to the queue
+        # (by any producer: the tail's growth), journal files it started.
+        self.tail_at_open = queue.tail_id
+        self.rotations = 0
+        self._files = set(queue.journal_files)
         self.stats_by_reader: dict[str, dict[str, int]] = {}
+        self._on_create = on_create
 
     def counters(self, reader: str) -> dict[str, int]:
-        """The per-reader counters (``age``, transactions...) Kestrel shows per queue."""
+        """The per-reader counters Kestrel shows per queue (a fanout reader is a
+        Kestrel queue of its own): ``age`` (ms the last item taken had waited),
+        ``transactions``, ``canceled_transactions``, ``open_transactions`` and their
+        ``open_bytes``, ``total_flushes``, ``waiters`` (gets waiting now)."""
         found = self.stats_by_reader.get(reader)
         if found is None:
-            found = {"age": 0, "transactions": 0, "canceled_transactions": 0, "open_transactions": 0}
+            found = dict.fromkeys(_READER_COUNTERS, 0)
             self.stats_by_reader[reader] = found
         return found
+
+    def observe_files(self) -> None:
+        """Count the journal files started since the last look (Kestrel's
+        ``journal_rotations``; in the pool: every second, and for ``stats``).  Files
+        are only added at the newest end and retired from the oldest, so each name
+        not seen before is one rotation (by this server or another producer)."""
+        files = set(self.queue.journal_files)
+        self.rotations += len(files - self._files)
+        self._files = files
 
     def reader(self, name: str) -> Reader:
         """Reader ``name`` (opened on first use, in the pool: attaching writes and
@@ -92,9 +118,18 @@ class OpenQueue:
             with self._attach_lock:  # two first gets at once attach it once
                 found = self.readers.get(name)
                 if found is None or found.closed:
+                    new = bool(name) and name not in self.queue.reader_names()
                     found = self.queue.reader(name)
                     self.readers[name] = found
+                    if new and self._on_create is not None:
+                        self._on_create()
         return found
+
+    def drop_reader(self, name: str) -> None:
+        """Forget reader ``name`` and its figures (on the loop, before the pool
+        deletes it with ``queue.remove_reader``)."""
+        self.readers.pop(name, None)
+        self.stats_by_reader.pop(name, None)
 
     async def open_reader(self, name: str) -> Reader:
         """:meth:`reader`, attached in the pool if it is not open yet."""
@@ -130,7 +165,6 @@ class OpenQueue:
         self._settle(batch, results)
 
     def _settle(self, batch: list[Any], ids: list[int | BaseException]) -> None:
-        self.total_items += sum(1 for i in ids if isinstance(i, int))
         for (_, _, done), result in zip(batch, ids, strict=True):
             try:
                 done(result)
@@ -163,16 +197,17 @@ class OpenQueue:
                 future.set_result(None)
 
     async def wait_for_item(
-        self, take: Callable[[], Item | None], wait_ms: int | None, *, looked: bool = False
+        self, take: Callable[[], Item | None], wait_ms: float | None, reader: str, *, looked: bool = False
     ) -> Item | None:
         """``take()`` now (unless the caller just ``looked``), and if nothing came
         and ``wait_ms`` is given, again each time the queue may have a new item,
-        until ``wait_ms`` have passed."""
+        until ``wait_ms`` have passed (counted in ``reader``'s ``waiters``)."""
         item = None if looked else take()
-        if item is not None or not wait_ms or self.closed:
+        if item is not None or not wait_ms or wait_ms <= 0 or self.closed:
             return item
         deadline = time.monotonic() + wait_ms / 1000
-        self.waiting += 1
+        counters = self.counters(reader)
+        counters["waiters"] += 1
         try:
             while True:
                 remaining = deadline - time.monotonic()
@@ -198,13 +233,33 @@ class OpenQueue:
                 if item is not None:
                     return item
         finally:
-            self.waiting -= 1
+            counters["waiters"] -= 1
 
     # -- whole-queue operations (in the pool) ----------------------------------------
+    def has_reader(self, name: str) -> bool:
+        """Whether Kestrel would call ``name`` an existing queue: the reader is open
+        here or has its file, or it is the default reader of a queue with no reader
+        at all (created on first use, it gets every item: the queue's items are
+        its).  In the pool (it lists the directory)."""
+        found = self.readers.get(name)
+        if found is not None and not found.closed:
+            return True
+        names = self.queue.reader_names()
+        return name in names or (name == "" and not names)
+
     def flush_reader(self, name: str) -> int:
         """Confirm every item ``name`` has not been given yet (Kestrel's flush);
         items open on connections stay open.  Returns how many went."""
         return sum(1 for _ in self.reader(name))  # iterating confirms each item
+
+    def flush_expired(self, name: str) -> int:
+        """Drop the expired items at the head of reader ``name`` (Kestrel's
+        ``flush_expired``: a look at the head drops what has expired there, counted
+        in ``expired_items``).  Returns how many went."""
+        reader = self.reader(name)
+        before = reader.expired_count
+        reader.peek()
+        return reader.expired_count - before
 
     def close(self) -> None:
         """Close the queue (readers checkpointed, locks released)."""
