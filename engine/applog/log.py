@@ -232,13 +232,13 @@ class AppendLog(LogView):
             raise ClosedError(f"{self.directory}: append log is closed")
         return writer
 
-    def _fail(self, exc: BaseException) -> None:
-        """Remember the first failure of a write or sync: the files' state is
-        unknown from then on, so every later write raises PoisonedError."""
-        with self._lock:
-            if self._failure is None:
-                self._failure = exc
-            self._state = None  # append refuses from now on (see _refused)
+    def _fail_locked(self, exc: BaseException) -> None:
+        """Remember the first failure of a write or sync (the lock held): the
+        files' state is unknown from then on, so every later write raises
+        PoisonedError."""
+        if self._failure is None:
+            self._failure = exc
+        self._state = None  # append refuses from now on (see _refused)
 
     def _stamp(self, time_ns: int | None) -> int:
         """The time of the next record: ``time_ns`` checked, or the clock (never
@@ -435,7 +435,7 @@ class AppendLog(LogView):
             writer.seal()
             seg = create_segment(self._fs, self.directory, writer.seg.end, self.ttl_ns)
         except BaseException as exc:
-            self._fail(exc)
+            self._fail_locked(exc)
             raise
         self._segments.append(seg)
         self._bases.append(seg.base)
@@ -468,7 +468,7 @@ class AppendLog(LogView):
         try:
             writer.flush()
         except BaseException as exc:
-            self._fail(exc)
+            self._fail_locked(exc)
             raise
 
     def flush(self) -> None:
@@ -483,18 +483,26 @@ class AppendLog(LogView):
             self._sync_files_locked()
 
     def _sync_files_locked(self) -> None:
+        """Flush, then fdatasync (the sync lock held: the lock is taken for the
+        flush only, so appends go on while the disk syncs)."""
         with self._lock:
-            if self._failure is not None:
-                raise PoisonedError(self.directory, self._failure)
-            self._flush_locked()
-            writer = self._writer
-            assert writer is not None
-            self._synced_end = writer.next_index
+            writer = self._flush_for_sync_locked()
         try:
             writer.sync()
         except BaseException as exc:
-            self._fail(exc)
+            with self._lock:
+                self._fail_locked(exc)
             raise
+
+    def _flush_for_sync_locked(self) -> SegmentWriter:
+        """Flush what a sync is to cover (the lock held); the writer to sync."""
+        if self._failure is not None:
+            raise PoisonedError(self.directory, self._failure)
+        self._flush_locked()
+        writer = self._writer
+        assert writer is not None
+        self._synced_end = writer.next_index
+        return writer
 
     def sync(self) -> None:
         """Make every record appended so far durable (whatever the sync mode)."""
@@ -541,7 +549,7 @@ class AppendLog(LogView):
         except BaseException as exc:
             # The in-memory segment list no longer matches the directory: stop
             # writing; reopening lists what is really there.
-            self._fail(exc)
+            self._fail_locked(exc)
             raise
         finally:
             del self._segments[: len(victims)]
@@ -568,14 +576,14 @@ class AppendLog(LogView):
                     break
             if not victims:
                 return 0
-            before = self.first_index
+            before = self._first_locked()
             if victims[-1] is self._segments[-1]:
                 self._roll_locked()  # keep next_index: an empty segment named after it
             self._delete_front(victims)
             self._start = max(self._start, self._segments[0].base)
             # Records hidden earlier by truncate_before() but still on disk went
             # with their segments too; they are not counted again.
-            return self.first_index - before
+            return self._first_locked() - before
 
     def truncate_before(self, index: int) -> int:
         """Drop every record below ``index``; returns how many were dropped.
@@ -586,19 +594,24 @@ class AppendLog(LogView):
         """
         with self._sync_lock, self._lock:
             self._check_writable()
-            first, nxt = self.first_index, self.next_index
+            first, nxt = self._extent_locked()
             if index > nxt:
                 raise ConfigError(f"truncate_before({index}) is past the log's end {nxt}")
             if index <= first:
                 return 0
             # The records up to ``index`` must be durable before the checkpoint that
             # names it, or a crash could leave a start beyond the log's end.
-            self._sync_files_locked()
+            writer = self._flush_for_sync_locked()
+            try:
+                writer.sync()
+            except BaseException as exc:
+                self._fail_locked(exc)
+                raise
             crashpoint("applog.truncate.before-checkpoint")
             try:
                 atomic_write(self._fs, f"{self.directory}/{START_FILE}", b"%d\n" % index)
             except BaseException as exc:
-                self._fail(exc)
+                self._fail_locked(exc)
                 raise
             crashpoint("applog.truncate.after-checkpoint")
             self._start = index

@@ -116,34 +116,37 @@ class LogReader(LogView):
     def refresh(self) -> None:
         """Re-read the directory listing, the start checkpoint and index sizes."""
         with self._lock:
-            self._check_open()
-            fs = self._fs
-            bases = sorted(
-                p[0] for p in map(parse_segment_name, fs.listdir(self.directory)) if p is not None and p[1] == ".log"
-            )
-            known = {s.base: s for s in self._segments}
-            keep: list[Segment] = []
-            for base in bases:
-                seg = known.pop(base, None)
+            self._refresh_locked()
+
+    def _refresh_locked(self) -> None:
+        self._check_open()
+        fs = self._fs
+        bases = sorted(
+            p[0] for p in map(parse_segment_name, fs.listdir(self.directory)) if p is not None and p[1] == ".log"
+        )
+        known = {s.base: s for s in self._segments}
+        keep: list[Segment] = []
+        for base in bases:
+            seg = known.pop(base, None)
+            if seg is None:
+                seg = self._open_segment(base)
                 if seg is None:
-                    seg = self._open_segment(base)
-                    if seg is None:
-                        continue  # deleted between listdir and open
-                keep.append(seg)
-            for gone in known.values():
-                self._index_cache.pop(gone.base, None)
-                gone.close()
-            self._segments = [s for s in self._segments if s.base not in known]
-            try:
-                self._check_segments(keep)
-            except BaseException:
-                # Segments opened here are not yet the reader's: close them (a
-                # reader that keeps refreshing a damaged log must not leak handles).
-                old = {id(s) for s in self._segments}
-                for seg in keep:
-                    if id(seg) not in old:
-                        seg.close()
-                raise
+                    continue  # deleted between listdir and open
+            keep.append(seg)
+        for gone in known.values():
+            self._index_cache.pop(gone.base, None)
+            gone.close()
+        self._segments = [s for s in self._segments if s.base not in known]
+        try:
+            self._check_segments(keep)
+        except BaseException:
+            # Segments opened here are not yet the reader's: close them (a
+            # reader that keeps refreshing a damaged log must not leak handles).
+            old = {id(s) for s in self._segments}
+            for seg in keep:
+                if id(seg) not in old:
+                    seg.close()
+            raise
 
     def _listed(self, path: str) -> bool:
         """Whether ``path`` is in a fresh listing of the log's directory."""
@@ -212,7 +215,7 @@ class LogReader(LogView):
         # Lookups inside the known range need no directory listing: sealed
         # segments never change and the newest only grows.
         if index is None or not self._segments or index >= self._segments[-1].end:
-            self.refresh()
+            self._refresh_locked()
 
     def _open_segment(self, base: int) -> Segment | None:
         """Segment ``base`` with what of its files are there (None: its log is
@@ -449,7 +452,7 @@ class LogReader(LogView):
         newest segment is a note (the writer's next open cuts it), anything else
         an error."""
         with self._lock:
-            self.refresh()
+            self._refresh_locked()
             contents = {}
             for seg in self._segments:
                 idx = seg.idx.read_all() if seg.idx is not None else b""
