@@ -481,9 +481,8 @@ def test_sync_always_returns_each_append_synced(logdir: str) -> None:
     on that path: each append returns only after an fdatasync of the log that
     covers it, while the records stay buffered until then (one write per file a
     sync, not one per append)."""
-    from stress.faults import FaultyFS, OpKind
-
     from engine.fs.osfs import OsFileSystem
+    from stress.faults import FaultyFS, OpKind
 
     fs = FaultyFS(OsFileSystem())
     with AppendLog.open(logdir, sync="always", fs=fs) as log:

@@ -16,7 +16,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -51,6 +52,19 @@ def _fill(log: AppendLog, segments: int) -> None:
         log.append(RECORD)
 
 
+@contextmanager
+def _writer_and_reader(tmp_path: os.PathLike[str]) -> Iterator[tuple[str, HookedFS, AppendLog, LogReader]]:
+    """A writer (every append written out) and a reader on the hooked file
+    system that knows the log's first segment, holding one record."""
+    d = os.path.join(str(tmp_path), "log")
+    fs = HookedFS()
+    with AppendLog.open(d, sync="never", segment_bytes=SEGMENT_BYTES, buffer_bytes=0) as log:
+        log.append(RECORD)
+        with LogReader.open(d, fs=fs) as reader:
+            assert reader.next_index == 1
+            yield d, fs, log, reader
+
+
 def _bases(log: AppendLog) -> list[int]:
     return [s.first_index for s in log.segments()]
 
@@ -69,19 +83,14 @@ def test_a_segment_deleted_between_its_log_and_its_index_is_not_damage(tmp_path:
     writer truncates before C (A and B deleted, logs first).  B's index is then
     missing, after A (known, checked) in the listing: once "expected the index of
     a sealed segment, found no file"."""
-    d = os.path.join(str(tmp_path), "log")
-    fs = HookedFS()
-    with AppendLog.open(d, sync="never", segment_bytes=SEGMENT_BYTES, buffer_bytes=0) as log:
-        log.append(RECORD)
-        with LogReader.open(d, fs=fs) as reader:
-            assert reader.next_index == 1
-            _fill(log, 3)
-            a, b, c = _bases(log)
-            fs.before_open[os.path.basename(idx_path(d, b))] = lambda: log.truncate_before(c)
-            reader.refresh()
-            assert not fs.before_open  # the writer did act at that moment
-            _reads_from(reader, c, log.next_index)
-            assert a == 0 and not os.path.exists(log_path(d, a))
+    with _writer_and_reader(tmp_path) as (d, fs, log, reader):
+        _fill(log, 3)
+        a, b, c = _bases(log)
+        fs.before_open[os.path.basename(idx_path(d, b))] = lambda: log.truncate_before(c)
+        reader.refresh()
+        assert not fs.before_open  # the writer did act at that moment
+        _reads_from(reader, c, log.next_index)
+        assert a == 0 and not os.path.exists(log_path(d, a))
 
 
 def test_a_segment_deleted_between_listing_and_opening_leaves_no_gap(tmp_path: os.PathLike[str]) -> None:
@@ -89,18 +98,13 @@ def test_a_segment_deleted_between_listing_and_opening_leaves_no_gap(tmp_path: o
     them and, before it opens B's log, the writer truncates before C (A and B
     deleted).  A (known, its files open) is then followed by C in the reader's
     list: once "expected a segment starting at index <B> ... found <C>"."""
-    d = os.path.join(str(tmp_path), "log")
-    fs = HookedFS()
-    with AppendLog.open(d, sync="never", segment_bytes=SEGMENT_BYTES, buffer_bytes=0) as log:
-        log.append(RECORD)
-        with LogReader.open(d, fs=fs) as reader:
-            assert reader.next_index == 1
-            _fill(log, 4)
-            _a, b, c, _d = _bases(log)
-            fs.before_open[os.path.basename(log_path(d, b))] = lambda: log.truncate_before(c)
-            reader.refresh()
-            assert not fs.before_open
-            _reads_from(reader, c, log.next_index)
+    with _writer_and_reader(tmp_path) as (d, fs, log, reader):
+        _fill(log, 4)
+        _a, b, c, _d = _bases(log)
+        fs.before_open[os.path.basename(log_path(d, b))] = lambda: log.truncate_before(c)
+        reader.refresh()
+        assert not fs.before_open
+        _reads_from(reader, c, log.next_index)
 
 
 def test_the_newest_listed_segment_deleted_meanwhile_is_not_damage(tmp_path: os.PathLike[str]) -> None:
@@ -109,26 +113,21 @@ def test_the_newest_listed_segment_deleted_meanwhile_is_not_damage(tmp_path: os.
     and truncates before T (A and S deleted).  S, the newest as listed, then has
     records and no index: once "expected a 16-byte IDX header (the log ... holds
     records ...), found no file" (seen by a reader in another process)."""
-    d = os.path.join(str(tmp_path), "log")
-    fs = HookedFS()
-    with AppendLog.open(d, sync="never", segment_bytes=SEGMENT_BYTES, buffer_bytes=0) as log:
-        log.append(RECORD)
-        with LogReader.open(d, fs=fs) as reader:
-            assert reader.next_index == 1
-            _fill(log, 2)
-            _a, s = _bases(log)
+    with _writer_and_reader(tmp_path) as (d, fs, log, reader):
+        _fill(log, 2)
+        _a, s = _bases(log)
 
-            def roll_and_truncate() -> None:
-                _fill(log, 3)
-                log.truncate_before(_bases(log)[-1])
+        def roll_and_truncate() -> None:
+            _fill(log, 3)
+            log.truncate_before(_bases(log)[-1])
 
-            fs.before_open[os.path.basename(idx_path(d, s))] = roll_and_truncate
-            reader.refresh()
-            assert not fs.before_open
-            t = _bases(log)[0]
-            assert reader.first_index == t and not reader.recovery.repaired
-            reader.refresh()
-            _reads_from(reader, t, log.next_index)
+        fs.before_open[os.path.basename(idx_path(d, s))] = roll_and_truncate
+        reader.refresh()
+        assert not fs.before_open
+        t = _bases(log)[0]
+        assert reader.first_index == t and not reader.recovery.repaired
+        reader.refresh()
+        _reads_from(reader, t, log.next_index)
 
 
 def test_expire_while_the_reader_opens_is_not_damage(tmp_path: os.PathLike[str]) -> None:
