@@ -19,7 +19,8 @@ import importlib
 import importlib.util
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import NoReturn
 
 from rich.table import Table
 
@@ -38,6 +39,7 @@ CLI_MODULES = (
     "engine.applog.cli",
     "engine.events.cli",
     "engine.kv.cli",
+    "engine.monitor.cli",
     "engine.spark.cli",
 )
 
@@ -144,12 +146,64 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return status
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line on stderr and exit status 2
+    (``engine queue get: error: argument --count: COUNT must be 1 or more, got 0;
+    engine queue get --help shows the usage``), not argparse's usage block: the
+    rule every ``engine`` error follows.  Sub-commands inherit it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help shows the usage)\n")
+
+
+def count_type(option: str) -> Callable[[str], int]:
+    """An argparse ``type`` for a COUNT: a whole number, 1 or more; the error
+    names ``option`` and what was typed."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+        return value
+
+    return parse
+
+
+def _walk(parser: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """``(command words, parser)`` for ``parser`` and every sub-command's parser under it."""
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _walk(sub, f"{path} {name}".strip())
+
+
+def _settle_commands(parser: argparse.ArgumentParser) -> None:
+    """The rules every sub-command shares, applied once over the whole parser:
+    each command knows its full name (``args.command``: ``"streams serve"``, for
+    its messages), and every option whose placeholder is ``COUNT`` takes a whole
+    number, 1 or more (``--count 0``, ``--limit -1``, ``--scale -5`` are
+    argument errors, exit 2)."""
+    for path, sub in _walk(parser, ""):
+        if not path:
+            continue
+        if not any(isinstance(a, argparse._SubParsersAction) for a in sub._actions):
+            sub.set_defaults(command=path)
+        for action in sub._actions:
+            if action.metavar == "COUNT" and action.type is int:
+                name = action.option_strings[-1] if action.option_strings else action.metavar
+                action.type = count_type(name)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``engine`` parser with every store's subcommands.
 
     Raises :class:`CliModuleImportError` if a store's CLI module does not import.
     """
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="engine",
         description="engine: durable queues, page store, stream journals, append logs "
         "and event journals, with a Spark pipeline over them.",
@@ -186,6 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
         if note is not None:
             commands = ", ".join(sorted(set(sub.choices) - before))
             notes.append(f"{commands}: {note}")
+    _settle_commands(parser)
     if notes:
         parser.epilog = "\n".join(textwrap.fill(n, 78, subsequent_indent="  ") for n in notes)
     return parser
@@ -227,6 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _os_error_text(exc: OSError) -> str:
     """``path: reason`` for an OSError, in the words the OS uses."""
     reason = exc.strerror or str(exc)
+    reason = reason[:1].lower() + reason[1:]  # "permission denied", as the other messages
     if exc.filename is not None:
         target = f" -> {exc.filename2}" if exc.filename2 is not None else ""
         return f"{exc.filename}{target}: {reason}"

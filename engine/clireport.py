@@ -67,6 +67,18 @@ def _json_default(value: object) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
+def parse_port(text: str) -> int:
+    """A TCP port argument: a whole number in 0..65535 (0: any free port).
+    Raises ``argparse.ArgumentTypeError`` saying what was typed (argparse names the option)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0..65535)") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number in 0..65535, got {port}")
+    return port
+
+
 def show_bytes(data: bytes) -> str:
     """``data`` as text when it is UTF-8, else ``0x`` and its hex."""
     try:
@@ -136,7 +148,7 @@ def human_bytes(n: int | None) -> str:
     value = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(value) < 1024 or unit == "TiB":
-            return f"{n} B" if unit == "B" else f"{value:.3g} {unit}"
+            return f"{n} B" if unit == "B" else f"{value:.3g} {unit}" if abs(value) < 1000 else f"{value:.0f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
 

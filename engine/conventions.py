@@ -31,6 +31,9 @@ import math
 import operator
 import os
 import pickle
+import sys
+import threading
+import types
 import warnings
 import weakref
 from collections.abc import Callable
@@ -147,23 +150,35 @@ def datetime_from_ns(ns: int) -> _dt.datetime:
     return _EPOCH + _dt.timedelta(microseconds=ns // 1000)
 
 
+# -- sizes ---------------------------------------------------------------------------
+
+
+def require_byte_counts(**values: object) -> None:
+    """TypeError unless each value (a size in bytes, None allowed) is an int; the
+    message names the argument and what was passed (``size="1M"`` is not a size
+    here: a size is a number, ``1 << 20`` for 1 MiB)."""
+    for what, value in values.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise TypeError(f"{what} must be a whole number of bytes (an int, e.g. 1 << 20 for 1 MiB), "
+                            f"not {type(value).__name__} {value!r}")
+
+
 # -- payloads ------------------------------------------------------------------------
 
 
-def require_bytes(value: object, what: str = "data") -> None:
+def require_bytes(value: object, what: str = "data", *, serializers: bool = True) -> None:
     """TypeError unless ``value`` is bytes-like (bytes, bytearray, memoryview).
     Called where a store already failed on ``value`` (so the check costs nothing
-    on the common path), to replace Python's "can't concat str to bytes"."""
+    on the common path), to replace Python's "can't concat str to bytes".
+    ``serializers``: whether the store takes ``serializer=`` (the message offers
+    it only then; a stream of bytes or a page's bytes do not)."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return
     if isinstance(value, str):
-        raise TypeError(
-            f"{what} must be bytes, not str: encode it ({what}.encode()) or open the store "
-            f'with serializer="json" or serializer="pickle"'
-        )
-    raise TypeError(
-        f"{what} must be bytes, not {type(value).__name__}: open the store with serializer= to store objects"
-    )
+        hint = ' or open the store with serializer="json" or serializer="pickle"' if serializers else ""
+        raise TypeError(f"{what} must be bytes, not str: encode it ({what}.encode()){hint}")
+    hint = ": open the store with serializer= to store objects" if serializers else ""
+    raise TypeError(f"{what} must be bytes, not {type(value).__name__}{hint}")
 
 
 @dataclass(frozen=True)
@@ -257,19 +272,54 @@ def warn_unclosed(owner: object, close: Callable[[], object], what: str) -> weak
     """
 
     pid = os.getpid()
+    opened_at = user_frame_site()
 
     def finish() -> None:
         if os.getpid() != pid:
             return  # a forked child exiting: the object is its parent's to close
-        warnings.warn(f"unclosed {what}: closing it now (use close() or a with block)", ResourceWarning, stacklevel=1)
+        warn_resource(f"unclosed {what}: closing it now (use close() or a with block)", opened_at)
         try:
             close()
         except Exception as exc:
             # A ResourceWarning too (hidden by default, as the first one): a store
             # that failed (poisoned, say) and was never closed fails to close here.
-            warnings.warn(f"closing {what} on exit failed: {exc!r}", ResourceWarning, stacklevel=1)
+            warn_resource(f"closing {what} on exit failed: {exc!r}", opened_at)
 
     return weakref.finalize(owner, finish)
+
+
+#: Where engine's own modules live: frames there are never "the user's line".
+_ENGINE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+#: Standard modules between a collection or interpreter exit and a finalizer.
+_MACHINERY = frozenset(os.path.abspath(m.__file__) for m in (weakref, threading) if m.__file__)
+
+#: A source line: (file name, line number, module name).
+Site = tuple[str, int, str]
+
+
+def user_frame_site() -> Site | None:
+    """The innermost calling line outside engine (and outside the finalizer
+    machinery of :mod:`weakref` and :mod:`threading`): the user's line that
+    opened, dropped or collected a store; None when there is none (interpreter exit)."""
+    frame: types.FrameType | None = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith(_ENGINE_DIR) and os.path.abspath(name) not in _MACHINERY:
+            return name, frame.f_lineno, str(frame.f_globals.get("__name__", "__main__"))
+        frame = frame.f_back
+    return None
+
+
+def warn_resource(message: str, opened_at: Site | None) -> None:
+    """A ResourceWarning at the user's line, as Python's own files give it: the
+    line whose ``del`` or collection dropped the object, or, at interpreter exit
+    (no user line on the stack), the line that opened it."""
+    site = user_frame_site() or opened_at
+    if site is None:
+        warnings.warn(message, ResourceWarning, stacklevel=2)
+        return
+    filename, lineno, module = site
+    warnings.warn_explicit(message, ResourceWarning, filename, lineno, module=module)
 
 
 __all__ = [
@@ -282,8 +332,11 @@ __all__ = [
     "instant_ms",
     "instant_ns",
     "instant_seconds",
+    "require_byte_counts",
     "require_bytes",
     "serializer",
     "timeout_seconds",
+    "user_frame_site",
+    "warn_resource",
     "warn_unclosed",
 ]

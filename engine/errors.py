@@ -6,6 +6,8 @@ can catch one type.  Errors that are about a file say which file and where.
 
 from __future__ import annotations
 
+import queue
+
 
 class EngineError(Exception):
     """Base class of every error engine raises deliberately."""
@@ -98,8 +100,14 @@ class SequenceNumberError(ConfigError):
     """An event batch's sequence numbers do not continue the id's sequence by one."""
 
 
-class FullError(EngineError):
-    """A size limit (items, bytes, file capacity) refuses the write."""
+class FullError(EngineError, queue.Full):
+    """A size limit (items, bytes, file capacity) refuses the write.  A
+    ``queue.Full`` too, for code written against the standard library's queue."""
+
+
+class EmptyError(EngineError, queue.Empty):
+    """No item came (``Queue.get`` without blocking, or past its timeout).  A
+    ``queue.Empty`` too, as ``queue.Queue.get`` raises."""
 
 
 class PoisonedError(EngineError):
@@ -154,6 +162,7 @@ __all__ = [
     "ConfigError",
     "CorruptFileError",
     "DiskFullError",
+    "EmptyError",
     "EngineError",
     "FormatError",
     "FullError",

@@ -35,12 +35,11 @@ from __future__ import annotations
 import copy
 import os
 import threading
-import warnings
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from engine.conventions import warn_unclosed
+from engine.conventions import warn_resource, warn_unclosed
 from engine.errors import ClosedError
 
 _T = TypeVar("_T")
@@ -134,11 +133,11 @@ class ClosedWhenDropped:
         finalizer, what, pid = self._unclosed
         if not finalizer.detach() or os.getpid() != pid:
             return  # closed, or a forked child's copy (its parent's to close)
-        warnings.warn(f"unclosed {what}: closing it now (use close() or a with block)", ResourceWarning, stacklevel=1)
+        warn_resource(f"unclosed {what}: closing it now (use close() or a with block)", None)
         try:
             self.close()
         except Exception as exc:  # a failed (poisoned) store may fail to close: say so, never raise here
-            warnings.warn(f"closing {what} failed: {exc!r}", ResourceWarning, stacklevel=1)
+            warn_resource(f"closing {what} failed: {exc!r}", None)
 
 
 def weak_call(method: Callable[..., Any], *, required: bool = False) -> Callable[..., Any]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from engine.fs.base import FileHandle, FileSystem, OpenMode
+from engine.fs.words import SharedWords
 
 
 class OpKind(StrEnum):
@@ -106,6 +107,9 @@ class FaultyFS(FileSystem):
 
     def exists(self, path: str) -> bool:
         return self.inner.exists(path)
+
+    def is_symlink(self, path: str) -> bool:
+        return self.inner.is_symlink(path)
 
     def isdir(self, path: str) -> bool:
         return self.inner.isdir(path)
@@ -202,8 +206,26 @@ class FaultyHandle(FileHandle):
         cause = exc.__cause__
         return cause if isinstance(cause, OSError) else OSError(errno_mod.EIO, str(exc), self.path)
 
+    @property
+    def supports_range_locks(self) -> bool:  # type: ignore[override]
+        return self._inner.supports_range_locks
+
+    def _raw_lock_range(self, offset: int, length: int, exclusive: bool, blocking: bool) -> bool:
+        return self._inner.lock_range(offset, length, exclusive=exclusive, blocking=blocking)
+
+    def _raw_unlock_range(self, offset: int, length: int) -> None:
+        self._inner.unlock_range(offset, length)
+
+    def _raw_range_locked(self, offset: int, length: int, exclusive: bool) -> bool:
+        return self._inner.range_locked(offset, length, exclusive=exclusive)
+
     def _raw_lock(self, exclusive: bool, blocking: bool) -> None:
         self._inner.lock(exclusive=exclusive, blocking=blocking)
+
+    def _raw_map_words(self, count: int) -> SharedWords:
+        # Stores to mapped words are memory stores: a disk fault never fails one
+        # (the file's blocks were written when it was mapped).
+        return self._inner.map_words(count)
 
     def _raw_unlock(self) -> None:
         self._inner.unlock()

@@ -49,6 +49,7 @@ from typing import Any
 TARGETS = {
     "queue": "engine.queue._native",
     "queue_columns": "engine.queue._native",
+    "queue_put": "engine.queue._native",
     "events": "engine.events._native",
     "kv": "engine.kv._native",
     "applog": "engine.applog._native",
@@ -123,6 +124,34 @@ def queue_columns_target() -> Callable[[bytes], None]:
         ]
         if got[0] != got[1]:
             raise AssertionError(f"queue decode_columns twins differ on {data.hex()}: {got[0]} != {got[1]}")
+
+    return one
+
+
+def queue_put_target() -> Callable[[bytes], None]:
+    """encode_put(xid, add_time, data, expire_time, error_count) on both twins:
+    ints anywhere in (and past) their fields' ranges, an expiry or None, data as
+    bytes or not (the same record, or the same error)."""
+    from engine.queue import codec
+
+    native = importlib.import_module(TARGETS["queue_put"])
+
+    def one(data: bytes) -> None:
+        src = _Input(data)
+        wide = src.small(0, 3)  # 0: in range; 1-3: wider than the fields (i64 plus a bit)
+        xid = src.number(8) if wide == 0 else src.number(9)
+        add = src.number(8 if wide < 2 else 9)
+        expire = None if src.small(0, 1) else src.number(8 if wide < 3 else 9)
+        errors = src.number(4 if wide == 0 else 5)
+        payload: Any = src.rest()
+        if src.small(0, 7) == 0:
+            payload = payload.decode("latin-1")  # not bytes: both refuse it the same way
+        got = [
+            _outcome(lambda e=encode: e(xid, add, payload, expire, errors))  # type: ignore[misc]
+            for encode in (codec.encode_put, native.encode_put)
+        ]
+        if got[0] != got[1]:
+            raise AssertionError(f"queue encode_put twins differ on {data.hex()}: {got[0]} != {got[1]}")
 
     return one
 
@@ -276,6 +305,7 @@ def applog_target() -> Callable[[bytes], None]:
 BUILDERS = {
     "queue": queue_target,
     "queue_columns": queue_columns_target,
+    "queue_put": queue_put_target,
     "events": events_target,
     "kv": kv_target,
     "applog": applog_target,

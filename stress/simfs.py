@@ -443,8 +443,20 @@ class SimFileHandle(FileHandle):
     def _raw_unlock(self) -> None:
         self._fs._drop_lock(self, self._ino)
 
+    supports_range_locks = True
+
+    def _raw_lock_range(self, offset: int, length: int, exclusive: bool, blocking: bool) -> bool:
+        return self._fs._take_range(self, self._ino, offset, length, exclusive, blocking)
+
+    def _raw_unlock_range(self, offset: int, length: int) -> None:
+        self._fs._drop_range(self, self._ino, offset, offset + length)
+
+    def _raw_range_locked(self, offset: int, length: int, exclusive: bool) -> bool:
+        return self._fs._range_conflict(self, self._ino, offset, offset + length, exclusive)
+
     def _raw_close(self) -> None:
         self._fs._drop_lock(self, self._ino)
+        self._fs._drop_range(self, self._ino, 0, None)
 
 
 class SimFS(FileSystem):
@@ -457,6 +469,8 @@ class SimFS(FileSystem):
         self._trace: list[Event] = []
         self._next_ino = 1
         self._locks: dict[int, tuple[str, set[SimFileHandle]]] = {}
+        #: Byte-range locks per inode: (holder, start, end, exclusive), like OFD locks.
+        self._ranges: dict[int, list[tuple[SimFileHandle, int, int, bool]]] = {}
         self._base: tuple[dict[str, bytes], set[str]] = ({}, {"/"})
         self.last_stats: CrashStats | None = None
 
@@ -623,6 +637,44 @@ class SimFS(FileSystem):
                 self._locks[ino] = (entry[0], holders)
             else:
                 del self._locks[ino]
+            self._lock_changed.notify_all()
+
+    # -- byte-range locks (advisory, per handle, like Linux's OFD locks) ------------------------
+    def _range_conflict(self, handle: SimFileHandle, ino: int, start: int, end: int, exclusive: bool) -> bool:
+        with self._lock:
+            return any(
+                holder is not handle and lo < end and start < hi and (exclusive or held_x)
+                for holder, lo, hi, held_x in self._ranges.get(ino, ())
+            )
+
+    def _take_range(
+        self, handle: SimFileHandle, ino: int, offset: int, length: int, exclusive: bool, blocking: bool
+    ) -> bool:
+        end = offset + length
+        with self._lock_changed:
+            while self._range_conflict(handle, ino, offset, end, exclusive):
+                if not blocking:
+                    return False
+                self._lock_changed.wait()
+            self._drop_range(handle, ino, offset, end)  # a new lock replaces this handle's own there
+            self._ranges.setdefault(ino, []).append((handle, offset, end, exclusive))
+            return True
+
+    def _drop_range(self, handle: SimFileHandle, ino: int, start: int, end: int | None) -> None:
+        with self._lock_changed:
+            kept: list[tuple[SimFileHandle, int, int, bool]] = []
+            for holder, lo, hi, held_x in self._ranges.get(ino, ()):
+                if holder is not handle or hi <= start or (end is not None and end <= lo):
+                    kept.append((holder, lo, hi, held_x))
+                    continue
+                if lo < start:
+                    kept.append((holder, lo, start, held_x))
+                if end is not None and end < hi:
+                    kept.append((holder, end, hi, held_x))
+            if kept:
+                self._ranges[ino] = kept
+            else:
+                self._ranges.pop(ino, None)
             self._lock_changed.notify_all()
 
     # -- snapshots -----------------------------------------------------------------------

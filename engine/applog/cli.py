@@ -13,12 +13,14 @@ user types (``2026-11-24T01:00``, seconds since the epoch, ``...ns``).
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
 from typing import Any
 
 from rich.table import Table
 
-from engine.applog.log import AppendLog
+from engine.applog.log import LOCK_FILE, AppendLog
 from engine.applog.reader import LogReader
 from engine.applog.segment import Record
 from engine.clireport import (
@@ -63,8 +65,19 @@ def _print(rec: Record, args: argparse.Namespace) -> None:
           flush=True)
 
 
+def _open(directory: str) -> LogReader:
+    """A reader of the append log in ``directory``; "no such append log" (exit 1)
+    for a directory that holds none: an empty or unrelated directory is not an
+    empty log (a log's writer leaves its lock file there from its first open)."""
+    reader = LogReader.open(directory)
+    if not reader.segments() and not os.path.exists(os.path.join(directory, LOCK_FILE)):
+        reader.close()
+        raise FileNotFoundError(errno.ENOENT, "no such append log (no segments, no lock file)", directory)
+    return reader
+
+
 def _cmd_stats(args: argparse.Namespace) -> int:
-    with LogReader.open(args.dir) as reader:
+    with _open(args.dir) as reader:
         stats = reader.stats()
         segs = reader.segments()
     rows: list[dict[str, Any]] = [
@@ -100,7 +113,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 
 
 def _cmd_tail(args: argparse.Namespace) -> int:
-    with LogReader.open(args.dir) as reader:
+    with _open(args.dir) as reader:
         end = reader.next_index
         for rec in reader.scan(max(reader.first_index, end - args.n), end):
             _print(rec, args)
@@ -111,7 +124,7 @@ def _cmd_tail(args: argparse.Namespace) -> int:
 
 
 def _cmd_get(args: argparse.Namespace) -> int:
-    with LogReader.open(args.dir) as reader:
+    with _open(args.dir) as reader:
         try:
             rec = reader.get(args.index)
         except IndexError as exc:
@@ -122,7 +135,7 @@ def _cmd_get(args: argparse.Namespace) -> int:
 
 
 def _cmd_between(args: argparse.Namespace) -> int:
-    with LogReader.open(args.dir) as reader:
+    with _open(args.dir) as reader:
         for rec in reader.between(start_ns=args.t0, end_ns=args.t1):
             _print(rec, args)
     return 0

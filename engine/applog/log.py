@@ -73,6 +73,7 @@ from engine.fs import (
     atomic_write,
     crashpoint,
     make_dirs,
+    no_such,
     resolve,
     take_lock,
 )
@@ -182,7 +183,7 @@ class AppendLog(LogView):
         if create:
             make_dirs(fsys, self.directory)
         elif not fsys.isdir(self.directory):
-            raise FileNotFoundError(f"{self.directory}: no such append log directory")
+            raise no_such(fsys, self.directory, "append log directory")
         self._held = take_lock(
             fsys, f"{self.directory}/{LOCK_FILE}", wait=lock_wait, what="writer lock of the append log"
         )

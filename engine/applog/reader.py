@@ -62,7 +62,7 @@ from engine.applog.segment import Segment, crc_path, idx_path, log_path, no_file
 from engine.applog.view import START_FILE, LogView, parse_start, read_headers
 from engine.conventions import serializer as parse_serializer
 from engine.errors import CorruptFileError, FormatError
-from engine.fs import FileHandle, FileSystem, OpenMode, RecoveryReport, as_path, probe_lock, resolve
+from engine.fs import FileHandle, FileSystem, OpenMode, RecoveryReport, as_path, no_such, probe_lock, resolve
 
 log = logging.getLogger("engine.applog")
 
@@ -101,7 +101,7 @@ class LogReader(LogView):
         decoded = record_class(parse_serializer(serializer))
         fsys = resolve(fs)
         if not fsys.isdir(directory):
-            raise FileNotFoundError(f"{directory}: no such append log directory")
+            raise no_such(fsys, directory, "append log directory")
         self = cls(fsys, directory)
         self._decoded = decoded
         try:

@@ -103,6 +103,7 @@ from engine.fs import (
     as_path,
     crashpoint,
     make_dirs,
+    no_such,
     resolve,
     take_lock,
 )
@@ -232,10 +233,10 @@ class EventJournal(ClosedWhenDropped):
         meta_path = join(directory, META_NAME)
         if not fs.isdir(directory):
             if not create:
-                raise ConfigError(f"{directory}: no such journal directory")
+                raise no_such(fs, directory, "event journal")
             make_dirs(fs, directory)
         elif not create and not fs.exists(data_path) and not fs.exists(meta_path):
-            raise ConfigError(f"{directory}: no event journal here (create=False)")
+            raise no_such(fs, directory, "event journal", probe=meta_path)
         lock = take_lock(fs, join(directory, LOCK_NAME), what="writer lock of the event journal")
         try:
             data, meta = open_files(fs, directory, data_path, meta_path, create)
@@ -287,9 +288,11 @@ class EventJournal(ClosedWhenDropped):
         codec = parse_serializer(serializer)
         data_path = join(directory, DATA_NAME)
         meta_path = join(directory, META_NAME)
-        for path in (meta_path, data_path):
-            if not fs.exists(path):
-                raise ConfigError(f"{directory}: not an event journal ({path} is missing)")
+        missing = [path for path in (meta_path, data_path) if not fs.exists(path)]
+        if len(missing) == 2:  # nothing of a journal there (or no permission to look)
+            raise no_such(fs, directory, "event journal", probe=meta_path if fs.isdir(directory) else None)
+        if missing:
+            raise ConfigError(f"{directory}: not an event journal ({missing[0]} is missing)")
         data = fs.open(data_path, OpenMode.READ)
         try:
             meta = fs.open(meta_path, OpenMode.READ)

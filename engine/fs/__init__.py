@@ -33,7 +33,7 @@ from engine.fs.durable import (
 )
 from engine.fs.lock import GatedLock, HeldLock, lock_handle, probe_lock, take_lock
 from engine.fs.osfs import OsFileSystem
-from engine.fs.paths import as_path
+from engine.fs.paths import as_path, no_such
 from engine.fs.recovery import RecoveryAction, RecoveryReport
 from engine.fs.words import SharedWords
 
@@ -71,6 +71,7 @@ __all__ = [
     "get_crashpoint_hook",
     "lock_handle",
     "make_dirs",
+    "no_such",
     "parent_dir",
     "probe_lock",
     "resolve",

@@ -21,12 +21,14 @@ from __future__ import annotations
 import errno
 import functools
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from enum import StrEnum
 from types import TracebackType
 
 from engine.errors import ClosedError, DiskFullError, PoisonedError
+from engine.fs import timing
 from engine.fs.words import WORD, FileWords, SharedWords
 
 #: errno values that mean "the file system is full" (reported as DiskFullError).
@@ -104,16 +106,16 @@ class FileHandle(ABC):
     @abstractmethod
     def _raw_close(self) -> None: ...
 
-    #: Whether this handle offers one-byte range locks (:meth:`lock_range`).
+    #: Whether this handle offers byte-range locks (:meth:`lock_range`).
     supports_range_locks = False
 
-    def _raw_lock_range(self, offset: int, exclusive: bool, blocking: bool) -> bool:
+    def _raw_lock_range(self, offset: int, length: int, exclusive: bool, blocking: bool) -> bool:
         raise NotImplementedError(f"{type(self).__name__} has no range locks")
 
-    def _raw_unlock_range(self, offset: int) -> None:
+    def _raw_unlock_range(self, offset: int, length: int) -> None:
         raise NotImplementedError(f"{type(self).__name__} has no range locks")
 
-    def _raw_range_locked(self, offset: int, exclusive: bool) -> bool:
+    def _raw_range_locked(self, offset: int, length: int, exclusive: bool) -> bool:
         raise NotImplementedError(f"{type(self).__name__} has no range locks")
 
     # -- public API ---------------------------------------------------------------
@@ -271,10 +273,12 @@ class FileHandle(ABC):
         and raises :class:`PoisonedError`, as a failed sync does.
         """
         self._check_writable()
+        started = time.perf_counter()
         try:
             self._raw_write_durable(offset, parts)
         except OSError as exc:
             raise self._failed(exc, "durable write") from exc
+        timing.record(self.path, time.perf_counter() - started)
         if self._end is not None:  # only handles that append track their end
             end = offset + sum(map(len, parts))
             if end > self._end:
@@ -294,10 +298,12 @@ class FileHandle(ABC):
             raise self._poisoned_error()
         if not self.writable:
             return  # a read-only handle has written nothing to make durable
+        started = time.perf_counter()
         try:
             self._raw_sync(data_only)
         except OSError as exc:
             raise self._failed(exc, "fsync") from exc
+        timing.record(self.path, time.perf_counter() - started)
 
     def lock(self, *, exclusive: bool = True, blocking: bool = False) -> None:
         """Take an advisory lock on the file (raises LockedError if not blocking)."""
@@ -308,28 +314,35 @@ class FileHandle(ABC):
         self._check_open()
         self._raw_unlock()
 
-    # Range locks: advisory locks of the one byte at ``offset``, held by this
-    # handle (its open file description), released by :meth:`unlock_range`, by
-    # closing it, or by the death of the process.  Each byte is a lock of its own,
-    # so one file can hold many (the queue's competing consumers claim each open
-    # item by its id).  Only where :attr:`supports_range_locks`.
+    # Range locks: advisory locks of the bytes ``[offset, offset + length)``,
+    # held by this handle (its open file description), released by
+    # :meth:`unlock_range`, by closing it, or by the death of the process.  Each
+    # byte is a lock of its own (a range is taken or refused whole, and released
+    # in any pieces), so one file can hold many: the queue's consumers claim the
+    # items they deliver by their ids.  Only where :attr:`supports_range_locks`.
 
-    def lock_range(self, offset: int, *, exclusive: bool = True, blocking: bool = False) -> bool:
-        """Lock the byte at ``offset``; without ``blocking``, False when another
-        handle holds a conflicting lock (nothing taken), else True."""
+    def lock_range(self, offset: int, length: int = 1, *, exclusive: bool = True, blocking: bool = False) -> bool:
+        """Lock the bytes ``[offset, offset + length)``; without ``blocking``, False
+        when another handle holds a conflicting lock on any of them (nothing
+        taken), else True."""
         self._check_open()
-        return self._raw_lock_range(offset, exclusive, blocking)
+        if offset < 0 or length < 1:
+            raise ValueError(f"lock_range: offset {offset} and length {length} must be >= 0 and >= 1")
+        return self._raw_lock_range(offset, length, exclusive, blocking)
 
-    def unlock_range(self, offset: int) -> None:
-        """Release this handle's lock of the byte at ``offset`` (none held: no-op)."""
+    def unlock_range(self, offset: int, length: int = 1) -> None:
+        """Release this handle's locks of the bytes ``[offset, offset + length)``
+        (bytes it does not hold: no-op)."""
         self._check_open()
-        self._raw_unlock_range(offset)
+        if offset < 0 or length < 1:
+            raise ValueError(f"unlock_range: offset {offset} and length {length} must be >= 0 and >= 1")
+        self._raw_unlock_range(offset, length)
 
-    def range_locked(self, offset: int, *, exclusive: bool = True) -> bool:
-        """Whether another handle holds a lock of the byte at ``offset`` that
-        would conflict with taking it (``exclusive`` or shared) now."""
+    def range_locked(self, offset: int, length: int = 1, *, exclusive: bool = True) -> bool:
+        """Whether another handle holds a lock on any byte of ``[offset, offset +
+        length)`` that would conflict with taking it (``exclusive`` or shared) now."""
         self._check_open()
-        return self._raw_range_locked(offset, exclusive)
+        return self._raw_range_locked(offset, length, exclusive)
 
     def map_words(self, count: int) -> SharedWords:
         """``count`` u32 words at the start of this file that every process (and
@@ -339,8 +352,12 @@ class FileHandle(ABC):
         self._check_open()
         if count <= 0:
             raise ValueError(f"map_words: count must be at least 1, not {count}")
-        if self.size() < count * WORD.size:
-            self.truncate(count * WORD.size)  # (only ever grows: others may use the words)
+        size = self.size()
+        if size < count * WORD.size:
+            # Written, not truncated up: the blocks are allocated now (a full disk
+            # is a DiskFullError here, not a SIGBUS at a later store through the
+            # mapping).  Only ever grows: others may use the words.
+            self.write_at(size, bytes(count * WORD.size - size))
         return self._raw_map_words(count)
 
     def _raw_map_words(self, count: int) -> SharedWords:
@@ -428,6 +445,14 @@ class FileSystem(ABC):
     @abstractmethod
     def isdir(self, path: str) -> bool: ...
 
+    def lookup_error(self, path: str) -> OSError | None:
+        """Why ``path`` cannot be looked at, other than its absence (a directory on
+        the way without search permission, say), or None.  :meth:`exists` and
+        :meth:`isdir` answer False in both cases; this tells them apart, so a
+        message can say "permission denied" rather than "no such file".  (A file
+        system without permissions, as the simulated ones, has nothing to say.)"""
+        return None
+
     @abstractmethod
     def listdir(self, path: str) -> list[str]:
         """Names in directory ``path``, sorted."""
@@ -458,6 +483,13 @@ class FileSystem(ABC):
     @abstractmethod
     def mtime_ns(self, path: str) -> int:
         """Modification time, used by readers to notice a file changed."""
+
+    def is_symlink(self, path: str) -> bool:
+        """Whether ``path`` is a symbolic link (dangling or not).  A store's own
+        files are never links: a link where one belongs is reported as damage
+        (a dangling one reads as a missing file).  Simulated file systems have
+        no links."""
+        return False
 
     def lock_holders(self, path: str) -> list[int] | None:
         """The process ids holding a lock on ``path`` now, as far as the system

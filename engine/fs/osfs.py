@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import struct
 import sys
 import threading
@@ -197,25 +198,25 @@ class OsFileHandle(FileHandle):
         and struct.calcsize("P") == 8
     )
 
-    def _range_op(self, command: int, kind: int, offset: int) -> bytes:
-        return fcntl.fcntl(self._fd, command, _FLOCK.pack(kind, os.SEEK_SET, offset, 1, 0))  # type: ignore[no-any-return]
+    def _range_op(self, command: int, kind: int, offset: int, length: int) -> bytes:
+        return fcntl.fcntl(self._fd, command, _FLOCK.pack(kind, os.SEEK_SET, offset, length, 0))  # type: ignore[no-any-return]
 
-    def _raw_lock_range(self, offset: int, exclusive: bool, blocking: bool) -> bool:
+    def _raw_lock_range(self, offset: int, length: int, exclusive: bool, blocking: bool) -> bool:
         kind = fcntl.F_WRLCK if exclusive else fcntl.F_RDLCK
         try:
-            self._range_op(fcntl.F_OFD_SETLKW if blocking else fcntl.F_OFD_SETLK, kind, offset)
+            self._range_op(fcntl.F_OFD_SETLKW if blocking else fcntl.F_OFD_SETLK, kind, offset, length)
         except OSError as exc:
             if exc.errno in (errno.EAGAIN, errno.EACCES):
                 return False
             raise
         return True
 
-    def _raw_unlock_range(self, offset: int) -> None:
-        self._range_op(fcntl.F_OFD_SETLK, fcntl.F_UNLCK, offset)
+    def _raw_unlock_range(self, offset: int, length: int) -> None:
+        self._range_op(fcntl.F_OFD_SETLK, fcntl.F_UNLCK, offset, length)
 
-    def _raw_range_locked(self, offset: int, exclusive: bool) -> bool:
+    def _raw_range_locked(self, offset: int, length: int, exclusive: bool) -> bool:
         kind = fcntl.F_WRLCK if exclusive else fcntl.F_RDLCK
-        raw = self._range_op(fcntl.F_OFD_GETLK, kind, offset)
+        raw = self._range_op(fcntl.F_OFD_GETLK, kind, offset, length)
         return bool(_FLOCK.unpack(raw)[0] != fcntl.F_UNLCK)
 
     def _raw_map_words(self, count: int) -> SharedWords:
@@ -232,13 +233,30 @@ class OsFileSystem(FileSystem):
     def open(self, path: str, mode: OpenMode | str = OpenMode.READ) -> FileHandle:
         mode = OpenMode(mode)
         fd = os.open(path, _FLAGS[mode] | getattr(os, "O_CLOEXEC", 0), 0o644)
+        if mode is OpenMode.READ and stat.S_ISDIR(os.fstat(fd).st_mode):
+            # POSIX opens a directory for reading; its first read would fail with
+            # an EISDIR that names no path.  Fail here, naming it.
+            os.close(fd)
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
         return OsFileHandle(path, fd, writable=mode is not OpenMode.READ)
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
 
+    def lookup_error(self, path: str) -> OSError | None:
+        try:
+            os.stat(path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return exc
+        return None
+
     def isdir(self, path: str) -> bool:
         return os.path.isdir(path)
+
+    def is_symlink(self, path: str) -> bool:
+        return os.path.islink(path)
 
     def listdir(self, path: str) -> list[str]:
         return sorted(os.listdir(path))

@@ -8,7 +8,12 @@ inside).  The stores then work with ``str`` paths only.
 
 from __future__ import annotations
 
+import errno
 import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine.fs.base import FileSystem
 
 
 def as_path(path: object, what: str = "path") -> str:
@@ -22,3 +27,21 @@ def as_path(path: object, what: str = "path") -> str:
             return value
         raise TypeError(f"{what} must be a str or a text path, not a bytes path {path!r}")
     raise TypeError(f"{what} must be a str or an os.PathLike (e.g. pathlib.Path), not {type(path).__name__}")
+
+
+def no_such(fs: FileSystem, path: str, what: str, probe: str | None = None) -> OSError:
+    """The error for a store that is not at ``path``, in the OS's own terms.
+
+    ``FileNotFoundError`` ("PATH: no such <what>") when nothing is there; when
+    the path cannot be looked at (a directory on the way without search
+    permission, say), the real error instead, so a permission problem is called
+    "permission denied", never "no such file" (``exists`` and ``isdir`` answer
+    False for both).  ``probe``: the file whose absence means no store (default
+    ``path`` itself).
+    """
+    error = fs.lookup_error(probe or path)
+    if error is not None:
+        if error.filename is None:
+            error.filename = probe or path
+        return error
+    return FileNotFoundError(errno.ENOENT, f"no such {what}", path)

@@ -103,6 +103,20 @@ class SharedWords(ABC):
     def set64(self, index: int, value: int) -> None:
         """Store the u64 ``value`` in words ``index`` and ``index + 1`` at once."""
 
+    def _check_bytes(self, offset: int, size: int) -> None:
+        if offset < 0 or size < 0 or offset + size > self.count * WORD.size:
+            raise IndexError(f"bytes {offset}..{offset + size} of {self.count * WORD.size}")
+
+    @abstractmethod
+    def read_bytes(self, offset: int, size: int) -> bytes:
+        """``size`` bytes of the words from byte ``offset`` as they are now (a
+        record several words long; nothing makes it atomic: its users check it,
+        e.g. with a checksum, as the queue's state record does)."""
+
+    @abstractmethod
+    def write_bytes(self, offset: int, data: bytes) -> None:
+        """Store ``data`` at byte ``offset`` of the words."""
+
     @abstractmethod
     def wait(self, index: int, expected: int, timeout: float) -> None:
         """Sleep while the word holds ``expected``, at most ``timeout`` seconds.
@@ -144,6 +158,14 @@ class MappedWords(SharedWords):
     def set64(self, index: int, value: int) -> None:
         self._check64(index)
         self._doubles[index // 2] = value & 0xFFFFFFFFFFFFFFFF
+
+    def read_bytes(self, offset: int, size: int) -> bytes:
+        self._check_bytes(offset, size)
+        return self._map[offset : offset + size]
+
+    def write_bytes(self, offset: int, data: bytes) -> None:
+        self._check_bytes(offset, len(data))
+        self._map[offset : offset + len(data)] = data
 
     def wait(self, index: int, expected: int, timeout: float) -> None:
         self._check(index)
@@ -203,6 +225,15 @@ class FileWords(SharedWords):
     def set64(self, index: int, value: int) -> None:
         self._check64(index)
         self._store(index, DOUBLE, value)
+
+    def read_bytes(self, offset: int, size: int) -> bytes:
+        self._check_bytes(offset, size)
+        raw = self._handle.read_at(offset, size)
+        return raw + bytes(size - len(raw))  # short file: zeros
+
+    def write_bytes(self, offset: int, data: bytes) -> None:
+        self._check_bytes(offset, len(data))
+        self._handle.write_at(offset, data)
 
     def wait(self, index: int, expected: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout

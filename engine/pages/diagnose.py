@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from engine.clireport import human_size
 from engine.errors import CorruptFileError, PageError
-from engine.fs import FileSystem, OpenMode
+from engine.fs import FileSystem, OpenMode, no_such
 from engine.pages import codec, store_codec
 from engine.pages import sums as sums_module
 from engine.pages.journal import JOURNAL_SUFFIX, JournalScan, journal_path, scan, scan_if_idle
@@ -229,6 +229,8 @@ def file_stats(fs: FileSystem, path: str) -> dict[str, object]:
         out["bytes"] = size
         out["entries"] = max(0, (size - store_codec.SUMS_HEADER_SIZE) // store_codec.SUM.size)
         return out
+    if not fs.exists(path) and not (fs.exists(spath) or fs.exists(jpath)):
+        raise no_such(fs, path, "page store")
     if path.endswith(JOURNAL_SUFFIX) or not fs.exists(spath):
         out["kind"] = "journal"
     else:

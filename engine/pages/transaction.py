@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol
 
+from engine.conventions import require_bytes
 from engine.errors import ClosedError, CorruptFileError
 from engine.pages import codec, store_codec
 from engine.pages.storefile import PageError, check_live, slice_page
@@ -239,6 +240,8 @@ class Transaction:
             self._check_state()
             check_live(self.path, page, self.page_count, True, self.ps)  # freed by this transaction
         ps = self.ps
+        if type(data) is not bytes:
+            require_bytes(data, "data", serializers=False)  # a str: say so (not "without an encoding")
         end = offset + len(data)
         if offset < 0 or end > ps:
             raise PageError(

@@ -1,7 +1,7 @@
 /* The compiled twins of engine.queue.codec.decode_batch (the readers' hot loop), of
  * engine.queue.codec.decode_columns (the batch readers' columnar decode: the Spark
- * queue source) and of engine.queue.codec.encode_check (the writer's CRC of each
- * write).
+ * queue source), of engine.queue.codec.encode_check (the writer's CRC of each
+ * write) and of engine.queue.codec.encode_put (the writer's PUT of each item).
  *
  * Each replaces one pure codec function, chosen once per process at import by
  * engine.queue.segments (engine.native.load); the Python function is the reference
@@ -495,6 +495,78 @@ encode_check(PyObject *self, PyObject *arg)
     return PyBytes_FromStringAndSize((const char *)out, sizeof out);
 }
 
+/* encode_put(xid, add_time, data, expire_time=None, error_count=0): one PUT record,
+ * exactly as engine.queue.codec.encode_put (0x86, or 0x88 with an expiry; the
+ * layouts above): the writer's encoder of every put.  Anything off its common path
+ * (keywords, a data object that is not bytes, an int out of its field's range, an
+ * id <= 0, another type) goes to the reference, for its result or its error. */
+static PyObject *
+reference_encode_put(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *codec = PyImport_ImportModule("engine.queue.codec");
+    if (codec == NULL)
+        return NULL;
+    PyObject *fn = PyObject_GetAttrString(codec, "encode_put");
+    Py_DECREF(codec);
+    if (fn == NULL)
+        return NULL;
+    PyObject *result = PyObject_Vectorcall(fn, args, (size_t)nargs, kwnames);
+    Py_DECREF(fn);
+    return result;
+}
+
+static int
+small_long(PyObject *obj, long long low, long long high, long long *out)
+{
+    if (!PyLong_CheckExact(obj))
+        return 0;
+    int overflow = 0;
+    long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (overflow || (value == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (value < low || value > high)
+        return 0;
+    *out = value;
+    return 1;
+}
+
+static void
+put_le(unsigned char *at, unsigned long long value, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        at[i] = (unsigned char)(value >> (8 * i));
+}
+
+static PyObject *
+encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (kwnames != NULL || nargs < 3 || nargs > 5 || !PyBytes_CheckExact(args[2]))
+        return reference_encode_put(args, nargs, kwnames);
+    long long xid, add_time, expire = 0, errors = 0;
+    int has_expiry = nargs >= 4 && args[3] != Py_None;
+    const Py_ssize_t size = PyBytes_GET_SIZE(args[2]);
+    if (!small_long(args[0], 1, INT64_MAX, &xid) || !small_long(args[1], INT64_MIN, INT64_MAX, &add_time) ||
+        (has_expiry && !small_long(args[3], INT64_MIN, INT64_MAX, &expire)) ||
+        (nargs == 5 && !small_long(args[4], INT32_MIN, INT32_MAX, &errors)) || size > INT32_MAX)
+        return reference_encode_put(args, nargs, kwnames);
+    const Py_ssize_t head = has_expiry ? 33 : 25;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, head + size);
+    if (out == NULL)
+        return NULL;
+    unsigned char *at = (unsigned char *)PyBytes_AS_STRING(out);
+    at[0] = has_expiry ? 0x88 : 0x86;
+    put_le(at + 1, (unsigned long long)size, 4);
+    put_le(at + 5, (unsigned long long)errors, 4);
+    put_le(at + 9, (unsigned long long)xid, 8);
+    put_le(at + 17, (unsigned long long)add_time, 8);
+    if (has_expiry)
+        put_le(at + 25, (unsigned long long)expire, 8);
+    memcpy(at + head, PyBytes_AS_STRING(args[2]), (size_t)size);
+    return out;
+}
+
 static PyMethodDef module_methods[] = {
     {"decode_batch", (PyCFunction)(void (*)(void))decode_batch, METH_VARARGS | METH_KEYWORDS,
      "decode_batch(buf, pos, out, crc=None, covered=0, *, max_records=4096): "
@@ -504,11 +576,14 @@ static PyMethodDef module_methods[] = {
      "the compiled twin of engine.queue.codec.decode_columns."},
     {"encode_check", encode_check, METH_O,
      "encode_check(records): the compiled twin of engine.queue.codec.encode_check."},
+    {"encode_put", (PyCFunction)(void (*)(void))encode_put, METH_FASTCALL | METH_KEYWORDS,
+     "encode_put(xid, add_time, data, expire_time=None, error_count=0): "
+     "the compiled twin of engine.queue.codec.encode_put."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "engine.queue._native", "Compiled twins of engine.queue.codec.decode_batch, decode_columns and encode_check.", -1,
+    PyModuleDef_HEAD_INIT, "engine.queue._native", "Compiled twins of engine.queue.codec.decode_batch, decode_columns, encode_check and encode_put.", -1,
     module_methods, NULL, NULL, NULL, NULL,
 };
 

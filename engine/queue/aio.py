@@ -24,13 +24,34 @@ import datetime
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 from engine.conventions import timeout_seconds
+from engine.queue.cursor import JournalSource
 
-if TYPE_CHECKING:
-    from engine.queue.cursor import JournalSource
-    from engine.queue.reader import Item, Reader
+
+class AsyncItem(Protocol):
+    @property
+    def id(self) -> int: ...
+
+
+ItemT = TypeVar("ItemT", bound=AsyncItem)
+ItemT_co = TypeVar("ItemT_co", bound=AsyncItem, covariant=True)
+
+
+class Waitable(Protocol[ItemT_co]):
+    """What the asyncio faces need of a reader (:class:`engine.queue.reader.Reader`)."""
+
+    @property
+    def source(self) -> JournalSource: ...
+
+    def wait_step(self, deadline: float | None) -> float | None: ...
+
+    def get(self, timeout: float | datetime.timedelta | None = None) -> ItemT_co | None: ...
+
+    def confirm(self, ids: int) -> int: ...
+
+    def abort(self, ids: int) -> int: ...
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
@@ -75,10 +96,10 @@ def wait_seconds(timeout: float | datetime.timedelta | None) -> float | None:
     return timeout_seconds(timeout)
 
 
-async def get_async(reader: Reader, timeout: float | datetime.timedelta | None = None) -> Item | None:
+async def get_async(reader: Waitable[ItemT], timeout: float | datetime.timedelta | None = None) -> ItemT | None:
     """:meth:`Reader.get` for a coroutine (see :meth:`Reader.get_async`)."""
     wait = wait_seconds(timeout)
-    source = reader._source
+    source = reader.source
     deadline: float | None = None
     while True:
         # Read before looking, so a put between the look and the wait wakes us.
@@ -93,11 +114,13 @@ async def get_async(reader: Reader, timeout: float | datetime.timedelta | None =
             if now >= deadline:
                 return None
         # Until the deadline or the next open read's timeout, at most 1 s (as get()).
-        await wait_for_change(source, version, reader._wait_step(deadline))
+        await wait_for_change(source, version, reader.wait_step(deadline))
 
 
 @asynccontextmanager
-async def read_async(reader: Reader, timeout: float | datetime.timedelta | None = None) -> AsyncIterator[Item | None]:
+async def read_async(
+    reader: Waitable[ItemT], timeout: float | datetime.timedelta | None = None
+) -> AsyncIterator[ItemT | None]:
     """:meth:`Reader.read` for a coroutine (see :meth:`Reader.read_async`)."""
     item = await get_async(reader, timeout)
     if item is None:
@@ -112,8 +135,8 @@ async def read_async(reader: Reader, timeout: float | datetime.timedelta | None 
 
 
 async def iter_async(
-    reader: Reader, timeout: float | datetime.timedelta | None = None
-) -> AsyncGenerator[Item, None]:
+    reader: Waitable[ItemT], timeout: float | datetime.timedelta | None = None
+) -> AsyncGenerator[ItemT, None]:
     """:meth:`Reader.iter_async`: each item confirmed when the next is asked for."""
     wait = wait_seconds(timeout)
     while True:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import sys
 import time
 from typing import Any
@@ -31,8 +32,9 @@ from engine.clireport import (
 )
 from engine.conventions import datetime_from_ns
 from engine.fs import FileSystem, default_fs
-from engine.queue import codec
-from engine.queue.diagnose import iter_file_records, queue_names, queue_stats, repair
+from engine.queue import census, codec
+from engine.queue.diagnose import iter_file_records, queue_names, queue_stats
+from engine.queue.repair import repair
 from engine.queue.segments import list_segments
 from engine.terminal import terminal_console
 
@@ -145,6 +147,18 @@ def _cmd_dump(args: argparse.Namespace) -> int:
         finally:
             cursor.close()
         return 0
+    side = census.side_file(os.path.basename(args.path))
+    if side is not None and fs.exists(args.path):
+        with fs.open(args.path) as handle:
+            head = handle.read_at(0, codec.MAGIC_SIZE)
+        if head not in (codec.WRITER_MAGIC, codec.READER_MAGIC):
+            described = census.describe_side_file(fs, args.path, side[0])  # not a journal: what it is
+            if args.json:
+                print_json({"path": args.path, **described})
+            else:
+                for key, value in described.items():
+                    console.print(f"{key}: {value}")
+            return 0
     for shown, (offset, record) in enumerate(iter_file_records(fs, args.path)):
         if args.limit is not None and shown >= args.limit:
             break

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import NamedTuple
@@ -89,6 +89,11 @@ MAX_ERROR_COUNT = 1 << 24
 #: record's data only by the format (a non-negative i32) and by the bytes the file
 #: really holds, so a reader never allocates more than the file's own size.
 DEFAULT_MAX_ITEM_SIZE = 16 * 1024 * 1024
+#: The largest item a writer may ever accept: libkestrel's ``LARGEST_DATA``.  Its
+#: reader treats a bigger PUT as corruption ("item too large") and its open
+#: erases the file, so a queue of this format never holds one.
+LARGEST_ITEM = 16 * 1024 * 1024
+assert DEFAULT_MAX_ITEM_SIZE <= LARGEST_ITEM
 
 
 class Put(NamedTuple):
@@ -186,25 +191,57 @@ class ChecksumMismatch(BadRecord):
 
 
 #: A whole PUT record's fixed part, command byte included: 1 + 24 bytes (0x86)
-#: and 1 + 32 bytes (0x88).  The record is ``pack_put(PUT_BYTE, len(data),
-#: error_count, xid, add_time) + data`` (``pack_put_expiry(PUT_BYTE_EXPIRY, ...,
-#: expire_time) + data``): one pack and one concatenation, which the writer's
-#: per-put staging uses as is (a call of :func:`encode_put` per item would be a
-#: tenth of a buffered put's cost).
+#: and 1 + 32 bytes (0x88).  :func:`encode_put` is the one encoder of PUT records
+#: (the writer's staging, burnt ids, the tools and the tests all call it).
 PUT_RECORD = struct.Struct("<Biiqq")
 PUT_RECORD_EXPIRY = struct.Struct("<Biiqqq")
 assert PUT_RECORD.size == 1 + PUT_HEADER.size and PUT_RECORD_EXPIRY.size == 1 + PUT_HEADER_EXPIRY.size
-pack_put = PUT_RECORD.pack
-pack_put_expiry = PUT_RECORD_EXPIRY.pack
+_pack_put = PUT_RECORD.pack
+_pack_put_expiry = PUT_RECORD_EXPIRY.pack
 
 
-def encode_put(xid: int, add_time: int, data: bytes, expire_time: int | None = None, error_count: int = 0) -> bytes:
-    """One PUT record (0x86, or 0x88 when the item expires)."""
+def encode_put(
+    xid: int,
+    add_time: int,
+    data: bytes,
+    expire_time: int | None = None,
+    error_count: int = 0,
+    *,
+    _pack: Callable[..., bytes] = _pack_put,
+    _pack_expiry: Callable[..., bytes] = _pack_put_expiry,
+) -> bytes:
+    """One PUT record (0x86, or 0x88 when the item expires): the only encoder of
+    a PUT, one pack and one concatenation (the writer calls it once per item;
+    the packs are bound as defaults, local lookups on that path)."""
     if xid <= 0:
         raise ValueError("item ids are non-zero positive i64")
     if expire_time is None:
-        return pack_put(PUT_BYTE, len(data), error_count, xid, add_time) + data
-    return pack_put_expiry(PUT_BYTE_EXPIRY, len(data), error_count, xid, add_time, expire_time) + data
+        return _pack(0x86, len(data), error_count, xid, add_time) + data
+    return _pack_expiry(0x88, len(data), error_count, xid, add_time, expire_time) + data
+
+
+# BURNT (this engine's, since 0.2): an id that reader checkpoints mention but a
+# crash took out of the journal (see docs/formats/queue.md, "Ids after a crash").
+# The writer keeps ids contiguous by writing one of these per such id, where an
+# earlier version left a gap between two files (libkestrel's reader stops at a
+# gap).  It is a PUT with expiry, no data, added and expiring at the epoch:
+#   88 | size 0 | error_count 0 | id | add_time 0 | expire_time 0      (33 bytes)
+# No real item is added at the epoch, and every field is one decoders accept.
+# Readers of this engine skip it (not an item: never delivered, counted as done,
+# not expired, not moved); libkestrel's see an item that expired in 1970 and
+# discard it.
+BURNT_SIZE = PUT_RECORD_EXPIRY.size
+assert BURNT_SIZE == 33
+
+
+def encode_burnt(xid: int) -> bytes:
+    """The BURNT record of id ``xid``."""
+    return encode_put(xid, 0, b"", 0)
+
+
+def is_burnt(put: Put) -> bool:
+    """Whether ``put`` is a BURNT record (an id, not an item)."""
+    return put.add_time == 0 and put.expire_time == 0 and not put.data
 
 
 def encode_check(records: bytes) -> bytes:

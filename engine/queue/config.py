@@ -11,7 +11,7 @@ from engine.conventions import serializer as parse_serializer
 from engine.errors import ConfigError
 from engine.fs import SyncPolicy
 from engine.queue import naming
-from engine.queue.codec import DEFAULT_MAX_ITEM_SIZE
+from engine.queue.codec import DEFAULT_MAX_ITEM_SIZE, LARGEST_ITEM
 
 
 @dataclass(frozen=True)
@@ -78,8 +78,14 @@ class QueueConfig:
         SyncPolicy.parse(self.sync)  # raises ConfigError
         if self.journal_size < 64:
             raise ConfigError("journal_size must be at least 64 bytes")
-        if self.max_item_size <= 0 or self.max_item_size > (1 << 31) - 1:
-            raise ConfigError("max_item_size must be in [1, 2**31 - 1]")
+        if isinstance(self.max_item_size, bool) or not isinstance(self.max_item_size, int) or self.max_item_size <= 0:
+            raise ConfigError(f"max_item_size must be a number of bytes >= 1, not {self.max_item_size!r}")
+        if self.max_item_size > LARGEST_ITEM:
+            raise ConfigError(
+                f"max_item_size {self.max_item_size} is over {LARGEST_ITEM} bytes (16 MiB), the largest item "
+                "libkestrel's readers accept: a bigger one makes them report 'item too large' and erase the "
+                "file it is in, so no queue of this format may hold one"
+            )
         for name in ("max_items", "max_size", "max_errors"):
             value = getattr(self, name)
             if value is not None and value <= 0:

@@ -2,20 +2,21 @@
 
 A :class:`JournalCursor` walks the PUT records of all segments in id order, one
 read buffer at a time, so a reader's memory does not depend on the backlog.  It
-gets the segment list and how far it may read from a :class:`JournalSource`:
+gets the segment list and how far it may read from a :class:`JournalSource`,
+which for every reader, in a producer's process or any other, is a
+:class:`PollingSource`: it reads the files as they are (what any producer wrote,
+whole checksummed batches only), re-lists the directory for a newer file and
+looks at the newest file's size again every ``poll_interval`` seconds.  A record
+that is only partly written is never delivered: the scanner stops at it
+("incomplete") and the next look reads it whole.  In a producer's process the
+source also hears of that producer's writes at once (:class:`LocalWriter`:
+its writes wake the waiting readers, it says which file is the newest without a
+listing, and it writes its staged puts when a reader here has caught up).
 
-* :class:`WriterSource` is implemented by the in-process writer (:class:`Queue`):
-  the newest file is readable up to what the writer has made visible (with
-  sync="always", up to what is durable), and puts wake waiting readers at once;
-* :class:`PollingSource` serves readers in another process: it re-lists the
-  directory and re-reads the newest file's size every ``poll_interval`` seconds.
-  A record that is only partly written is never delivered: the scanner stops at it
-  ("incomplete") and the next poll reads it whole.
-
-Both wake their waiters through :class:`WakeUps`: a version number that changes
-whenever new data may be readable, a condition variable for threads, and
-callbacks for other kinds of waiters (an asyncio reader registers one that
-resolves its future on its loop: :mod:`engine.queue.aio`).
+Waiters wake through :class:`WakeUps`: a version number that changes whenever
+new data may be readable, a condition variable for threads, and callbacks for
+other kinds of waiters (an asyncio reader registers one that resolves its future
+on its loop: :mod:`engine.queue.aio`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from engine.errors import CorruptFileError
 from engine.fs import FileHandle, FileSystem, probe_lock
 from engine.native import load
 from engine.queue import codec, naming
-from engine.queue.segments import RecordScanner, Segment, corrupt, open_segment_handle, read_first_id
+from engine.queue.segments import RecordScanner, Segment, corrupt, list_segments, open_segment_handle
 
 _Run = TypeVar("_Run")
 
@@ -98,7 +99,7 @@ class WakeUps:
 
     ``notify`` bumps the version, wakes the threads in :meth:`wait` and calls each
     registered callback once (outside the condition's lock, in the notifying
-    thread; a callback must be quick and must not raise).  ``_waiters`` counts both
+    thread; a callback must be quick and must not raise).  ``waiters`` counts both
     kinds, so a writer may skip ``notify`` when nobody waits.  A subclass whose
     ``_closed`` is true no longer blocks in :meth:`wait` nor registers callbacks.
     """
@@ -107,15 +108,23 @@ class WakeUps:
     #: See :attr:`JournalSource.poll_period`.
     poll_period: float | None = None
 
+    def __init__(self) -> None:
+        self._init_wakeups()
+
     def _init_wakeups(self) -> None:
         self._cond = threading.Condition(threading.Lock())
         self._version = 0
-        self._waiters = 0
+        self.waiters = 0
         self._callbacks: set[Callable[[], None]] = set()
 
     @property
     def version(self) -> int:
         return self._version
+
+    def close(self) -> None:
+        """No more waits: wake every waiter (the queue closed)."""
+        self._closed = True
+        self.notify()
 
     def wait(self, version: int, timeout: float | None) -> None:
         """Block until ``version`` changes or ``timeout`` passes (at most
@@ -125,11 +134,11 @@ class WakeUps:
             timeout = poll if timeout is None else min(timeout, poll)
         with self._cond:
             if self._version == version and not self._closed and (timeout is None or timeout > 0):
-                self._waiters += 1
+                self.waiters += 1
                 try:
                     self._cond.wait(timeout)
                 finally:
-                    self._waiters -= 1
+                    self.waiters -= 1
 
     def notify(self) -> None:
         with self._cond:
@@ -139,7 +148,7 @@ class WakeUps:
                 return
             callbacks = list(self._callbacks)
             self._callbacks.clear()
-            self._waiters -= len(callbacks)
+            self.waiters -= len(callbacks)
         for callback in callbacks:
             callback()
 
@@ -149,18 +158,35 @@ class WakeUps:
                 return False
             if callback not in self._callbacks:
                 self._callbacks.add(callback)
-                self._waiters += 1
+                self.waiters += 1
             return True
 
     def remove_waiter(self, callback: Callable[[], None]) -> None:
         with self._cond:
             if callback in self._callbacks:
                 self._callbacks.discard(callback)
-                self._waiters -= 1
+                self.waiters -= 1
+
+
+class LocalWriter(Protocol):
+    """What a :class:`PollingSource` asks the producer in its own process (if any)."""
+
+    def newest_number(self) -> int:
+        """The newest writer file's number as the producers published it (0: unknown)."""
+        ...
+
+    @property
+    def staged(self) -> bool:
+        """Whether puts are staged in memory, not yet written."""
+        ...
+
+    def flush(self) -> None:
+        """Write the staged puts (a reader here caught up)."""
+        ...
 
 
 class PollingSource(WakeUps):
-    """Writer files seen from another process: poll sizes and the directory."""
+    """The writer files as they are on disk: poll sizes and the directory."""
 
     def __init__(
         self,
@@ -169,6 +195,7 @@ class PollingSource(WakeUps):
         queue: str,
         poll_interval: float,
         known: Sequence[Segment] = (),
+        writer: LocalWriter | None = None,
     ) -> None:
         # No item size limit: a reader reads whatever item a valid file holds,
         # bounded by the file's size (the limit is what a writer accepts).
@@ -180,37 +207,24 @@ class PollingSource(WakeUps):
         # plan's), not read again; the listing still decides which files exist.
         self._segments: list[Segment] = list(known)
         self._listed_at = 0.0
+        self._writer = writer
         self.poll_period = poll_interval
         self._init_wakeups()
 
     def segment_list(self, *, fresh: bool = False) -> list[Segment]:
         now = time.monotonic()
         if fresh or not self._segments or now - self._listed_at >= self.poll_interval:
-            known = {seg.number: seg for seg in self._segments if seg.first_id is not None}
-            self._segments = self._relist(known)
+            self._segments = list_segments(self.fs, self.directory, self.queue, known=self._segments)
             self._listed_at = now
         return self._segments
 
-    def _relist(self, known: dict[int, Segment]) -> list[Segment]:
-        # Only files not seen before (or still empty then) need their first record read.
-        numbered = sorted(
-            (number, filename)
-            for filename in self.fs.listdir(self.directory)
-            if (number := naming.parse_writer(self.queue, filename)) is not None
-        )
-        found = []
-        for number, filename in numbered:
-            seg = known.get(number)
-            if seg is None:
-                path = naming.join(self.directory, filename)
-                try:
-                    seg = Segment(number, path, read_first_id(self.fs, path, finished=number != numbered[-1][0]))
-                except FileNotFoundError:
-                    continue
-            found.append(seg)
-        return found
-
     def readable_end(self, segment: Segment, handle: FileHandle) -> tuple[int, bool]:
+        writer = self._writer
+        if writer is not None:
+            if writer.staged:
+                writer.flush()  # a reader here caught up: hand it the staged puts
+            if writer.newest_number() == segment.number:
+                return handle.size(), True  # the newest file, as the producers say: no listing
         # Decide "is it still the newest" BEFORE reading the size: the writer fsyncs
         # a file and stops writing it before it creates the next one, so a size read
         # after seeing a newer file is final.
@@ -222,6 +236,8 @@ class PollingSource(WakeUps):
         return not any(seg.number > segment.number for seg in self._segments)
 
     def writer_alive(self) -> bool:
+        if self._writer is not None:
+            return True  # this process is a producer
         # A probe holds the lock for microseconds; the writer's open waits for it.
         return probe_lock(self.fs, naming.join(self.directory, naming.writer_lock_name(self.queue)))
 
@@ -384,6 +400,8 @@ class JournalCursor:
         if scanner.stop == "incomplete":
             raise CorruptFileError(self.segment.path, scanner.offset, "a whole record", "the file ends inside it")
         if scanner.unverified:
+            if scanner.accept_foreign_tail(self.last_id or None, self._next_first_id()):
+                return True  # libkestrel appended them before it started a newer file: read them
             raise CorruptFileError(
                 self.segment.path,
                 scanner.offset - scanner.unverified,
@@ -391,6 +409,12 @@ class JournalCursor:
                 "the file ends without one",
             )
         return self._advance()
+
+    def _next_first_id(self) -> int | None:
+        """The first id of the file after this one (None: unknown, or none yet)."""
+        assert self.segment is not None
+        current = self.segment.number
+        return next((seg.first_id for seg in self.source.segment_list() if seg.number > current), None)
 
     def _read_with_holes(self, records: list[codec.Put], start: int) -> None:
         """:meth:`_fill` for a run whose ids do not simply follow on: note each hole
@@ -527,8 +551,9 @@ class ColumnScanner(RecordScanner):
             if 0 <= pos < len(buf):
                 if self.checked is None:
                     self.checked = self._uses_checks(buf, pos)
+                checked, self._foreign = self.checked and not self._foreign, False
                 try:
-                    cols = decode_columns(buf, pos, self.checked, self.max_items)
+                    cols = decode_columns(buf, pos, checked, self.max_items)
                 except codec.BadRecord as exc:
                     raise exc.shifted(self._buf_off) from None
                 self.run_start = self._resume

@@ -11,9 +11,8 @@ from collections.abc import Callable, Iterator
 from typing import cast
 
 from engine.errors import ConfigError, CorruptFileError, EngineError, FormatError
-from engine.fs import FileSystem, OpenMode, RecoveryReport, crashpoint
-from engine.queue import checkpoint, codec, naming
-from engine.queue.attach import lock_writer, reader_files
+from engine.fs import FileSystem
+from engine.queue import census, checkpoint, codec, naming
 from engine.queue.config import QueueConfig
 from engine.queue.cursor import JournalCursor, PollingSource
 from engine.queue.retire import Pin, pinned_files
@@ -21,11 +20,12 @@ from engine.queue.segments import (
     SEGMENT_HEADER,
     Segment,
     find_tail,
-    ids_in_valid_batches,
+    foreign_records,
     list_segments,
     open_segment_handle,
     scan_file,
 )
+from engine.queue.shared import peek_facts, peek_tail
 from engine.queue.state import ReaderState
 
 #: Kestrel's default journal_size, for checks made without a queue's config.
@@ -59,51 +59,66 @@ def verify_queue(
     directory: str,
     queue: str,
     *,
-    live_tail: int | None = None,
-    live_end: int | None = None,
-    burnt_to: int = 0,
     journal_size: int = DEFAULT_JOURNAL_SIZE,
+    live: bool = False,
 ) -> list[str]:
-    """Check every writer and reader file of ``queue``; raise on damage, return notes.
+    """Check every file of ``queue``; raise on damage, return notes.
 
-    Writer files: magic, every record valid, ids strictly increasing across files
-    (contiguous within one file).  Only the newest file may end in a torn record;
-    that is a note (open cuts it), anywhere else it is CorruptFileError.
-    Reader files: decodable, head <= tail, done ids inside (head, tail].
-    ``burnt_to``: the writer skipped ids up to it at open (ids lost in a crash, see :mod:`engine.queue.recover`).
-    A reader id more than a crash's loss past the tail (``checkpoint.crash_window``
-    of ``journal_size``) is damage: CorruptFileError, as on open.
+    Whole files first (:mod:`engine.queue.census`): a queue file that is a
+    symbolic link, the newest writer file deleted, emptied or cut short of where
+    the last producer closed it, a reader whose checkpoint file is gone.  Writer
+    files: magic, every record valid, ids strictly increasing across files
+    (contiguous within one file); only the newest file may end in a torn write
+    (a note: open cuts it) unless ``live`` (the caller holds the append lock: no
+    write is in progress, so it is damage); records another program appended
+    after the last CHECK are a note in the newest file (open keeps them) and
+    items at the end of a finished one.  Reader files: decodable; an id more
+    than a crash's loss past the tail (``checkpoint.crash_window`` of
+    ``journal_size``) is damage, CorruptFileError, as on open.
     """
     notes: list[str] = []
+    census.check_no_links(fs, directory, queue)
     segments = list_segments(fs, directory, queue)
     if not segments:
         raise EngineError(f"{directory}: queue {queue!r} has no writer files")
+    lost = census.newest_damage(fs, directory, queue, segments, peek_facts(fs, directory, queue))
+    if lost is not None:
+        raise lost
+    missing = census.missing_checkpoints(fs, directory, queue)
+    if missing:
+        raise census.missing_checkpoint_error(directory, queue, missing[0])
     previous = 0
     tail = 0
     for index, seg in enumerate(segments):
         newest = index == len(segments) - 1
         with open_segment_handle(fs, seg.path) as handle:
             scan = scan_file(handle, seg.path, after_id=previous)
-        end = live_end if (newest and live_end is not None) else scan.size
-        if scan.valid_after is not None and scan.good_end < end:
-            raise scan.mid_file_error(seg.path)
-        if scan.good_end < end:
-            if newest and live_end is None:
+            if scan.valid_after is not None:
+                raise scan.mid_file_error(seg.path)
+            last = scan.last_id
+            if scan.good_end < scan.size and scan.uses_checks:
+                rest = handle.read_at(scan.good_end, scan.size - scan.good_end)
+                end, count, top, clean = foreign_records(rest, last)
+                whole = clean or (not newest and not rest[end:].strip(b"\0") and rest[end:end + 1] == b"\0")
+                if count and whole and (not newest or not live):
+                    notes.append(f"{seg.path}: {count} records appended after the last CHECK by another program "
+                                 f"(ids {(last or 0) + 1}..{top}): " + ("kept at the next open" if newest else "items"))
+                    last = top
+                    scan.good_end = scan.size
+        if scan.good_end < scan.size:
+            if newest and not live:
                 notes.append(
                     f"{seg.path}: torn tail of {scan.size - scan.good_end} bytes would be cut on open ({scan.problem})"
                 )
             else:
                 offset = _problem_offset(scan.problem, scan.good_end)
                 raise CorruptFileError(seg.path, offset, "a valid record", scan.problem)
-        if scan.last_id is not None:
+        if last is not None:
             if previous and seg.first_id is not None and seg.first_id != previous + 1:
-                notes.append(f"{seg.path}: ids jump from {previous} to {seg.first_id}")
-            previous = tail = scan.last_id
-    # ``burnt_to``: ids up to it were burnt at open (lost in a crash); until the next
-    # put the writer's tail is there while the files' tail is below it.
-    if live_tail is not None and live_tail != tail and tail and not (tail < live_tail == burnt_to):
-        raise EngineError(f"queue {queue!r}: tail in memory {live_tail} differs from the files' {tail}")
-    tail = live_tail if live_tail is not None else tail
+                notes.append(f"{seg.path}: ids jump from {previous} to {seg.first_id} (libkestrel's reader stops "
+                             "there; written by an engine version before BURNT records, or files were lost)")
+            previous = tail = last
+    tail = max(tail, peek_tail(fs, directory, queue))
     earliest = next((s.first_id for s in segments if s.first_id is not None), None)
     for filename in fs.listdir(directory):
         reader = naming.parse_reader(queue, filename)
@@ -113,13 +128,11 @@ def verify_queue(
         head, done = checkpoint.load_reader_file(fs, path)
         if earliest is not None:  # else the reader files are the only record of the tail
             checkpoint.check_ids_in_window(fs, path, head, done, tail, checkpoint.crash_window(journal_size))
-        if head > tail and earliest is None:
+        top = max(head, max(done, default=0))
+        if top > tail and earliest is None:
             notes.append(f"{path}: head {head}, and no item in the journal: the next id will be above it")
-        elif head > tail:
-            notes.append(f"{path}: head {head} is past the tail {tail} (clamped on open)")
-        outside = [i for i in done if i <= head or i > tail]
-        if outside:
-            notes.append(f"{path}: {len(outside)} done ids outside (head, tail] (dropped on open)")
+        elif top > tail:
+            notes.append(f"{path}: ids up to {top} past the tail {tail}: burnt at the next open (lost in a crash)")
         if earliest is not None and head < earliest - 1:
             notes.append(f"{path}: head {head} is before the earliest item {earliest}")
     return notes
@@ -231,15 +244,16 @@ def backlog_bytes(fs: FileSystem, directory: str, queue: str, state: ReaderState
 
 
 def unread_journal_bytes(
-    fs: FileSystem, segments: list[Segment], newest_end: int, staged: int, cursor: JournalCursor
+    fs: FileSystem, segments: list[Segment], newest_end: int, staged: int, position: tuple[str | None, int, int]
 ) -> int:
-    """Journal bytes from an in-process reader's ``cursor`` to the tail, for the
-    writer's ``max_size``: the files from the cursor's position on (the newest up
-    to ``newest_end``, what the writer wrote), the ``staged`` bytes not written yet
-    and the cursor's decoded batch.  An estimate: it counts record overhead, and
-    items confirmed out of order ahead of the cursor."""
-    path, offset = cursor.position()
-    total = staged + cursor.ready_bytes
+    """Journal bytes from an in-process reader's ``position`` (file, offset, bytes
+    decoded not yet handed out: :meth:`Reader.cursor_position`) to the tail, for
+    the writer's ``max_size``: the files from there on (the newest up to
+    ``newest_end``), the ``staged`` bytes not written yet and the reader's
+    decoded batch.  An estimate: it counts record overhead, and items confirmed
+    out of order ahead of the reader."""
+    path, offset, ready = position
+    total = staged + ready
     counting = path is None
     for seg in segments:
         size = newest_end if seg is segments[-1] else fs.file_size(seg.path)
@@ -336,99 +350,3 @@ def iter_file_records(fs: FileSystem, path: str) -> Iterator[tuple[int, codec.Re
         pos = end
     if checked and since != pos:
         raise CorruptFileError(path, since, "a CHECK record after the records from here", "the file ends without one")
-
-
-def repair(fs: FileSystem, directory: str, queue: str) -> RecoveryReport:
-    """Make a damaged queue openable again, reporting everything dropped.
-
-    * a writer file with a bad or incomplete record is cut at that record (the bytes
-      after it are dropped; the report gives the byte count and the ids lost);
-    * a reader file that cannot be read is rewritten with its head at the first id
-      still in the journal minus one: nothing is lost, items it had confirmed are
-      delivered again (at-least-once), never silently skipped; so is one whose head
-      is past the journal's tail (damage), and done ids past the tail are dropped;
-    * stray checkpoint temporaries are removed.
-
-    Returns the repairs as a :class:`RecoveryReport` (``cut``, ``reset``,
-    ``dropped``, ``removed``), empty when nothing was wrong.  Takes the writer
-    lock: the queue must not be open.
-    """
-    naming.check_queue_name(queue)  # before its lock file is created
-    report = RecoveryReport(path=naming.join(directory, queue))
-    lock = lock_writer(fs, directory, queue)
-    try:
-        segments: list[Segment] = list_segments(fs, directory, queue, strict=False)
-        previous = 0
-        for index, seg in enumerate(segments):
-            with fs.open(seg.path, OpenMode.WRITE) as handle:
-                if handle.read_at(0, codec.MAGIC_SIZE) != codec.WRITER_MAGIC:
-                    raise FormatError(seg.path, 0, "writer journal magic 27 64 26 03", handle.read_at(0, 4).hex(" "))
-                scan = scan_file(handle, seg.path, after_id=previous)
-                if scan.good_end < scan.size:
-                    later = next((s.first_id for s in segments[index + 1 :] if s.first_id is not None), None)
-                    lost = (
-                        f"ids {(scan.last_id or previous) + 1}..{later - 1}"
-                        if later
-                        else "ids after " + str(scan.last_id or previous)
-                    )
-                    cut = scan.size - scan.good_end
-                    if scan.valid_after is not None:
-                        # Mid-file damage: the checksummed batches after it go too.
-                        dropped = ids_in_valid_batches(handle.read_at(0, scan.size), scan.good_end)
-                        lost += f", including {len(dropped)} checksummed item(s) after the damage" + (
-                            f" (ids {dropped[0]}..{dropped[-1]})" if dropped else ""
-                        )
-                    report.cut(seg.path, scan.good_end, cut, f"{scan.problem}; lost {lost}")
-                    handle.truncate(scan.good_end)
-                    crashpoint("queue.repair.before-fsync")
-                    handle.fsync()
-                if scan.last_id is not None:
-                    previous = scan.last_id
-        earliest = None
-        for seg in segments:
-            if seg.first_id is not None:
-                earliest = seg.first_id
-                break
-        def reset_head(path: str, why: str) -> None:
-            """Rewrite a reader file at the journal's first item: redeliver, never skip."""
-            head = (earliest - 1) if earliest is not None else previous
-            checkpoint.write_reader_file(fs, path, head, (), int(time.time() * 1000))
-            report.add("reset", path, 1, "heads",
-                       detail=f"{why}; reset to head {head}: items {head + 1}..{previous} will be delivered again")
-
-        for path in reader_files(fs, directory, queue).values():
-            try:
-                old_head, done = checkpoint.load_reader_file(fs, path)
-            except CorruptFileError as exc:
-                reset_head(path, f"unreadable ({exc})")
-                continue
-            # Ids past the journal's tail (a flipped bit, or confirmations of items a
-            # crash took back) name nothing in the journal.  A head there cannot be
-            # trusted: reset it (redeliver, never skip); done ids there are dropped.
-            # Unless the journal holds no item at all: then the reader files are the
-            # only record of the last id, and resetting them would reuse ids.
-            if earliest is None:
-                continue
-            if old_head > previous:
-                reset_head(path, f"head {old_head} is past the journal tail {previous}")
-            elif done and max(done) > previous:
-                beyond = [i for i in done if i > previous]
-                kept = [i for i in done if i <= previous]
-                checkpoint.write_reader_file(fs, path, old_head, kept, int(time.time() * 1000))
-                report.add(
-                    "dropped",
-                    path,
-                    len(beyond),
-                    "ids",
-                    detail=f"done ids past the journal tail {previous} ({beyond[0]}..{beyond[-1]}); "
-                    f"head {old_head} kept",
-                )
-        for filename in fs.listdir(directory):
-            if naming.is_temp(queue, filename):
-                fs.unlink(naming.join(directory, filename))
-                report.add("removed", naming.join(directory, filename), 1, "files", detail="stray checkpoint temporary")
-        if report.repaired:
-            fs.fsync_dir(directory)
-    finally:
-        lock.release()
-    return report

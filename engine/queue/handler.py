@@ -11,14 +11,29 @@ from engine.clireport import human_bytes, human_size
 from engine.errors import CorruptFileError, EngineError, FormatError
 from engine.formats import FormatHandler
 from engine.fs import FileSystem
-from engine.queue import checkpoint, codec, naming
+from engine.queue import census, checkpoint, codec, naming
 from engine.queue.diagnose import queue_names, queue_stats, verify_queue
 from engine.queue.segments import open_segment_handle, scan_file
 
 
+def _side(path: str) -> str | None:
+    """The kind of queue side file ``path`` is (see :func:`census.side_file`), or None."""
+    found = census.side_file(path.rsplit("/", 1)[-1])
+    return None if found is None else found[0]
+
+
 def _sniff(fs: FileSystem, path: str, head: bytes, is_dir: bool) -> bool:
     if not is_dir:
-        return codec.check_magic(head, codec.WRITER_MAGIC) or codec.check_magic(head, codec.READER_MAGIC)
+        if codec.check_magic(head, codec.WRITER_MAGIC) or codec.check_magic(head, codec.READER_MAGIC):
+            return True
+        side = _side(path)
+        if side is None:
+            return False
+        try:  # named like one, and reads as one
+            census.describe_side_file(fs, path, side)
+        except (CorruptFileError, OSError):
+            return False
+        return True
     for name in queue_names(fs, path):
         for filename in fs.listdir(path):
             if filename.startswith(name + "."):
@@ -36,6 +51,12 @@ def _sniff(fs: FileSystem, path: str, head: bytes, is_dir: bool) -> bool:
 
 
 def _file_kind(fs: FileSystem, path: str) -> str:
+    side = _side(path)
+    if side is not None:
+        with fs.open(path) as handle:
+            head = handle.read_at(0, codec.MAGIC_SIZE)
+        if head not in (codec.WRITER_MAGIC, codec.READER_MAGIC):
+            return "side"
     with fs.open(path) as handle:
         head = handle.read_at(0, codec.MAGIC_SIZE)
     if head == codec.WRITER_MAGIC:
@@ -64,6 +85,9 @@ def _summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
     if kind == "reader_checkpoint":
         return {"kind": "reader checkpoint", "head": raw["head"], "done out of order": raw["done_out_of_order"],
                 "size": human_size(raw["bytes"])}  # type: ignore[arg-type]
+    if kind == "side_file":
+        described = {key.replace("_", " "): value for key, value in raw.items() if key not in ("kind", "what")}
+        return {"kind": raw["what"], **described}
     summary: dict[str, object] = {
         "kind": "writer journal",
         "size": human_size(raw["bytes"]),  # type: ignore[arg-type]
@@ -86,7 +110,11 @@ def _stats(fs: FileSystem, path: str) -> Mapping[str, object]:
     if fs.isdir(path):
         queues = {name: queue_stats(fs, path, name) for name in queue_names(fs, path)}
         return {"kind": "queue_directory", "queues": queues}
-    if _file_kind(fs, path) == "reader":
+    kind = _file_kind(fs, path)
+    if kind == "side":
+        described = dict(census.describe_side_file(fs, path, _side(path) or ""))
+        return {**described, "kind": "side_file", "what": described["kind"]}
+    if kind == "reader":
         head, done = checkpoint.load_reader_file(fs, path)
         return {"kind": "reader_checkpoint", "head": head, "done_out_of_order": len(done), "bytes": fs.file_size(path)}
     with open_segment_handle(fs, path) as handle:
@@ -118,6 +146,9 @@ def _verify_path(fs: FileSystem, path: str) -> list[str]:
             notes.extend(verify_queue(fs, path, name))
         return notes
     kind = _file_kind(fs, path)
+    if kind == "side":
+        census.describe_side_file(fs, path, _side(path) or "")
+        return []
     if kind == "reader":
         checkpoint.load_reader_file(fs, path)
         return []
@@ -133,7 +164,7 @@ def _verify_path(fs: FileSystem, path: str) -> list[str]:
 
 HANDLER = FormatHandler(
     name="queue",
-    description="libkestrel queue journal (writer files, reader checkpoints)",
+    description="libkestrel queue journal (writer files, reader checkpoints, the queue's lock and state files)",
     sniff=_sniff,
     summarize=_summarize,
     verify=_verify,

@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from engine.conventions import instant_ms, require_bytes
-from engine.queue import codec
 
 
 def put_many_batch(
@@ -39,16 +38,3 @@ def _pair(item: Any, default_ms: int | None) -> tuple[bytes, int | None]:
         return bytes(data), expiry_ms
     require_bytes(item, "put_many item")
     raise AssertionError("require_bytes returns only for bytes-like values")  # pragma: no cover
-
-
-def put_records(batch: list[tuple[bytes, int | None]], first: int, error_count: int, now_ms: int) -> list[bytes]:
-    """The PUT records of ``batch`` with ids ``first``, ``first + 1``, ...: what
-    ``Queue._stage`` makes of each item, in one pass (``put_many``)."""
-    pack, pack_expiry = codec.pack_put, codec.pack_put_expiry
-    put_byte, expiry_byte = codec.PUT_BYTE, codec.PUT_BYTE_EXPIRY
-    return [
-        pack(put_byte, len(data), error_count, xid, now_ms) + data
-        if expire is None
-        else pack_expiry(expiry_byte, len(data), error_count, xid, now_ms, expire) + data
-        for xid, (data, expire) in enumerate(batch, first)
-    ]

@@ -34,16 +34,15 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine.clireport import human_bytes, human_duration_ns, human_time_ms
 from engine.errors import LockedError
 from engine.fs import FileSystem, RecoveryReport, crashpoint, probe_lock
 from engine.queue import checkpoint, naming
-from engine.queue.attach import lock_reader, reader_files
+from engine.queue.attach import lock_reader, reader_files, remove_reader_files
 from engine.queue.diagnose import (
     add_pins,
-    backlog_bytes,
     disk_reader_stats,
     last_checkpoint_ns,
     oldest_pending,
@@ -51,9 +50,7 @@ from engine.queue.diagnose import (
 from engine.queue.retire import Pin, durable_heads, pinned_files, remove_files, retirable
 from engine.queue.segments import Segment, find_tail, list_segments
 from engine.queue.state import ReaderState
-
-if TYPE_CHECKING:
-    from engine.queue.queue import Queue
+from engine.queue.view import QueueView
 
 log = logging.getLogger("engine.queue")
 
@@ -124,15 +121,14 @@ class ReaderWatch:
             report.add("reset", report.path, retired.items, "items", detail=detail)
 
     # -- reader_expiry --------------------------------------------------------------
-    def expire(self, q: Queue, now_ms: int) -> list[RetiredReader]:
+    def expire(self, q: QueueView, now_ms: int) -> list[RetiredReader]:
         """Retire the readers idle for ``reader_expiry`` (see the module docstring)."""
         expiry = self.expiry_ns
         if expiry is None:
             return []
         now_ns = now_ms * 1_000_000
         fs, directory, queue = q.fs, q.directory, q.name
-        with q._lock:
-            live = {name for name, r in q._readers.items() if not r.closed}
+        live = set(q.live_readers())
         tail = q.current_tail()
         retired = []
         files = reader_files(fs, directory, queue)
@@ -156,12 +152,8 @@ class ReaderWatch:
                 gone = self._retire_one(fs, directory, queue, name, path, now_ns, tail)
             if gone is not None:
                 retired.append(gone)
-        if retired:
-            with q._lock:
-                for gone in retired:
-                    reader = q._readers.get(gone.reader)
-                    if reader is not None and reader.closed:
-                        del q._readers[gone.reader]
+        for gone in retired:
+            q.forget_reader(gone.reader)
         for name in set(self._seen_held) - set(files):
             del self._seen_held[name]
         return retired
@@ -185,7 +177,7 @@ class ReaderWatch:
         if oldest is None or now_ns - oldest.add_time * 1_000_000 < expiry:
             return None  # it holds nothing, or nothing for that long: leave it
         items = state.pending(max(tail, head))
-        fs.unlink(path)
+        remove_reader_files(fs, directory, queue, name)  # (its mark first: not a deleted checkpoint)
         crashpoint("queue.expire-reader.before-dir-fsync")
         fs.fsync_dir(directory)  # gone for good before any file it kept is retired
         crashpoint("queue.expire-reader.after-dir-fsync")
@@ -203,27 +195,22 @@ class ReaderWatch:
         return gone
 
 
-def retire_round(q: Queue) -> list[str]:
+def retire_round(q: QueueView, watch: ReaderWatch) -> list[str]:
     """``Queue.retire_files`` (its caller holds its retire lock): retire the readers
     ``reader_expiry`` allows, then the writer files every reader passed; check who
     pins what is left against ``pin_warning``.  Returns the retired files' paths."""
-    watch: ReaderWatch = q._watch
     fs = q.fs
     if watch.expiry_ns is not None:
-        watch.expire(q, q._now_ms())
-    heads = durable_heads(fs, q.directory, q.name, q._readers)
+        watch.expire(q, q.now_ms())
+    heads = durable_heads(fs, q.directory, q.name, q.live_readers())
     if heads is None:
         return []
-    segments, tail = q._files_now()
+    segments, tail = q.files_now()
     doomed = retirable(segments, min(heads.values(), default=tail))
     paths = [seg.path for seg in doomed]
     if doomed:
         remove_files(fs, q.directory, doomed, q.config.archive_dir)
         gone = {seg.number for seg in doomed}
-        with q._lock:
-            # (another producer may have retired some of them first: gone all the same)
-            kept = [s for s in q._segments if s.number not in gone]
-            q._segments = kept or q._segments[-1:]
         q.deleted_files.extend(paths)
         segments = [s for s in segments if s.number not in gone]
     if watch.pin_warning is not None:
@@ -233,30 +220,25 @@ def retire_round(q: Queue) -> list[str]:
     return paths
 
 
-def live_stats(q: Queue) -> dict[str, object]:
+def live_stats(q: QueueView, watch: ReaderWatch) -> dict[str, object]:
     """``Queue.stats()``: queue-level figures and one entry per reader on disk
     (the keys of ``Reader.stats()`` plus ``backlog_bytes``, ``pinned_files``,
     ``pinned_bytes``, ``last_checkpoint_ns``); ``warnings`` lists the readers
     pinning more than ``pin_warning`` now."""
-    q._flush()  # staged puts count in the tail and the backlog: put them in the file
+    q.flush()  # staged puts count in the tail and the backlog: put them in the file
     fs, directory, name = q.fs, q.directory, q.name
     readers: list[dict[str, object]] = []
+    live_readers = q.live_readers()
     for reader_name in q.reader_names():
-        live = q._readers.get(reader_name)
-        if live is not None and not live.closed:
-            entry = live.stats()
-            with live._lock:
-                head, done = live._state.snapshot()
-            entry["backlog_bytes"] = backlog_bytes(fs, directory, name, ReaderState(head, done), q.current_tail())
-            entry["last_checkpoint_ns"] = last_checkpoint_ns(fs, live.path)
-            readers.append(entry)
+        live = live_readers.get(reader_name)
+        if live is not None:
+            readers.append(live.stats())  # (its backlog bytes and last checkpoint included)
         else:
-            readers.append(disk_reader_stats(fs, directory, name, reader_name, q.current_tail(), q._clock))
-    segments, tail = q._files_now()
+            readers.append(disk_reader_stats(fs, directory, name, reader_name, q.current_tail(), q.clock))
+    segments, tail = q.files_now()
     sizes = file_sizes(q, segments)
     pins = add_pins(readers, segments, tail, lambda seg: sizes[seg.number])
     journal = sum(sizes.values())
-    watch: ReaderWatch = q._watch
     return {
         "queue": name,
         "tail_id": tail,
@@ -270,17 +252,16 @@ def live_stats(q: Queue) -> dict[str, object]:
     }
 
 
-def file_sizes(q: Queue, segments: list[Segment]) -> dict[int, int]:
-    """Each writer file's bytes (the newest: what the writer wrote and staged)."""
-    with q._lock:
-        mine = not q._shared and segments and segments[-1].number == q._segments[-1].number
-        newest = q._written_end + q._buffer_bytes
+def file_sizes(q: QueueView, segments: list[Segment]) -> dict[int, int]:
+    """Each writer file's bytes (the newest: with this producer's staged puts)."""
     sizes = {}
     for seg in segments:
         try:
-            sizes[seg.number] = newest if mine and seg is segments[-1] else q.fs.file_size(seg.path)
+            sizes[seg.number] = q.fs.file_size(seg.path)
         except FileNotFoundError:  # retired since the list was taken
             sizes[seg.number] = 0
+    if segments:
+        sizes[segments[-1].number] += q.staged_bytes
     return sizes
 
 

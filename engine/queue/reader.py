@@ -5,9 +5,12 @@ confirmed), a :class:`JournalCursor` (where it is in the writer files), the item
 handed out and not yet confirmed ("open reads", never journaled: after a crash they
 are delivered again), and the aborted items waiting to be delivered again first.
 
-A reader lives in the writer's process (``Queue.reader``) or in another process
-(``Queue.open_reader``); either way it holds ``<queue>.rlock.<reader>`` so that one
-process at a time owns a reader name, and it writes its own checkpoint file.
+A reader lives in a producer's process (``Queue.reader``) or in any other
+(``Queue.open_reader``); either way it is one *consumer* of its reader name,
+which any number of consumers may hold at once, and it runs the consumers'
+protocol of :mod:`engine.queue.compete` whether others are there or not: it
+claims every item before delivering it, and writes the shared checkpoint merged
+with the others' confirmations.
 """
 
 from __future__ import annotations
@@ -24,13 +27,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from engine.conventions import Serializer, datetime_from_ms, decoding_class
-from engine.errors import ClosedError
+from engine.errors import ClosedError, EngineError
 from engine.fs import FileSystem, HeldLock
-from engine.queue import aio, checkpoint, codec, naming
-from engine.queue.attach import READER_LOCK_PATIENCE
+from engine.queue import aio, census, checkpoint, codec, naming
+from engine.queue.compete import Claims
 from engine.queue.config import QueueConfig
-from engine.queue.consumers import Competing
 from engine.queue.cursor import JournalCursor, JournalSource
+from engine.queue.diagnose import backlog_bytes, last_checkpoint_ns
 from engine.queue.state import ReaderState
 
 log = logging.getLogger("engine.queue")
@@ -114,9 +117,11 @@ def _ids(ids: int | Iterable[int]) -> list[int]:
     return [ids] if isinstance(ids, int) else list(ids)
 
 
-class Reader(Competing):
-    """One named reader of a queue.  Thread-safe.  Several processes may share a
-    reader name (competing consumers: see :mod:`engine.queue.compete`)."""
+class Reader:
+    """One consumer of a named reader of a queue.  Thread-safe.  Any number of
+    consumers, in any processes, may hold one reader name: they share its items
+    (each is delivered to one of them) and its checkpoint (see
+    :mod:`engine.queue.compete`)."""
 
     def __init__(
         self,
@@ -151,9 +156,10 @@ class Reader(Competing):
         #: Item, or its subclass that decodes ``value`` with the queue's serializer.
         self._item = item_class(config.payload_serializer)
         self._ready = self._cursor._ready  # the cursor's decoded batch (same deque for life)
-        # No open-read timeout and no max_age: get() may take its flat fast path.
-        self._plain = config.open_read_timeout is None and config.max_age is None
-        self._init_competing(lock)  # (a competing consumer has no fast path)
+        self._max_age = config.max_age
+        self._claims = Claims(lock)
+        self._others: dict[int, Item] = {}  # items another consumer held when this one came to them
+        self._retry_at = 0.0
         self._open: dict[int, Item] = {}  # open reads
         self._deadlines: dict[int, float] = {}  # their open_read_timeout deadlines
         self._open_timeout = config.open_read_timeout
@@ -168,6 +174,8 @@ class Reader(Competing):
         self.skipped_holes: list[tuple[int, int]] = []
         self.expired_count = 0
         self.discarded_count = 0
+        self.confirm_count = 0  # this consumer's confirms and aborts since it opened (stats)
+        self.abort_count = 0
         self.error_punted_count = 0
 
     # -- properties ----------------------------------------------------------------
@@ -213,6 +221,49 @@ class Reader(Competing):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def note_closed_by_queue(self, note: str) -> None:
+        """Say, in the ClosedError of a later call, why this reader was closed for
+        its user (its Queue was dropped)."""
+        self._closed_note = note
+
+    def mark_dirty(self) -> None:
+        """Write the checkpoint at the next round even if nothing is confirmed
+        (what attaching changed must reach the file)."""
+        self._dirty = True
+
+    def snapshot(self) -> tuple[int, tuple[int, ...]]:
+        """``(head, done ids)`` of this consumer now."""
+        with self._lock:
+            return self._state.snapshot()
+
+    @property
+    def last_read_id(self) -> int:
+        """The highest id this consumer has read from the journal so far."""
+        return self._cursor.last_id
+
+    def sharing(self) -> bool:
+        """Whether another consumer holds this reader name now (they share its items)."""
+        with self._lock:
+            self._check_open()
+            return self._claims.others_present()
+
+    def cursor_position(self) -> tuple[str | None, int, int]:
+        """``(file, offset, bytes decoded not yet handed out)``: where this reader
+        is in the writer files (for ``max_size``)."""
+        with self._lock:
+            path, offset = self._cursor.position()
+            return path, offset, self._cursor.ready_bytes
+
+    def verify(self, tail: int) -> None:
+        """Check this reader's state against the journal's ``tail`` (raise EngineError)."""
+        with self._lock:
+            head, done = self._state.snapshot()
+        if any(i <= head for i in done):
+            raise EngineError(f"reader {self.name!r} has done ids at or below its head {head}")
+        if head > tail or any(i > tail for i in done):
+            log.info("queue %s reader %r: ids above the tail %d (burnt at the next open)", self.queue, self.name,
+                     tail)
+
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError(f"reader {self.name!r} of queue {self.queue!r} is closed{self._closed_note}")
@@ -255,6 +306,10 @@ class Reader(Competing):
             if xid > low:
                 # A hole in the ids (repair dropped damaged records): nothing to wait for.
                 self._skip_hole(low, xid - 1)
+            if put.expire_time is not None and codec.is_burnt(put):
+                cursor._peeked = None
+                self._skip_burnt(xid)
+                continue
             item = self._item(*put)
             if (put.expire_time is not None or self._config.max_age is not None) and self._is_expired(
                 item, self._now_ms() if now_ms is None else now_ms
@@ -297,17 +352,26 @@ class Reader(Competing):
                 low = (prev if prev > head else head) + 1
                 if xid > low:
                     self._skip_hole(low, xid - 1)
+            if put[3] is not None and codec.is_burnt(put):
+                self._skip_burnt(xid)
+                continue
             item = self._item(*put)  # Put's fields are Item's, in the same order
             if put[3] is not None and self._is_expired(item, self._now_ms()):
                 self._expire(item)
                 continue
             return item
 
+    def _skip_burnt(self, xid: int) -> None:
+        """A BURNT record (an id a crash took out of the journal, see
+        :func:`codec.encode_burnt`): not an item, done for every reader."""
+        self._state.confirm(xid)
+        self._dirty = True
+
     def _next_item(self, *, consume: bool) -> Item | None:
         if self._open_timeout is not None:
             self._expire_open_reads()
         if not self._returned:
-            return self._next_from_journal(None, consume=consume)
+            return self._take_from_journal() if consume else self._next_from_journal(None, consume=False)
         now_ms = self._now_ms()
         while self._returned:
             item = self._returned[0]
@@ -323,7 +387,12 @@ class Reader(Competing):
             return item
         return self._next_from_journal(now_ms, consume=consume)
 
-    def _wait_step(self, deadline: float | None) -> float | None:
+    @property
+    def source(self) -> JournalSource:
+        """Where this reader's items come from (its wake-ups; :mod:`engine.queue.aio`)."""
+        return self._source
+
+    def wait_step(self, deadline: float | None) -> float | None:
         """How long one wait may last: until the caller's deadline, the next open
         read's timeout, and at most 1 s."""
         now = time.monotonic()
@@ -341,20 +410,30 @@ class Reader(Competing):
         does not wait.  The item stays "open" until :meth:`confirm` (gone for this
         reader) or :meth:`abort` (comes back).
         """
-        if self._plain:
-            # The common case first, flat: the next decoded record is the next item
-            # in order (head + 1), nothing was aborted or peeked, no expiry rules.
-            with self._lock:
-                ready = self._ready
-                if ready and not self._returned and self._cursor._peeked is None and not self._closed:
-                    put = ready[0]
-                    xid = put[0]
-                    # (head + 1 is never in the done set: confirming swallows it.)
-                    if xid == self._state.head + 1 and put[3] is None and xid not in self._open:
-                        ready.popleft()
-                        fast = self._item(*put)  # Put's fields are Item's, in the same order
-                        self._open[xid] = fast
-                        return fast
+        with self._lock:
+            # Most gets: the next decoded record is the next item in order (head + 1),
+            # already claimed (claims are taken a run ahead), nothing aborted or
+            # peeked before it, no expiry or open-read timeout to look at.  Taken
+            # here at the cost of one look; any other case goes on to the
+            # consumers' protocol step by step (_next_claimed, below).
+            ready = self._ready
+            if ready and not self._returned and self._cursor._peeked is None and not self._closed:
+                put = ready[0]
+                xid = put[0]
+                claims = self._claims
+                # (head + 1 is never in the done set: confirming swallows it.)
+                if (
+                    xid == self._state.head + 1
+                    and claims.low <= xid <= claims.high
+                    and put[3] is None
+                    and self._max_age is None
+                    and self._open_timeout is None
+                    and xid not in self._open
+                ):
+                    ready.popleft()
+                    item = self._item(*put)  # Put's fields are Item's, in the same order
+                    self._open[xid] = item
+                    return item
         wait = aio.wait_seconds(timeout)
         deadline = None
         while True:
@@ -363,36 +442,79 @@ class Reader(Competing):
             with self._lock:
                 if self._closed:
                     self._check_open()
-                if self.competing:
-                    item = self._compete_next()
-                    if item is not None:
-                        self._open[item.id] = item
-                        if self._open_timeout is not None:
-                            self._deadlines[item.id] = time.monotonic() + self._open_timeout
-                        return item
-                    if wait == 0:
-                        return None
-                elif self._open_timeout is None and not self._returned:
-                    item = self._take_from_journal()
-                    if item is not None:
-                        self._open[item.id] = item
-                        return item
-                    if wait == 0:
-                        return None
-                else:
-                    item = self._next_item(consume=True)
-                    if item is not None:
-                        self._open[item.id] = item
-                        if self._open_timeout is not None:
-                            self._deadlines[item.id] = time.monotonic() + self._open_timeout
-                        return item
+                got = self._next_claimed()
+                if got is not None:
+                    self._open[got.id] = got
+                    if self._open_timeout is not None:
+                        self._deadlines[got.id] = time.monotonic() + self._open_timeout
+                    return got
+            if wait == 0:
+                return None
             if wait is not None:
                 now = time.monotonic()
                 if deadline is None:
                     deadline = now + wait
                 if now >= deadline:
                     return None
-            self._source.wait(version, self._wait_step(deadline))
+            self._source.wait(version, self.wait_step(deadline))
+
+    def _next_claimed(self) -> Item | None:
+        """The next item this consumer may deliver, claimed (``_lock`` held):
+        the consumers' protocol of :mod:`engine.queue.compete`."""
+        claims = self._claims
+        if self._others and time.monotonic() >= self._retry_at:
+            self._retry_at = time.monotonic() + self._config.poll_interval
+            self._retry_others()
+        while True:
+            item = self._next_item(consume=True)
+            if item is None:
+                return None
+            xid = item.id
+            if not claims.holds(xid):
+                ready = self._ready
+                ahead = ready[-1][0] if ready else xid
+                if not claims.claim(xid, ahead):
+                    self._others[xid] = item  # another consumer holds it
+                    continue
+                if claims.changed() and self._merge_checkpoint() and self._state.is_done(xid):
+                    claims.release(xid)  # another consumer confirmed it meanwhile
+                    continue
+            return item
+
+    def _retry_others(self) -> None:
+        """Items another consumer held: free now?  Confirmed there (dropped), or
+        aborted or left by a consumer that died: given back here, ``error_count + 1``."""
+        claims = self._claims
+        freed = []
+        for xid in sorted(self._others):
+            if self._state.is_done(xid):
+                del self._others[xid]
+            elif claims.claim(xid, xid):
+                freed.append(self._others.pop(xid))
+        if not freed:
+            return
+        self._merge_checkpoint()
+        for item in freed:
+            if self._state.is_done(item.id):
+                claims.release(item.id)
+            else:
+                self._give_back(item)  # delivered again first (or to the error queue)
+
+    def _merge_checkpoint(self) -> bool:
+        """Merge the shared checkpoint (the reader file) into this consumer's
+        state (``_lock`` held); False when the file is gone."""
+        self._claims.seen_gen = self._claims.generation()  # before the read: a later write changes it again
+        try:
+            head, done = checkpoint.load_reader_file(self._fs, self.path)
+        except FileNotFoundError:
+            return False
+        state = self._state
+        if head > state.head:
+            state.advance_to(head)
+        for xid in done:
+            if xid > state.head:
+                state.confirm(xid)
+        return True
 
     def peek(self) -> Item | None:
         """The item :meth:`get` would return now, without opening a read."""
@@ -416,6 +538,7 @@ class Reader(Competing):
                 elif not state.confirm(ids):
                     return 0
                 self._dirty = True
+                self.confirm_count += 1
                 return 1
         count = 0
         with self._lock:
@@ -432,6 +555,7 @@ class Reader(Competing):
                     count += 1
             if count:
                 self._dirty = True
+                self.confirm_count += count
         return count
 
     def abort(self, ids: int | Iterable[int]) -> int:
@@ -444,8 +568,9 @@ class Reader(Competing):
                 self._deadlines.pop(xid, None)
                 if entry is not None:
                     self._give_back(entry)
-                    self._gave_back(entry)
+                    self._let_others_have(entry)
                     count += 1
+            self.abort_count += count
         if count:
             self._source.notify()
         return count
@@ -481,13 +606,20 @@ class Reader(Competing):
             if item is None:
                 continue
             log.warning("queue %s reader %r: open read %d timed out; aborted", self.queue, self.name, xid)
+            self.abort_count += 1
             self._give_back(item)
-            self._gave_back(item)
+            self._let_others_have(item)
+
+    def _let_others_have(self, item: Item) -> None:
+        """After an abort (or an open read's timeout): let the other consumers
+        have it too, unless it was punted (done, kept until the checkpoint)."""
+        if not self._state.is_done(item.id):
+            self._claims.release(item.id)
 
     def discard_oldest(self) -> bool:
         """Drop the oldest undelivered item (discard_old_when_full)."""
         with self._lock:
-            item = self._compete_next() if self.competing else self._next_item(consume=True)
+            item = self._next_claimed()
             if item is None:
                 return False
             self._state.confirm(item.id)
@@ -552,29 +684,54 @@ class Reader(Competing):
 
     # -- checkpoints ---------------------------------------------------------------
     def checkpoint(self, *, force: bool = False) -> bool:
-        """Write the reader file if anything changed; returns whether it wrote.
-        (A competing consumer merges the other consumers' confirmations in; a
-        consumer alone that another one asks to share the name starts competing.)"""
+        """Write the reader file if this consumer confirmed anything since its last
+        write (or ``force``); returns whether it wrote.  The file's state is merged
+        in first (the confirmations of the reader's other consumers), under the
+        checkpoint's mutex; the claims of the items it wrote as done are let go
+        after, and so are the ids it claimed ahead and has not delivered (the
+        reader's other consumers may have them meanwhile)."""
+        claims = self._claims
         with self._checkpoint_lock:
-            if self.competing:
-                return self._checkpoint_competing(force)
-            with self._lock:
-                wrote = self._dirty or force
-                head, done = self._state.snapshot()
-                self._dirty = False
+            wrote = False
+            claims.lock_mutex()
+            try:
+                with self._lock:
+                    if claims.changed():
+                        self._merge_checkpoint()  # (nothing new for the file: no write for it)
+                    wrote = self._dirty or force
+                    if wrote:
+                        head, done = self._state.snapshot()
+                        self._dirty = False
+                if wrote:
+                    try:
+                        checkpoint.write_reader_file(self._fs, self.path, head, done, self._now_ms())
+                    except BaseException:
+                        self._dirty = True
+                        raise
+                    claims.bump()
+            finally:
+                claims.unlock_mutex()
             if wrote:
-                try:
-                    checkpoint.write_reader_file(self._fs, self.path, head, done, self._now_ms())
-                except BaseException:
-                    self._dirty = True
-                    raise
                 self.durable_head = head
-            if not self._closed:
-                self._share_if_asked(READER_LOCK_PATIENCE)
+                census.write_mark(self._reader_lock.handle)
+            with self._lock:
+                open_ids = set(self._open)
+                if wrote:
+                    claims.release_done(head, done, open_ids)
+                # Not what was confirmed since the snapshot: those wait for the next
+                # checkpoint, which writes them.
+                state = self._state
+                claims.release_ahead(state.head, open_ids | state.members)
             return wrote
 
     def stats(self) -> dict[str, object]:
-        """Items, open reads, oldest age for this reader."""
+        """This consumer's figures (snake_case keys, numbers): ``items`` (its reader's
+        backlog: ids not confirmed), ``backlog_bytes`` (their payload bytes: it reads
+        the backlog), ``open_reads``, ``oldest_age_s``, ``last_checkpoint_ns`` (the
+        reader file's), ``gets`` / ``confirms`` / ``aborts`` (this consumer's, since
+        it opened), ``consumers`` (of the reader name now: 1, or 2 when others
+        share it; exact counts need the system's lock table: ``engine queue
+        readers``), ``expired``, ``discarded``."""
         with self._lock:
             oldest = self._next_item(consume=False) if not self._closed else None
             if self._open:
@@ -583,16 +740,29 @@ class Reader(Competing):
                 if oldest is None or oldest_open.add_time_ms < oldest.add_time_ms:
                     oldest = oldest_open
             now = self._now_ms()
-            return {
+            head, done = self._state.snapshot()
+            tail = max(self._tail(), head)
+            figures: dict[str, object] = {
                 "reader": self.name,
-                "head": self._state.head,
-                "items": self._state.pending(max(self._tail(), self._state.head)),
+                "head": head,
+                "items": self._state.pending(tail),
                 "open_reads": len(self._open),
-                "done_out_of_order": len(self._state.done),
+                "done_out_of_order": len(done),
                 "oldest_age_s": None if oldest is None else max(0.0, (now - oldest.add_time_ms) / 1000),
                 "expired": self.expired_count,
                 "discarded": self.discarded_count,
+                "gets": self.confirm_count + self.abort_count + len(self._open),
+                "confirms": self.confirm_count,
+                "aborts": self.abort_count,
+                "consumers": 2 if not self._closed and self._claims.others_present() else 1,
             }
+        figures["backlog_bytes"] = backlog_bytes(self._fs, self.directory, self.queue, ReaderState(head, done), tail)
+        figures["last_checkpoint_ns"] = last_checkpoint_ns(self._fs, self.path)
+        return figures
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"head={self._state.head} open={len(self._open)}"
+        return f"<{type(self).__name__} {self.name!r} of queue {self.queue!r} in {self.directory!r} {state}>"
 
     def close(self, *, checkpoint_first: bool = True) -> None:
         """Checkpoint (if possible) and release the reader's lock."""
@@ -605,4 +775,5 @@ class Reader(Competing):
             with self._lock:
                 self._closed = True
                 self._cursor.close()
+                self._claims.close()
                 self._reader_lock.release()

@@ -20,13 +20,14 @@ from typing import Any, Protocol
 from engine.errors import EngineError
 from engine.fs import FileSystem, RecoveryReport
 from engine.lifetime import close_when_dropped, keeper_of
-from engine.queue import checkpoint, naming
+from engine.queue import census, checkpoint, naming
 from engine.queue.attach import attach_reader, reader_files
-from engine.queue.compete import SHARE_WAIT, wait_round
+from engine.queue.compete import wait_round
 from engine.queue.config import QueueConfig
 from engine.queue.cursor import PollingSource
 from engine.queue.reader import Item, Reader
 from engine.queue.segments import Segment, earliest_id, find_tail
+from engine.queue.shared import peek_facts, peek_tail
 
 log = logging.getLogger("engine.queue")
 
@@ -72,7 +73,7 @@ class RemoteReader(Reader):
     def _loop(self) -> None:
         """Checkpoint every interval; a failure is kept in ``checkpoint_failure``,
         logged once per run of failures, and retried (as the writer's loop)."""
-        while wait_round(self._stop, self._config.checkpoint_interval, self.share_requested):
+        while wait_round(self._stop, self._config.checkpoint_interval):
             try:
                 self.checkpoint()
             except (EngineError, OSError) as exc:
@@ -131,7 +132,8 @@ def open_remote_reader(
     segments: list[Segment] = source.segment_list(fresh=True)
     if not segments:
         raise EngineError(f"{directory}: queue {queue!r} has no writer files (open it with Queue.open first)")
-    tail = find_tail(fs, segments)
+    census.check_no_links(fs, directory, queue)
+    tail = max(find_tail(fs, segments), peek_tail(fs, directory, queue))
     earliest = earliest_id(segments)
     window: int | None = checkpoint.crash_window(config.journal_size)
     if earliest is None:
@@ -140,6 +142,9 @@ def open_remote_reader(
         window = None
         tail, _ = checkpoint.highest_mentioned(fs, reader_files(fs, directory, queue).values(), tail, None)
     report = RecoveryReport(path=naming.join(directory, naming.reader_name(queue, name)))
+    lost = census.newest_damage(fs, directory, queue, segments, peek_facts(fs, directory, queue))
+    if lost is not None:  # (the producers' next open reports and repairs it too)
+        report.add("reset", lost.path, 1, "files", detail=str(lost))
     lock, state = attach_reader(
         fs,
         directory,
@@ -150,13 +155,12 @@ def open_remote_reader(
         stamp_ms=int(clock() * 1000),
         report=report,
         window=window,
-        share_wait=SHARE_WAIT,
     )
     report.log(log)
     holder: list[RemoteReader] = []
 
     def current_tail() -> int:
-        return max(tail, holder[0]._cursor.last_id) if holder else tail
+        return max(tail, holder[0].last_read_id) if holder else tail
 
     def punt(target: str, item: Item) -> None:
         holder[0].punt_to(target, item)
@@ -178,5 +182,5 @@ def open_remote_reader(
     )
     holder.append(reader._keeper)  # the closures above must not keep ``reader`` alive
     if report.repaired:
-        reader._dirty = True
+        reader.mark_dirty()
     return reader

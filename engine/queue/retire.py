@@ -13,17 +13,28 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from engine.fs import FileSystem, crashpoint, make_dirs
-from engine.queue import checkpoint, naming
+from engine.queue import census, checkpoint, naming
 from engine.queue.attach import reader_being_created, reader_files
-from engine.queue.reader import Reader
 from engine.queue.segments import Segment
 
 log = logging.getLogger("engine.queue")
 
 
-def durable_heads(fs: FileSystem, directory: str, queue: str, live: Mapping[str, Reader]) -> dict[str, int] | None:
+class Checkpointed(Protocol):
+    """What retiring asks of a reader open in the writer's process."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    durable_head: int
+
+
+def durable_heads(
+    fs: FileSystem, directory: str, queue: str, live: Mapping[str, Checkpointed]
+) -> dict[str, int] | None:
     """Each reader's head as on disk (``live`` readers: as last checkpointed), by name.
 
     None when the reader files cannot be trusted this round, and nothing may be
@@ -50,6 +61,12 @@ def durable_heads(fs: FileSystem, directory: str, queue: str, live: Mapping[str,
     creating = reader_being_created(fs, directory, queue, listing)
     if creating is not None:
         log.info("queue %s: reader %r is being created: no file retired this round", queue, creating)
+        return None
+    missing = census.missing_checkpoints(fs, directory, queue, listing)
+    if missing:
+        # Its head is unknown until it is opened again (it restarts at the start of
+        # the journal): nothing it may need can go.
+        log.warning("queue %s: reader %r's checkpoint file is missing: no file retired", queue, missing[0])
         return None
     if set(reader_files(fs, directory, queue)) != set(files):
         return None  # a reader file appeared or went while we read them

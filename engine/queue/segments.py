@@ -70,6 +70,7 @@ class RecordScanner:
         self._pending: list[codec.Put] = []
         self._crc = 0
         self._covered = 0
+        self._foreign = False  # the records after the last CHECK were accepted as another program's
 
     @property
     def unverified(self) -> int:
@@ -92,6 +93,10 @@ class RecordScanner:
         wait for theirs.  A malformed record or a CHECK that does not match is
         raised only once the verified records before it have been returned.
         """
+        if self._foreign:
+            self._foreign = False
+            ready, self._pending, self._crc, self._covered = self._pending, [], 0, 0
+            return ready
         while True:
             buf = self._buf
             pos = self.offset - self._buf_off
@@ -125,6 +130,24 @@ class RecordScanner:
             if not self._read_more(self.offset, limit):
                 return []
 
+    def accept_foreign_tail(self, last_id: int | None, next_id: int | None) -> bool:
+        """In a FINISHED file with CHECKs that ended (at its end, or at an end
+        marker followed by zeros) after records no CHECK vouches for: accept them
+        when they are whole PUTs whose ids continue from ``last_id`` (None: from
+        the first one's) up to the id before ``next_id`` (the next file's first;
+        None: unknown), what libkestrel appends to a queue this engine wrote
+        before it starts a newer file (:func:`foreign_records`).  This engine
+        fsyncs a file before it creates the next, so they are not a torn write
+        of its own.  The next decode then returns them; False: they are damage."""
+        if not self.checked or not self._covered or self.stop not in ("end", "marker"):
+            return False
+        start = self.offset - self._covered
+        _, count, top, clean = foreign_records(self.span(start, self.offset), last_id)
+        if not (clean and count) or (next_id is not None and top + 1 != next_id):
+            return False
+        self._foreign = True
+        return True
+
     def rewind_to(self, offset: int) -> None:
         """Forget what was decoded after the last CHECK (at ``offset``) and read the
         file again from there (see ``JournalCursor._reread``)."""
@@ -133,6 +156,7 @@ class RecordScanner:
         self._pending = []
         self._crc = 0
         self._covered = 0
+        self._foreign = False
         self.stop = ""
 
     def _uses_checks(self, buf: bytes, pos: int) -> bool:
@@ -256,11 +280,17 @@ def read_first_id(fs: FileSystem, path: str, *, finished: bool) -> int | None:
         return None
 
 
-def list_segments(fs: FileSystem, directory: str, queue: str, *, strict: bool = True) -> list[Segment]:
+def list_segments(
+    fs: FileSystem, directory: str, queue: str, *, strict: bool = True, known: list[Segment] | None = None
+) -> list[Segment]:
     """The writer files of ``queue``, oldest first, with their first ids.
 
+    ``known``: files listed before whose first ids are known (not read again).
     ``strict``: damage at the start of a finished file raises (see
-    :func:`read_first_id`); ``engine queue repair`` lists leniently (None)."""
+    :func:`read_first_id`); ``engine queue repair`` lists leniently (None).  A
+    writer file that is a symbolic link (dangling or not) is damage, never
+    skipped (CorruptFileError)."""
+    cached = {seg.number: seg for seg in known or () if seg.first_id is not None}
     numbered = sorted(
         (number, filename)
         for filename in fs.listdir(directory)
@@ -269,10 +299,18 @@ def list_segments(fs: FileSystem, directory: str, queue: str, *, strict: bool = 
     newest = numbered[-1][0] if numbered else None
     found = []
     for number, filename in numbered:
+        seg = cached.get(number)
+        if seg is not None:
+            found.append(seg)
+            continue
         path = naming.join(directory, filename)
         try:
             found.append(Segment(number, path, read_first_id(fs, path, finished=strict and number != newest)))
         except FileNotFoundError:
+            if fs.is_symlink(path):
+                raise CorruptFileError(
+                    path, 0, "a regular file (a queue's files are never symbolic links)", "a dangling symbolic link"
+                ) from None
             continue  # retired meanwhile (by another producer): as if listed a moment later
     return found
 
@@ -293,6 +331,9 @@ class TailScan:
     #: CHECKs only).  Not None means the damage is in the middle of the file, not a
     #: torn tail: cutting there would drop checksummed data.
     valid_after: int | None = None
+    #: The file starts with the empty CHECK (this engine wrote it), so every
+    #: write in it ends with a CHECK.
+    uses_checks: bool = False
 
     def mid_file_error(self, path: str) -> CorruptFileError:
         """The error for damage with valid data after it (see :attr:`valid_after`)."""
@@ -380,7 +421,34 @@ def scan_file(handle: FileHandle, path: str, *, after_id: int = 0) -> TailScan:
         rest = handle.read_at(batch_start, size - batch_start)
         hit = codec.find_valid_check(rest, search_from - batch_start, 0)
         valid_after = None if hit is None else batch_start + hit
-    return TailScan(last, count, good_end, size, problem, damage, valid_after)
+    return TailScan(last, count, good_end, size, problem, damage, valid_after, uses_checks)
+
+
+def foreign_records(data: bytes, last_id: int | None) -> tuple[int, int, int, bool]:
+    """The whole PUT records at the start of ``data`` (the bytes after a file's
+    last CHECK) whose ids continue from ``last_id`` one by one (None: from the
+    first one's): ``(end, count, last id, clean)``, ``end`` just past the last of
+    them and ``clean`` when they end exactly at the end of ``data``.
+
+    What libkestrel appends to the newest file of a queue this engine wrote (it
+    writes no CHECK), or, at the end of a finished file, what it appended before
+    it started a newer one.  A torn write of this engine never ends cleanly at
+    the end of the data with whole records: its CHECK is missing, so the zeros
+    or garbage after the tear are in the file too (see docs/formats/queue.md)."""
+    pos, count, top = 0, 0, last_id
+    while pos < len(data):
+        try:
+            record, end = codec.decode_record(data, pos)
+        except (codec.Incomplete, codec.BadRecord):
+            break
+        if not isinstance(record, codec.Put) or (top is not None and record.xid != top + 1):
+            break
+        pos, count, top = end, count + 1, record.xid
+    if count and codec.find_valid_check(data, 1, 0) is not None:
+        # A CHECK that vouches for bytes in there: this engine's records, framed
+        # anew by damage (a size swallowing what follows), not another program's.
+        return 0, 0, last_id or 0, False
+    return pos, count, top or 0, pos == len(data)
 
 
 def ids_in_valid_batches(data: bytes, start: int) -> list[int]:

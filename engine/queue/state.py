@@ -117,28 +117,25 @@ class ReaderState:
         merged.sort()
         self.gaps = merged
 
-    def clamp(self, earliest: int | None, tail: int) -> list[tuple[str, int, str, str]]:
-        """Clamp the head into [earliest - 1, tail]; drop done ids outside (head, tail].
+    def clamp(self, earliest: int | None) -> list[tuple[str, int, str, str]]:
+        """Raise the head to ``earliest - 1`` when the ids before the journal's
+        first item (``earliest``; None: the journal holds no item) are gone.
 
         Returns what changed as ``(kind, count, unit, detail)`` repairs in the terms
-        of :class:`engine.fs.RecoveryReport` (the caller records them).  ``earliest``
-        is the first id still in the journal, None when the journal holds no item.
+        of :class:`engine.fs.RecoveryReport` (the caller records them).  The head
+        is never lowered, nor a done id above the journal's tail dropped (as
+        libkestrel's load does): every id a reader mentions is burnt by the
+        writer's next open (see ``engine.queue.recover``), so a head past the tail
+        is ids a crash took back or the writer has not made visible yet, never
+        ids to deliver again.
         """
         repairs: list[tuple[str, int, str, str]] = []
-        low = (earliest - 1) if earliest is not None else tail
-        if self.head > tail:
-            repairs.append(("reset", 1, "heads", f"head {self.head} is past the journal tail {tail}: clamped"))
-            self.head = tail
-        if self.head < low:
-            self.head = low  # ids below the journal's first item are gone: done
-        # Range operations on the sorted set: O(ids dropped), whatever their values.
-        dropped = [*self.done.irange(maximum=self.head), *self.done.irange(minimum=tail + 1)]
-        if dropped:
-            repairs.append(("dropped", len(dropped), "ids", f"done ids outside ({self.head}, {tail}]"))
-            for i in dropped:
-                self._discard(i)
-        self.gaps = [(max(lo, self.head + 1), min(hi, tail)) for lo, hi in self.gaps if hi > self.head and lo <= tail]
-        self._swallow()
+        if earliest is not None and self.head < earliest - 1:
+            gone = earliest - 1 - self.head
+            repairs.append(
+                ("reset", gone, "ids", f"ids {self.head + 1}..{earliest - 1} are no longer in the journal: passed")
+            )
+            self.advance_to(earliest - 1)
         return repairs
 
     def pending(self, tail: int) -> int:

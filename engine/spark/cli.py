@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 from typing import Any
 
@@ -19,15 +20,15 @@ def _one_line(command: str, exc: Exception, log_path: str) -> int:
     """Spark's errors carry long Java and Python stack traces: one line, and where the rest is."""
     from engine.spark.pipeline import first_line
 
-    console.print(f"engine {command}: error: {first_line(exc)}", markup=False, highlight=False)
-    console.print(f"(the whole trace: run again with --verbose; Spark's log: {log_path})",
-                  markup=False, highlight=False)
+    err_console.print(f"engine {command}: error: {first_line(exc)}", markup=False, highlight=False)
+    err_console.print(f"(the whole trace: run again with --verbose; Spark's log: {log_path})",
+                      markup=False, highlight=False)
     return 1
 
 
 def _cmd_pipeline(args: argparse.Namespace) -> int:
     from engine.errors import EngineError
-    from engine.fs import make_dirs, resolve
+    from engine.fs import make_dirs, no_such, resolve
     from engine.spark.demo import run_spark_phase, start_spark
     from engine.spark.pipeline import print_summary
 
@@ -36,8 +37,8 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
     # With --json, standard output carries only the JSON document: progress goes to stderr.
     progress = Console(quiet=True) if args.quiet else err_console if args.json else console
     if not os.path.isdir(data_dir):
-        console.print(f"engine pipeline: {data_dir}: not a directory")
-        return 2
+        raise no_such(resolve(None), data_dir, "data directory") if not os.path.exists(data_dir) else \
+            NotADirectoryError(errno.ENOTDIR, "not a directory", data_dir)
     make_dirs(resolve(None), out_dir)
     log_path = os.path.join(out_dir, "spark.log")
     try:
@@ -57,7 +58,7 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
         print_json({"rows": summary.rows, "errors": summary.errors, "parquet": summary.parquet,
                     "chart": summary.chart})
         return 1 if summary.errors else 0
-    print_summary(summary, console)
+    print_summary(summary, console, err_console)
     console.print(f"summary: {summary.parquet}")
     if summary.chart:
         console.print(f"chart: {summary.chart}")
@@ -70,14 +71,14 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     try:
         summary = run_demo(args.dir, args.out, args.master, args.scale, console, force=args.force,
-                           verbose=args.verbose, quiet=args.quiet)
+                           verbose=args.verbose, quiet=args.quiet, err_console=err_console)
     except (EngineError, KeyboardInterrupt):
         raise  # engine's own errors are one line already
     except Exception as exc:
         if args.verbose:
             raise
         status = _one_line("demo", exc, os.path.join(os.path.abspath(args.dir), "spark.log"))
-        console.print(f"(running it again reuses {args.dir})", markup=False, highlight=False)
+        err_console.print(f"(running it again reuses {args.dir})", markup=False, highlight=False)
         return status
     return 1 if summary.errors else 0
 

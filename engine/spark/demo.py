@@ -10,7 +10,9 @@ What it creates (each part only if its store is installed in this build):
   completed and some aborted;
 * ``logs/clicks`` (TTL one day) and ``logs/metrics`` (small segments): append
   logs with an hour of timestamps;
-* ``events/accounts``: an event journal with many persistence ids.
+* ``events/accounts``: an event journal with many persistence ids;
+* ``kv/catalog.kv``: a key-value store of products, with a ``prices`` tree
+  beside the default one (updates in transactions, some deletes).
 
 Each step shows a rich progress bar.  The sizes scale with ``--scale``.
 
@@ -53,7 +55,7 @@ from engine.errors import ConfigError
 from engine.fs import FileSystem, default_fs, make_dirs
 
 #: What ``engine demo`` makes in its directory (all ``--force`` removes there).
-DEMO_ENTRIES = ("queues", "pages", "streams", "logs", "events", "out", "spark.log")
+DEMO_ENTRIES = ("queues", "pages", "streams", "logs", "events", "kv", "out", "spark.log")
 #: Present while a run has not finished: the next run may reuse the directory.
 MARKER = ".engine-demo-unfinished"
 #: The oldest Java that Spark 4 runs on.
@@ -122,7 +124,8 @@ def make_queue(root: str, n: int, progress: Progress) -> None:
 
 
 def make_logs(root: str, n: int, progress: Progress) -> None:
-    """Logs ``clicks`` (TTL one day) and ``metrics`` (64 KiB segments), an hour of times."""
+    """Logs ``clicks`` (TTL one day; traffic rising through the hour) and
+    ``metrics`` (64 KiB segments; steady), an hour of times."""
     from engine.applog import AppendLog
 
     task = progress.add_task("append logs", total=2 * n)
@@ -131,10 +134,11 @@ def make_logs(root: str, n: int, progress: Progress) -> None:
     rnd = random.Random(7)
     pages = ["/", "/cart", "/checkout", "/search", "/item"]
     with AppendLog.open(os.path.join(root, "logs", "clicks"), ttl_ns=24 * hour, sync=0.05) as log:
-        t = now - hour
         batch = []
         for i in range(n):
-            t += rnd.randint(1, 2 * hour // n)
+            # Traffic rising through the hour (the rate grows linearly): the log
+            # grows ever faster, where ``metrics`` below grows steadily.
+            t = now - hour + int(hour * ((i + rnd.random()) / n) ** 0.5)
             batch.append((f"user={rnd.randint(1, 999)} page={rnd.choice(pages)}".encode(), 0, min(t, now)))
             if len(batch) == 1000 or i == n - 1:
                 log.append_many(batch)
@@ -239,6 +243,29 @@ def make_pages(root: str, n: int, progress: Progress) -> None:
                 tx.free(live.pop(rnd.randrange(len(live))))
 
 
+def make_kv(root: str, n: int, progress: Progress) -> None:
+    """``n`` products in a key-value store: transactions of ten puts (a product
+    and its price in a second tree), a price update now and then, some deletes."""
+    from engine.kv import KV
+
+    kdir = os.path.join(root, "kv")
+    make_dirs(default_fs(), kdir)
+    task = progress.add_task("key-value transactions", total=n)
+    rnd = random.Random(11)
+    with KV.open(os.path.join(kdir, "catalog.kv")) as kv:
+        for start in range(0, n, 10):
+            with kv.transaction() as tx:
+                prices = tx.tree("prices")
+                for i in range(start, min(n, start + 10)):
+                    key = f"product:{i:06d}".encode()
+                    tx[key] = f'{{"name": "product {i}", "stock": {rnd.randrange(100)}}}'.encode()
+                    prices[key] = f"{rnd.uniform(1, 500):.2f}".encode()
+                gone = f"product:{rnd.randrange(start or 1):06d}".encode()
+                if start and rnd.random() < 0.3 and gone in tx:
+                    del tx[gone]
+            progress.advance(task, min(n, start + 10) - start)
+
+
 #: (name, module that must exist, maker, share of --scale)
 STEPS: list[tuple[str, str, Callable[[str, int, Progress], None], float]] = [
     ("queue", "engine.queue", make_queue, 1.0),
@@ -246,6 +273,7 @@ STEPS: list[tuple[str, str, Callable[[str, int, Progress], None], float]] = [
     ("streams", "engine.streams", make_streams, 0.05),
     ("logs", "engine.applog", make_logs, 2.0),
     ("events", "engine.events", make_events, 0.5),
+    ("kv", "engine.kv", make_kv, 0.2),
 ]
 
 
@@ -330,7 +358,7 @@ def mark_finished(root: str) -> None:
 
 
 def make_demo_data(root: str, scale: int = 10_000, console: Console | None = None, *,
-                   force: bool = False) -> list[str]:
+                   force: bool = False, err_console: Console | None = None) -> list[str]:
     """Create the demo stores under ``root``; returns what was made.
 
     ``root`` must be missing, empty, left by an unfinished run, or ``force``
@@ -338,17 +366,19 @@ def make_demo_data(root: str, scale: int = 10_000, console: Console | None = Non
     marked unfinished; on failure it stays marked.
     """
     console = console or Console()
+    err_console = err_console or Console(stderr=True)
     prepare_dir(root, force=force)
     made = []
     with _progress(console) as progress:
         for name, module, maker, share in STEPS:
             if not _have(module):
-                console.print(f"[yellow]{name}: store not installed in this build; skipped")
+                err_console.print(f"{name}: store not installed in this build; skipped", style="yellow",
+                                  markup=False, highlight=False)
                 continue
             try:
                 maker(root, max(10, int(scale * share)), progress)
             except Exception as exc:  # one store's failure must not hide the others
-                console.print(f"[red]{name}: demo data failed: {exc!r}")
+                err_console.print(f"{name}: demo data failed: {exc!r}", style="red", markup=False, highlight=False)
                 continue
             made.append(name)
     mark_finished(root)
@@ -402,7 +432,8 @@ def _spark_progress(console: Console) -> Progress:
 
 
 def run_demo(root: str, out: str | None, master: str | None, scale: int, console: Console, *,
-             force: bool = False, verbose: bool = False, quiet: bool = False) -> Any:
+             force: bool = False, verbose: bool = False, quiet: bool = False,
+             err_console: Console | None = None) -> Any:
     """Check the requirements, make the demo data under ``root``, run the
     pipeline over it and print it (``quiet``: no progress, only the result).
 
@@ -411,9 +442,12 @@ def run_demo(root: str, out: str | None, master: str | None, scale: int, console
     from engine.spark.pipeline import print_summary
 
     check_requirements()
+    if scale < 1:
+        raise ConfigError(f"scale must be 1 or more, got {scale}")
+    err_console = err_console or Console(stderr=True)
     root = os.path.abspath(root)
     progress = Console(quiet=True) if quiet else console
-    made = make_demo_data(root, scale, progress, force=force)
+    made = make_demo_data(root, scale, progress, force=force, err_console=err_console)
     progress.print(f"created demo data in {root}: {', '.join(made)}")
     mark_unfinished(root)
     log_path = None if verbose else os.path.join(root, "spark.log")
@@ -422,7 +456,7 @@ def run_demo(root: str, out: str | None, master: str | None, scale: int, console
         summary = run_spark_phase(spark, root, out or os.path.join(root, "out"), progress)
     finally:
         spark.stop()
-    print_summary(summary, console)
+    print_summary(summary, console, err_console)
     console.print(f"summary: {summary.parquet}\nchart: {summary.chart}")
     if log_path:
         console.print(f"Spark's log: {log_path}")

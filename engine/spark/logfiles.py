@@ -19,7 +19,6 @@ import bisect
 import dataclasses
 import importlib
 import posixpath
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -42,8 +41,7 @@ from engine.errors import ConfigError, CorruptFileError
 from engine.fs import FileHandle, FileSystem, resolve
 from engine.spark import logcodec as lc
 from engine.spark.manifest import MANIFEST, join, read_manifest
-
-SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
+from engine.stores import SEGMENT_RE
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.spark.discover import Found, discover
+from engine.stores import Found, discover, disk_usage
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -36,7 +36,7 @@ SUMMARY_DDL = (
     "kind string, name string, detail string, records long, bytes long, "
     "first_time timestamp, last_time timestamp, span_seconds double, per_minute double, "
     "backlog long, oldest timestamp, complete long, aborted long, open long, "
-    "ids long, events long, pages long, free_pages long"
+    "ids long, events long, pages long, free_pages long, keys long, trees long, disk_bytes long"
 )
 SUMMARY_COLUMNS = [c.strip().split(" ")[0] for c in SUMMARY_DDL.split(",")]
 
@@ -52,6 +52,8 @@ class Summary:
     found: Found | None = None
     #: Per append log: (bucket start, records per minute in that bucket), for the chart.
     log_rates: dict[str, list[tuple[dt.datetime, float]]] = field(default_factory=dict)
+    #: Per append log: (bucket end, records up to it), how the log grew, for the chart.
+    log_growth: dict[str, list[tuple[dt.datetime, int]]] = field(default_factory=dict)
     #: Per event journal: {events an id holds: how many ids hold that many}, for the chart.
     events_per_id: dict[str, dict[int, int]] = field(default_factory=dict)
 
@@ -59,9 +61,17 @@ class Summary:
         return [r for r in self.rows if r["kind"] == kind]
 
 
+def _utc(value: Any) -> Any:
+    """A time Spark handed back as a naive local datetime, as an aware UTC one (so
+    every table and ``--json`` says its zone); other values as they are."""
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.UTC)
+    return value
+
+
 def _row(kind: str, name: str, **values: Any) -> dict[str, Any]:
     row: dict[str, Any] = {c: None for c in SUMMARY_COLUMNS}
-    row.update(kind=kind, name=name, **values)
+    row.update(kind=kind, name=name, **{key: _utc(value) for key, value in values.items()})
     return row
 
 
@@ -95,7 +105,7 @@ def summarize_logs(spark: SparkSession, root: str, paths: list[str]) -> list[dic
     rows = []
     for r in (all_.collect() if all_ is not None else []):
         span = (r["t1"] - r["t0"]) / 1e9 if r["records"] else 0.0
-        per_min = r["records"] / (span / 60.0) if span > 0 else float(r["records"])
+        per_min = r["records"] / (span / 60.0) if span > 0 else None  # no rate without a span
         rows.append(_row("log", r["name"], records=r["records"], bytes=r["bytes"],
                          first_time=r["first_time"], last_time=r["last_time"],
                          span_seconds=span, per_minute=per_min))
@@ -180,11 +190,13 @@ def summarize_events(spark: SparkSession, root: str, paths: list[str]) -> list[d
 _BUCKETS = (1, 5, 15, 60, 6 * 60, 24 * 60, 7 * 24 * 60)
 
 
-def log_rates(spark: SparkSession, root: str, rows: list[dict[str, Any]],
-              paths: list[str]) -> dict[str, list[tuple[dt.datetime, float]]]:
+def log_rates(spark: SparkSession, root: str, rows: list[dict[str, Any]], paths: list[str],
+              growth: dict[str, list[tuple[dt.datetime, int]]] | None = None,
+              ) -> dict[str, list[tuple[dt.datetime, float]]]:
     """Records per minute over time, per append log: counts per time bucket
     (the narrowest of :data:`_BUCKETS` giving at most ~120 buckets over the
-    log's span), divided by the bucket's minutes."""
+    log's span), divided by the bucket's minutes.  ``growth`` (when given) gets,
+    per log, the records held at the end of each bucket."""
     from pyspark.sql import functions as F
 
     by_name = {r["name"]: r for r in rows}
@@ -196,13 +208,19 @@ def log_rates(spark: SparkSession, root: str, rows: list[dict[str, Any]],
         df = spark.read.format("engine-log").load(p)
         counts = df.groupBy(F.window("time", f"{minutes} minutes").start.alias("t")).count().orderBy("t").collect()
         points = []
+        held, grew = 0, []
         for r in counts:
             if r["t"] is None:
                 continue
-            covered = _covered_minutes(r["t"], minutes, row.get("first_time"), row.get("last_time"))
+            held += r["count"]
+            grew.append((_utc(r["t"]) + dt.timedelta(minutes=minutes), held))
+            start = _utc(r["t"])
+            covered = _covered_minutes(start, minutes, row.get("first_time"), row.get("last_time"))
             if covered >= minutes / 2 or len(counts) <= 2:
-                points.append((r["t"], r["count"] / max(covered, minutes / 2)))
+                points.append((start, r["count"] / max(covered, minutes / 2)))
         out[name] = points
+        if growth is not None:
+            growth[name] = grew
     return out
 
 
@@ -248,7 +266,30 @@ def summarize_pages(spark: SparkSession, root: str, paths: list[str]) -> list[di
                    for r in (all_.collect() if all_ is not None else [])), key=lambda x: x["name"])
 
 
-def run_pipeline(spark: SparkSession, data_dir: str, out_dir: str, *, chart: bool = True,
+def summarize_kv(spark: SparkSession, root: str, paths: list[str]) -> list[dict[str, Any]]:
+    from pyspark.sql import functions as F
+
+    from engine.kv import KV
+
+    frames = []
+    for p in paths:
+        with KV.open(p, readonly=True) as reader:  # the source reads one tree at a time: name them all
+            trees = [t.decode("utf-8", "surrogateescape") for t in reader.trees()]
+        df = _union([spark.read.format("engine-kv").option("tree", t).load(p) for t in trees])
+        if df is None:
+            continue
+        frames.append(df.agg(
+            F.count(F.lit(1)).alias("keys"),
+            F.countDistinct("tree").alias("trees"),
+            F.coalesce(F.sum(F.length("key") + F.length("value")), F.lit(0)).alias("bytes"),
+        ).withColumn("name", F.lit(_rel(root, p))))
+    all_ = _union(frames)
+    return sorted((_row("kv", r["name"], keys=r["keys"], trees=r["trees"], records=r["keys"], bytes=r["bytes"])
+                   for r in (all_.collect() if all_ is not None else [])), key=lambda x: x["name"])
+
+
+def run_pipeline(spark: SparkSession, data_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
+                 chart: bool = True,
                  step: Callable[[str], None] | None = None) -> Summary:
     """Summarise every store under ``data_dir`` into ``out_dir``; see the module docstring.
 
@@ -258,19 +299,25 @@ def run_pipeline(spark: SparkSession, data_dir: str, out_dir: str, *, chart: boo
     display: a Spark job over a large directory takes a while.
     """
     tell = step or (lambda what: None)
-    from engine.fs import make_dirs, resolve
+    from engine.fs import as_path, make_dirs, resolve
+
+    data_dir, out_dir = as_path(data_dir, "data_dir"), as_path(out_dir, "out_dir")
     from engine.spark import available_sources
 
     data_dir, out_dir = os.path.abspath(data_dir), os.path.abspath(out_dir)
     found = discover(data_dir)
     sources = set(available_sources())
     summary = Summary(found=found)
+    for problem in found.errors:  # an unreadable corner: said, and the rest still summarised
+        log.warning("%s", problem)
+        summary.errors.append(_rel(data_dir, problem) if problem.startswith(data_dir) else problem)
     plan = [
         ("engine-log", found.logs, summarize_logs, "append log"),
         ("engine-queue", found.queues, summarize_queues, "queue directory"),
         ("engine-streams", found.streams, summarize_streams, "stream journal"),
         ("engine-events", found.events, summarize_events, "event journal"),
         ("engine-pages", found.pages, summarize_pages, "page store"),
+        ("engine-kv", found.kv, summarize_kv, "key-value store"),
     ]
     for source, paths, fn, what in plan:
         if not paths:
@@ -291,6 +338,7 @@ def run_pipeline(spark: SparkSession, data_dir: str, out_dir: str, *, chart: boo
                     problem = first_line(exc)
                     log.warning("%s: %s", path, problem)
                     summary.errors.append(f"{_rel(data_dir, path)}: {problem}")
+    _add_disk_bytes(summary, data_dir, found)
     make_dirs(resolve(None), out_dir)
     tell("writing summary.parquet")
     out_parquet = os.path.join(out_dir, "summary.parquet")
@@ -302,12 +350,31 @@ def run_pipeline(spark: SparkSession, data_dir: str, out_dir: str, *, chart: boo
         logs = [p for p in found.logs if _rel(data_dir, p) in {r["name"] for r in summary.of_kind("log")}]
         events = [p for p in found.events if _rel(data_dir, p) in {r["name"] for r in summary.of_kind("events")}]
         try:
-            summary.log_rates = log_rates(spark, data_dir, summary.of_kind("log"), logs)
+            summary.log_rates = log_rates(spark, data_dir, summary.of_kind("log"), logs, summary.log_growth)
             summary.events_per_id = events_per_id(spark, data_dir, events)
         except Exception as exc:  # the chart's extra detail must not cost the summary
             log.warning("chart detail skipped: %s", first_line(exc))
         summary.chart = draw_chart(summary, os.path.join(out_dir, "summary.png"))
     return summary
+
+
+def _add_disk_bytes(summary: Summary, root: str, found: Found) -> None:
+    """Each row's ``disk_bytes``: what its store's files take on disk (a queue's
+    readers: their queue's files), read on the driver from the file sizes."""
+    from engine.fs import resolve
+
+    fs = resolve(None)
+    where = {(kind, _rel(root, p)): p for kind, paths in found.by_kind().items() for p in paths}
+    for row in summary.rows:
+        try:
+            if row["kind"] == "queue":
+                directory, _, queue = row["name"].rpartition("/")
+                path = where.get(("queue", directory))
+                row["disk_bytes"] = disk_usage(fs, path, queue)[0] if path else None
+            elif (row["kind"], row["name"]) in where:
+                row["disk_bytes"] = disk_usage(fs, where[(row["kind"], row["name"])])[0]
+        except OSError as exc:  # unreadable meanwhile: the figure stays unknown
+            log.warning("%s: disk usage unknown: %s", row["name"], exc)
 
 
 def first_line(exc: BaseException) -> str:
@@ -345,14 +412,28 @@ def _stacked(ax: Any, labels: list[str], series: dict[str, list[int]], colors: d
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
-def draw_chart(summary: Summary, path: str) -> str:
-    """The PNG: one panel per question a user asks of the stores.
+def _disk_rows(summary: Summary) -> list[tuple[str, str, int]]:
+    """``(kind, name, disk bytes)`` per store (a queue once, not per reader),
+    the largest first."""
+    seen: dict[tuple[str, str], int] = {}
+    for r in summary.rows:
+        if r.get("disk_bytes") is not None:
+            seen[(r["kind"], r["name"])] = r["disk_bytes"]
+    return sorted(((k, n, b) for (k, n), b in seen.items()), key=lambda x: -x[2])
 
-    * queues: how far behind is each reader (backlog, items not yet confirmed);
-    * append logs: how fast are records coming in, over time (records/min);
+
+def draw_chart(summary: Summary, path: str) -> str:
+    """The PNG: one panel per question a user asks of the stores, the most
+    pressing first.
+
+    * queues: which reader is falling behind (backlog in items, with its bytes
+      and how long the oldest item has waited; the reader most behind in red);
+    * disk: how much each store takes on disk (every kind, the largest first);
+    * append logs: how each log grew over time (records held);
     * stream journals: how did the streams end (complete / aborted / open);
     * event journals: how are events spread over persistence ids;
-    * page stores: how much of the file is in use (pages used / free).
+    * page stores: how much of the file is in use (pages used / free);
+    * key-value stores: keys and bytes per store.
 
     Values are written on the bars, axes carry their units, series with
     nothing in them get no legend entry.
@@ -362,40 +443,66 @@ def draw_chart(summary: Summary, path: str) -> str:
     matplotlib.use("Agg")
     import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+    from engine.clireport import human_bytes, human_duration_ns
+
+    now = dt.datetime.now(dt.UTC)
     panels: list[tuple[float, Callable[[Any], None]]] = []  # (height in inches, draw)
     queues = summary.of_kind("queue")
     if queues:
         def queue_panel(ax: Any) -> None:
             labels = [f"{r['name']}: {r['detail']}" for r in queues]
-            bars = ax.barh(range(len(queues)), [r["backlog"] or 0 for r in queues], color="tab:blue")
-            _bar_labels(ax, bars)
+            backlog = [r["backlog"] or 0 for r in queues]
+            worst = max(range(len(queues)), key=lambda k: backlog[k])
+            colors = ["tab:red" if k == worst and backlog[k] else "tab:blue" for k in range(len(queues))]
+            bars = ax.barh(range(len(queues)), backlog, color=colors)
+            notes = []
+            for r, n in zip(queues, backlog, strict=True):
+                waited = (f", oldest waited {human_duration_ns(int((now - r['oldest']).total_seconds() * 1e9))}"
+                          if r["oldest"] is not None else "")
+                notes.append(f"{n:,} items, {human_bytes(r['bytes'] or 0)}{waited}" if n else "caught up")
+            ax.bar_label(bars, labels=notes, padding=3, fontsize=8)
             ax.set_yticks(range(len(queues)), labels)
             ax.invert_yaxis()
             ax.set_xlabel("backlog (items not yet confirmed)")
-            ax.set_title("Queues: backlog per reader", loc="left")
-            ax.margins(x=0.12)
+            ax.set_title(f"Queues: who is falling behind (most: {labels[worst]})", loc="left")
+            ax.margins(x=0.45)
         panels.append((0.8 + 0.45 * len(queues), queue_panel))
+    stores = _disk_rows(summary)
+    if stores:
+        def disk_panel(ax: Any) -> None:
+            kinds = sorted({kind for kind, _, _ in stores})
+            palette = dict(zip(kinds, ["tab:blue", "tab:green", "tab:orange", "tab:purple", "tab:olive",
+                                       "tab:cyan", "tab:brown"], strict=False))
+            bars = ax.barh(range(len(stores)), [b for _, _, b in stores], color=[palette[k] for k, _, _ in stores])
+            ax.bar_label(bars, labels=[human_bytes(b) for _, _, b in stores], padding=3, fontsize=8)
+            ax.set_yticks(range(len(stores)), [f"{name} ({kind})" for kind, name, _ in stores])
+            ax.invert_yaxis()
+            ax.set_xlabel("bytes on disk")
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: human_bytes(int(x))))
+            ax.set_title("Disk: how much each store takes", loc="left")
+            ax.margins(x=0.15)
+        panels.append((0.8 + 0.4 * len(stores), disk_panel))
     logs = summary.of_kind("log")
     if logs:
         def log_panel(ax: Any) -> None:
-            rates = {name: pts for name, pts in summary.log_rates.items() if pts}
-            if rates:
-                for name, pts in sorted(rates.items()):
+            grown = {name: pts for name, pts in summary.log_growth.items() if pts}
+            if grown:
+                for name, pts in sorted(grown.items()):
                     ax.plot([t for t, _ in pts], [v for _, v in pts], marker=".", label=name)
                 ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M\n%m-%d"))
                 ax.set_xlabel("time (UTC)")
-                ax.set_ylabel("records / minute")
+                ax.set_ylabel("records held")
                 ax.set_ylim(bottom=0)
                 ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-            else:  # no timeline (chart detail failed): the average rate per log
-                bars = ax.barh(range(len(logs)), [r["per_minute"] or 0 for r in logs], color="tab:green")
-                _bar_labels(ax, bars, "{:,.1f}")
+            else:  # no timeline (chart detail failed): the records per log
+                bars = ax.barh(range(len(logs)), [r["records"] or 0 for r in logs], color="tab:green")
+                _bar_labels(ax, bars)
                 ax.set_yticks(range(len(logs)), [r["name"] for r in logs])
-                ax.set_xlabel("records / minute (average over the log's span)")
+                ax.set_xlabel("records")
                 ax.margins(x=0.12)
-            ax.set_title("Append logs: records per minute over time", loc="left")
+            ax.set_title("Append logs: how each grew", loc="left")
         panels.append((2.6, log_panel))
     streams = summary.of_kind("streams")
     if streams:
@@ -441,6 +548,19 @@ def draw_chart(summary: Summary, path: str) -> str:
             ax.set_xlabel("pages")
             ax.set_title("Page stores: pages in use and free", loc="left")
         panels.append((0.9 + 0.45 * len(pages), pages_panel))
+    kv = summary.of_kind("kv")
+    if kv:
+        def kv_panel(ax: Any) -> None:
+            bars = ax.barh(range(len(kv)), [r["keys"] or 0 for r in kv], color="tab:cyan")
+            ax.bar_label(bars, labels=[f"{r['keys'] or 0:,} keys in {r['trees'] or 0} trees, "
+                                       f"{human_bytes(r['bytes'] or 0)} of keys and values" for r in kv],
+                         padding=3, fontsize=8)
+            ax.set_yticks(range(len(kv)), [r["name"] for r in kv])
+            ax.invert_yaxis()
+            ax.set_xlabel("keys")
+            ax.set_title("Key-value stores: keys", loc="left")
+            ax.margins(x=0.5)
+        panels.append((0.9 + 0.45 * len(kv), kv_panel))
     heights = [h + 0.6 for h, _ in panels] or [2.0]  # + room for each panel's title and axis label
     fig, axes = plt.subplots(len(heights), 1, figsize=(9, 0.4 + sum(heights)), squeeze=False,
                              layout="constrained", gridspec_kw={"height_ratios": heights})
@@ -451,15 +571,16 @@ def draw_chart(summary: Summary, path: str) -> str:
     if not panels:
         axes[0, 0].text(0.5, 0.5, "no stores found", ha="center", va="center")
         axes[0, 0].set_axis_off()
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    stamp = now.strftime("%Y-%m-%d %H:%M UTC")
     fig.suptitle(f"engine pipeline summary ({stamp})", fontweight="bold")
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
 
 
-def print_summary(summary: Summary, console: Any) -> None:
-    """The summary as rich tables, one per kind of store."""
+def print_summary(summary: Summary, console: Any, err_console: Any) -> None:
+    """The summary as rich tables, one per kind of store; the stores that could
+    not be read on ``err_console`` (standard error), one line each."""
     from rich.table import Table
 
     def fmt(v: Any) -> str:
@@ -470,7 +591,7 @@ def print_summary(summary: Summary, console: Any) -> None:
         if isinstance(v, int):
             return f"{v:,}"
         if isinstance(v, dt.datetime):
-            return v.strftime("%Y-%m-%d %H:%M:%S")
+            return _utc(v).strftime("%Y-%m-%d %H:%M:%S UTC")
         return str(v)
 
     layouts = [
@@ -479,6 +600,7 @@ def print_summary(summary: Summary, console: Any) -> None:
         ("streams", "Stream journals", ["name", "complete", "aborted", "open", "bytes"]),
         ("events", "Event journals", ["name", "ids", "events", "bytes"]),
         ("pages", "Page stores", ["name", "pages", "free_pages", "bytes"]),
+        ("kv", "Key-value stores", ["name", "trees", "keys", "bytes"]),
     ]
     for kind, title, cols in layouts:
         rows = summary.of_kind(kind)
@@ -494,4 +616,4 @@ def print_summary(summary: Summary, console: Any) -> None:
     if not summary.rows and not summary.errors:
         console.print("no stores found")
     for problem in summary.errors:
-        console.print(f"[red]could not read {problem}")
+        err_console.print(f"could not read {problem}", style="red", markup=False, highlight=False)

@@ -135,11 +135,14 @@ def pending_runs(fs: FileSystem, directory: str, queue: str, reader: str, after_
             if upto_id is not None and ids[-1] > upto_id:
                 stop = int(np.searchsorted(ids, upto_id, "right"))  # ascending: the cursor checked
             keep = None
-            if stop > first and (done_ids is not None or state.gaps):
+            burnt = _burnt(cols, first, stop) if stop > first else None
+            if stop > first and (done_ids is not None or state.gaps or burnt is not None):
                 chosen = ids[first:stop]
                 keep = np.ones(len(chosen), bool) if done_ids is None else ~np.isin(chosen, done_ids)
                 for low, high in state.gaps:
                     keep &= (chosen < low) | (chosen > high)
+                if burnt is not None:
+                    keep &= ~burnt  # ids a crash took out of the journal: not items
                 keep = None if keep.all() else keep
             if stop > first:
                 yield PendingRun(cols, first, stop, keep)
@@ -147,6 +150,21 @@ def pending_runs(fs: FileSystem, directory: str, queue: str, reader: str, after_
                 return  # ids increase: nothing further is in range
     finally:
         cursor.close()
+
+
+def _burnt(cols: codec.PutColumns, first: int, stop: int) -> np.ndarray | None:
+    """Which of the run's PUTs ``first:stop`` are BURNT records
+    (:func:`engine.queue.codec.is_burnt`: added and expiring at the epoch, no
+    data); None when none is (the common case: one comparison per item)."""
+    adds = np.frombuffer(cols.add_times, np.int64)[first:stop]
+    zero = adds == 0
+    if not zero.any():
+        return None
+    expires = np.frombuffer(cols.expire_times, np.int64)[first:stop]
+    has = np.frombuffer(cols.has_expiry, np.uint8)[first:stop].astype(bool)
+    offsets = np.frombuffer(cols.offsets, np.int64)
+    empty = offsets[first + 1 : stop + 1] == offsets[first:stop]
+    return zero & has & (expires == 0) & empty
 
 
 def pending_puts(fs: FileSystem, directory: str, queue: str, reader: str,

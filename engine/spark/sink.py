@@ -32,6 +32,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import os
 import time
 import uuid
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ import pyarrow as pa
 from engine.applog.codec import MAX_RECORD_SIZE, RECORD_HEADER_SIZE
 from engine.applog.writer import SegmentWriter, create_segment
 from engine.errors import ConfigError
-from engine.fs import FileSystem, HeldLock, atomic_write, crashpoint, make_dirs, resolve, take_lock
+from engine.fs import FileSystem, HeldLock, as_path, atomic_write, crashpoint, make_dirs, no_such, resolve, take_lock
 from engine.spark.logfiles import SEGMENT_RE
 from engine.spark.manifest import JOB_PREFIX, MANIFEST, join, read_manifest
 
@@ -400,7 +401,7 @@ def abort_job(dataset: str, job_id: str, fs: FileSystem | None = None) -> None:
         fs.fsync_dir(dataset)
 
 
-def cleanup(dataset: str, fs: FileSystem | None = None) -> list[str]:
+def cleanup(dataset: str | os.PathLike[str], fs: FileSystem | None = None) -> list[str]:
     """Remove job directories no manifest lists (what a crashed driver left);
     returns the shard directories removed (``engine spark cleanup DATASET``).
 
@@ -408,9 +409,12 @@ def cleanup(dataset: str, fs: FileSystem | None = None) -> list[str]:
     unlisted until its commit.
     """
     fs = resolve(fs)
-    if read_manifest(fs, dataset) is None and not fs.isdir(dataset):
-        raise ConfigError(f"{dataset}: no such sink dataset")
+    dataset = as_path(dataset, "dataset")
+    if not fs.exists(dataset):
+        raise no_such(fs, dataset, "sink dataset")
     check_target(fs, dataset)
+    if not any(n.startswith(JOB_PREFIX) for n in fs.listdir(dataset)):
+        return []  # no job directory, nothing to remove: take no lock, create no file
     lock = _lock(fs, dataset)
     try:
         return _remove_unlisted(fs, dataset, set(read_manifest(fs, dataset) or []), None)
@@ -424,11 +428,11 @@ def shard_stats(path: str, fs: FileSystem | None = None) -> int:
     return sum(1 for n in fs.listdir(path) if SEGMENT_RE.match(n))
 
 
-def verify_dataset(dataset: str, fs: FileSystem | None = None) -> list[str]:
+def verify_dataset(dataset: str | os.PathLike[str], fs: FileSystem | None = None) -> list[str]:
     """Check a sink dataset (``engine verify DATASET``): the manifest parses, every
     listed shard exists and passes the append log's own self-check.  Raises an
     :class:`~engine.errors.EngineError` on a problem; returns notes (records per
     shard, unlisted job directories that :func:`cleanup` would remove)."""
     from engine.spark.handler import verify
 
-    return verify(resolve(fs), dataset)
+    return verify(resolve(fs), as_path(dataset, "dataset"))

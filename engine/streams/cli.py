@@ -18,11 +18,19 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import cast
 
-from engine.clireport import add_json_option, bytes_fields, human_bytes, human_size, parse_duration_ns, print_json
+from engine.clireport import (
+    add_json_option,
+    bytes_fields,
+    human_bytes,
+    human_size,
+    parse_duration_ns,
+    parse_port,
+    print_json,
+)
 from engine.fs import atomic_write, default_fs, make_dirs
 from engine.streams.journal import DEFAULT_SYNC_DELAY, StreamJournal
 from engine.streams.reader import Event, JournalScan, StreamData
-from engine.streams.server import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, JournalServer
+from engine.streams.server import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, JournalServer, check_socket_free
 from engine.terminal import terminal_console
 
 console = terminal_console()
@@ -73,6 +81,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if args.size is None and not os.path.exists(args.file):
         err_console.print(f"engine streams serve: {args.file}: no such journal; give --size BYTES to create it")
         return 2
+    check_socket_free(args.socket)  # a live server there: refuse before creating the journal
     journal = StreamJournal.open(
         args.file,
         size=args.size,
@@ -94,6 +103,21 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         journal.close()  # another server holds the socket, say: leave its socket alone
         raise
 
+    metrics = None
+    if args.metrics_port is not None:
+        from engine.metrics import LiveCollector, serve_metrics
+
+        live = LiveCollector()
+        live.watch_server(args.socket, server)
+        live.watch_store(args.file, journal)
+        try:
+            metrics = serve_metrics(live, port=args.metrics_port, host=args.metrics_host)
+        except BaseException:
+            server.stop()
+            journal.close()
+            raise
+        err_console.print(f"engine streams serve: metrics at {metrics.url}")
+
     def _stop(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
@@ -107,6 +131,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        if metrics is not None:
+            metrics.stop()
         server.stop()
         journal.close()
     stats = server.stats()
@@ -392,6 +418,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="seconds a client may send nothing before its stream is aborted, or with a unit (90s, 2m); "
         f"0: never (default {DEFAULT_IDLE_TIMEOUT:g})",
     )
+    serve.add_argument("--metrics-port", type=parse_port, default=None, metavar="PORT",
+                       help="serve Prometheus metrics (connections, requests, errors, fsync latency) at "
+                       "http://HOST:PORT/metrics (default: none)")
+    serve.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
+                       help="address of the metrics endpoint (default 127.0.0.1: this machine only)")
     serve.set_defaults(func=_cmd_serve)
 
     dump = sub.add_parser("dump", help="one line per record event (journal-dump)")

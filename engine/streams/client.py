@@ -104,7 +104,7 @@ class Client:
         if self._done:
             raise ClosedError("client stream is finished")
         if not isinstance(data, (bytes, bytearray, memoryview)):
-            require_bytes(data, "data")
+            require_bytes(data, "data", serializers=False)
         if not data:
             return
         self._out.append(LENGTH.pack(len(data)))
@@ -167,6 +167,6 @@ class Client:
         """Send one whole stream and wait until it is durable (``timeout`` as for
         the constructor)."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
-            require_bytes(data, "data")  # before connecting: nothing reaches the server
+            require_bytes(data, "data", serializers=False)  # before connecting: nothing reaches the server
         with cls(socket_path, ident, timeout=timeout) as client:
             client.write(data)

@@ -33,7 +33,7 @@ from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import cast
 
-from engine.conventions import duration_seconds
+from engine.conventions import duration_seconds, require_byte_counts
 from engine.errors import ClosedError, ConfigError, CorruptFileError, DiskFullError, FullError, PoisonedError
 from engine.fs import (
     FileHandle,
@@ -45,6 +45,7 @@ from engine.fs import (
     as_path,
     crashpoint,
     create_file,
+    no_such,
     parent_dir,
     resolve,
     take_lock,
@@ -168,20 +169,21 @@ class StreamJournal(ClosedWhenDropped):
         aborted (each reported in ``journal.recovery`` and logged), and writing
         continues after it with the next global record and stream numbers.
         ``reset=True`` starts it over instead, as the original journald server
-        does at every start.
-        ``sync_delay`` (a :class:`~datetime.timedelta` or seconds, 0 for none)
-        is how long a commit waits for other open streams;
+        does at every start.  ``sync_delay`` (a :class:`~datetime.timedelta` or
+        seconds, 0 for none) is how long a commit waits for other open streams;
         ``spill_size`` how big a pending transaction grows before its whole
         pages are written out (unsynced) ahead of the commit.
         """
         path = as_path(path, "path")
         fs = resolve(fs)
+        require_byte_counts(size=size, page_size=page_size, record_size=record_size, spill_size=spill_size)
         if record_size <= 0:
             raise ConfigError(f"record_size must be positive, not {record_size}")
-        delay = duration_seconds(sync_delay, "sync_delay", allow_zero=True)
-        assert delay is not None
-        if not create and not fs.exists(path):
-            raise FileNotFoundError(path)  # (checked again under the lock)
+        delay = duration_seconds(sync_delay, "sync_delay", allow_zero=True) or 0.0
+        if not fs.exists(path):  # (checked again under the lock); bad arguments fail before it is created
+            if not create:
+                raise no_such(fs, path, "stream journal")
+            cls._check_geometry(page_size or fs.block_size(parent_dir(path)), size, path)
         lock = take_lock(fs, path + LOCK_SUFFIX, what="writer lock of the stream journal")
         try:
             journal = cls._open(path, size, create, reset, page_size, record_size, delay, preallocate, fs)
@@ -221,12 +223,10 @@ class StreamJournal(ClosedWhenDropped):
         if not exists and not create:
             raise FileNotFoundError(path)
         if not exists:
-            if size is None:
-                raise ConfigError(f"{path}: a new journal needs size=")
             # journald's page size: the larger of the OS page size and the file
             # system's block size.
             page = page_size or fs.block_size(parent_dir(path))
-            cls._check_geometry(page, size)
+            size = cls._check_geometry(page, size, path)
             handle = cls._create(fs, path, page, size - size % page, preallocate, reuse=blank)
             try:
                 journal = cls(
@@ -259,11 +259,14 @@ class StreamJournal(ClosedWhenDropped):
             raise
 
     @staticmethod
-    def _check_geometry(page: int, size: int) -> None:
+    def _check_geometry(page: int, size: int | None, path: str = "") -> int:
+        if size is None:
+            raise ConfigError(f"{path}: a new journal needs size= (bytes)")
         if page < codec.MIN_PAGE_SIZE:
             raise ConfigError(f"page size must be at least {codec.MIN_PAGE_SIZE}, not {page}")
         if size // page < codec.MIN_PAGES:
             raise ConfigError(f"a journal needs at least {codec.MIN_PAGES} pages of {page} bytes, not {size} bytes")
+        return size
 
     @staticmethod
     def _is_blank(fs: FileSystem, path: str) -> bool:

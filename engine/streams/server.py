@@ -398,7 +398,18 @@ def _settle(future: asyncio.Future[None], failure: BaseException | None) -> None
 
 
 def _remove_stale_socket(path: str) -> None:
-    """Remove ``path`` if it is a socket nobody listens on any more.
+    """Remove ``path`` if it is a socket nobody listens on any more (see
+    :func:`check_socket_free`)."""
+    if check_socket_free(path):
+        default_fs().unlink(path)
+
+
+def check_socket_free(path: str | os.PathLike[str]) -> bool:
+    """Whether a server may bind ``path``: :class:`LockedError` when a live server
+    listens on it; True when it is a stale socket file (to replace), False when
+    there is nothing there (or not a socket: the bind then fails naming it).
+
+    ``engine streams serve`` asks first, so a refused start creates no journal.
 
     The original journald server unlinks before bind, which lets a second
     server take a live server's socket over (and delete it on exit, leaving
@@ -408,12 +419,13 @@ def _remove_stale_socket(path: str) -> None:
     is replaced.  The probe connection sends nothing, so a live journald
     server sees a client gone before naming a stream: nothing is written.
     """
+    path = as_path(path, "socket_path")
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
-        return
+        return False
     if not stat.S_ISSOCK(mode):
-        return
+        return False
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     probe.settimeout(PROBE_TIMEOUT)
     try:
@@ -427,7 +439,7 @@ def _remove_stale_socket(path: str) -> None:
                           "or give another socket path", path)
     finally:
         probe.close()
-    default_fs().unlink(path)
+    return True
 
 
 def _remove_own_socket(path: str, inode: int | None) -> None:

@@ -53,7 +53,7 @@ class Stream:
         ``data`` is bytes-like; a ``str`` (or anything else) is a TypeError that
         says so."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
-            require_bytes(data, "data")
+            require_bytes(data, "data", serializers=False)
         self.journal._write(self, (data,))
 
     def close(self) -> None:

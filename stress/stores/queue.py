@@ -230,7 +230,7 @@ class QueueAdapter(StoreAdapter):
                 reader = Queue.open_reader(root, NAME, name, fs=fs, checkpoint_interval=0.05)
             except LockedError:
                 continue
-            if reader.competing:  # taken meanwhile: this loop wants a name of its own
+            if reader.sharing():  # taken meanwhile: this loop wants a name of its own
                 reader.close()
                 reader = None
                 continue

@@ -59,4 +59,4 @@ def test_verify_and_inspect_fail_cleanly_on_damage(journal_dir: str, tmp_path: P
     (lone / "meta").write_bytes((Path(journal_dir) / "meta").read_bytes()[:20])
     assert main(["inspect", str(lone / "meta")]) == 2
     assert "expected" in capsys.readouterr().err
-    assert main(["events", "ids", str(tmp_path / "missing")]) == 2
+    assert main(["events", "ids", str(tmp_path / "missing")]) == 1  # no such event journal

@@ -115,10 +115,15 @@ def test_writer_lock_and_read_only_snapshot(jdir: str) -> None:
 
 
 def test_read_only_needs_a_journal(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError):
+    # No journal there: "no such event journal" (FileNotFoundError, exit 1 in the CLI).
+    with pytest.raises(FileNotFoundError, match="no such event journal"):
         EventJournal.open_read_only(str(tmp_path))
-    with pytest.raises(ConfigError):
+    with pytest.raises(FileNotFoundError, match="no such event journal"):
         EventJournal.open(str(tmp_path / "nope"), create=False)
+    # Half a journal: not an event journal (a damaged or foreign directory).
+    (tmp_path / "meta").write_bytes(b"")
+    with pytest.raises(ConfigError, match="not an event journal"):
+        EventJournal.open_read_only(str(tmp_path))
 
 
 def test_data_cap_is_a_clear_error(jdir: str) -> None:
@@ -451,7 +456,7 @@ def test_writer_lock_is_the_lock_file_and_recovery_is_empty_when_clean(jdir: str
 def test_create_false_on_an_empty_directory_leaves_nothing(tmp_path: Path) -> None:
     d = tmp_path / "empty"
     d.mkdir()
-    with pytest.raises(ConfigError):
+    with pytest.raises(FileNotFoundError, match="no such event journal"):
         EventJournal.open(str(d), create=False)
     assert list(d.iterdir()) == []
 

@@ -19,6 +19,8 @@ from engine.cli import build_parser
 NO_REPORT = {
     "streams serve": "a server: runs until stopped",
     "demo": "creates data and runs the pipeline; its report is the pipeline's PNG and Parquet",
+    "metrics": "a server (/metrics); --once prints Prometheus' own text format",
+    "dashboard": "a web server: runs until stopped",
 }
 
 #: ``DIR``, ``SECONDS``, ``-- PROG ARGS`` (the words of a command line), ``PATH ...``.

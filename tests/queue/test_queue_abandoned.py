@@ -100,7 +100,7 @@ def test_stats_pins_with_several_readers_and_rotated_files(tmp_path: Path) -> No
     by_name = {r["reader"]: r for r in stats["readers"]}
     # The files "behind" pins: every id in them is at or below middle's head (20), and
     # some id above its own head (3).
-    lasts = [(seg.first_id or 0) - 1 for seg in q._segments[1:]]  # every file has a PUT here
+    lasts = [(seg.first_id or 0) - 1 for seg in q.files_now()[0][1:]]  # every file has a PUT here
     expect = [path for path, last in zip(files, lasts, strict=False) if 3 < last <= 20]
     assert expect and by_name["behind"]["pinned_files"] == len(expect)
     assert by_name["behind"]["pinned_bytes"] == sum(Path(p).stat().st_size for p in expect)

@@ -174,10 +174,16 @@ def test_a_second_producer_puts_and_a_second_consumer_competes(tmp_path: Path) -
     assert [q.put(b"a"), other.put(b"b"), q.put(b"c")] == [1, 2, 3]
     assert q.tail_id == other.tail_id == 3
     other.close()
+    q.put_many([b"more-%d" % i for i in range(100)])
     mine = q.reader("r")
-    assert not mine.competing  # alone
-    with Queue.open_reader(str(tmp_path), "jobs", "r") as again:  # asks the holder to share
-        assert again.competing and mine.competing
+    first = mine.get(timeout=0)  # (alone: it claims the run of items it decoded)
+    with Queue.open_reader(str(tmp_path), "jobs", "r") as again:  # a second consumer of the name
+        assert again.get(timeout=0) is None  # every item is claimed by mine...
+        mine.checkpoint()  # ... until its next checkpoint round gives back what it has not delivered
+        second = again.get(timeout=1)  # (it looks again at items held elsewhere every poll_interval)
+        assert first is not None and second is not None and first.id != second.id  # each its own
+        again.confirm(second.id)
+    mine.confirm(first.id)
     q.close()
     q2 = Queue.open(str(tmp_path), "jobs")
     q2.close()

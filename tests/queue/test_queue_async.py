@@ -70,7 +70,7 @@ class Ticker:
 
 
 def waiting(q: Queue | Any) -> bool:
-    return bool(q._callbacks)
+    return bool(getattr(q, "_source", q)._callbacks)
 
 
 def test_get_async_waits_without_blocking_the_loop_and_is_woken_by_a_put(tmp_path: Path) -> None:
@@ -87,7 +87,7 @@ def test_get_async_waits_without_blocking_the_loop_and_is_woken_by_a_put(tmp_pat
         threading.Thread(target=q.put, args=(b"hello",)).start()  # a put from another thread
         item = await get
         assert item is not None and item.data == b"hello" and r.open_ids == [item.id]
-        assert not waiting(q) and q._waiters == 0
+        assert not waiting(q) and q._source.waiters == 0
         r.confirm(item.id)
         await ticker.stop()
 
@@ -123,7 +123,7 @@ def test_get_async_returns_at_once_when_an_item_is_there_and_none_on_timeout(tmp
         assert await r.get_async(0) is None
         assert await r.get_async(0.01) is None
         assert await r.get_async(datetime.timedelta(milliseconds=10)) is None
-        assert not waiting(q) and q._waiters == 0
+        assert not waiting(q) and q._source.waiters == 0
 
     run(main)
     with pytest.raises(TypeError):
@@ -141,7 +141,7 @@ def test_a_cancelled_get_async_holds_no_item_and_leaves_no_waiter(tmp_path: Path
         get.cancel()
         with pytest.raises(asyncio.CancelledError):
             await get
-        assert not waiting(q) and q._waiters == 0 and r.open_ids == []
+        assert not waiting(q) and q._source.waiters == 0 and r.open_ids == []
         q.put(b"kept")  # not taken by the cancelled get
         item = await r.get_async(0)
         assert item is not None and item.data == b"kept"
@@ -301,7 +301,7 @@ def test_a_reader_in_another_process_style_waits_asynchronously(tmp_path: Path) 
         remote.confirm(item.id)
         await ticker.stop()
         source: Any = remote._source
-        assert source._waiters == 0
+        assert source.waiters == 0
 
     run(main)
     remote.close()
@@ -315,10 +315,10 @@ def test_many_coroutines_wait_on_one_reader(tmp_path: Path) -> None:
 
     async def main() -> set[bytes]:
         gets = [asyncio.create_task(r.get_async()) for _ in range(count)]
-        await until(lambda: len(q._callbacks) == count)
+        await until(lambda: len(q._source._callbacks) == count)
         q.put_many([b"%d" % n for n in range(count)])
         items = await asyncio.gather(*gets)
-        assert q._waiters == 0
+        assert q._source.waiters == 0
         return {item.data for item in items if item is not None}
 
     assert run(main) == {b"%d" % n for n in range(count)}

@@ -135,7 +135,9 @@ def _queue(tmp_path: Any, journal_size: int = 2048) -> str:
 
     d = str(tmp_path / "q")
     os.makedirs(d, exist_ok=True)
-    q = Queue.open(d, "jobs", sync="never", journal_size=journal_size)
+    # One write per put call and a fixed clock: the same files, byte for byte,
+    # every time (the damage test's draws depend on their sizes).
+    q = Queue.open(d, "jobs", sync="always", journal_size=journal_size, clock=lambda: 1_700_000_000.0)
     q.put_many([b"item-%d" % i * (i % 5) for i in range(120)])
     q.put_many([(b"exp-%d" % i, 4_000_000_000.0 + i) for i in range(30)])
     for k in range(20):

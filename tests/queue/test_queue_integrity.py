@@ -517,7 +517,7 @@ def test_background_checkpoints_go_on_after_a_full_disk(monkeypatch: pytest.Monk
     background = q._stop
     q._stop = Stop()  # type: ignore[assignment]
     # One wait per round (the loop's rounds also end early when a consumer asks to share).
-    monkeypatch.setattr(queue_module, "wait_round", lambda stop, interval, asked: not stop.wait(interval))
+    monkeypatch.setattr(queue_module, "wait_round", lambda stop, interval: not stop.wait(interval))
     q._checkpoint_loop()  # here, in this thread: round 1 fails, round 2 works
     q._stop = background
     assert seen[0] is None and isinstance(seen[1], DiskFullError)  # round 1 failed...

@@ -215,7 +215,7 @@ def test_a_queue_that_failed_a_write_is_collected_too(tmp_path: Path) -> None:
     def broken(offset: int, blob: bytes) -> None:
         raise OSError(errno.EIO, "injected")
 
-    q._handle.write_at = broken  # type: ignore[method-assign]
+    q._writer._handle.write_at = broken  # type: ignore[method-assign]
     with pytest.raises(OSError, match="injected"):
         q.put(b"x")
     with pytest.raises(PoisonedError, match=r"an earlier write failed: .*injected"):

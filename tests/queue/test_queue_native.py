@@ -7,6 +7,8 @@ the same bytes for any input, the same errors.  The batch readers' columnar
 decoder's twin against :func:`engine.queue.codec.decode_columns`: the same
 columns (or the same exception type and message) on valid runs and their
 prefixes, every damaged byte, hostile arguments, large records and random bytes.
+The writer's PUT encoder's twin against :func:`engine.queue.codec.encode_put`: the
+same record for every valid argument, the same result or error for hostile ones.
 
 The native module is imported directly (not through ``engine.native.load``), so
 these tests run it even under ``ENGINE_PURE_PYTHON=1``; they are skipped when it is
@@ -285,3 +287,65 @@ def test_the_column_cursor_uses_the_native_decoder_unless_pure_python_is_forced(
         assert cursor.decode_columns is codec.decode_columns
     else:
         assert cursor.decode_columns is NATIVE.decode_columns
+
+
+# -- the writer's PUT encoder -----------------------------------------------------------
+
+_INTS = st.one_of(
+    st.integers(-(2**63), 2**63 - 1),
+    st.sampled_from([0, 1, -1, 2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 2**63 - 1, 2**63, -(2**63) - 1]),
+)
+_ANY = st.one_of(_INTS, st.none(), st.floats(allow_nan=False), st.text(max_size=3), st.booleans())
+
+
+def _put_outcome(fn: Callable[..., bytes], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Any]:
+    try:
+        return ("ok", fn(*args, **kwargs))
+    except Exception as exc:  # the twins must raise the same
+        return ("error", (type(exc), str(exc)))
+
+
+@needs_native
+@settings(max_examples=400, deadline=None)
+@given(
+    st.integers(1, 2**63 - 1),
+    st.integers(-(2**63), 2**63 - 1),
+    st.binary(max_size=300),
+    st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)),
+    st.integers(-(2**31), 2**31 - 1),
+)
+def test_encode_put_twin_gives_the_same_bytes(
+    xid: int, add: int, data: bytes, expire: int | None, errors: int
+) -> None:
+    assert NATIVE is not None
+    expected = codec.encode_put(xid, add, data, expire, errors)
+    assert NATIVE.encode_put(xid, add, data, expire, errors) == expected
+    assert NATIVE.encode_put(xid, add, data, expire_time=expire, error_count=errors) == expected
+    if expire is None and errors == 0:
+        assert NATIVE.encode_put(xid, add, data) == expected
+    if 0 <= errors <= codec.MAX_ERROR_COUNT:  # and it reads back (readers refuse implausible counts)
+        record, _ = codec.decode_record(expected, 0)
+        assert record == codec.Put(xid, data, add, expire, errors)
+
+
+@needs_native
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.one_of(_ANY, st.binary(max_size=8), st.builds(bytearray, st.binary(max_size=8))), min_size=0,
+             max_size=6),
+)
+def test_encode_put_twin_raises_the_same_on_hostile_arguments(args: list[Any]) -> None:
+    """Wrong types, ids <= 0, ints out of their fields' ranges, too many or too few
+    arguments: the same result or the same exception type and message."""
+    assert NATIVE is not None
+    reference = _put_outcome(codec.encode_put, tuple(args), {})
+    assert _put_outcome(NATIVE.encode_put, tuple(args), {}) == reference
+
+
+def test_the_writer_uses_the_native_put_encoder_unless_pure_python_is_forced() -> None:
+    from engine.queue import writer
+
+    if pure_python_forced() or NATIVE is None:
+        assert writer.encode_put is codec.encode_put
+    else:
+        assert writer.encode_put is NATIVE.encode_put

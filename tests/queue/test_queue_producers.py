@@ -102,13 +102,13 @@ def test_one_fsync_covers_another_producers_bytes(tmp_path: Path) -> None:
     buffered = Queue.open(d, "q", sync="never", **NOCKPT)
     durable = Queue.open(d, "q", sync="always", **NOCKPT)
     syncs = []
-    real = buffered._handle.fdatasync
+    real = buffered._writer._handle.fdatasync
 
     def counted() -> None:
         syncs.append(1)
         real()
 
-    buffered._handle.fdatasync = counted  # type: ignore[method-assign]
+    buffered._writer._handle.fdatasync = counted  # type: ignore[method-assign]
     durable.put(b"first")  # another producer has written ...
     buffered.put(b"staged")
     buffered.flush()  # ... which this append sees; in the file, not durable
@@ -125,20 +125,22 @@ def test_one_fsync_covers_another_producers_bytes(tmp_path: Path) -> None:
 
 def test_a_producer_killed_in_its_write_is_repaired_by_the_next(tmp_path: Path) -> None:
     """Simulated: a producer holds the append lock, writes half a batch, dies (its
-    lock goes with it).  The next put cuts the torn bytes and goes on."""
+    lock goes with it; the record still says "held").  The next put cuts the
+    torn bytes and goes on."""
     d = str(tmp_path)
     a = Queue.open(d, "q", **NOCKPT)
     b = Queue.open(d, "q", **NOCKPT)
     a.put(b"one")
-    with b._lock:
-        b._acquire_locked()
+    w = b._writer
+    with w._lock:
+        w._acquire()
         torn = codec.encode_put(2, 0, b"torn")[:-2]
-        b._handle.write_at(b._written_end, torn)
-        b._state.close()  # dies: its locks go; it never publishes
+        w._handle.write_at(w._written_end, torn)
+        w._state.close()  # dies: its locks go; it never publishes
     assert a.put(b"two") == 2  # the torn id 2 was never acknowledged: given again
     assert [(w.kind, w.unit) for w in a.recovery.actions] == [("cut", "bytes")]
     a.close()
-    b._writer_lock.release()
+    b._presence.release()
     assert drain(d) == [(1, b"one"), (2, b"two")]
 
 
@@ -147,15 +149,15 @@ def test_a_producer_killed_in_a_rotation_is_repaired_by_the_next(tmp_path: Path)
     a = Queue.open(d, "q", **NOCKPT)
     b = Queue.open(d, "q", **NOCKPT)
     a.put(b"one")
-    with b._lock:
-        b._acquire_locked()
-        b._publish_locked(rotating=True)
-        segment = create_segment(b.fs, d, "q", b._segments, b._now_ms())
-        b._state.close()  # dies after creating the next file, before saying so
+    w = b._writer
+    with w._lock:
+        w._acquire()
+        segment = create_segment(b.fs, d, "q", w._segments, b.now_ms())
+        w._state.close()  # dies after creating the next file, before saying so
     assert a.put(b"two") == 2
     assert a.journal_files[-1] == segment.path  # the new file is the writer file now
     a.close()
-    b._writer_lock.release()
+    b._presence.release()
     assert drain(d) == [(1, b"one"), (2, b"two")]
 
 
@@ -257,51 +259,39 @@ def test_limits_count_readers_open_in_other_producers(tmp_path: Path, monkeypatc
     consumer_side.close()
 
 
-def test_a_lone_producer_keeps_the_append_lock_while_busy_and_yields_it_to_a_knock(tmp_path: Path) -> None:
-    """sync="always", alone: the append lock stays held from one group commit to
-    the next while puts keep coming; it goes when a group commit finds nothing
-    written during its fsync, or when another producer knocked."""
+def test_the_append_lock_is_kept_between_writes_until_a_knock_and_never_across_an_fsync(tmp_path: Path) -> None:
+    """One rule, whoever else is there: a producer keeps the append lock from one
+    write to the next while nobody asks for it (no system call per write to take
+    it again), lets it go after a write once another producer knocked, and never
+    holds it across an fsync (others write while it runs)."""
     d = str(tmp_path)
     a = Queue.open(d, "q", sync="always", **NOCKPT)
+    w = a._writer
     try:
 
         def write_one(data: bytes) -> None:  # a put's steps, without waiting for the fsync
-            with a._lock:
-                a._stage(data, None, 0, a._now_ms())
-                a._write_for_commit()
+            with w._lock:
+                if not w._held:
+                    w._acquire()
+                w._stage_records([codec.encode_put(w.tail + 1, a.now_ms(), data)], w.tail + 1)
+                w._write_staged()
+                w._release_if_knocked()
 
-        write_one(b"one")
-        assert a._held
-        with a._lock:
-            a._flush_for_sync()  # before the fsync: kept (alone, sync="always")
-            end = a._written_end
-        assert a._held
-        write_one(b"two")  # written during the fsync
-        with a._lock:
-            a._after_sync(end)
-        assert a._held  # busy and nobody knocked: kept
-        with a._lock:
-            a._after_sync(a._written_end)  # nothing written during this fsync: idle
-        assert not a._held
-
+        a.put(b"one")
+        assert not w._held  # its fsync's leader let the lock go first
+        write_one(b"two")
         write_one(b"three")
-        with a._lock:
-            end = a._written_end
-        write_one(b"four")
+        assert w._held  # nobody knocked: kept from one write to the next
         other = shared.SharedState(a.fs, d, "q")
         try:
             other.knock()
         finally:
             other.close()
-        with a._lock:
-            a._after_sync(end)
-        assert a._held  # the knock is looked at most every KNOCK_PERIOD
-        a._next_knock_look = 0.0
-        with a._lock:
-            a._after_sync(end)
-        assert not a._held  # knocked: the lock goes, the record published
-        view = a._state.read()
-        assert view is not None and view.tail == 4 and view.end == a._written_end
+        assert w._held  # looked at after the next write
+        write_one(b"four")
+        assert not w._held  # knocked: the lock goes, the record published
+        view = w._state.read()
+        assert view is not None and view.tail == 4 and view.end == w._written_end and not view.held
         a.sync()
     finally:
         a.close()
@@ -314,13 +304,13 @@ def test_a_second_producer_gets_in_while_a_lone_one_keeps_putting(tmp_path: Path
     all the same, long before the first stops."""
     d = str(tmp_path)
     a = Queue.open(d, "q", sync="always", **NOCKPT)
-    real = a._handle.fdatasync
+    real = a._writer._handle.fdatasync
 
     def slow() -> None:
         time.sleep(0.002)
         real()
 
-    a._handle.fdatasync = slow  # type: ignore[method-assign]
+    a._writer._handle.fdatasync = slow  # type: ignore[method-assign]
     stop = threading.Event()
     acked: list[int] = []
     guard = threading.Lock()
@@ -363,23 +353,22 @@ def test_a_second_producer_gets_in_while_a_lone_one_keeps_putting(tmp_path: Path
 def _counting_fsyncs(q: Queue) -> list[int]:
     """Count ``q``'s fsyncs of its writer file (a list that grows by one each)."""
     calls: list[int] = []
-    real = q._handle.fdatasync
+    real = q._writer._handle.fdatasync
 
     def counted() -> None:
         calls.append(1)
         real()
 
-    q._handle.fdatasync = counted  # type: ignore[method-assign]
+    q._writer._handle.fdatasync = counted  # type: ignore[method-assign]
     return calls
 
 
 def _two_producers(d: str) -> tuple[Queue, Queue]:
-    """Two producers of queue "q" that know of each other (both shared)."""
+    """Two producers of queue "q", each having put."""
     a = Queue.open(d, "q", sync="always", **NOCKPT)
     b = Queue.open(d, "q", sync="always", **NOCKPT)
     b.put(b"b")
     a.put(b"a")
-    assert a.shared and b.shared
     return a, b
 
 
@@ -392,22 +381,26 @@ def test_a_follower_sleeps_until_the_leaders_fsync_covers_it(tmp_path: Path) -> 
     a, b = _two_producers(d)
     try:
         fsyncs = _counting_fsyncs(a)
-        assert b._state.lead()  # b leads, as if in its fsync
+        assert b._writer._state.lead()  # b leads, as if in its fsync
         returned = threading.Event()
         t = threading.Thread(target=lambda: (a.put(b"waits"), returned.set()))
         t.start()
         time.sleep(0.2)  # several FOLLOW_PERIODs: the leader is alive (holds the lock)
         assert not returned.is_set() and fsyncs == []
-        b._state.write_synced(a._written_l)  # the leader's fsync covered a's bytes
-        b._state.end_lead()
+        b._writer._state.write_synced(a.written_position)  # the leader's fsync covered a's bytes
+        b._writer._state.end_lead()
         assert returned.wait(10.0)
         t.join()
         assert fsyncs == []  # covered: no fsync of its own
     finally:
         a.close()
         b.close()
-    # The last producer to close empties the state and the group commit's words.
-    assert os.path.getsize(os.path.join(d, "q.state")) == os.path.getsize(os.path.join(d, "q.sync")) == 0
+    # The last producer to close zeros the record and the group commit's words
+    # (the durable facts, after them, stay).
+    with open(os.path.join(d, "q.state"), "rb") as f:
+        assert not f.read(128).strip(b"\0")
+    with open(os.path.join(d, "q.sync"), "rb") as f:
+        assert not f.read().strip(b"\0")
     assert [data for _, data in drain(d)] == [b"b", b"a", b"waits"]
 
 
@@ -419,18 +412,19 @@ def test_a_leader_killed_in_its_fsync_holds_nobody_up(tmp_path: Path) -> None:
     a, b = _two_producers(d)
     try:
         fsyncs = _counting_fsyncs(a)
-        assert b._state.lead()  # b leads ...
+        state = b._writer._state
+        assert state.lead()  # b leads ...
         returned = threading.Event()
         t = threading.Thread(target=lambda: (a.put(b"after"), returned.set()))
         t.start()
         time.sleep(0.1)
         assert not returned.is_set()  # a sleeps behind it
-        b._state._sync.unlock()  # ... and dies: its lock goes, busy stays set, no wake
-        assert b._state.words.get(1) == 1
+        state._sync.unlock()  # ... and dies: its lock goes, busy stays set, no wake
+        assert state._group.get(1) == 1
         assert returned.wait(10.0)
         t.join()
         assert fsyncs == [1]
-        assert b._state.words.get(1) == 0  # a's lead cleared it
+        assert state._group.get(1) == 0  # a's lead cleared it
     finally:
         a.close()
         b.close()
@@ -447,13 +441,14 @@ def test_a_failed_fsync_ends_the_lead(tmp_path: Path) -> None:
         def broken() -> None:
             raise OSError(5, "Input/output error")
 
-        a._handle.fdatasync = broken  # type: ignore[method-assign]
+        a._writer._handle.fdatasync = broken  # type: ignore[method-assign]
         with pytest.raises(EngineError):
             a.put(b"lost")
-        assert b._state.words.get(1) == 0
-        assert b._state.lead()  # the lock is free
-        b._state.end_lead()
+        state = b._writer._state
+        assert state._group.get(1) == 0
+        assert state.lead()  # the lock is free
+        state.end_lead()
         b.put(b"goes on")
     finally:
-        a._abandon()
+        a.close()
         b.close()

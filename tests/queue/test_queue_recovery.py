@@ -173,7 +173,7 @@ def test_new_put_after_crash_does_not_reuse_an_id_a_reader_confirmed() -> None:
     assert remote.get(0) is None
     remote.close()
     assert (tail_at_open, new_id) == (2, 3)
-    assert burnt == [(1, "ids", "ids 2..2 lost before they were durable: the next id is 3")]
+    assert burnt == [(1, "ids", "ids 2..2 lost before they were durable: burnt (the next id is 3)")]
     q = Queue.open("/db", "q", fs=fs2, **NOCKPT)
     q.verify()
     q.close()

@@ -13,7 +13,7 @@ from engine.errors import LockedError
 from engine.formats import detect
 from engine.fs import RecoveryReport, make_dirs
 from engine.queue import Queue, codec
-from engine.queue.attach import lock_writer
+from engine.queue.attach import lock_reader, lock_writer
 from engine.queue.handler import HANDLER
 from stress.simfs import SimFS
 
@@ -42,9 +42,10 @@ def test_a_clean_open_reports_and_logs_nothing(caplog: pytest.LogCaptureFixture)
 def test_every_repair_of_one_open_is_in_the_report_and_logged_once(caplog: pytest.LogCaptureFixture) -> None:
     sim = sim_queue()
     (path,) = [f"/db/{f}" for f in sim.listdir("/db") if f[2:].isdigit()]
+    torn = codec.encode_put(4, 1, b"torn")[:-2]  # the file ends inside it: a torn write
     with sim.open(path, "w") as h:
         size = h.size()
-        h.write_at(size, codec.encode_put(4, 1, b"torn"))  # no CHECK after it: a torn batch
+        h.write_at(size, torn)
         h.fsync()
     with sim.open("/db/q.read.~~123", "c") as h:
         h.write_at(0, b"partial")
@@ -54,7 +55,7 @@ def test_every_repair_of_one_open_is_in_the_report_and_logged_once(caplog: pytes
     report = q.recovery
     assert [(a.kind, a.path, a.count, a.unit) for a in report.actions] == [
         ("removed", "/db/q.read.~~123", 1, "files"),
-        ("cut", path, len(codec.encode_put(4, 1, b"torn")), "bytes"),
+        ("cut", path, len(torn), "bytes"),
     ]
     assert report.of("cut")[0].offset == size and q.tail_id == 3
     assert report.to_dict()["repaired"] is True
@@ -63,6 +64,26 @@ def test_every_repair_of_one_open_is_in_the_report_and_logged_once(caplog: pytes
     again = Queue.open("/db", "q", fs=sim, **NOCKPT)
     assert not again.recovery.repaired
     again.close()
+
+
+def test_whole_records_with_no_check_after_them_are_kept_and_reported() -> None:
+    """Whole PUTs after the last CHECK, ending the file (libkestrel appended them;
+    or a write of ours whose CHECK a crash took, never acknowledged): kept under a
+    CHECK of their own, said as ``rebuilt``, and delivered."""
+    sim = sim_queue()
+    (path,) = [f"/db/{f}" for f in sim.listdir("/db") if f[2:].isdigit()]
+    extra = codec.encode_put(4, 1, b"four") + codec.encode_put(5, 1, b"five")
+    with sim.open(path, "w") as h:
+        size = h.size()
+        h.write_at(size, extra)
+        h.fsync()
+    q = Queue.open("/db", "q", fs=sim, **NOCKPT)
+    (kept,) = q.recovery.actions
+    assert (kept.kind, kept.path, kept.count, kept.unit, kept.offset) == ("rebuilt", path, 2, "records", size)
+    assert q.tail_id == 5 and q.put(b"six") == 6
+    assert [i.data for i in q.reader()][-3:] == [b"four", b"five", b"six"]
+    q.verify()
+    q.close()
 
 
 def test_a_half_created_writer_file_is_rebuilt_and_reported() -> None:
@@ -91,16 +112,14 @@ def test_ids_burnt_at_open_are_a_reset_in_the_report() -> None:
     q.close()
 
 
-def test_what_attaching_a_remote_reader_clamped_is_in_its_recovery() -> None:
+def test_what_attaching_a_remote_reader_changed_is_in_its_recovery() -> None:
     sim = sim_queue()
-    with sim.open("/db/q.read.", "w") as h:
-        h.truncate(0)
-        h.write_at(0, codec.encode_reader_file(1, [5]))  # done id 5: past the journal tail 3
-        h.fsync()
-    reader = Queue.open_reader("/db", "q", fs=sim, **NOCKPT)
-    (dropped,) = reader.recovery.actions
-    assert (dropped.kind, dropped.path, dropped.count, dropped.unit) == ("dropped", "/db/q.read.", 1, "ids")
-    assert reader.done_ids == () and reader.dirty  # written back at the next checkpoint
+    Queue.open_reader("/db", "q", "w", fs=sim, **NOCKPT).close()  # reader w exists, at the tail
+    sim.unlink("/db/q.read.w")  # its checkpoint deleted: it starts again at the start
+    reader = Queue.open_reader("/db", "q", "w", fs=sim, **NOCKPT)
+    (reset,) = reader.recovery.actions
+    assert (reset.kind, reset.path, reset.count, reset.unit) == ("reset", "/db/q.read.w", 1, "readers")
+    assert reader.head == 0 and reader.dirty and len(reader) == 3  # every item delivered again
     reader.close()
 
 
@@ -122,12 +141,19 @@ def test_the_writer_lock_error_names_the_lock_file() -> None:
 
 
 def test_a_reader_lock_error_names_the_reader_lock_file() -> None:
+    """Any number of consumers share a reader name; ``engine queue repair`` (or the
+    writer's probe, for a moment) holds its lock alone, and a consumer opening
+    meanwhile is told which lock."""
     sim = sim_queue()
     first = Queue.open_reader("/db", "q", "w", fs=sim, **NOCKPT)
+    second = Queue.open_reader("/db", "q", "w", fs=sim, **NOCKPT)  # a second consumer of the name
+    second.close()
+    first.close()
+    repairing = lock_reader(sim, "/db", "q", "w")
     with pytest.raises(LockedError) as info:
         Queue.open_reader("/db", "q", "w", fs=sim, **NOCKPT)
-    assert info.value.path == "/db/q.rlock.w" and "waited" in str(info.value)
-    first.close()
+    assert info.value.path == "/db/q.rlock.w" and "lock of reader 'w'" in str(info.value)
+    repairing.release()
     Queue.open_reader("/db", "q", "w", fs=sim, **NOCKPT).close()
 
 

@@ -137,7 +137,7 @@ def test_pipeline_and_every_source_on_a_standalone_cluster(cluster: tuple[str, P
     summary = pq.read_table(str(tmp_path / "out" / "summary.parquet")).to_pylist()
     assert len(report["rows"]) == len(summary)
     kinds = {r["kind"] for r in summary}
-    assert kinds == {"log", "queue", "streams", "events", "pages"}, run.stdout[-3000:]
+    assert kinds == {"log", "queue", "streams", "events", "pages", "kv"}, run.stdout[-3000:]
     assert all((r["records"] or r["backlog"] or r["events"] or r["pages"] or 0) > 0
                for r in summary if r["kind"] != "queue")
     assert not list((tmp_path / "tmp").iterdir())  # nothing shipped (engine is installed), nothing left behind

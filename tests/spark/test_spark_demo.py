@@ -88,7 +88,7 @@ def test_spark_errors_are_one_line_unless_verbose(tmp_path: Any, monkeypatch: py
 
     monkeypatch.setattr(demo, "run_demo", failing)
     assert main(["demo", str(tmp_path / "d")]) == 1
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err  # errors go to stderr
     assert "engine demo: error: : org.apache.spark.SparkException: Job aborted due to stage failure: disk gone" in out
     assert "at org.apache" not in out and "--verbose" in out
     assert "running it again reuses" in out
@@ -97,7 +97,7 @@ def test_spark_errors_are_one_line_unless_verbose(tmp_path: Any, monkeypatch: py
     # engine pipeline: the same.
     monkeypatch.setattr(demo, "start_spark", failing)
     assert main(["pipeline", str(tmp_path), "--out", str(tmp_path / "out")]) == 1
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert "engine pipeline: error: : org.apache.spark.SparkException: Job aborted" in out
     assert "at org.apache" not in out and os.path.join(str(tmp_path), "out", "spark.log") in out
 
@@ -110,7 +110,8 @@ def test_spark_phase_and_chart(spark: Any, tmp_path: Any) -> None:
 
     summary = run_pipeline(spark, root, os.path.join(root, "out"), step=steps.append)
     assert steps == ["reading 2 append logs", "reading 1 queue directory", "reading 1 stream journal",
-                     "reading 1 event journal", "reading 1 page store", "writing summary.parquet",
+                     "reading 1 event journal", "reading 1 page store", "reading 1 key-value store",
+                     "writing summary.parquet",
                      "drawing summary.png"]
     logs = {r["name"]: r for r in summary.of_kind("log")}
     assert set(summary.log_rates) == set(logs) == {"logs/clicks", "logs/metrics"}

@@ -292,14 +292,14 @@ def test_demo_data_in_every_store(tmp_path: object) -> None:
     from rich.console import Console
 
     from engine.spark.demo import make_demo_data
-    from engine.spark.discover import discover
+    from engine.stores import discover
 
     root = str(tmp_path) + "/demo"
     made = make_demo_data(root, scale=200, console=Console(quiet=True))
-    assert made == ["queue", "pages", "streams", "logs", "events"]
+    assert made == ["queue", "pages", "streams", "logs", "events", "kv"]
     found = discover(root)
-    assert (len(found.logs), len(found.queues), len(found.streams), len(found.events), len(found.pages)) == (
-        2, 1, 1, 1, 1)
+    assert (len(found.logs), len(found.queues), len(found.streams), len(found.events), len(found.pages),
+            len(found.kv)) == (2, 1, 1, 1, 1, 1)
     from engine.pages import PageStore
 
     with PageStore.open(found.pages[0], readonly=True) as store:

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 
 from engine.spark.batches import arrow_schema, repeat_string
-from engine.spark.discover import discover
 from engine.spark.schemas import EVENTS_SCHEMA, PAGES_SCHEMA, QUEUE_SCHEMA, STREAMS_SCHEMA
+from engine.stores import discover
 
 
 def collect(reader: Any, schema: Any) -> pa.Table:

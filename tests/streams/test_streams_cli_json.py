@@ -137,7 +137,7 @@ def test_missing_file_and_directory_are_one_line_exit_1(tmp_path: object, capsys
     for command in ("dump", "list", "stats"):
         assert main(["streams", command, "--json", missing]) == 1
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and "No such file or directory" in err and missing in err
+        assert err.count("\n") == 1 and "no such file or directory" in err and missing in err
     assert main(["streams", "stats", str(tmp_path)]) == 1
     assert "is a directory, not a journal file" in capsys.readouterr().err
 

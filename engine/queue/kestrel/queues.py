@@ -180,15 +180,18 @@ class OpenQueue:
                     return None
                 future: asyncio.Future[None] = self._loop.create_future()
                 self._waiters.add(future)
-                # Items put by another process wake nobody here: look again every
-                # poll period once another producer has written, else once a second.
-                poll = (self.queue.poll_period or 1.0) if self.queue.shared else 1.0
-                step = min(remaining, poll)
+                # Items put by another process wake nobody here: every poll
+                # interval, look whether the tail moved (one read of the
+                # producers' shared record) and only then at the reader.
+                tail = self.queue.current_tail()
+                step = min(remaining, self.queue.config.poll_interval)
                 try:
                     await asyncio.wait_for(future, step)
                 except TimeoutError:
                     if step >= remaining:
                         return take()
+                    if self.queue.current_tail() == tail:
+                        continue
                 finally:
                     self._waiters.discard(future)
                 item = take()

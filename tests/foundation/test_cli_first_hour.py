@@ -1,0 +1,217 @@
+"""The command line as a new user meets it (issue 31): argument errors are one
+line and exit 2; a failed command creates nothing and a read-only one never
+creates a file; a missing store is "no such ..." (exit 1) in every store, a
+permission problem is "permission denied", a directory where a file belongs is
+named; nothing succeeds wrongly (a table for a missing store, silence for an
+empty directory, a negative count accepted).
+
+Each command runs as the user runs it, ``python -m engine ...`` in a process of
+its own, so exit status and both streams are the real ones.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import engine
+from engine.cli import main
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``engine ARGS`` in a process of its own."""
+    return subprocess.run([sys.executable, "-m", "engine", *args], capture_output=True, text=True, timeout=120,
+                          cwd=cwd)
+
+
+def files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def make_stores(root: Path) -> None:
+    """An append log, an event journal, a page store and a stream journal in ``root``."""
+    with engine.AppendLog.open(root / "log") as log:
+        log.append(b"x")
+    with engine.EventJournal.open(root / "events") as journal:
+        journal.write("a", [(1, b"x")])
+    with engine.PageStore.open(root / "p.db") as store, store.transaction() as tx:
+        tx.allocate()
+    with engine.StreamJournal.open(root / "s.jnl", size=1 << 16) as sj:
+        sj.open_stream("a").close()
+
+
+# -- argument errors: exit 2, one line -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [
+    ("queue", "get", "D", "q", "--count", "0"),
+    ("queue", "get", "D", "q", "--count", "-3"),
+    ("queue", "dump", "D", "q", "--limit", "-1"),
+    ("events", "replay", "D", "x", "--max", "-1"),
+    ("demo", "D", "--scale", "-5"),
+    ("log", "tail", "D", "-n", "0"),
+    ("streams", "serve"),
+    ("pages", "stats"),
+])
+def test_argument_errors_exit_2_with_one_line_and_create_nothing(tmp_path: Path, args: tuple[str, ...]) -> None:
+    done = run(*args, cwd=tmp_path)
+    assert done.returncode == 2, done
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("engine ") and ": error: " in lines[0], done.stderr
+    assert "--help" in lines[0]
+    assert done.stdout == ""
+    assert files(tmp_path) == []
+
+
+def test_a_count_names_what_was_typed(tmp_path: Path) -> None:
+    done = run("queue", "get", "D", "q", "--count", "-3", cwd=tmp_path)
+    assert "argument --count: must be 1 or more, got -3" in done.stderr
+    done = run("events", "replay", "D", "x", "--max", "two", cwd=tmp_path)
+    assert "argument --max: 'two' is not a whole number" in done.stderr
+
+
+# -- a missing store: exit 1, "no such ..." everywhere -------------------------------------------------
+
+
+MISSING = [
+    ("pages", "stats", "nosuch"),
+    ("pages", "dump", "nosuch"),
+    ("events", "replay", "nosuch", "x"),
+    ("events", "ids", "nosuch"),
+    ("events", "stats", "nosuch"),
+    ("log", "tail", "nosuch"),
+    ("log", "stats", "nosuch"),
+    ("streams", "stats", "nosuch"),
+    ("streams", "dump", "nosuch"),
+    ("inspect", "nosuch"),
+    ("verify", "nosuch"),
+    ("spark", "cleanup", "nosuch"),
+]
+
+
+@pytest.mark.parametrize("args", MISSING, ids=lambda a: " ".join(a[:2]))
+def test_a_missing_path_is_no_such_exit_1(tmp_path: Path, args: tuple[str, ...]) -> None:
+    done = run(*args, cwd=tmp_path)
+    assert done.returncode == 1, done
+    assert "no such" in done.stderr and "nosuch" in done.stderr, done.stderr
+    assert len(done.stderr.splitlines()) == 1
+    assert done.stdout == ""
+    assert files(tmp_path) == []
+
+
+@pytest.mark.parametrize("args", [
+    ("log", "tail", "empty"),
+    ("log", "stats", "empty"),
+    ("events", "replay", "empty", "x"),
+    ("events", "ids", "empty"),
+], ids=lambda a: " ".join(a[:2]))
+def test_an_empty_directory_is_no_store(tmp_path: Path, args: tuple[str, ...]) -> None:
+    (tmp_path / "empty").mkdir()
+    done = run(*args, cwd=tmp_path)
+    assert done.returncode == 1, done
+    assert "empty: no such" in done.stderr, done.stderr
+    assert files(tmp_path) == ["empty"]
+
+
+def test_a_directory_where_a_file_belongs_is_named(tmp_path: Path) -> None:
+    (tmp_path / "adir").mkdir()
+    for args in (("pages", "stats", "adir"), ("streams", "stats", "adir"), ("pages", "dump", "adir")):
+        done = run(*args, cwd=tmp_path)
+        assert done.returncode == 1, done
+        assert "adir: is a directory" in done.stderr, done.stderr
+    assert files(tmp_path) == ["adir"]
+
+
+def _deny_under(monkeypatch: pytest.MonkeyPatch, root: Path) -> None:
+    """What the OS does for a directory without search permission, for a test run
+    as root (whom the OS lets through): every look-up below ``root`` fails with
+    EACCES, so ``os.path.exists`` and ``isdir`` say False, as they do for a user."""
+    prefix = str(root) + os.sep
+    for name in ("stat", "lstat", "open", "listdir", "scandir", "access"):
+        real = getattr(os, name)
+
+        def denied(path: object, *args: object, _real: object = real, **kwargs: object) -> object:
+            if isinstance(path, (str, os.PathLike)) and os.path.abspath(os.fspath(path)).startswith(prefix):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(path))
+            return _real(path, *args, **kwargs)  # type: ignore[operator]
+
+        monkeypatch.setattr(os, name, denied)
+
+
+def test_permission_denied_is_called_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    make_stores(locked)
+    monkeypatch.chdir(tmp_path)
+    if os.geteuid() == 0:
+        _deny_under(monkeypatch, locked)
+    else:
+        locked.chmod(0)
+    try:
+        for args in (("log", "tail", "locked/log"), ("events", "replay", "locked/events", "a"),
+                     ("pages", "stats", "locked/p.db"), ("streams", "stats", "locked/s.jnl")):
+            assert main(list(args)) == 1, args
+            err = capsys.readouterr().err
+            assert "permission denied" in err and "locked/" in err, err
+            assert "no such" not in err
+    finally:
+        locked.chmod(0o755)
+
+
+# -- a failed or read-only command creates nothing ----------------------------------------------------
+
+
+def test_streams_serve_with_a_size_too_small_leaves_no_lock(tmp_path: Path) -> None:
+    done = run("streams", "serve", "sock", "s.jnl", "--size", "100", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "at least 4 pages" in done.stderr
+    assert files(tmp_path) == []
+
+
+def test_streams_serve_refused_by_a_live_socket_creates_no_journal(tmp_path: Path) -> None:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(tmp_path / "sock"))
+    listener.listen(1)
+    try:
+        done = run("streams", "serve", "sock", "s.jnl", "--size", "1M", cwd=tmp_path)
+    finally:
+        listener.close()
+    assert done.returncode == 2, done
+    assert "another server is listening" in done.stderr
+    assert files(tmp_path) == ["sock"]
+
+
+def test_spark_cleanup_of_an_empty_directory_creates_no_lock(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    done = run("spark", "cleanup", "empty", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done
+    assert '"removed": []' in done.stdout
+    assert files(tmp_path) == ["empty"]
+
+
+def test_read_only_commands_create_no_file(tmp_path: Path) -> None:
+    make_stores(tmp_path)
+    before = files(tmp_path)
+    stamp = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
+    time.sleep(0.01)
+    for args in (("log", "tail", "log"), ("log", "stats", "log"), ("events", "replay", "events", "a"),
+                 ("events", "stats", "events"), ("pages", "stats", "p.db"), ("pages", "dump", "p.db"),
+                 ("streams", "stats", "s.jnl"), ("streams", "list", "s.jnl"), ("inspect", "log", "events", "p.db"),
+                 ("verify", "log", "events", "p.db", "s.jnl")):
+        done = run(*args, cwd=tmp_path)
+        assert done.returncode == 0, done
+    assert files(tmp_path) == before
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()} == stamp
+
+
+def test_pages_stats_of_a_missing_store_prints_no_table(tmp_path: Path) -> None:
+    done = run("pages", "stats", "nosuch", cwd=tmp_path)
+    assert done.returncode == 1 and done.stdout == ""
