@@ -253,22 +253,25 @@ class JournalCursor:
         self.segment: Segment | None = None
         self._handle: FileHandle | None = None
         self._scanner: RecordScanner | None = None
-        self._peeked: codec.Put | None = None
-        # Decoded records not handed out yet (one batch: refilled only when empty).
-        self._ready: deque[codec.Put] = deque()
+        #: The record :meth:`peek` returned and nobody consumed yet.
+        self.peeked: codec.Put | None = None
+        #: Decoded records not handed out yet (one batch: refilled only when empty):
+        #: the reader takes the next item from here (its hot path), :meth:`fill`
+        #: decodes the next batch into it.
+        self.ready: deque[codec.Put] = deque()
         # id -> the id read just before it in the journal, for the records in
-        # ``_ready`` that do not follow the previous one (a hole: rare).  Every other
+        # ``ready`` that do not follow the previous one (a hole: rare).  Every other
         # record's predecessor is its id - 1: no per-record bookkeeping.
         self.gaps: dict[int, int] = {}
-        self._batch_bytes = 0  # journal bytes of the batch in ``_ready``
+        self._batch_bytes = 0  # journal bytes of the batch in ``ready``
         self._batch_count = 1  # its records
         self._stall: tuple[str, int, int] | None = None  # (file, offset, limit) last judged
         self._rewound: tuple[str, int] | None = None  # (file, offset) last read again (see _reread)
 
     @property
     def ready_bytes(self) -> int:
-        """About how many journal bytes ``_ready`` holds (the batch's bytes, pro rata)."""
-        left = len(self._ready)
+        """About how many journal bytes ``ready`` holds (the batch's bytes, pro rata)."""
+        left = len(self.ready)
         return self._batch_bytes * left // self._batch_count if left else 0
 
     # -- positioning ---------------------------------------------------------------
@@ -311,33 +314,33 @@ class JournalCursor:
     # -- reading -------------------------------------------------------------------
     def peek(self) -> codec.Put | None:
         """The next PUT without consuming it (None: nothing readable now)."""
-        if self._peeked is None:
+        if self.peeked is None:
             entry = self._read()
             if entry is None:
                 return None
-            self.prev_id, self._peeked = entry
-        return self._peeked
+            self.prev_id, self.peeked = entry
+        return self.peeked
 
     def next(self) -> codec.Put | None:
         """The next PUT, consumed (None: nothing readable now)."""
         item = self.peek()
-        self._peeked = None
+        self.peeked = None
         return item
 
     def _read(self) -> tuple[int, codec.Put] | None:
         """The next PUT and the id read just before it."""
-        ready = self._ready
+        ready = self.ready
         while True:
             if ready:
                 put = ready.popleft()
                 return self.gaps.get(put[0], put[0] - 1), put
-            if not self._fill():
+            if not self.fill():
                 return None
 
-    def _fill(self) -> bool:
-        """Decode the next run of readable records into ``_ready``; False = none now.
+    def fill(self) -> bool:
+        """Decode the next run of readable records into ``ready``; False = none now.
 
-        Called only when ``_ready`` is empty."""
+        Called only when ``ready`` is empty."""
         self.gaps.clear()
         if self.segment is None and not self._start():
             return False
@@ -352,13 +355,13 @@ class JournalCursor:
             if first == last + 1 and ids == list(range(first, first + len(ids))):
                 # The common case, checked in C: ids follow on from the last one read.
                 if first > after:
-                    self._ready.extend(records)
+                    self.ready.extend(records)
                 elif ids[-1] > after:
-                    self._ready.extend(records[after - first + 1 :])
+                    self.ready.extend(records[after - first + 1 :])
                 self.last_id = ids[-1]
             else:
                 self._read_with_holes(records, start)
-            ready = self._ready
+            ready = self.ready
             if ready:
                 assert self._scanner is not None
                 self._batch_bytes = self._scanner.offset - start
@@ -417,10 +420,10 @@ class JournalCursor:
         return next((seg.first_id for seg in self.source.segment_list() if seg.number > current), None)
 
     def _read_with_holes(self, records: list[codec.Put], start: int) -> None:
-        """:meth:`_fill` for a run whose ids do not simply follow on: note each hole
+        """:meth:`fill` for a run whose ids do not simply follow on: note each hole
         (for the reader's gap detection); ids that go back are damage."""
         assert self.segment is not None
-        last, after, gaps, append = self.last_id, self.after_id, self.gaps, self._ready.append
+        last, after, gaps, append = self.last_id, self.after_id, self.gaps, self.ready.append
         for record in records:
             xid = record[0]
             if xid != last + 1:
@@ -596,7 +599,7 @@ class ColumnCursor(JournalCursor):
         self._scanner = ColumnScanner(self._handle, codec.MAGIC_SIZE, self.chunk, self.max_items)
         self.segment = segment
 
-    def _fill(self) -> bool:
+    def fill(self) -> bool:
         raise TypeError("a ColumnCursor reads runs of items: next_columns(), not peek() / next()")
 
     def next_columns(self) -> tuple[codec.PutColumns, int] | None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import cast
 
 from engine.errors import ConfigError, CorruptFileError, EngineError, FormatError
 from engine.fs import FileSystem
@@ -27,6 +26,7 @@ from engine.queue.segments import (
 )
 from engine.queue.shared import peek_facts, peek_tail
 from engine.queue.state import ReaderState
+from engine.queue.view import ReaderStats
 
 #: Kestrel's default journal_size, for checks made without a queue's config.
 DEFAULT_JOURNAL_SIZE: int = QueueConfig.journal_size
@@ -153,7 +153,7 @@ def disk_reader_stats(
     reader: str,
     tail: int,
     clock: Callable[[], float] = time.time,
-) -> dict[str, object]:
+) -> ReaderStats:
     """A reader's figures from its file, with the keys of ``Reader.stats()``: what
     only the process holding the reader knows (open reads, items it expired or
     discarded) is None."""
@@ -172,6 +172,10 @@ def disk_reader_stats(
         "oldest_age_s": None if oldest is None else max(0.0, (now - oldest.add_time) / 1000),
         "expired": None,
         "discarded": None,
+        "gets": None,
+        "confirms": None,
+        "aborts": None,
+        "consumers": None,
         "last_checkpoint_ns": last_checkpoint_ns(fs, path),
     }
 
@@ -199,15 +203,15 @@ def oldest_pending(fs: FileSystem, directory: str, queue: str, state: ReaderStat
 
 
 def add_pins(
-    readers: list[dict[str, object]], segments: list[Segment], tail: int, size: Callable[[Segment], int]
+    readers: list[ReaderStats], segments: list[Segment], tail: int, size: Callable[[Segment], int]
 ) -> dict[str, Pin]:
     """Add ``pinned_files`` (a count) and ``pinned_bytes`` to each reader's stats
     entry: the files it pins at its ``head`` (:func:`retire.pinned_files`).
     Returns the pins by reader name."""
-    heads = {str(entry["reader"]): cast(int, entry["head"]) for entry in readers}
+    heads = {entry["reader"]: entry["head"] for entry in readers}
     pins = pinned_files(segments, heads, tail, size)
     for entry in readers:
-        pin = pins[str(entry["reader"])]
+        pin = pins[entry["reader"]]
         entry["pinned_files"] = len(pin.paths)
         entry["pinned_bytes"] = pin.bytes
     return pins

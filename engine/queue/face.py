@@ -38,11 +38,12 @@ class Taken:
     ``value``, ``add_time_ms``...), :meth:`confirm` / :meth:`abort`, and a context
     manager that confirms on success and aborts on an exception."""
 
-    __slots__ = ("_face", "_reader", "item")
+    __slots__ = ("_face", "item", "reader")
 
     def __init__(self, item: Item, reader: Reader, face: DefaultConsumer) -> None:
         self.item = item
-        self._reader = reader
+        #: The reader it was got from (its consumer confirms or aborts it).
+        self.reader = reader
         self._face = face
 
     def __getattr__(self, name: str) -> Any:
@@ -112,9 +113,9 @@ class DefaultConsumer:
         if taken in mine:
             mine.remove(taken)
         if confirm:
-            taken._reader.confirm(taken.item.id)
+            taken.reader.confirm(taken.item.id)
         else:
-            taken._reader.abort(taken.item.id)
+            taken.reader.abort(taken.item.id)
         with self._settled:
             self._settled.notify_all()
 

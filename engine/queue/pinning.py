@@ -50,7 +50,7 @@ from engine.queue.diagnose import (
 from engine.queue.retire import Pin, durable_heads, pinned_files, remove_files, retirable
 from engine.queue.segments import Segment, find_tail, list_segments
 from engine.queue.state import ReaderState
-from engine.queue.view import QueueView
+from engine.queue.view import QueueStats, QueueView, ReaderStats
 
 log = logging.getLogger("engine.queue")
 
@@ -220,14 +220,14 @@ def retire_round(q: QueueView, watch: ReaderWatch) -> list[str]:
     return paths
 
 
-def live_stats(q: QueueView, watch: ReaderWatch) -> dict[str, object]:
+def live_stats(q: QueueView, watch: ReaderWatch) -> QueueStats:
     """``Queue.stats()``: queue-level figures and one entry per reader on disk
     (the keys of ``Reader.stats()`` plus ``backlog_bytes``, ``pinned_files``,
     ``pinned_bytes``, ``last_checkpoint_ns``); ``warnings`` lists the readers
     pinning more than ``pin_warning`` now."""
     q.flush()  # staged puts count in the tail and the backlog: put them in the file
     fs, directory, name = q.fs, q.directory, q.name
-    readers: list[dict[str, object]] = []
+    readers: list[ReaderStats] = []
     live_readers = q.live_readers()
     for reader_name in q.reader_names():
         live = live_readers.get(reader_name)

@@ -28,6 +28,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from os import PathLike
 from typing import Any
 
 from engine.conventions import instant_ms, require_bytes
@@ -49,6 +50,7 @@ from engine.queue.recover import Recovered, recover, resync
 from engine.queue.remote import RemoteReader, open_remote_reader
 from engine.queue.segments import Segment, earliest_id, list_segments
 from engine.queue.shared import SharedState, lock_producer
+from engine.queue.view import QueueStats
 from engine.queue.writer import JournalWriter, SyncDriver
 
 log = logging.getLogger("engine.queue")
@@ -118,7 +120,7 @@ class Queue:
     @classmethod
     def open(
         cls,
-        directory: str,
+        directory: str | PathLike[str],
         name: str,
         *,
         fs: FileSystem | None = None,
@@ -485,7 +487,7 @@ class Queue:
         """Bytes of writer files on disk (and staged for the newest)."""
         return sum(file_sizes(self, self.files_now()[0]).values())
 
-    def stats(self) -> dict[str, object]:
+    def stats(self) -> QueueStats:
         """Queue-level figures and one entry per reader on disk (snake_case keys,
         numbers): see :func:`pinning.live_stats`.  A reader's ``backlog_bytes`` is
         :func:`diagnose.backlog_bytes`: the payload bytes of its items not yet
@@ -562,7 +564,7 @@ class Queue:
     # -- readers in other processes ------------------------------------------------
     @staticmethod
     def open_reader(
-        directory: str,
+        directory: str | PathLike[str],
         name: str,
         reader: str = "",
         *,

@@ -35,6 +35,7 @@ from engine.queue.config import QueueConfig
 from engine.queue.cursor import JournalCursor, JournalSource
 from engine.queue.diagnose import backlog_bytes, last_checkpoint_ns
 from engine.queue.state import ReaderState
+from engine.queue.view import ReaderStats
 
 log = logging.getLogger("engine.queue")
 
@@ -155,7 +156,7 @@ class Reader:
         self._cursor = JournalCursor(source, state.head)
         #: Item, or its subclass that decodes ``value`` with the queue's serializer.
         self._item = item_class(config.payload_serializer)
-        self._ready = self._cursor._ready  # the cursor's decoded batch (same deque for life)
+        self._ready = self._cursor.ready  # the cursor's decoded batch (same deque for life)
         self._max_age = config.max_age
         self._claims = Claims(lock)
         self._others: dict[int, Item] = {}  # items another consumer held when this one came to them
@@ -294,31 +295,31 @@ class Reader:
         # The hot path of every get: kept flat on purpose (attribute lookups hoisted).
         cursor, state, open_reads = self._cursor, self._state, self._open
         while True:
-            put = cursor._peeked if cursor._peeked is not None else cursor.peek()
+            put = cursor.peeked if cursor.peeked is not None else cursor.peek()
             if put is None:
                 return None
             xid = put.xid
             head = state.head
             if xid <= head or xid in open_reads or xid in state.members:
-                cursor._peeked = None
+                cursor.peeked = None
                 continue
             low = (cursor.prev_id if cursor.prev_id > head else head) + 1
             if xid > low:
                 # A hole in the ids (repair dropped damaged records): nothing to wait for.
                 self._skip_hole(low, xid - 1)
             if put.expire_time is not None and codec.is_burnt(put):
-                cursor._peeked = None
+                cursor.peeked = None
                 self._skip_burnt(xid)
                 continue
             item = self._item(*put)
             if (put.expire_time is not None or self._config.max_age is not None) and self._is_expired(
                 item, self._now_ms() if now_ms is None else now_ms
             ):
-                cursor._peeked = None
+                cursor.peeked = None
                 self._expire(item)
                 continue
             if consume:
-                cursor._peeked = None
+                cursor.peeked = None
             return item
 
     def _skip_hole(self, low: int, high: int) -> None:
@@ -336,11 +337,11 @@ class Reader:
         """:meth:`_next_from_journal` with consume=True, for the plain case (no
         peeked record, no expiry rules): the per-item cost of every get."""
         cursor = self._cursor
-        if cursor._peeked is not None or self._config.max_age is not None:
+        if cursor.peeked is not None or self._config.max_age is not None:
             return self._next_from_journal(None, consume=True)
-        ready, state, open_reads = cursor._ready, self._state, self._open
+        ready, state, open_reads = cursor.ready, self._state, self._open
         while True:
-            if not ready and not cursor._fill():
+            if not ready and not cursor.fill():
                 return None
             put = ready.popleft()
             xid = put[0]
@@ -417,7 +418,7 @@ class Reader:
             # here at the cost of one look; any other case goes on to the
             # consumers' protocol step by step (_next_claimed, below).
             ready = self._ready
-            if ready and not self._returned and self._cursor._peeked is None and not self._closed:
+            if ready and not self._returned and self._cursor.peeked is None and not self._closed:
                 put = ready[0]
                 xid = put[0]
                 claims = self._claims
@@ -724,7 +725,7 @@ class Reader:
                 claims.release_ahead(state.head, open_ids | state.members)
             return wrote
 
-    def stats(self) -> dict[str, object]:
+    def stats(self) -> ReaderStats:
         """This consumer's figures (snake_case keys, numbers): ``items`` (its reader's
         backlog: ids not confirmed), ``backlog_bytes`` (their payload bytes: it reads
         the backlog), ``open_reads``, ``oldest_age_s``, ``last_checkpoint_ns`` (the
@@ -742,7 +743,7 @@ class Reader:
             now = self._now_ms()
             head, done = self._state.snapshot()
             tail = max(self._tail(), head)
-            figures: dict[str, object] = {
+            figures: ReaderStats = {
                 "reader": self.name,
                 "head": head,
                 "items": self._state.pending(tail),

@@ -10,11 +10,47 @@ work through these faces of it, so they import nothing of the queue's module
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 from engine.fs import FileSystem
 from engine.queue.config import QueueConfig
 from engine.queue.segments import Segment
+
+
+class ReaderStats(TypedDict, total=False):
+    """One reader's figures (``Reader.stats()``; an entry of ``Queue.stats()["readers"]``).
+    A figure only the process holding the reader knows is None from the files."""
+
+    reader: str
+    head: int
+    items: int
+    backlog_bytes: int
+    open_reads: int | None
+    done_out_of_order: int
+    oldest_age_s: float | None
+    last_checkpoint_ns: int | None
+    expired: int | None
+    discarded: int | None
+    gets: int | None
+    confirms: int | None
+    aborts: int | None
+    consumers: int | None
+    pinned_files: int
+    pinned_bytes: int
+
+
+class QueueStats(TypedDict):
+    """``Queue.stats()``: the queue's figures and one entry per reader on disk."""
+
+    queue: str
+    tail_id: int
+    journal_files: int
+    journal_bytes: int
+    readers: list[ReaderStats]
+    pin_warning: float | None
+    reader_expiry_s: float | None
+    readers_expired: int
+    warnings: list[dict[str, object]]
 
 
 class LiveReader(Protocol):
@@ -29,7 +65,7 @@ class LiveReader(Protocol):
 
     def __len__(self) -> int: ...
 
-    def stats(self) -> dict[str, object]: ...
+    def stats(self) -> ReaderStats: ...
 
     def cursor_position(self) -> tuple[str | None, int, int]: ...
 

@@ -22,14 +22,7 @@ pytest.importorskip("mypy", reason="mypy is in the test extra: pip install -e '.
 
 #: Errors that belong to work under way elsewhere: (document, text in the error) -> why.  An entry
 #: that no longer matches fails the test, so it is removed as soon as the work lands.
-KNOWN_ELSEWHERE: dict[tuple[str, str], str] = {
-    ("README.md", 'Item "None" of "Item | None" has no attribute'):
-        "the queue's read() yields None on a timeout; the queue.Queue face is the lead's rewrite (issue 31 a)",
-    ("queue.md", '"object" has no attribute "__iter__"'):
-        "Queue.stats() is a dict[str, object]; the queue's stats are the lead's rewrite (issue 31 a)",
-    ("queue.md", 'Value of type "object" is not indexable'):
-        "Queue.stats() is a dict[str, object]; the queue's stats are the lead's rewrite (issue 31 a)",
-}
+KNOWN_ELSEWHERE: dict[tuple[str, str], str] = {}
 
 _CONFIG = """\
 [mypy]

@@ -35,8 +35,6 @@ except ImportError:  # without the spark extra: those annotations are checked by
 
 #: What others are changing (issue 31): entries fail strictly once fixed, to be removed then.
 ELSEWHERE = {
-    "engine.Queue.open": "the queue is the lead's rewrite (issue 31 a)",
-    "engine.Queue.open_reader": "the queue is the lead's rewrite (issue 31 a)",
     "engine.KV.open": "the KV store is another helper's (issue 31 b)",
 }
 

@@ -35,7 +35,7 @@ DAY = 86400.0
 READER_KEYS = {
     "queue", "reader", "head", "items", "backlog_bytes", "oldest_age_s", "open_reads", "done_out_of_order",
     "expired", "discarded", "last_checkpoint_ns", "pinned_files", "pinned_bytes", "pinned_share",
-    "pinned_paths", "held", "holder_pids",
+    "pinned_paths", "held", "holder_pids", "gets", "confirms", "aborts", "consumers",
 }
 
 
