@@ -1,4 +1,4 @@
-"""What one ``AppendLog.append`` costs, in CPU instructions: ``python3 -m benchmarks.append_ceiling [REV]``.
+"""What one ``AppendLog.append`` costs, in CPU instructions: ``python3 -m benchmarks.append_ceiling [REV] [--json]``.
 
 Counts the instructions per call (valgrind's callgrind, no timing: the count does
 not depend on the machine's load) of three loops of ``append(b"i" * 100)`` with
@@ -15,6 +15,14 @@ not depend on the machine's load) of three loops of ``append(b"i" * 100)`` with
 
 Each count is the difference between a run of 40,000 calls and one of 20,000
 (start-up and imports cancel out), divided by 20,000.  Needs ``valgrind``.
+
+The target (issue 29): this tree's ``append`` within 0.88x of the skeleton (the
+skeleton's count over this tree's, <= 3,300 instructions for the skeleton's
+2,894).  ``--json`` writes the rows and that target to
+``benchmarks/results/append_ceiling.json`` (``benchmarks.collect`` puts it in
+``docs/benchmarks.md``).  The counts move by some tens of instructions with the
+process's environment (its variables, the working directory), never with the
+machine's load; runs of this command repeat to the instruction.
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ import tempfile
 
 SMALL, LARGE = 20_000, 40_000
 DEFAULT_REV = "b1fec37"
+TARGET = 0.88  # issue 29: the skeleton's count / this tree's
+JSON_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "append_ceiling.json")
 
 
 def _append_loop(n: int) -> None:
@@ -107,8 +117,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if shutil.which("valgrind") is None:
         raise SystemExit("append_ceiling needs valgrind (apt install valgrind)")
+    from benchmarks.common import Row, Target, report
     from benchmarks.versions import _build_extensions, _git
 
+    write_json = "--json" in argv
+    argv = [a for a in argv if a != "--json"]
     rev = argv[0] if argv else DEFAULT_REV
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     commit = _git(here, "rev-parse", "--verify", f"{rev}^{{commit}}")
@@ -130,6 +143,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{label:<48} {'instructions/call':>18} {rev + ' / it':>12}")
     for name, count in rows:
         print(f"{name:<48} {count:>18,.0f} {base / count:>11.2f}x")
+    skeleton, ours = rows[1][1], rows[2][1]
+    target = Target(
+        rows[2][0], rows[1][0], TARGET, ratio=skeleton / ours,
+        how="instructions per call (callgrind), fewer is better: the skeleton's count / this tree's",
+    )
+    report(
+        "instructions per append (callgrind)",
+        [Row(name, count, "instructions/call", "fewer is better") for name, count in rows],
+        targets=[target],
+        json_path=JSON_PATH if write_json else None,
+    )
     return 0
 
 

@@ -21,7 +21,11 @@ Targets:
   ``data.crc`` entries);
 * ``kv``: ``engine.kv._native.decode_node`` against
   ``engine.kv.node.decode_node`` (a B+tree node page: the input as it is, and
-  resealed with a valid CRC-32C so that the structural checks are reached).
+  resealed with a valid CRC-32C so that the structural checks are reached);
+* ``applog``: ``engine.applog._native.crc_failures`` against
+  ``engine.applog.codec.crc_failures``, and ``engine.applog._native.encode_batch``
+  against ``engine.applog.batch.encode_batch`` (records into a segment's write
+  state, the extent's six i64 taken from the input).
 
 Run: ``python -m stress.fuzz --seconds 60`` (every target, the budget split
 between them) or ``python -m stress.fuzz --target queue --seconds 30``; the
@@ -233,14 +237,58 @@ def kv_target() -> Callable[[bytes], None]:
     return one
 
 
+EXTENT_AT = 3  # engine.applog.batch.EXTENT (imported by the target, inside atheris' instrumentation)
+
+
 def applog_target() -> Callable[[bytes], None]:
-    """crc_failures(log, crcs, count) on both twins: records walked by their own
-    size fields over hostile bytes, checked against a run of ``.crc`` entries."""
-    from engine.applog import codec
+    """Both compiled applog kernels on every input, each against its reference.
+
+    * crc_failures(log, crcs, count): records walked by their own size fields
+      over hostile bytes, checked against a run of ``.crc`` entries (inputs
+      whose first byte is even);
+    * encode_batch(items, flags, time_ns, state): records carved from the input
+      (as bytes, a list or a tuple, now and then one that is not bytes), flags
+      and time from it, a write state whose 48-byte extent is input bytes (any
+      six i64: bases past indexes, negative offsets, limits and report sizes
+      anywhere) and whose buffers have pending bytes, are too short, or alias;
+      the same result or error, the same bytes and extent after (odd first byte).
+    """
+    from engine.applog import batch, codec
 
     native = importlib.import_module(TARGETS["applog"])
 
+    def encode(data: bytes) -> None:
+        src = _Input(data[1:])
+        shape = src.small(0, 15)
+        flags = src.number(5) if shape == 14 else src.number(4, signed=False)  # a u32, or not
+        t = src.number(9) if shape == 15 else src.number(8)  # an i64, or not
+        extent = bytearray(src.data[src.at : src.at + 48 + (shape == 9) - (shape == 10)])
+        src.at += len(extent)
+        pending = bytes(src.data[src.at : src.at + src.small(0, 40)])
+        src.at += len(pending)
+        rest = src.rest()
+        cut = [rest[k : k + 1 + rest[k] % 64] for k in range(0, len(rest), 37)]
+        items: Any = cut[0] if shape == 0 and cut else cut if shape != 1 else tuple(cut)
+        if shape == 2 and cut:
+            items = [*cut[:-1], bytearray(cut[-1])]
+        outcomes = []
+        for twin in (batch.encode_batch, native.encode_batch):
+            state: Any = [bytearray(pending), bytearray(pending[:4]), bytearray(pending[:9]), bytearray(extent)]
+            if shape == 11:
+                state[EXTENT_AT] = state[0]
+            elif shape == 12:
+                state = tuple(state)
+            elif shape == 13:
+                state[1] = bytes(state[1])
+            got = _outcome(lambda f=twin, st=state: f(items, flags, t, st))  # type: ignore[misc]
+            outcomes.append((got, [bytes(b) if isinstance(b, (bytes, bytearray)) else b for b in state]))
+        if outcomes[0] != outcomes[1]:
+            raise AssertionError(f"applog encode_batch twins differ on {data.hex()}: {outcomes[0]} != {outcomes[1]}")
+
     def one(data: bytes) -> None:
+        if data[:1] and data[0] & 1:
+            encode(data)
+            return
         src = _Input(data)
         count = src.small(-2, 40)
         entries = src.small(0, 48)

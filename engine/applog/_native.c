@@ -10,15 +10,17 @@
  * with hypothesis).  It is a codec function: no I/O, no clock, no Python code
  * called (exact bytes/int/bytearray/list/tuple types only), so neither the
  * items nor the state list can change while it runs.  Its only state is the
- * caller's: the segment's write state, a list of 9 (LOG_OUT, CRC_OUT,
- * IDX_OUT, BASE, NEXT_INDEX, LOG_AT, LIMIT, LAST_TIME, FLUSH_AT; see
- * batch.py), read and checked whole before anything changes; on success the
- * buffers grow and NEXT_INDEX and LAST_TIME are replaced.  It returns how many
- * items did not fit the segment, or when all did, -1 if LOG_OUT reached
- * FLUSH_AT, else 0.  One record may be passed as bytes (no tuple to build for
- * append).  engine.applog.writer picks it once per
- * process at import (engine.native.load) and calls it under the writer's
- * lock, exactly where it would call the Python function.
+ * caller's: the segment's write state, a list of 4 (LOG_OUT, CRC_OUT,
+ * IDX_OUT, EXTENT; see batch.py), EXTENT a bytearray of six little-endian
+ * i64 (BASE, NEXT_INDEX, LOG_AT, LIMIT, LAST_TIME, REPORT_AT), read and
+ * checked whole before anything changes; on success the buffers grow and
+ * NEXT_INDEX and LAST_TIME are written in place.  It returns the first item's
+ * index when every item was encoded and LOG_OUT is below REPORT_AT; else,
+ * negative, ~left: -1 when all were encoded and LOG_OUT reached REPORT_AT,
+ * ~left when ``left`` items did not fit the segment.  One record may be
+ * passed as bytes (no tuple to build for append).  engine.applog.writer picks
+ * it once per process at import (engine.native.load) and calls it under the
+ * writer's lock, exactly where it would call the Python function.
  *
  * Layouts (engine/applog/codec.py), all little-endian:
  *
@@ -43,7 +45,7 @@
 
 #include "crc32.h"
 
-/* ---- little-endian stores --------------------------------------------------- */
+/* ---- little-endian loads and stores --------------------------------------------------- */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 /* The host's order is the format's: one store each. */
 static inline void
@@ -56,6 +58,14 @@ static inline void
 put_u64(unsigned char *p, uint64_t v)
 {
     memcpy(p, &v, 8);
+}
+
+static inline long long
+get_i64(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return (long long)v;
 }
 #else
 static inline void
@@ -70,6 +80,15 @@ put_u64(unsigned char *p, uint64_t v)
 {
     for (int k = 0; k < 8; k++)
         p[k] = (unsigned char)(v >> (8 * k));
+}
+
+static inline long long
+get_i64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int k = 0; k < 8; k++)
+        v |= (uint64_t)p[k] << (8 * k);
+    return (long long)v;
 }
 #endif
 
@@ -196,17 +215,11 @@ grow(PyObject *buf, Py_ssize_t extra, Py_ssize_t *old)
     return grow_room(buf, want);
 }
 
-/* Replace state[k] by ``value`` (a new reference, stolen). */
-static void
-set_state(PyObject *state, Py_ssize_t k, PyObject *value)
-{
-    PyObject *old = PyList_GET_ITEM(state, k);
-    PyList_SET_ITEM(state, k, value);
-    Py_DECREF(old); /* an int: no finalizer, no Python code runs */
-}
-
-/* Positions in the write state (engine.applog.batch). */
-enum { LOG_OUT, CRC_OUT, IDX_OUT, BASE, NEXT_INDEX, LOG_AT, LIMIT, LAST_TIME, FLUSH_AT, STATE_SIZE };
+/* Positions in the write state, and of the fields in its extent
+ * (engine.applog.batch). */
+enum { LOG_OUT, CRC_OUT, IDX_OUT, EXTENT, STATE_SIZE };
+enum { BASE, NEXT_INDEX, LOG_AT, LIMIT, LAST_TIME, REPORT_AT, EXTENT_FIELDS };
+#define EXTENT_SIZE (8 * EXTENT_FIELDS)
 
 /* encode_batch(items, flags, time_ns, state) -> int: see engine.applog.batch. */
 static PyObject *
@@ -240,29 +253,33 @@ encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     PyObject *state = args[3];
     if (!PyList_CheckExact(state) || PyList_GET_SIZE(state) != STATE_SIZE) {
-        PyErr_SetString(PyExc_TypeError, "encode_batch: state must be a list of 9");
+        PyErr_SetString(PyExc_TypeError, "encode_batch: state must be a list of 4");
         return NULL;
     }
     PyObject *log_out = PyList_GET_ITEM(state, LOG_OUT);
     PyObject *crc_out = PyList_GET_ITEM(state, CRC_OUT);
     PyObject *idx_out = PyList_GET_ITEM(state, IDX_OUT);
-    if (!PyByteArray_CheckExact(log_out) || !PyByteArray_CheckExact(crc_out) || !PyByteArray_CheckExact(idx_out)) {
+    PyObject *extent = PyList_GET_ITEM(state, EXTENT);
+    if (!PyByteArray_CheckExact(log_out) || !PyByteArray_CheckExact(crc_out) || !PyByteArray_CheckExact(idx_out) ||
+        !PyByteArray_CheckExact(extent)) {
         PyErr_SetString(PyExc_TypeError, "encode_batch: the state's buffers must be bytearrays");
         return NULL;
     }
-    if (log_out == crc_out || log_out == idx_out || crc_out == idx_out) {
-        PyErr_SetString(PyExc_ValueError, "encode_batch: the state's buffers must be three different bytearrays");
+    if (log_out == crc_out || log_out == idx_out || log_out == extent || crc_out == idx_out || crc_out == extent ||
+        idx_out == extent) {
+        PyErr_SetString(PyExc_ValueError, "encode_batch: the state's buffers must be four different bytearrays");
         return NULL;
     }
-    static const char *names[6] = {"state[BASE]", "state[NEXT_INDEX]", "state[LOG_AT]", "state[LIMIT]",
-                                   "state[LAST_TIME]", "state[FLUSH_AT]"};
-    long long v[6];
-    int of[6];
-    for (int k = 0; k < 6; k++) {
-        if (get_int(PyList_GET_ITEM(state, BASE + k), names[k], &v[k], &of[k]) < 0)
-            return NULL;
+    if (PyByteArray_GET_SIZE(extent) != EXTENT_SIZE) {
+        PyErr_SetString(PyExc_ValueError, "encode_batch: the state's extent must be 48 bytes");
+        return NULL;
     }
-    long long base = v[0], index = v[1], log_at = v[2], limit = v[3], last_time = v[4], flush_at = v[5];
+    /* The extent is never resized here (only written in place), so this
+     * pointer stays valid while the buffers grow. */
+    unsigned char *ext = (unsigned char *)PyByteArray_AS_STRING(extent);
+    long long base = get_i64(ext + 8 * BASE), index = get_i64(ext + 8 * NEXT_INDEX);
+    long long log_at = get_i64(ext + 8 * LOG_AT), limit = get_i64(ext + 8 * LIMIT);
+    long long last_time = get_i64(ext + 8 * LAST_TIME), report_at = get_i64(ext + 8 * REPORT_AT);
     if (of_flags || flags < 0 || flags > MAX_FLAGS) {
         PyErr_SetString(PyExc_ValueError, "encode_batch: flags must be a u32");
         return NULL;
@@ -271,30 +288,24 @@ encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "encode_batch: time_ns must be an i64");
         return NULL;
     }
-    if (of[3] || of[4]) {
-        PyErr_SetString(PyExc_ValueError, "encode_batch: the state's limit and last time must be i64");
+    if (base < 0 || base > index || index > LLONG_MAX - (long long)n) {
+        PyErr_SetString(PyExc_ValueError, "encode_batch: index out of range (BASE, NEXT_INDEX)");
         return NULL;
     }
-    if (of[0] || of[1] || base < 0 || base > index || index > LLONG_MAX - (long long)n) {
-        PyErr_SetString(PyExc_ValueError, "encode_batch: index out of range (state[BASE], state[NEXT_INDEX])");
-        return NULL;
-    }
-    if (of[2] || log_at < 0 || log_at > LLONG_MAX - (long long)PyByteArray_GET_SIZE(log_out)) {
+    Py_ssize_t pending = PyByteArray_GET_SIZE(log_out);
+    if (log_at < 0 || log_at > LLONG_MAX - (long long)pending) {
         PyErr_SetString(PyExc_ValueError,
-                        "encode_batch: the state's log offset (with the pending bytes) must be an i64 >= 0");
+                        "encode_batch: the log offset (LOG_AT, with the pending bytes) must be >= 0 and fit an i64");
         return NULL;
     }
-    if (of[5] || flush_at < 0) {
-        PyErr_SetString(PyExc_ValueError, "encode_batch: the state's flush size must be an i64 >= 0");
+    if (report_at < 0) {
+        PyErr_SetString(PyExc_ValueError, "encode_batch: the report size (REPORT_AT) must be >= 0");
         return NULL;
     }
-    long long offset = log_at + (long long)PyByteArray_GET_SIZE(log_out);
+    long long offset = log_at + (long long)pending;
     /* Times never go backwards: the records get max(time_ns, last_time). */
-    PyObject *time_obj = args[2];
-    if (t < last_time) {
+    if (t < last_time)
         t = last_time;
-        time_obj = PyList_GET_ITEM(state, LAST_TIME);
-    }
     /* Every item checked before anything changes; the total saturates. */
     unsigned long long total = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -315,32 +326,38 @@ encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "encode_batch: the log would pass 2**63 - 1 bytes");
         return NULL;
     }
-    /* How many fit (no overflow below: offset + total <= LLONG_MAX). */
-    long long pos = offset;
-    Py_ssize_t stop = 0;
-    Py_ssize_t log_bytes = 0;
-    for (; stop < n; stop++) {
-        long long rec = RECORD_HEADER_SIZE + (long long)PyBytes_GET_SIZE(item_at[stop]);
-        if (pos + rec > limit && (index > base || stop > 0))
-            break; /* the caller starts a new segment for the rest */
-        pos += rec;
-        log_bytes += (Py_ssize_t)rec;
+    /* How many fit (no overflow below: offset + total <= LLONG_MAX).  An
+     * empty segment takes its first record whatever its size. */
+    Py_ssize_t stop = n;
+    Py_ssize_t log_bytes = (Py_ssize_t)total;
+    if (offset + (long long)total > limit) {
+        long long pos = offset;
+        log_bytes = 0;
+        for (stop = 0; stop < n; stop++) {
+            long long rec = RECORD_HEADER_SIZE + (long long)PyBytes_GET_SIZE(item_at[stop]);
+            if (pos + rec > limit && (index > base || stop > 0))
+                break; /* the caller starts a new segment for the rest */
+            pos += rec;
+            log_bytes += (Py_ssize_t)rec;
+        }
     }
-    /* All encoded (or none given): -1 when the pending bytes reach FLUSH_AT
-     * (no overflow: offset + total <= LLONG_MAX). */
+    /* All encoded (or none given) with LOG_OUT staying below REPORT_AT: the
+     * first record's index.  Otherwise ~left, negative: -1 when all were
+     * encoded and LOG_OUT reached REPORT_AT, ~left when the last ``left``
+     * did not fit the segment.  Made before anything changes: a failure to
+     * make it changes nothing. */
     Py_ssize_t left = n - stop;
-    if (left == 0 && (long long)PyByteArray_GET_SIZE(log_out) + (long long)log_bytes >= flush_at)
-        left = -1;
-    PyObject *result = PyLong_FromSsize_t(left);
-    if (result == NULL)
-        return NULL;
-    if (stop == 0)
+    PyObject *result;
+    if (left == 0 && (long long)pending + (long long)log_bytes < report_at)
+        result = PyLong_FromLongLong(index);
+    else
+        result = PyLong_FromSsize_t(~left);
+    if (result == NULL || stop == 0)
         return result; /* nothing fits, or no items: nothing changes (like the reference) */
-    /* The state's new values first, then the buffers grown together: a failure
-     * of either leaves everything as it was (the reference's rule). */
-    PyObject *new_index = PyLong_FromLongLong(index + (long long)stop);
-    Py_ssize_t log0 = 0, crc0 = 0, idx0 = 0;
-    if (new_index == NULL || grow(log_out, log_bytes, &log0) < 0)
+    /* The buffers grown together: a failure of one leaves all as they were
+     * (the reference's rule). */
+    Py_ssize_t log0, crc0, idx0;
+    if (grow(log_out, log_bytes, &log0) < 0)
         goto fail;
     if (grow(crc_out, stop * CRC_SIZE, &crc0) < 0) {
         PyByteArray_Resize(log_out, log0);
@@ -354,7 +371,7 @@ encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     unsigned char *lp = (unsigned char *)PyByteArray_AS_STRING(log_out) + log0;
     unsigned char *cp = (unsigned char *)PyByteArray_AS_STRING(crc_out) + crc0;
     unsigned char *ip = (unsigned char *)PyByteArray_AS_STRING(idx_out) + idx0;
-    pos = offset;
+    long long pos = offset;
     for (Py_ssize_t i = 0; i < stop; i++) {
         PyObject *item = item_at[i];
         Py_ssize_t size = PyBytes_GET_SIZE(item);
@@ -371,13 +388,11 @@ encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         cp += CRC_SIZE;
         ip += ENTRY_SIZE;
     }
-    set_state(state, NEXT_INDEX, new_index);
-    Py_INCREF(time_obj);
-    set_state(state, LAST_TIME, time_obj);
+    put_u64(ext + 8 * NEXT_INDEX, (uint64_t)(index + (long long)stop));
+    put_u64(ext + 8 * LAST_TIME, (uint64_t)t);
     return result;
 
 fail:
-    Py_XDECREF(new_index);
     Py_DECREF(result);
     return NULL;
 }

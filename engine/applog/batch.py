@@ -7,28 +7,37 @@ through it (via :meth:`engine.applog.writer.SegmentWriter.add`, whose lines
 its inputs are the records and the segment's write state, its outputs are bytes
 appended to the three buffers the state names and the state's new extent.
 
-The write state of a segment is one small list (``state``, see
-:func:`new_state`), so that the encoder reads what it needs in one argument and
-leaves the new extent there for the next call::
+The write state of a segment is one small list of four bytearrays (``state``,
+see :func:`new_state`), so that the encoder reads what it needs in one argument
+and leaves the new extent there for the next call::
 
-    state[LOG_OUT]    bytearray  the log bytes not yet written to the file
-    state[CRC_OUT]    bytearray  their .crc entries
-    state[IDX_OUT]    bytearray  the segment's index (file header + entries): the
-                                 writer keeps all of it in memory for readers
-    state[BASE]       int        index of the segment's first record
-    state[NEXT_INDEX] int        index the next record gets (BASE: the segment is empty)
-    state[LOG_AT]     int        the log file offset of LOG_OUT's first byte (the
-                                 log's size at the last flush): the next record
-                                 goes at LOG_AT + len(LOG_OUT)
-    state[LIMIT]      int        the size a record may not push the log past
-                                 (unless the segment is empty: it then takes one
-                                 record of any size)
-    state[LAST_TIME]  int        the newest record's time (INT64_MIN: none): the
-                                 records are stamped no earlier (see below)
-    state[FLUSH_AT]   int        the size of LOG_OUT at which the caller writes the
-                                 pending bytes out (its buffer size): the encoder
-                                 says when it is reached (returns -1), so that the
-                                 caller's common case is one test of the result
+    state[LOG_OUT]  the log bytes not yet written to the file
+    state[CRC_OUT]  their .crc entries
+    state[IDX_OUT]  the segment's index (file header + entries): the writer
+                    keeps all of it in memory for readers
+    state[EXTENT]   the extent, six little-endian i64 (:data:`EXTENT`, 48
+                    bytes), read and written in place (:func:`extent_field`,
+                    :func:`set_extent_field`):
+
+        BASE        index of the segment's first record
+        NEXT_INDEX  index the next record gets (BASE: the segment is empty)
+        LOG_AT      the log file offset of LOG_OUT's first byte (the log's size
+                    at the last flush): the next record goes at
+                    LOG_AT + len(LOG_OUT)
+        LIMIT       the size a record may not push the log past (unless the
+                    segment is empty: it then takes one record of any size)
+        LAST_TIME   the newest record's time (INT64_MIN: none): the records
+                    are stamped no earlier (see below)
+        REPORT_AT   the size of LOG_OUT from which the encoder reports back (a
+                    negative result, -1): the caller's buffer size, at which
+                    it writes the pending bytes out, or 0 for a caller that
+                    acts after every call (the store under ``sync="always"``:
+                    a group-commit ticket); so the caller's common case is one
+                    test of the result
+
+The extent is bytes rather than Python ints so that the encoder reads and
+writes it without an int object per field per call (the single ``append``'s
+cost is mostly such per-call overhead; ``benchmarks.append_ceiling``).
 
 ``engine/applog/_native.c`` holds its compiled twin (``encode_batch``), chosen
 once per process at import by :mod:`engine.applog.writer`; this function is the
@@ -46,6 +55,7 @@ Per record (layouts in :mod:`engine.applog.codec`)::
 
 from __future__ import annotations
 
+import struct
 import zlib
 from typing import Any
 
@@ -65,8 +75,16 @@ from engine.applog.codec import (
 assert CRC_ENTRY.size == CRC_SIZE and INDEX_ENTRY.size == ENTRY_SIZE and RECORD_HEADER.size == RECORD_HEADER_SIZE
 
 #: Positions in a segment's write state (see the module docstring).
-LOG_OUT, CRC_OUT, IDX_OUT, BASE, NEXT_INDEX, LOG_AT, LIMIT, LAST_TIME, FLUSH_AT = range(9)
-STATE_SIZE = 9
+LOG_OUT, CRC_OUT, IDX_OUT, EXTENT = range(4)
+STATE_SIZE = 4
+#: The fields of the extent, in its order.
+BASE, NEXT_INDEX, LOG_AT, LIMIT, LAST_TIME, REPORT_AT = range(6)
+#: The extent's layout: BASE, NEXT_INDEX, LOG_AT, LIMIT, LAST_TIME, REPORT_AT.
+EXTENT_LAYOUT = struct.Struct("<6q")
+EXTENT_SIZE = 48
+assert EXTENT_LAYOUT.size == EXTENT_SIZE
+_FIELD = struct.Struct("<q")  # one field of the extent
+assert _FIELD.size == 8
 
 
 def new_state(
@@ -78,13 +96,24 @@ def new_state(
     log_at: int,
     limit: int,
     last_time: int,
-    flush_at: int = INT64_MAX,
-) -> list[Any]:
+    report_at: int = INT64_MAX,
+) -> list[bytearray]:
     """A segment's write state, in the layout :func:`encode_batch` reads
-    (``flush_at``: INT64_MAX, the encoder never says the buffer is full)."""
-    state: list[Any] = [log_out, crc_out, idx_out, base, next_index, log_at, limit, last_time, flush_at]
-    assert len(state) == STATE_SIZE
-    return state
+    (``report_at``: INT64_MAX, the encoder never reports a full buffer).  The
+    extent's fields must fit an i64 (``struct.error`` otherwise)."""
+    extent = bytearray(EXTENT_LAYOUT.pack(base, next_index, log_at, limit, last_time, report_at))
+    return [log_out, crc_out, idx_out, extent]
+
+
+def extent_field(state: list[Any], field: int) -> int:
+    """One field of the state's extent (``field``: BASE, NEXT_INDEX, ...)."""
+    value: int = _FIELD.unpack_from(state[EXTENT], 8 * field)[0]
+    return value
+
+
+def set_extent_field(state: list[Any], field: int, value: int) -> None:
+    """Write one field of the state's extent in place."""
+    _FIELD.pack_into(state[EXTENT], 8 * field, value)
 
 
 def _int(value: Any, name: str) -> int:
@@ -93,31 +122,36 @@ def _int(value: Any, name: str) -> int:
     return value
 
 
-def encode_batch(items: bytes | list[bytes] | tuple[bytes, ...], flags: int, time_ns: int, state: list[Any]) -> int:
+def encode_batch(items: Any, flags: Any, time_ns: Any, state: Any) -> int:
     """Encode ``items`` (one record as ``bytes``, or a list or tuple of them, all
     with ``flags`` and ``time_ns``) as the segment's next records while they fit
-    ``state[LIMIT]``; return how many of them did not fit, or, when all were
-    encoded (or there were none), -1 if the pending log bytes reached
-    ``state[FLUSH_AT]`` (the caller writes them out), else 0.  So a caller's
-    common case, nothing left and nothing to write, is one test: the result is 0.
+    the extent's LIMIT; return the index of the first (the extent's NEXT_INDEX
+    as it was) when all were encoded (or there were none) and the pending log
+    bytes stay below REPORT_AT.  Otherwise the result is negative, ``~left``
+    (``-1 - left``): -1 when all were encoded and the pending bytes reached
+    REPORT_AT (the caller writes them out, or does what it does after every
+    call), ``~left`` when the last ``left`` did not fit the segment.  So a
+    caller's common case, nothing left and nothing to do, is one test (the
+    result is >= 0), and the result is what ``append`` returns.
 
     A record fits when its end is at most the limit or the segment holds no
     record yet.  The encoded records' bytes go to the state's buffers, and the
-    state's ``NEXT_INDEX`` and ``LAST_TIME`` move past them (``LOG_AT`` moves
-    when the caller writes ``LOG_OUT`` out).
+    extent's NEXT_INDEX and LAST_TIME move past them (LOG_AT moves when the
+    caller writes LOG_OUT out).
 
-    The records get ``max(time_ns, state[LAST_TIME])``: times in a LOG/IDX log
-    never go down (readers binary-search the index by time), whatever the clock
-    does (an NTP step back).  Callers that take explicit times from their users
-    refuse earlier ones before they get here, so for them this changes nothing;
+    The records get ``max(time_ns, LAST_TIME)``: times in a LOG/IDX log never go
+    down (readers binary-search the index by time), whatever the clock does (an
+    NTP step back).  Callers that take explicit times from their users refuse
+    earlier ones before they get here, so for them this changes nothing;
     ``append`` hands its clock reading as it is.
 
     Every argument is checked before anything changes: a ``TypeError`` or
-    ``ValueError`` leaves the buffers and the state as they were (the buffers are
-    grown together, so a failure to grow one leaves all three unchanged).
+    ``ValueError`` leaves the buffers and the extent as they were (the buffers
+    are grown together, so a failure to grow one leaves all three unchanged).
     """
+    records: list[bytes] | tuple[bytes, ...]
     if type(items) is bytes:
-        records: list[bytes] | tuple[bytes, ...] = (items,)
+        records = (items,)
     elif type(items) is list or type(items) is tuple:
         records = items
     else:
@@ -126,30 +160,25 @@ def encode_batch(items: bytes | list[bytes] | tuple[bytes, ...], flags: int, tim
     time_ns = _int(time_ns, "time_ns")
     if type(state) is not list or len(state) != STATE_SIZE:
         raise TypeError(f"encode_batch: state must be a list of {STATE_SIZE}")
-    log_out, crc_out, idx_out = state[LOG_OUT], state[CRC_OUT], state[IDX_OUT]
-    if type(log_out) is not bytearray or type(crc_out) is not bytearray or type(idx_out) is not bytearray:
+    log_out, crc_out, idx_out, extent = state
+    if any(type(buf) is not bytearray for buf in state):
         raise TypeError("encode_batch: the state's buffers must be bytearrays")
-    if log_out is crc_out or log_out is idx_out or crc_out is idx_out:
-        raise ValueError("encode_batch: the state's buffers must be three different bytearrays")
-    base = _int(state[BASE], "state[BASE]")
-    index = _int(state[NEXT_INDEX], "state[NEXT_INDEX]")
-    log_at = _int(state[LOG_AT], "state[LOG_AT]")
-    limit = _int(state[LIMIT], "state[LIMIT]")
-    last_time = _int(state[LAST_TIME], "state[LAST_TIME]")
-    flush_at = _int(state[FLUSH_AT], "state[FLUSH_AT]")
+    if len({id(buf) for buf in state}) != STATE_SIZE:
+        raise ValueError("encode_batch: the state's buffers must be four different bytearrays")
+    if len(extent) != EXTENT_SIZE:
+        raise ValueError(f"encode_batch: the state's extent must be {EXTENT_SIZE} bytes")
+    base, index, log_at, limit, last_time, report_at = EXTENT_LAYOUT.unpack(extent)
     n = len(records)
     if not 0 <= flags <= MAX_FLAGS:
         raise ValueError("encode_batch: flags must be a u32")
     if not INT64_MIN <= time_ns <= INT64_MAX:
         raise ValueError("encode_batch: time_ns must be an i64")
-    if not INT64_MIN <= limit <= INT64_MAX or not INT64_MIN <= last_time <= INT64_MAX:
-        raise ValueError("encode_batch: the state's limit and last time must be i64")
     if not 0 <= base <= index <= INT64_MAX - n:
-        raise ValueError("encode_batch: index out of range (state[BASE], state[NEXT_INDEX])")
+        raise ValueError("encode_batch: index out of range (BASE, NEXT_INDEX)")
     if not 0 <= log_at <= INT64_MAX - len(log_out):
-        raise ValueError("encode_batch: the state's log offset (with the pending bytes) must be an i64 >= 0")
-    if not 0 <= flush_at <= INT64_MAX:
-        raise ValueError("encode_batch: the state's flush size must be an i64 >= 0")
+        raise ValueError("encode_batch: the log offset (LOG_AT, with the pending bytes) must be >= 0 and fit an i64")
+    if report_at < 0:
+        raise ValueError("encode_batch: the report size (REPORT_AT) must be >= 0")
     offset = log_at + len(log_out)
     if time_ns < last_time:
         time_ns = last_time  # times never go backwards
@@ -191,8 +220,9 @@ def encode_batch(items: bytes | list[bytes] | tuple[bytes, ...], flags: int, tim
                 del buf[size:]
         raise
     if i:
-        state[NEXT_INDEX] = index + i
-        state[LAST_TIME] = time_ns
-    if i == n and len(log_out) >= flush_at:
-        return -1
-    return n - i
+        _FIELD.pack_into(extent, 8 * NEXT_INDEX, index + i)
+        _FIELD.pack_into(extent, 8 * LAST_TIME, time_ns)
+    if i == n and len(log_out) < report_at:
+        result: int = index
+        return result
+    return ~(n - i)

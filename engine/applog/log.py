@@ -48,7 +48,6 @@ from types import TracebackType
 from typing import Any
 
 from engine.applog.args import as_bytes, instant_arg_ns, period_arg, ttl_arg_ns
-from engine.applog.batch import NEXT_INDEX
 from engine.applog.codec import (
     HEADER_SIZE,
     INT64_MAX,
@@ -91,11 +90,6 @@ DEFAULT_SEGMENT_BYTES = 64 << 20
 DEFAULT_BUFFER_BYTES = 64 << 10
 
 
-class _Serialized:
-    """``type(data) is`` this never holds: with a serializer, every value
-    appended goes through ``dumps`` (see :meth:`AppendLog.append`)."""
-
-
 class AppendLog(LogView):
     """A TTL'd, segmented append log on the LOG/IDX format.  Use :meth:`open`."""
 
@@ -115,10 +109,6 @@ class AppendLog(LogView):
         ser = parse_serializer(serializer)
         #: The serializer's dumps (None: records are bytes, appended as given).
         self._dumps = None if ser is None else ser.dumps
-        #: The type ``append`` passes to the encoder as it is: ``bytes``, or with a
-        #: serializer a type no value has (every value goes through ``dumps``).
-        #: One type check on the append path covers both.
-        self._plain: type = bytes if ser is None else _Serialized
         self._decoded = record_class(ser)
         self._ttl_arg = ttl_ns
         self.ttl_ns = 0
@@ -129,6 +119,11 @@ class AppendLog(LogView):
         self._held: HeldLock | None = None
         # The active segment's writer (None until open() and after close()).
         self._writer: SegmentWriter | None = None
+        #: What ``append`` hands the encoder: the active writer's state, or None
+        #: when the log takes no record (before open(), closed, or failed): the
+        #: encoder refuses None, and append's rare path says why (_refused).
+        #: Set with _writer (_install), cleared by _fail and _release.
+        self._state: list[Any] | None = None
         self._synced_end = 0  # the writer's next index at the last sync
         self._failure: BaseException | None = None
         #: What open() repaired (empty when the log was closed cleanly).
@@ -202,8 +197,7 @@ class AppendLog(LogView):
         self._start = opened.start
         self.ttl_ns = opened.ttl_ns
         last_time = next((s.last_time for s in reversed(self._segments) if s.last_time is not None), INT64_MIN)
-        self._writer = self._new_writer(self._segments[-1], last_time)
-        self._synced_end = self._writer.next_index
+        self._synced_end = self._install(self._new_writer(self._segments[-1], last_time)).next_index
         self.recovery.log(log)
         # The helpers call the log through weak references, so a log dropped
         # without close() is collected and closed (_close_when_dropped).
@@ -239,17 +233,19 @@ class AppendLog(LogView):
             raise ClosedError(f"{self.directory}: append log is closed")
         return writer
 
-    def _fail(self, exc: BaseException) -> None:
-        """Remember the first failure of a write or sync: the files' state is
-        unknown from then on, so every later write raises PoisonedError."""
-        with self._lock:
-            if self._failure is None:
-                self._failure = exc
+    def _fail_locked(self, exc: BaseException) -> None:
+        """Remember the first failure of a write or sync (the lock held): the
+        files' state is unknown from then on, so every later write raises
+        PoisonedError."""
+        if self._failure is None:
+            self._failure = exc
+        self._state = None  # append refuses from now on (see _refused)
 
     def _stamp(self, time_ns: int | None) -> int:
         """The time of the next record: ``time_ns`` checked, or the clock (never
-        earlier than the newest record).  Under the lock, writable."""
-        last = self._writer.last_time  # type: ignore[union-attr]
+        earlier than the newest record).  Under the lock; ClosedError or
+        PoisonedError when the log takes no record."""
+        last = self._check_writable().last_time
         if time_ns is None:
             now = _time_ns()
             # The clock may step back (NTP); times in a log never do.
@@ -285,12 +281,15 @@ class AppendLog(LogView):
         record); an explicit time earlier than the newest record raises ConfigError.
         Under ``sync="always"`` the record is durable when this returns.
 
-        The record goes to the encoder as it is (it takes one ``bytes`` as a
-        batch of one), by the steps of :meth:`SegmentWriter.add` (run here, one
-        Python call less); the encoder checks the flags and the size, and what
-        it refuses becomes a ConfigError here, with nothing appended.
+        The record goes to the encoder as it is, with the active segment's
+        write state (see ``_state``), by the steps of :meth:`SegmentWriter.add
+        <engine.applog.writer.SegmentWriter.add>` (run here, one Python call
+        less).  The encoder checks every argument (the data's type and size, the
+        flags, the state), so this method checks none of them on the way in:
+        what the encoder refuses, ``_refused`` explains (a closed or failed log,
+        bytes-like data to take as bytes, a bad record).
         """
-        if type(data) is not self._plain:  # bytes without a serializer: as they are
+        if self._dumps is not None:  # with a serializer, every value goes through dumps
             data = self._payload(data)
         # acquire/try/finally rather than ``with``: the same lock, released on
         # every exit, and ~80 ns less per call on CPython 3.11 (``with`` looks
@@ -298,33 +297,56 @@ class AppendLog(LogView):
         lock = self._lock
         lock.acquire()
         try:
-            writer = self._writer
-            # (A failed background sync sets _failure too: see _sync_files_locked.)
-            if writer is None or self._failure is not None:
-                writer = self._check_writable()
             # A clock reading as it is: the encoder stamps no earlier than the
             # newest record (the clock may step back; times in a log never do).
             t = _time_ns() if time_ns is None else self._stamp(time_ns)
-            # SegmentWriter.add's lines, run in this frame (one Python call less
-            # per record): one encoder call, then settle() if the record is left
-            # for the next segment or the buffer is full (the result is not 0).
-            state = writer.state
-            index: int = state[NEXT_INDEX]
             try:
-                left = encode_batch(data, flags, t, state)
-                if left:
-                    writer.settle(data, left, flags, t)
+                index: int = encode_batch(data, flags, t, self._state)
+                if index >= 0:  # encoded; nothing else to do
+                    return index
             except (TypeError, ValueError) as exc:  # the encoder refuses the arguments
-                self._check_record(data, flags)
-                raise ConfigError(f"{self.directory}: cannot append: {exc}") from exc
-            gc = self._gc
-            if gc is None:
-                return index
-            ticket = gc.ticket()
+                index = self._refused(data, flags, t, exc)
+                if index >= 0:
+                    return index
+            # The encoder reported back: the record is left for the next
+            # segment, or the buffer is full, or (sync="always") a ticket.
+            index, gc, ticket = self._settle(data, index, flags, t)
         finally:
             lock.release()
-        gc.wait(ticket)
+        if gc is not None:
+            gc.wait(ticket)
         return index
+
+    def _refused(self, data: Any, flags: int, t: int, exc: Exception) -> int:
+        """Why the encoder refused what ``append`` handed it (under the lock):
+        data that is bytes-like but not ``bytes`` is taken as bytes and encoded
+        (the encoder's result returned); otherwise ClosedError or PoisonedError
+        when the log takes no record, else a ConfigError (what is wrong with the
+        record, or what the encoder said), with nothing appended."""
+        if self._dumps is None and type(data) is not bytes:
+            data = as_bytes(data, "data")  # a TypeError for a str, saying to encode it
+            self._check_writable()
+            try:
+                reported: int = encode_batch(data, flags, t, self._state)
+                return reported
+            except (TypeError, ValueError) as again:
+                exc = again
+        self._check_writable()
+        self._check_record(data, flags)
+        raise ConfigError(f"{self.directory}: cannot append: {exc}") from exc
+
+    def _settle(self, data: bytes, reported: int, flags: int, t: int) -> tuple[int, GroupCommit | None, int]:
+        """``append``'s rare path, under the lock, after the encoder reported
+        back (``reported`` < 0): the writer settles the record (the next
+        segment, a full buffer; :meth:`SegmentWriter.settle
+        <engine.applog.writer.SegmentWriter.settle>`); returns the record's
+        index, and under ``sync="always"`` the group commit and the ticket to
+        wait for once the lock is released (else None, 0)."""
+        writer = self._writer
+        assert writer is not None
+        index = writer.settle(data, reported, flags, t).next_index - 1
+        gc = self._gc
+        return index, gc, 0 if gc is None else gc.ticket()
 
     def _payload(self, data: Any, what: str = "data") -> bytes:
         """``data`` as the bytes to store: the serializer's ``dumps(data)``, or a
@@ -414,21 +436,28 @@ class AppendLog(LogView):
             writer.seal()
             seg = create_segment(self._fs, self.directory, writer.seg.end, self.ttl_ns)
         except BaseException as exc:
-            self._fail(exc)
+            self._fail_locked(exc)
             raise
         self._segments.append(seg)
         self._bases.append(seg.base)
-        self._writer = self._new_writer(seg, writer.last_time)
-        return self._writer
+        return self._install(self._new_writer(seg, writer.last_time))
 
     def _new_writer(self, seg: Segment, last_time: int) -> SegmentWriter:
         """The writer of the active segment (``last_time``: the log's newest
         record's): a full segment rolls over, a full buffer is flushed (a failure
-        of either poisons the log)."""
+        of either poisons the log).  Under ``sync="always"`` the encoder reports
+        back after every record: ``append``'s rare path takes the group commit's
+        ticket (see :meth:`_settle`)."""
         return SegmentWriter(
             seg, self.segment_bytes, self.buffer_bytes, weak_call(self._roll_locked, required=True),
-            weak_call(self._flush_locked, required=True), last_time,
+            weak_call(self._flush_locked, required=True), last_time, report_each=self.sync_policy.always,
         )
+
+    def _install(self, writer: SegmentWriter) -> SegmentWriter:
+        """Make ``writer`` the active segment's (``append`` encodes into its state)."""
+        self._writer = writer
+        self._state = writer.state
+        return writer
 
     def _flush_locked(self) -> None:
         """Write the buffered records: log bytes, checksums, then index entries."""
@@ -440,7 +469,7 @@ class AppendLog(LogView):
         try:
             writer.flush()
         except BaseException as exc:
-            self._fail(exc)
+            self._fail_locked(exc)
             raise
 
     def flush(self) -> None:
@@ -455,18 +484,26 @@ class AppendLog(LogView):
             self._sync_files_locked()
 
     def _sync_files_locked(self) -> None:
+        """Flush, then fdatasync (the sync lock held: the lock is taken for the
+        flush only, so appends go on while the disk syncs)."""
         with self._lock:
-            if self._failure is not None:
-                raise PoisonedError(self.directory, self._failure)
-            self._flush_locked()
-            writer = self._writer
-            assert writer is not None
-            self._synced_end = writer.next_index
+            writer = self._flush_for_sync_locked()
         try:
             writer.sync()
         except BaseException as exc:
-            self._fail(exc)
+            with self._lock:
+                self._fail_locked(exc)
             raise
+
+    def _flush_for_sync_locked(self) -> SegmentWriter:
+        """Flush what a sync is to cover (the lock held); the writer to sync."""
+        if self._failure is not None:
+            raise PoisonedError(self.directory, self._failure)
+        self._flush_locked()
+        writer = self._writer
+        assert writer is not None
+        self._synced_end = writer.next_index
+        return writer
 
     def sync(self) -> None:
         """Make every record appended so far durable (whatever the sync mode)."""
@@ -513,7 +550,7 @@ class AppendLog(LogView):
         except BaseException as exc:
             # The in-memory segment list no longer matches the directory: stop
             # writing; reopening lists what is really there.
-            self._fail(exc)
+            self._fail_locked(exc)
             raise
         finally:
             del self._segments[: len(victims)]
@@ -540,14 +577,14 @@ class AppendLog(LogView):
                     break
             if not victims:
                 return 0
-            before = self.first_index
+            before = self._first_locked()
             if victims[-1] is self._segments[-1]:
                 self._roll_locked()  # keep next_index: an empty segment named after it
             self._delete_front(victims)
             self._start = max(self._start, self._segments[0].base)
             # Records hidden earlier by truncate_before() but still on disk went
             # with their segments too; they are not counted again.
-            return self.first_index - before
+            return self._first_locked() - before
 
     def truncate_before(self, index: int) -> int:
         """Drop every record below ``index``; returns how many were dropped.
@@ -558,19 +595,24 @@ class AppendLog(LogView):
         """
         with self._sync_lock, self._lock:
             self._check_writable()
-            first, nxt = self.first_index, self.next_index
+            first, nxt = self._extent_locked()
             if index > nxt:
                 raise ConfigError(f"truncate_before({index}) is past the log's end {nxt}")
             if index <= first:
                 return 0
             # The records up to ``index`` must be durable before the checkpoint that
             # names it, or a crash could leave a start beyond the log's end.
-            self._sync_files_locked()
+            writer = self._flush_for_sync_locked()
+            try:
+                writer.sync()
+            except BaseException as exc:
+                self._fail_locked(exc)
+                raise
             crashpoint("applog.truncate.before-checkpoint")
             try:
                 atomic_write(self._fs, f"{self.directory}/{START_FILE}", b"%d\n" % index)
             except BaseException as exc:
-                self._fail(exc)
+                self._fail_locked(exc)
                 raise
             crashpoint("applog.truncate.after-checkpoint")
             self._start = index
@@ -611,6 +653,7 @@ class AppendLog(LogView):
             seg.close()
         self._segments = []
         self._writer = None
+        self._state = None
         if self._held is not None:
             self._held.release()
             self._held = None

@@ -48,7 +48,7 @@ from engine.applog.codec import (
     parse_segment_name,
 )
 from engine.applog.recovery import Mismatch, scan_sealed, scan_segment
-from engine.applog.segment import Segment, crc_path, idx_path, log_path
+from engine.applog.segment import Segment, crc_path, idx_path, log_path, no_file_behind
 from engine.applog.view import START_FILE, parse_start
 from engine.applog.writer import create_segment
 from engine.errors import CorruptFileError, FormatError
@@ -103,6 +103,18 @@ def open_segments(fs: FileSystem, directory: str, ttl_arg: int | None, report: R
         fs.unlink(idx_path(directory, base))
         report.add("removed", idx_path(directory, base), 1, "files", detail="an index without its log")
         removed = True
+    # A listed segment file that opens nothing (a dangling symbolic link) is
+    # damage: opening it would fail with a bare FileNotFoundError (a log), take it
+    # for a missing file to create (an index: through the link) or for a segment
+    # of the original format without checksums (a .crc file).
+    for base in logs:
+        for path, listed in ((log_path(directory, base), True), (idx_path(directory, base), base in idxs),
+                             (crc_path(directory, base), base in crcs)):
+            if listed and not fs.exists(path):
+                try:  # what opening it raises: a loop of links is the OSError it is
+                    fs.open(path).close()
+                except FileNotFoundError:
+                    raise no_file_behind(path) from None
     start = 0
     start_path = f"{directory}/{START_FILE}"
     if fs.exists(start_path):

@@ -22,6 +22,17 @@ The directory is re-read when a lookup goes past the known end, on
 :meth:`LogReader.refresh`, and on every poll of ``follow``.  Segments deleted by
 ``expire`` stay readable through handles already open (POSIX semantics); a lookup
 below the new first index raises IndexError.
+
+The writer deletes segments oldest first (``expire``, ``truncate_before``: each
+log before its index and ``.crc`` file), so what a listing shows can be gone by
+the time the reader opens or checks it, always a prefix of the listing.  A
+segment whose check fails because a file is missing, or because the segment
+after it in the listing is not the next one, is looked up in a fresh listing:
+gone from it, it was deleted meanwhile (it and every segment before it are
+dropped, and the start checkpoint says where the log now begins); still listed,
+it is damage (CorruptFileError).  A name that stays listed but opens no file (a
+dangling symbolic link) is damage too, never a deletion: records are never
+missing without an error.
 """
 
 from __future__ import annotations
@@ -47,7 +58,7 @@ from engine.applog.codec import (
 )
 from engine.applog.log import LOCK_FILE
 from engine.applog.recovery import Mismatch, scan_sealed
-from engine.applog.segment import Segment, crc_path, idx_path, log_path, record_class
+from engine.applog.segment import Segment, crc_path, idx_path, log_path, no_file_behind, record_class
 from engine.applog.view import START_FILE, LogView, parse_start, read_headers
 from engine.conventions import serializer as parse_serializer
 from engine.errors import CorruptFileError, FormatError
@@ -105,58 +116,73 @@ class LogReader(LogView):
     def refresh(self) -> None:
         """Re-read the directory listing, the start checkpoint and index sizes."""
         with self._lock:
-            self._check_open()
-            fs = self._fs
-            bases = sorted(
-                p[0] for p in map(parse_segment_name, fs.listdir(self.directory)) if p is not None and p[1] == ".log"
-            )
-            known = {s.base: s for s in self._segments}
-            keep: list[Segment] = []
-            for base in bases:
-                seg = known.pop(base, None)
+            self._refresh_locked()
+
+    def _refresh_locked(self) -> None:
+        self._check_open()
+        fs = self._fs
+        bases = sorted(
+            p[0] for p in map(parse_segment_name, fs.listdir(self.directory)) if p is not None and p[1] == ".log"
+        )
+        known = {s.base: s for s in self._segments}
+        keep: list[Segment] = []
+        for base in bases:
+            seg = known.pop(base, None)
+            if seg is None:
+                seg = self._open_segment(base)
                 if seg is None:
-                    try:
-                        seg = self._open_segment(base)
-                    except FileNotFoundError:
-                        continue  # deleted between listdir and open
-                keep.append(seg)
-            for gone in known.values():
-                self._index_cache.pop(gone.base, None)
-                gone.close()
-            self._segments = [s for s in self._segments if s.base not in known]
+                    continue  # deleted between listdir and open
+            keep.append(seg)
+        for gone in known.values():
+            self._index_cache.pop(gone.base, None)
+            gone.close()
+        self._segments = [s for s in self._segments if s.base not in known]
+        try:
+            self._check_segments(keep)
+        except BaseException:
+            # Segments opened here are not yet the reader's: close them (a
+            # reader that keeps refreshing a damaged log must not leak handles).
+            old = {id(s) for s in self._segments}
+            for seg in keep:
+                if id(seg) not in old:
+                    seg.close()
+            raise
+
+    def _listed(self, path: str) -> bool:
+        """Whether ``path`` is in a fresh listing of the log's directory."""
+        return path.rsplit("/", 1)[-1] in self._fs.listdir(self.directory)
+
+    def _open_listed(self, path: str) -> FileHandle | None:
+        """``path`` opened for reading, or None when no file of that name is
+        there (not created yet, or deleted).  Listed while it opens nothing: it
+        may have been created since, so it is opened once more; listed and
+        opening nothing twice (a file is created once and deleted once, and a
+        name never comes back) is CorruptFileError: a dangling symbolic link."""
+        for _ in range(2):
             try:
-                self._check_segments(keep)
-            except BaseException:
-                # Segments opened here are not yet the reader's: close them (a
-                # reader that keeps refreshing a damaged log must not leak handles).
-                old = {id(s) for s in self._segments}
-                for seg in keep:
-                    if id(seg) not in old:
-                        seg.close()
-                raise
+                return self._fs.open(path, OpenMode.READ)
+            except FileNotFoundError:
+                if not self._listed(path):
+                    return None
+        raise no_file_behind(path)
 
     def _check_segments(self, keep: list[Segment]) -> None:
         """Check the listed segments (sealed ones once, the newest's count) and make
-        them the reader's; then re-read the start checkpoint."""
+        them the reader's; then re-read the start checkpoint.  A segment deleted
+        meanwhile is dropped with every one before it (see the module docstring)."""
         fs = self._fs
         prev_time: int | None = None
         checked: list[Segment] = []
         for n, seg in enumerate(keep):
-            if n + 1 < len(keep):
-                try:
+            try:
+                if n + 1 < len(keep):
                     self._check_sealed(seg, keep[n + 1], prev_time)
-                except FileNotFoundError:
-                    # Being deleted (expire, truncate_before: oldest first,
-                    # the log before its index and .crc file).
-                    if checked or fs.exists(seg.log_path):
-                        raise CorruptFileError(
-                            seg.idx_path, 0, "the index of a sealed segment", "no file"
-                        ) from None
-                    self._index_cache.pop(seg.base, None)
-                    seg.close()
-                    continue
-            else:
-                self._update_count(seg)
+                else:  # the newest as listed (deleted meanwhile if a newer one came first)
+                    self._update_count(seg)
+            except (FileNotFoundError, CorruptFileError) as exc:
+                self._drop_deleted(seg, checked, exc)
+                checked, prev_time = [], None
+                continue
             checked.append(seg)
             if seg.last_time is not None:
                 prev_time = seg.last_time
@@ -170,15 +196,34 @@ class LogReader(LogView):
         except FileNotFoundError:
             self._start = keep[0].base if keep else 0
 
+    def _drop_deleted(self, seg: Segment, before: list[Segment], exc: Exception) -> None:
+        """``seg``'s check failed with ``exc``: if the writer deleted it meanwhile
+        (its log is gone from a fresh listing), close it and ``before`` (deleted
+        first: the writer deletes oldest first); else raise: damage."""
+        names = set(self._fs.listdir(self.directory))
+        gone = [s for s in (*before, seg) if s.log_path.rsplit("/", 1)[-1] not in names]
+        if len(gone) != len(before) + 1:
+            if isinstance(exc, CorruptFileError):
+                raise exc
+            missing = getattr(exc, "filename", None) or seg.idx_path
+            raise CorruptFileError(missing, 0, "a file of a sealed segment", "no file") from None
+        for old in gone:
+            self._index_cache.pop(old.base, None)
+            old.close()
+
     def _prepare_read(self, index: int | None) -> None:
         # Lookups inside the known range need no directory listing: sealed
         # segments never change and the newest only grows.
         if index is None or not self._segments or index >= self._segments[-1].end:
-            self.refresh()
+            self._refresh_locked()
 
-    def _open_segment(self, base: int) -> Segment:
+    def _open_segment(self, base: int) -> Segment | None:
+        """Segment ``base`` with what of its files are there (None: its log is
+        gone, deleted since it was listed)."""
         lpath = log_path(self.directory, base)
-        lh = self._fs.open(lpath, OpenMode.READ)
+        lh = self._open_listed(lpath)
+        if lh is None:
+            return None
         ih: FileHandle | None = None
         ch: FileHandle | None = None
         try:
@@ -186,14 +231,12 @@ class LogReader(LogView):
             ttl = read_headers(head, lpath) if len(head) == HEADER_SIZE else 0
             if 0 < len(head) < HEADER_SIZE and not head.startswith(b"LOG"[: len(head)]):
                 raise FormatError(lpath, 0, "a LOG header", repr(head))
-            try:
-                ih = self._fs.open(idx_path(self.directory, base), OpenMode.READ)
-            except FileNotFoundError:
-                ih = None  # being created, or lost in a crash: no visible records yet
-            try:
-                ch = self._fs.open(crc_path(self.directory, base), OpenMode.READ)
-            except FileNotFoundError:
-                ch = None  # the original LOG/IDX writer's segment, or being created (looked for again later)
+            # None: being created, deleted, or lost in a crash: no visible records
+            # yet (checked when the log holds some).
+            ih = self._open_listed(idx_path(self.directory, base))
+            # None: the original LOG/IDX writer's segment, or being created
+            # (looked for again later) or deleted.
+            ch = self._open_listed(crc_path(self.directory, base))
         except BaseException:
             lh.close()
             if ih is not None:
@@ -245,11 +288,9 @@ class LogReader(LogView):
             seg.idx = self._fs.open(seg.idx_path, OpenMode.READ)
         if seg.crc is None:
             # First seen before its .crc file was created (the writer creates it
-            # before the index), and sealed since: look again.
-            try:
-                seg.crc = self._fs.open(seg.crc_path, OpenMode.READ)
-            except FileNotFoundError:
-                pass  # the original LOG/IDX writer's segment
+            # before the index), and sealed since: look again (None: the
+            # original LOG/IDX writer's segment).
+            seg.crc = self._open_listed(seg.crc_path)
         idx_size = seg.idx.size()
         log_size = seg.log.size()
         if idx_size >= HEADER_SIZE:
@@ -304,15 +345,11 @@ class LogReader(LogView):
 
     def _count_entries(self, seg: Segment) -> None:
         if seg.idx is None:
-            try:
-                seg.idx = self._fs.open(seg.idx_path, OpenMode.READ)
-            except FileNotFoundError:
+            seg.idx = self._open_listed(seg.idx_path)
+            if seg.idx is None:
                 return
         if seg.crc is None and seg.count == 0:
-            try:
-                seg.crc = self._fs.open(seg.crc_path, OpenMode.READ)
-            except FileNotFoundError:
-                pass
+            seg.crc = self._open_listed(seg.crc_path)
         idx_size = seg.idx.size()
         if seg.ttl_ns == 0 and seg.count == 0:
             head = seg.log.read_at(0, HEADER_SIZE)
@@ -371,11 +408,8 @@ class LogReader(LogView):
         if seg.idx is None:
             # Looked for before the log was read: the writer may have created it
             # (and written records) since.  Count again; the next refresh checks.
-            try:
-                seg.idx = self._fs.open(seg.idx_path, OpenMode.READ)
-            except FileNotFoundError:
-                pass
-            else:
+            seg.idx = self._open_listed(seg.idx_path)
+            if seg.idx is not None:
                 self._count_entries(seg)
                 return
         idx_size = seg.idx.size() if seg.idx is not None else -1
@@ -418,7 +452,7 @@ class LogReader(LogView):
         newest segment is a note (the writer's next open cuts it), anything else
         an error."""
         with self._lock:
-            self.refresh()
+            self._refresh_locked()
             contents = {}
             for seg in self._segments:
                 idx = seg.idx.read_all() if seg.idx is not None else b""

@@ -105,6 +105,16 @@ def crc_path(directory: str, base: int) -> str:
     return f"{directory.rstrip('/')}/{segment_name(base, '.crc')}"
 
 
+def no_file_behind(path: str) -> CorruptFileError:
+    """The error for a segment file whose name the directory lists but that opens
+    no file (a dangling symbolic link): damage, never a deleted segment (whose
+    name is gone), so never a log shown or opened with records missing."""
+    return CorruptFileError(
+        path, 0, "a segment file (its name is listed in the directory)",
+        "no file behind the name (a dangling symbolic link?)",
+    )
+
+
 class Segment:
     """A segment's files and visible extent (see the module docstring)."""
 

@@ -79,7 +79,10 @@ class LogView(ClosedWhenDropped):
 
     def __init__(self, directory: str) -> None:
         self.directory = directory.rstrip("/") or "/"
-        self._lock = threading.RLock()
+        #: The log's lock: a plain Lock (cheaper than an RLock on every append),
+        #: so nothing that holds it calls a method that takes it: the public
+        #: methods take it once and the ``*_locked`` helpers expect it held.
+        self._lock = threading.Lock()
         self._segments: list[Segment] = []
         self._bases: list[int] = []
         self._start = 0
@@ -108,27 +111,37 @@ class LogView(ClosedWhenDropped):
             raise ClosedError(f"{self.directory}: append log is closed")
 
     # -- extent ------------------------------------------------------------------------
+    def _first_locked(self) -> int:
+        """``first_index`` (the lock held)."""
+        if not self._segments:
+            return self._start
+        return min(max(self._start, self._segments[0].base), self._segments[-1].end)
+
+    def _extent_locked(self) -> tuple[int, int]:
+        """``(first_index, next_index)`` as they are now (the lock held; the view
+        brought up to date first)."""
+        self._check_open()
+        self._prepare_read(None)
+        return self._first_locked(), self._segments[-1].end if self._segments else self._start
+
     @property
     def first_index(self) -> int:
         """Index of the oldest record still kept (== next_index when empty)."""
         with self._lock:
             self._check_open()
-            if not self._segments:
-                return self._start
-            return min(max(self._start, self._segments[0].base), self._segments[-1].end)
+            return self._first_locked()
 
     @property
     def next_index(self) -> int:
         """Index the next appended record will get."""
         with self._lock:
-            self._check_open()
-            self._prepare_read(None)
-            return self._segments[-1].end if self._segments else self._start
+            return self._extent_locked()[1]
 
     def __len__(self) -> int:
         """How many records are kept (``next_index - first_index``)."""
         with self._lock:
-            return self.next_index - self.first_index
+            first, nxt = self._extent_locked()
+            return nxt - first
 
     def __getitem__(self, index: int) -> Record:
         """``log[i]``: the record with index ``i`` (:meth:`get`); IndexError when it
@@ -145,13 +158,14 @@ class LogView(ClosedWhenDropped):
         if isinstance(index, bool) or not isinstance(index, int):
             return False
         with self._lock:
-            return self.first_index <= index < self.next_index
+            first, nxt = self._extent_locked()
+            return first <= index < nxt
 
     def __iter__(self) -> Iterator[Record]:
         """The records kept when the iteration starts, oldest to newest (records
         appended meanwhile are not included; ones expired meanwhile are skipped)."""
         with self._lock:
-            first, stop = self.first_index, self.next_index
+            first, stop = self._extent_locked()
         return self.scan(first, stop)
 
     def stats(self) -> dict[str, Any]:
@@ -161,11 +175,11 @@ class LogView(ClosedWhenDropped):
         oldest and newest kept records' times, None when empty) and ``ttl_ns``
         (the newest segment's; 0 or less: never expire)."""
         with self._lock:
-            segs = self.segments()
-            first, nxt = self.first_index, self.next_index
+            first, nxt = self._extent_locked()
+            segs = self._segment_infos_locked()
             first_time = last_time = None
             if nxt > first:
-                first_time, last_time = self.get(first).time_ns, self.get(nxt - 1).time_ns
+                first_time, last_time = self._read_locked(first).time_ns, self._read_locked(nxt - 1).time_ns
             return {
                 "directory": self.directory,
                 "first_index": first,
@@ -183,10 +197,18 @@ class LogView(ClosedWhenDropped):
         with self._lock:
             self._check_open()
             self._prepare_read(None)
-            return [
-                SegmentInfo(s.base, s.end, s.first_time, s.last_time, s.ttl_ns, s.log_path, s.idx_path, s.log_size)
-                for s in self._segments
-            ]
+            return self._segment_infos_locked()
+
+    def _segment_infos_locked(self) -> list[SegmentInfo]:
+        return [
+            SegmentInfo(s.base, s.end, s.first_time, s.last_time, s.ttl_ns, s.log_path, s.idx_path, s.log_size)
+            for s in self._segments
+        ]
+
+    def _read_locked(self, index: int) -> Record:
+        """Record ``index`` (kept: the caller checked), as stored (the lock held)."""
+        seg = self._locate(index)
+        return seg.read(index - seg.base)
 
     def _locate(self, index: int) -> Segment:
         k = bisect.bisect_right(self._bases, index) - 1
@@ -253,7 +275,7 @@ class LogView(ClosedWhenDropped):
             self._prepare_read(None if stop is None else stop - 1)
             if not self._segments:
                 return []
-            index = max(index, self.first_index)
+            index = max(index, self._first_locked())
             end = self._segments[-1].end if stop is None else min(stop, self._segments[-1].end)
             if index >= end:
                 return []
@@ -303,7 +325,7 @@ class LogView(ClosedWhenDropped):
             if lo == len(segs):
                 return segs[-1].end if segs else self._start
             seg = segs[lo]
-            found = max(seg.base + seg.bisect_time(t0), self.first_index)
+            found = max(seg.base + seg.bisect_time(t0), self._first_locked())
             self._check_boundary(seg, found, t0)
             return found
 
@@ -312,12 +334,12 @@ class LogView(ClosedWhenDropped):
         (each read checks its checksum): the one before ``found`` is older than
         ``t0``, the one at ``found`` is not.  The search reads only index times,
         which no checksum covers; a damaged one must not move ``between()``
-        silently.  CorruptFileError (naming the damaged entry) if they disagree."""
+        silently.  CorruptFileError (naming the damaged entry) if they disagree.
+        The lock held."""
         segs = self._segments
         end = segs[-1].end
-        before = found - 1 >= self.first_index and self._locate(found - 1).read(
-            found - 1 - self._locate(found - 1).base).time_ns >= t0
-        at = found < end and self._locate(found).read(found - self._locate(found).base).time_ns < t0
+        before = found - 1 >= self._first_locked() and self._read_locked(found - 1).time_ns >= t0
+        at = found < end and self._read_locked(found).time_ns < t0
         if not (before or at):
             return
         for _rec in seg.iter_range(0, seg.count):  # raises at the entry whose time is wrong

@@ -37,7 +37,16 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from engine.applog.batch import CRC_OUT, LAST_TIME, LOG_AT, LOG_OUT, NEXT_INDEX, new_state
+from engine.applog.batch import (
+    CRC_OUT,
+    LAST_TIME,
+    LOG_AT,
+    LOG_OUT,
+    NEXT_INDEX,
+    extent_field,
+    new_state,
+    set_extent_field,
+)
 from engine.applog.batch import encode_batch as encode_batch_reference
 from engine.applog.codec import CRC_MAGIC, HEADER_SIZE, IDX_MAGIC, INT64_MIN, LOG_MAGIC, encode_header
 from engine.applog.segment import Segment, crc_path, idx_path, log_path
@@ -51,7 +60,10 @@ assert _TIME.size == 8
 
 #: The record encoder of this process: the compiled twin when built, else the
 #: pure-Python reference (same arguments, results, bytes, state and errors).
-encode_batch: Callable[[Any, int, int, list[Any]], int] = (
+#: Any arguments: what is not what it takes is refused (TypeError, ValueError),
+#: which the store's ``append`` relies on (its write state is None once the log
+#: takes no record).
+encode_batch: Callable[[Any, Any, Any, Any], int] = (
     _native.encode_batch if _native is not None else encode_batch_reference
 )
 
@@ -99,9 +111,15 @@ class SegmentWriter:
     ``on_full()`` flushes (the store also poisons itself if that fails).  A
     writer flushes (``on_full()``) before it calls ``roll()``, so the owner sees
     the segment's final extent.
+
+    ``report_each``: the encoder reports back after every call (its result is
+    negative, so the caller's rare path runs every time), not only when the
+    pending bytes reach ``buffer_bytes``: the store under ``sync="always"``
+    takes a group-commit ticket there after every append, and its common path
+    (every other sync policy) keeps one test of the encoder's result.
     """
 
-    __slots__ = ("flushed_crc", "flushed_idx", "on_full", "roll", "seg", "state")
+    __slots__ = ("buffer_bytes", "flushed_crc", "flushed_idx", "on_full", "roll", "seg", "state")
 
     def __init__(
         self,
@@ -111,10 +129,13 @@ class SegmentWriter:
         roll: Callable[[], SegmentWriter],
         on_full: Callable[[], object],
         last_time: int | None = None,
+        *,
+        report_each: bool = False,
     ) -> None:
         if seg.mem_idx is None or seg.idx is None or seg.crc is None:
             raise ValueError(f"{seg.log_path}: a segment writer needs the index in memory and a .crc file")
         self.seg = seg
+        self.buffer_bytes = buffer_bytes
         self.roll = roll
         self.on_full = on_full
         if last_time is None:
@@ -123,10 +144,11 @@ class SegmentWriter:
             last_time = max(last_time, seg.last_time)
         # Log bytes and .crc entries of the records not yet written go to two
         # pending buffers; index entries go straight to the in-memory index.
-        # The encoder says when the pending log bytes reach ``buffer_bytes``.
+        # The encoder says when the pending log bytes reach ``buffer_bytes``
+        # (or after every call: report_each).
         self.state = new_state(
             bytearray(), bytearray(), seg.mem_idx, seg.base, seg.end, seg.log_size, segment_bytes, last_time,
-            buffer_bytes,
+            0 if report_each else buffer_bytes,
         )
         self.flushed_crc = seg.crc.size()  # bytes of the .crc file in the file
         self.flushed_idx = len(seg.mem_idx)  # bytes of the index in the file
@@ -134,19 +156,17 @@ class SegmentWriter:
     @property
     def next_index(self) -> int:
         """The index the next record added gets."""
-        index: int = self.state[NEXT_INDEX]
-        return index
+        return extent_field(self.state, NEXT_INDEX)
 
     @property
     def last_time(self) -> int:
         """The newest record's time (INT64_MIN: none yet)."""
-        last: int = self.state[LAST_TIME]
-        return last
+        return extent_field(self.state, LAST_TIME)
 
     @property
     def unflushed(self) -> bool:
         """Whether records were added since the last flush."""
-        return bool(self.state[NEXT_INDEX] != self.seg.end)
+        return extent_field(self.state, NEXT_INDEX) != self.seg.end
 
     def add(self, items: bytes | list[bytes] | tuple[bytes, ...], flags: int, time_ns: int) -> int:
         """Encode ``items`` (one record as exact ``bytes``, or a list or tuple of
@@ -160,39 +180,45 @@ class SegmentWriter:
         runs these same lines in its own frame (one Python call less per
         record).  One :func:`encode_batch` call encodes what fits the segment;
         when records are left over or the pending bytes reach ``buffer_bytes``
-        (the encoder returns non-zero), :meth:`settle` does the rest.  The
+        (the encoder's result is negative), :meth:`settle` does the rest.  The
         encoder's ``TypeError`` or ``ValueError`` (bad arguments) changes nothing.
         """
         state = self.state
-        first: int = state[NEXT_INDEX]
-        left = encode_batch(items, flags, time_ns, state)
-        if left:
-            self.settle(items, left, flags, time_ns)
+        first = extent_field(state, NEXT_INDEX)
+        reported = encode_batch(items, flags, time_ns, state)
+        if reported < 0:
+            self.settle(items, reported, flags, time_ns)
         return first
 
-    def settle(self, items: bytes | list[bytes] | tuple[bytes, ...], left: int, flags: int, time_ns: int) -> None:
-        """What follows an :func:`encode_batch` call of ``items`` that returned
-        ``left``, not 0: put the ``left`` last of them (``left`` > 0) in the next
-        segments, flushing this one (``on_full()``) and then ``roll()`` for each
-        segment they fill; then flush if the last call says the pending bytes
-        reached ``buffer_bytes`` (-1).  The one definition of both, for
-        :meth:`add` and the store's ``append``."""
+    def settle(
+        self, items: bytes | list[bytes] | tuple[bytes, ...], reported: int, flags: int, time_ns: int
+    ) -> SegmentWriter:
+        """What follows an :func:`encode_batch` call of ``items`` that
+        reported back (``reported``, its negative result, ``~left``): put the
+        ``left`` last of them in the next segments, flushing this one
+        (``on_full()``) and then ``roll()`` for each segment they fill; then
+        flush if the pending bytes reached ``buffer_bytes``.  Returns the writer
+        of the segment the last record went to.  The one definition of both,
+        for :meth:`add` and the store's ``append``."""
         writer = self
+        left = ~reported
         while left > 0:
             if type(items) is not bytes:
                 items = items[len(items) - left :]
             writer.on_full()
             writer = writer.roll()
-            left = encode_batch(items, flags, time_ns, writer.state)
-        if left:
+            reported = encode_batch(items, flags, time_ns, writer.state)
+            left = ~reported if reported < 0 else 0
+        if len(writer.state[LOG_OUT]) >= writer.buffer_bytes:
             writer.on_full()
+        return writer
 
     def flush(self) -> None:
         """Write the added records (log bytes, then checksums, then index
         entries), then publish them: the segment's extent becomes the state's."""
         seg = self.seg
         state = self.state
-        end: int = state[NEXT_INDEX]
+        end = extent_field(state, NEXT_INDEX)
         if end == seg.end:
             return
         assert seg.mem_idx is not None and seg.idx is not None and seg.crc is not None
@@ -210,14 +236,15 @@ class SegmentWriter:
         self.flushed_idx = len(seg.mem_idx)
         if seg.mem_crc is not None:  # reads of this segment check records against it
             seg.mem_crc += pend_crc
-        state[LOG_AT] = seg.log_size + len(pend_log)
+        log_size = seg.log_size + len(pend_log)
+        set_extent_field(state, LOG_AT, log_size)
         pend_log.clear()
         pend_crc.clear()
         if not seg.count:
             seg.first_time = _TIME.unpack_from(seg.mem_idx, HEADER_SIZE)[0]
         seg.count = end - seg.base
-        seg.log_size = state[LOG_AT]
-        seg.last_time = state[LAST_TIME]
+        seg.log_size = log_size
+        seg.last_time = extent_field(state, LAST_TIME)
 
     def sync(self) -> None:
         """fdatasync what :meth:`flush` wrote: the log, the checksums, then the

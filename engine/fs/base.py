@@ -203,7 +203,18 @@ class FileHandle(ABC):
         join: the page store's checkpoint writes runs of page images this way (a
         run of 1,000 pages would otherwise be copied once more into a 4 MB buffer).
         """
-        self._batch_write(lambda: self._raw_write_parts(offset, parts), offset + sum(map(len, parts)))
+        # write_at's rules, inlined as there (a frame per write was most of the
+        # cost of an append log's flush: three of these per flush).
+        if self._closed or self._poison is not None or not self.writable:
+            self._check_writable()
+        try:
+            self._raw_write_parts(offset, parts)
+        except OSError as exc:
+            raise self._failed(exc, "write") from exc
+        if self._end is not None:
+            end = offset + sum(map(len, parts))
+            if end > self._end:
+                self._end = end
 
     def write_many_at(self, writes: Sequence[tuple[int, bytes]]) -> None:
         """:meth:`write_at` of each ``(offset, data)`` in order, in one call: the

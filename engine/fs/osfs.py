@@ -36,6 +36,7 @@ _fdatasync = getattr(os, "fdatasync", os.fsync)
 _RWF_DSYNC: int | None = getattr(os, "RWF_DSYNC", None) if hasattr(os, "pwritev") else None
 #: The most buffers one pwritev takes (Linux's IOV_MAX).
 _IOV_MAX = 1024
+_HAVE_PWRITEV = hasattr(os, "pwritev")
 #: ``struct flock`` for F_OFD_* (Linux x86-64/arm64): l_type i16, l_whence i16,
 #: l_start i64, l_len i64, l_pid i32, padding (32 bytes).
 _FLOCK = struct.Struct("hhqqi4x")
@@ -112,11 +113,13 @@ class OsFileHandle(FileHandle):
                 self._raw_write(offset, data)
 
     def _raw_write_parts(self, offset: int, parts: Sequence[bytes | bytearray | memoryview]) -> None:
-        if not hasattr(os, "pwritev"):  # pragma: no cover - not Linux or BSD
+        if not _HAVE_PWRITEV:  # pragma: no cover - not Linux or BSD
             super()._raw_write_parts(offset, parts)
             return
-        for at in range(0, len(parts), _IOV_MAX):
-            chunk = parts[at : at + _IOV_MAX]
+        # One pwritev in the usual case (no slicing: an append log's flush is three of these).
+        n = len(parts)
+        chunks = (parts,) if n <= _IOV_MAX else [parts[k : k + _IOV_MAX] for k in range(0, n, _IOV_MAX)]
+        for chunk in chunks:
             written = os.pwritev(self._fd, chunk, offset)
             total = sum(map(len, chunk))
             if written != total:  # a short write (rare for regular files): the rest by pwrite

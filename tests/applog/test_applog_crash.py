@@ -179,9 +179,9 @@ def test_poisoned_after_failure_until_reopened(kind: str) -> None:
     ffs.fail_at = ffs.ops + 1
     with pytest.raises((PoisonedError, OSError)):
         log.append(b"fails", time_ns=2)
-    for _ in range(2):
+    for later in (b"later", bytearray(b"later")):  # bytes-like data too (the encoder's refusal path)
         with pytest.raises(PoisonedError):
-            log.append(b"later", time_ns=3)
+            log.append(later, time_ns=3)
     with pytest.raises(PoisonedError):
         log.append_many([b"x"])
     log.close()  # releases the lock without writing

@@ -473,3 +473,47 @@ def test_indexes_end_at_the_largest_i64_with_a_typed_error(logdir: str) -> None:
         assert log.next_index == INT64_MAX
     with AppendLog.open(logdir) as log:
         assert [r.data for r in log.scan(base)] == [b"last"] and log.verify() == []
+
+
+def test_sync_always_returns_each_append_synced(logdir: str) -> None:
+    """Under ``sync="always"`` the encoder reports back after every record (the
+    store's write state asks it to), and ``append`` takes its group-commit ticket
+    on that path: each append returns only after an fdatasync of the log that
+    covers it, while the records stay buffered until then (one write per file a
+    sync, not one per append)."""
+    from engine.fs.osfs import OsFileSystem
+    from stress.faults import FaultyFS, OpKind
+
+    fs = FaultyFS(OsFileSystem())
+    with AppendLog.open(logdir, sync="always", fs=fs) as log:
+        for k in range(5):
+            since = len(fs.log)
+            assert log.append(b"x%d" % k) == k
+            done = fs.log[since:]
+            log_ops = [e.kind for e in done if e.path.endswith(".log")]
+            assert log_ops == [OpKind.WRITE, OpKind.FSYNC], done
+        assert log.append_many([b"a", b"b"]) == range(5, 7)
+    with AppendLog.open(logdir) as log:
+        assert [r.data for r in log.scan()] == [b"x0", b"x1", b"x2", b"x3", b"x4", b"a", b"b"]
+
+
+def test_a_refused_append_says_why_and_appends_nothing(logdir: str) -> None:
+    """``append`` hands the encoder what it is given; what the encoder refuses is
+    explained: bytes-like data is taken as bytes, a str is a TypeError, bad
+    flags a ConfigError, a closed log ClosedError (bytes-like data too), each
+    with nothing appended."""
+    log = AppendLog.open(logdir, sync="never")
+    assert log.append(bytearray(b"ba")) == 0 and log.append(memoryview(b"mv"), 3) == 1
+    with pytest.raises(TypeError, match="encode it"):
+        log.append("text")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="flags must be a u32"):
+        log.append(bytearray(b"x"), -1)
+    assert log.next_index == 2 and [(r.data, r.flags) for r in log.scan()] == [(b"ba", 0), (b"mv", 3)]
+    log.close()
+    for data in (b"x", bytearray(b"x")):
+        with pytest.raises(ClosedError):
+            log.append(data)
+    with pytest.raises(TypeError, match="encode it"):
+        log.append("text")  # type: ignore[arg-type]
+    with AppendLog.open(logdir) as again:
+        assert again.next_index == 2

@@ -19,8 +19,8 @@ def encode(payloads: list[bytes], times: object, flags: object, first: int, offs
     (each has its own time and flags)."""
     log, crc, idx = bytearray(), bytearray(), bytearray()
     state = new_state(log, crc, idx, first, first, offset, 1 << 62, -(1 << 63))
-    for p, t, f in zip(payloads, times, flags):  # type: ignore[call-overload]
-        assert encode_batch([p], int(f), int(t), state) == 0
+    for k, (p, t, f) in enumerate(zip(payloads, times, flags)):  # type: ignore[call-overload]
+        assert encode_batch([p], int(f), int(t), state) == first + k  # the record's index
     return bytes(log), bytes(idx)
 
 # Two records, "hi" (flags 1, time 0x10) and "" (flags 0, time 0x20), indexes 5 and 6,
