@@ -23,7 +23,7 @@ import time
 import warnings
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine.conventions import Serializer, datetime_from_ms, decoding_class
@@ -103,6 +103,18 @@ class Item:
         return None if self.expire_time_ms is None else self.expire_time_ms / 1000
 
 
+@dataclass(slots=True)
+class ReaderTally:
+    """What one consumer did since it opened, for :meth:`Reader.stats`."""
+
+    durable_head: int  # head as of the last checkpoint on disk
+    skipped_holes: list[tuple[int, int]] = field(default_factory=list)
+    expired: int = 0
+    discarded: int = 0
+    aborts: int = 0
+    error_punted: int = 0
+
+
 def item_class(serializer: Serializer | None) -> type[Item]:
     """The class a reader builds its items with: :class:`Item`, or a subclass whose
     ``value`` is ``serializer.loads(data)`` (:func:`engine.conventions.decoding_class`,
@@ -157,29 +169,59 @@ class Reader:
         #: Item, or its subclass that decodes ``value`` with the queue's serializer.
         self._item = item_class(config.payload_serializer)
         self._ready = self._cursor.ready  # the cursor's decoded batch (same deque for life)
-        self._max_age = config.max_age
         self._claims = Claims(lock)
         self._others: dict[int, Item] = {}  # items another consumer held when this one came to them
         self._retry_at = 0.0
         self._open: dict[int, Item] = {}  # open reads
         self._deadlines: dict[int, float] = {}  # their open_read_timeout deadlines
-        self._open_timeout = config.open_read_timeout
+        #: No expiry rule and no open-read timeout (the reader's configuration, fixed
+        #: for its life): a get's fast path has nothing to look at but the next id.
+        self._plain = config.max_age is None and config.open_read_timeout is None
         # Aborted items, by id, delivered before the journal's (usually few: a list
         # kept sorted with insort; its emptiness test is the one every get pays).
         self._returned: list[Item] = []
         self._dirty = False
         self._closed = False
         self._closed_note = ""  # why, when its queue was closed for it (see Queue._close_dropped)
-        self.durable_head = state.head  # head as of the last checkpoint on disk
-        #: Id ranges found missing from the journal while reading (see _skip_hole).
-        self.skipped_holes: list[tuple[int, int]] = []
-        self.expired_count = 0
-        self.discarded_count = 0
-        self.confirm_count = 0  # this consumer's confirms and aborts since it opened (stats)
-        self.abort_count = 0
-        self.error_punted_count = 0
+        # What this consumer did, for stats (not read by a get or a confirm; kept
+        # apart so the instance stays within CPython's 30 fast attribute slots).
+        self._tally = ReaderTally(durable_head=state.head)
+        self.confirm_count = 0  # this consumer's confirms since it opened (stats)
+        # confirm_count when the last checkpoint was taken: a confirm only counts, and
+        # the checkpoint knows it is dirty by the count (one store less per confirm).
+        self._confirms_checkpointed = 0
 
     # -- properties ----------------------------------------------------------------
+    @property
+    def durable_head(self) -> int:
+        """The head as of the last checkpoint on disk."""
+        return self._tally.durable_head
+
+    @property
+    def skipped_holes(self) -> list[tuple[int, int]]:
+        """Id ranges found missing from the journal while reading (see ``_skip_hole``)."""
+        return self._tally.skipped_holes
+
+    @property
+    def expired_count(self) -> int:
+        """Items this consumer found expired (and dropped or moved)."""
+        return self._tally.expired
+
+    @property
+    def discarded_count(self) -> int:
+        """Items this consumer discarded (``max_errors`` with no error queue)."""
+        return self._tally.discarded
+
+    @property
+    def abort_count(self) -> int:
+        """Open reads this consumer aborted (or that timed out)."""
+        return self._tally.aborts
+
+    @property
+    def error_punted_count(self) -> int:
+        """Items this consumer moved to the error queue."""
+        return self._tally.error_punted
+
     @property
     def head(self) -> int:
         return self._state.head
@@ -196,7 +238,7 @@ class Reader:
 
     @property
     def dirty(self) -> bool:
-        return self._dirty
+        return self._dirty or self.confirm_count != self._confirms_checkpointed
 
     @property
     def closed(self) -> bool:
@@ -283,7 +325,7 @@ class Reader:
         return limit is not None and limit <= now_ms
 
     def _expire(self, item: Item) -> None:
-        self.expired_count += 1
+        self._tally.expired += 1
         target = self._config.expired
         if target != "drop" and self._punt is not None:
             # Moved without its expiry, or it would expire again at once over there.
@@ -330,7 +372,7 @@ class Reader:
             return  # already known (ids burnt at open): nothing new to report
         self._state.skip_missing(low, high)
         self._dirty = True
-        self.skipped_holes.append((low, high))
+        self._tally.skipped_holes.append((low, high))
         log.warning("queue %s reader %r: ids %d..%d are not in the journal: skipped", self.queue, self.name, low, high)
 
     def _take_from_journal(self) -> Item | None:
@@ -369,7 +411,7 @@ class Reader:
         self._dirty = True
 
     def _next_item(self, *, consume: bool) -> Item | None:
-        if self._open_timeout is not None:
+        if self._config.open_read_timeout is not None:
             self._expire_open_reads()
         if not self._returned:
             return self._take_from_journal() if consume else self._next_from_journal(None, consume=False)
@@ -418,7 +460,7 @@ class Reader:
             # here at the cost of one look; any other case goes on to the
             # consumers' protocol step by step (_next_claimed, below).
             ready = self._ready
-            if ready and not self._returned and self._cursor.peeked is None and not self._closed:
+            if ready and self._plain and not self._returned and self._cursor.peeked is None and not self._closed:
                 put = ready[0]
                 xid = put[0]
                 claims = self._claims
@@ -427,8 +469,6 @@ class Reader:
                     xid == self._state.head + 1
                     and claims.low <= xid <= claims.high
                     and put[3] is None
-                    and self._max_age is None
-                    and self._open_timeout is None
                     and xid not in self._open
                 ):
                     ready.popleft()
@@ -446,8 +486,8 @@ class Reader:
                 got = self._next_claimed()
                 if got is not None:
                     self._open[got.id] = got
-                    if self._open_timeout is not None:
-                        self._deadlines[got.id] = time.monotonic() + self._open_timeout
+                    if self._config.open_read_timeout is not None:
+                        self._deadlines[got.id] = time.monotonic() + self._config.open_read_timeout
                     return got
             if wait == 0:
                 return None
@@ -538,8 +578,7 @@ class Reader:
                     state.head = ids
                 elif not state.confirm(ids):
                     return 0
-                self._dirty = True
-                self.confirm_count += 1
+                self.confirm_count += 1  # (and so dirty: see _confirms_checkpointed)
                 return 1
         count = 0
         with self._lock:
@@ -571,7 +610,7 @@ class Reader:
                     self._give_back(entry)
                     self._let_others_have(entry)
                     count += 1
-            self.abort_count += count
+            self._tally.aborts += count
         if count:
             self._source.notify()
         return count
@@ -580,7 +619,7 @@ class Reader:
         item = replace(item, error_count=item.error_count + 1)
         limit = self._config.max_errors
         if limit is not None and item.error_count >= limit:
-            self.error_punted_count += 1
+            self._tally.error_punted += 1
             if self._config.error_queue is not None and self._punt is not None:
                 self._punt(self._config.error_queue, item)
             else:
@@ -597,7 +636,7 @@ class Reader:
         bisect.insort(self._returned, item, key=_item_id)
 
     def _expire_open_reads(self) -> None:
-        if self._open_timeout is None or not self._deadlines:
+        if self._config.open_read_timeout is None or not self._deadlines:
             return
         now = time.monotonic()
         stale = [xid for xid, deadline in self._deadlines.items() if deadline <= now]
@@ -607,7 +646,7 @@ class Reader:
             if item is None:
                 continue
             log.warning("queue %s reader %r: open read %d timed out; aborted", self.queue, self.name, xid)
-            self.abort_count += 1
+            self._tally.aborts += 1
             self._give_back(item)
             self._let_others_have(item)
 
@@ -624,7 +663,7 @@ class Reader:
             if item is None:
                 return False
             self._state.confirm(item.id)
-            self.discarded_count += 1
+            self._tally.discarded += 1
             self._dirty = True
             return True
 
@@ -699,10 +738,12 @@ class Reader:
                 with self._lock:
                     if claims.changed():
                         self._merge_checkpoint()  # (nothing new for the file: no write for it)
-                    wrote = self._dirty or force
+                    confirms = self.confirm_count
+                    wrote = self._dirty or force or confirms != self._confirms_checkpointed
                     if wrote:
                         head, done = self._state.snapshot()
                         self._dirty = False
+                        self._confirms_checkpointed = confirms
                 if wrote:
                     try:
                         checkpoint.write_reader_file(self._fs, self.path, head, done, self._now_ms())
@@ -713,7 +754,7 @@ class Reader:
             finally:
                 claims.unlock_mutex()
             if wrote:
-                self.durable_head = head
+                self._tally.durable_head = head
                 census.write_mark(self._reader_lock.handle)
             with self._lock:
                 open_ids = set(self._open)

@@ -29,7 +29,8 @@ class Checkpointed(Protocol):
     @property
     def closed(self) -> bool: ...
 
-    durable_head: int
+    @property
+    def durable_head(self) -> int: ...
 
 
 def durable_heads(

@@ -58,7 +58,9 @@ class LiveReader(Protocol):
 
     name: str
     path: str
-    durable_head: int
+
+    @property
+    def durable_head(self) -> int: ...
 
     @property
     def closed(self) -> bool: ...

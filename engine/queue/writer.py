@@ -50,6 +50,22 @@ BUFFER_LIMIT = 64 * 1024
 _HEADER_SIZE = len(SEGMENT_HEADER)
 
 
+def _largest(batch: list[tuple[bytes, int | None]]) -> int:
+    """The largest payload of ``batch``."""
+    return max(map(len, [data for data, _ in batch]))
+
+
+def _payload_bytes(batch: list[tuple[bytes, int | None]]) -> int:
+    """The payload bytes of ``batch``."""
+    return sum(map(len, [data for data, _ in batch]))
+
+
+def _too_big(batch: list[tuple[bytes, int | None]], limit: int) -> ConfigError:
+    """The error for a batch holding an item over ``limit`` bytes (the first one)."""
+    big = next(len(data) for data, _ in batch if len(data) > limit)
+    return ConfigError(f"item of {big} bytes exceeds max_item_size {limit}")
+
+
 class JournalWriter:
     """The producer protocol of one process (see the module docstring).
 
@@ -59,6 +75,42 @@ class JournalWriter:
     rotation; ``_lead_lock`` makes one thread of this process at a time the
     group commit's leader.
     """
+
+    # Slots: every put reads a dozen of these (an instance dict of more than 30
+    # keys loses CPython's fast attribute path).
+    __slots__ = (
+        "_always",
+        "_buffer",
+        "_buffer_bytes",
+        "_buffer_first",
+        "_clock",
+        "_closed",
+        "_delay",
+        "_end_l",
+        "_handle",
+        "_handle_lock",
+        "_held",
+        "_journal_size",
+        "_knock_seen",
+        "_latch",
+        "_lead_lock",
+        "_lock",
+        "_max_item_size",
+        "_seen_gen",
+        "_segment_start_l",
+        "_segments",
+        "_state",
+        "_tail",
+        "_written_end",
+        "_written_l",
+        "directory",
+        "fs",
+        "make_room",
+        "name",
+        "policy",
+        "readers",
+        "recovery",
+    )
 
     def __init__(
         self,
@@ -186,12 +238,11 @@ class JournalWriter:
         :data:`BUFFER_LIMIT`).  The one path of every put, of one item or many
         (``Queue.put``, ``put_many``, an item moved from another queue), kept flat:
         its steps are the cost of every put."""
-        limit = self._max_item_size
-        if len(batch[0][0]) > limit or (len(batch) > 1 and max(len(data) for data, _ in batch) > limit):
-            big = next(len(data) for data, _ in batch if len(data) > limit)
-            raise ConfigError(f"item of {big} bytes exceeds max_item_size {limit}")
+        # (No generator expression here: one would make a closure cell per put.)
+        if len(batch[0][0]) > self._max_item_size or (len(batch) > 1 and _largest(batch) > self._max_item_size):
+            raise _too_big(batch, self._max_item_size)
         if self.make_room is not None:
-            self.make_room(len(batch), sum(len(d) for d, _ in batch))
+            self.make_room(len(batch), _payload_bytes(batch))
         with self._lock:
             if self._closed or self._latch.failure is not None:  # (every failure of the file trips it)
                 self.check_usable()
@@ -211,7 +262,7 @@ class JournalWriter:
                 raise
             size = len(records[0]) if len(records) == 1 else sum(map(len, records))
             if self._written_end + self._buffer_bytes + size <= self._journal_size and self._buffer:
-                self._buffer += records  # the common case: more for a write to come
+                self._buffer.extend(records)  # the common case: more for a write to come
                 self._buffer_bytes += size
                 self._tail = first + len(records) - 1
             else:
