@@ -20,14 +20,15 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from engine.conventions import warn_unclosed
 from engine.errors import ClosedError, ConfigError
 from engine.fs import FileSystem, as_path, resolve
 from engine.kv import node as nodes
 from engine.kv import tree as trees
-from engine.kv.api import DEFAULT_TREE, TreeAPI, TreeView, tree_name
+from engine.kv.api import DEFAULT_TREE, TreeAPI, TreeView, tree_label, tree_name
+from engine.kv.coding import PLAIN, Coding
 from engine.kv.maint import verify_trees
 from engine.kv.node import Node, Overflow, TreeInfo, Value
 from engine.kv.pager import DEFAULT_CACHE_NODES, NodeCache, read_meta, read_node, read_overflow
@@ -48,7 +49,7 @@ def kv_stats(path: str, page_stats: Mapping[str, int], txid: int, infos: Iterabl
         **{k: page_stats[k] for k in ("page_size", "pages", "live_pages", "free_pages", "store_bytes")},
         "txid": txid,
         "keys": sum(t.count for t in trees_),
-        "trees": {t.name.decode(errors="replace"): {"keys": t.count, "height": t.height} for t in trees_},
+        "trees": {tree_label(t.name): {"keys": t.count, "height": t.height} for t in trees_},
     }
 
 
@@ -59,14 +60,13 @@ class KVReader(TreeAPI):
     #: For :class:`engine.kv.tree.Source`: the decoded-node cache's lookup.
     cached: Callable[[int], Node | None]
 
-    def __init__(self, reader: PageReader, cache_nodes: int) -> None:
+    def __init__(self, reader: PageReader, cache_nodes: int, coding: Coding = PLAIN) -> None:
         self._pr = reader
         self._fs = reader.fs
-        self._backend = self
-        self._name = DEFAULT_TREE
         self.path = reader.path
         self.page_size = reader.page_size
         self.max_key = nodes.max_key(self.page_size)
+        self._bind(self, DEFAULT_TREE, coding)
         self._lock = threading.RLock()
         self._cache = NodeCache(cache_nodes)
         self.cached = self._cache.get
@@ -81,13 +81,21 @@ class KVReader(TreeAPI):
 
     @classmethod
     def open(
-        cls, path: str | os.PathLike[str], *, fs: FileSystem | None = None, cache_nodes: int = DEFAULT_CACHE_NODES
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        fs: FileSystem | None = None,
+        cache_nodes: int = DEFAULT_CACHE_NODES,
+        keys: Any = "bytes",
+        serializer: Any = None,
     ) -> KVReader:
         """Open the store at ``path`` (a str or os.PathLike) for reading
-        (FormatError for a plain page store)."""
+        (FormatError for a plain page store); ``keys`` and ``serializer`` as
+        :meth:`KV.open <engine.kv.store.KV.open>` takes them."""
+        coding = Coding.parse(keys, serializer)
         reader = PageReader.open(as_path(path, "path"), None, fs=resolve(fs))
         try:
-            self = cls(reader, cache_nodes)
+            self = cls(reader, cache_nodes, coding)
         except BaseException:
             reader.close()
             raise
@@ -144,9 +152,10 @@ class KVReader(TreeAPI):
             assert self._txid is not None
             return self._txid
 
-    def trees(self) -> list[bytes]:
+    def trees(self) -> list[str]:
+        """The names of the store's trees, as :meth:`KV.trees <engine.kv.store.KV.trees>`."""
         with self._snap():
-            return list(self._trees)
+            return [tree_label(name) for name in self._trees]
 
     def tree(self, name: str | bytes) -> TreeView:
         """The named tree ``name`` (KeyError if it does not exist)."""
@@ -154,7 +163,7 @@ class KVReader(TreeAPI):
         with self._snap():
             if raw not in self._trees:
                 raise KeyError(name)
-        return TreeView(self, raw)
+        return TreeView(self, raw, self._coding)
 
     # -- tree.Source ------------------------------------------------------------------------
     def node(self, page: int) -> Node:

@@ -20,7 +20,7 @@ import datetime
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
@@ -31,7 +31,8 @@ from engine.fs import FileSystem, RecoveryReport, as_path, resolve
 from engine.kv import node as nodes
 from engine.kv import pager
 from engine.kv import tree as trees
-from engine.kv.api import DEFAULT_TREE, TreeAPI, TreeView, tree_name
+from engine.kv.api import DEFAULT_TREE, TreeAPI, TreeView, tree_label, tree_name
+from engine.kv.coding import PLAIN, Coding
 from engine.kv.maint import compact, verify_trees
 from engine.kv.node import Node, Overflow, TreeInfo, Value
 from engine.kv.pager import DEFAULT_CACHE_NODES, NodeCache, overflow_chain, read_meta, read_node, read_overflow
@@ -68,12 +69,11 @@ class KVTransaction(TreeAPI):
 
     def __init__(self, kv: KV) -> None:
         self._kv = kv
-        self._backend = self
-        self._name = DEFAULT_TREE
         self.path = kv.path
         self.page_size = kv.page_size
         self.max_key = kv.max_key
         self.max_entry = kv.max_entry
+        self._bind(self, DEFAULT_TREE, kv.coding)
         self.state = "new"
 
     # -- the transaction's life ----------------------------------------------------------
@@ -179,7 +179,7 @@ class KVTransaction(TreeAPI):
             root = self.new_page(nodes.Leaf([], [], nodes.HEAD))
             self._trees[raw] = TreeInfo(raw, root, 0, 1)
             self._catalogue_changed = True
-        return TreeView(self, raw)
+        return TreeView(self, raw, self._coding)
 
     def drop_tree(self, name: str | bytes) -> bool:
         """Remove a named tree and free all its pages; False if there was none."""
@@ -324,15 +324,16 @@ class KV(TreeAPI):
     _trees: dict[bytes, TreeInfo]
     _txid: int
 
-    def __init__(self, pages: PageStore, txid: int, infos: list[TreeInfo], cache_nodes: int) -> None:
+    def __init__(
+        self, pages: PageStore, txid: int, infos: list[TreeInfo], cache_nodes: int, coding: Coding = PLAIN
+    ) -> None:
         self._pages = pages
-        self._backend = self
-        self._name = DEFAULT_TREE
         self._fs: FileSystem = pages.fs
         self.path = pages.path
         self.page_size = pages.page_size
         self.max_key = nodes.max_key(self.page_size)
         self.max_entry = nodes.max_entry(self.page_size)
+        self._bind(self, DEFAULT_TREE, coding)
         self._lock = threading.RLock()
         self._cache = NodeCache(cache_nodes)
         self.cached = self._cached = self._cache.get
@@ -357,6 +358,8 @@ class KV(TreeAPI):
         page_size: int | None = None,
         cache_nodes: int = DEFAULT_CACHE_NODES,
         reader_wait: float | datetime.timedelta = DEFAULT_READER_WAIT,
+        keys: Any = "bytes",
+        serializer: Any = None,
         fs: FileSystem | None = None,
         **page_options: Any,
     ) -> Any:
@@ -371,7 +374,11 @@ class KV(TreeAPI):
         ``docs/guide/kv.md``), and as many committed pages by the page store.
         ``reader_wait`` (seconds or a timedelta): how long an explicit
         checkpoint, ``close``, ``compact`` or the writer's open waits for readers
-        (see ``docs/guide/kv.md``).  Other keywords go to ``PageStore.open``
+        (see ``docs/guide/kv.md``).  ``keys``: ``"bytes"`` (the default) or ``"str"``
+        (stored as UTF-8: ordered by code point), or an ``(encode, decode)`` pair;
+        ``serializer``: None (bytes values), ``"json"``, ``"pickle"`` or a ``(dumps,
+        loads)`` pair, as every store takes (:mod:`engine.kv.coding`).  Other keywords
+        go to ``PageStore.open``
         (``checkpoint_bytes``, ``cache_pages``...; with ``apply="commit"``, the
         default, checkpoints come at 16 MiB of journal unless they are given:
         COMMIT_CHECKPOINT_BYTES).  FormatError if ``path`` is a page store
@@ -380,9 +387,10 @@ class KV(TreeAPI):
         path = as_path(path, "path")
         if type(cache_nodes) is not int or cache_nodes < 0:
             raise ConfigError(f"cache_nodes must be an int >= 0, got {cache_nodes!r}")
+        coding = Coding.parse(keys, serializer)
         fs = resolve(fs)
         if readonly:
-            return KVReader.open(path, fs=fs, cache_nodes=cache_nodes)
+            return KVReader.open(path, fs=fs, cache_nodes=cache_nodes, keys=keys, serializer=serializer)
         page_options.setdefault("apply", "commit")
         # The page store's cache of committed images (its own default is 1,024 pages):
         # as many pages as nodes are kept decoded, so that a commit finds each changed
@@ -406,7 +414,7 @@ class KV(TreeAPI):
         except BaseException:
             pages.close()
             raise
-        return cls(pages, txid, infos, cache_nodes)
+        return cls(pages, txid, infos, cache_nodes, coding)
 
     # -- state -----------------------------------------------------------------------------
     def _check_open(self) -> None:
@@ -423,10 +431,11 @@ class KV(TreeAPI):
         """The number of commits the store has seen (the meta page's counter)."""
         return self._txid
 
-    def trees(self) -> list[bytes]:
-        """The names of the store's trees (the default tree is ``b""``)."""
+    def trees(self) -> list[str]:
+        """The names of the store's trees, as ``stats()`` shows them (the default
+        tree is ``""``; see :func:`~engine.kv.api.tree_label`)."""
         with self._lock:
-            return list(self._trees)
+            return [tree_label(name) for name in self._trees]
 
     def tree(self, name: str | bytes, *, create: bool = True) -> TreeView:
         """The named tree ``name`` (created, in its own transaction, if missing
@@ -439,7 +448,7 @@ class KV(TreeAPI):
                     raise KeyError(name)
                 with self.transaction() as tx:
                     tx.tree(raw)
-        return TreeView(self, raw)
+        return TreeView(self, raw, self._coding)
 
     def drop_tree(self, name: str | bytes) -> bool:
         with self.transaction() as tx:
@@ -448,10 +457,11 @@ class KV(TreeAPI):
     def transaction(self) -> KVTransaction:
         return KVTransaction(self)
 
-    def update(self, pairs: Mapping[bytes, bytes] | Iterable[tuple[bytes, bytes]] = ()) -> None:
-        """Store every pair in one transaction."""
+    def update(self, other: Any = (), /, **kwargs: Any) -> None:
+        """Store every (key, value) of ``other`` (a mapping or pairs) and of
+        ``kwargs`` in one transaction."""
         with self.transaction() as tx:
-            tx.update(pairs)
+            tx.update(other, **kwargs)
 
     # -- committed reads -------------------------------------------------------------------------
     def _node(self, page: int) -> Node:
@@ -527,7 +537,10 @@ class KV(TreeAPI):
         with self._lock:
             self._check_open()
             self._pages.flush(wait=self._pages.reader_wait)
-        reader = KVReader.open(self.path, fs=self._fs, cache_nodes=self._cache.capacity // 4)
+        coding = self._coding
+        reader = KVReader.open(
+            self.path, fs=self._fs, cache_nodes=self._cache.capacity // 4, keys=coding.keys, serializer=coding.values
+        )
         try:
             with reader.snapshot() as snap:
                 yield snap

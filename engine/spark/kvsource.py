@@ -31,7 +31,7 @@ from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 from engine.errors import ConfigError
 from engine.fs import FileSystem, resolve
 from engine.kv import KVReader
-from engine.kv.api import DEFAULT_TREE, prefix_end, tree_name
+from engine.kv.api import DEFAULT_TREE, prefix_end, tree_label, tree_name
 from engine.kv.node import Branch
 from engine.spark.batches import guarded, record_batch, repeat_string
 from engine.spark.options import (
@@ -126,9 +126,9 @@ def split_points(reader: KVReader, tree: bytes, start: bytes | None, stop: bytes
 def read_keys(schema: StructType, part: KVPartition, fs: FileSystem | None = None) -> Iterator[pa.RecordBatch]:
     """The rows of one partition, read through one snapshot."""
     name = part.path.rstrip("/").rsplit("/", 1)[-1]
-    tree_label = part.tree.decode(errors="replace")
+    label = tree_label(part.tree)
     with KVReader.open(part.path, fs=resolve(fs)) as reader:
-        if part.tree != DEFAULT_TREE and part.tree not in reader.trees():
+        if part.tree != DEFAULT_TREE and label not in reader.trees():
             return
         view = reader if part.tree == DEFAULT_TREE else reader.tree(part.tree)
         keys: list[bytes] = []
@@ -137,10 +137,10 @@ def read_keys(schema: StructType, part: KVPartition, fs: FileSystem | None = Non
             keys.append(key)
             values.append(value)
             if len(keys) == BATCH_ROWS:
-                yield _batch(schema, name, tree_label, keys, values)
+                yield _batch(schema, name, label, keys, values)
                 keys, values = [], []
         if keys:
-            yield _batch(schema, name, tree_label, keys, values)
+            yield _batch(schema, name, label, keys, values)
 
 
 def _batch(schema: StructType, name: str, tree: str, keys: list[bytes], values: list[bytes]) -> pa.RecordBatch:

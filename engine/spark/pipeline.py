@@ -274,7 +274,7 @@ def summarize_kv(spark: SparkSession, root: str, paths: list[str]) -> list[dict[
     frames = []
     for p in paths:
         with KV.open(p, readonly=True) as reader:  # the source reads one tree at a time: name them all
-            trees = [t.decode("utf-8", "surrogateescape") for t in reader.trees()]
+            trees = reader.trees()
         df = _union([spark.read.format("engine-kv").option("tree", t).load(p) for t in trees])
         if df is None:
             continue

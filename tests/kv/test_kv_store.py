@@ -113,9 +113,9 @@ def test_named_trees_are_separate(path: str) -> None:
         orders[b"1"] = b"order"
         kv[b"1"] = b"default"
         assert (users[b"1"], orders[b"1"], kv[b"1"]) == (b"alice", b"order", b"default")
-        assert sorted(kv.trees()) == [b"", b"orders", b"users"]
+        assert sorted(kv.trees()) == ["", "orders", "users"]
         assert kv.drop_tree("orders")
-        assert sorted(kv.trees()) == [b"", b"users"]
+        assert sorted(kv.trees()) == ["", "users"]
         with pytest.raises(KeyError):
             kv.tree("orders", create=False)
         kv.verify()
