@@ -85,7 +85,7 @@ class KVReader(TreeAPI):
     ) -> KVReader:
         """Open the store at ``path`` (a str or os.PathLike) for reading
         (FormatError for a plain page store)."""
-        reader = PageReader.open(as_path(path, "path"), None, fs=resolve(fs))
+        reader = PageReader.open(as_path(path, "path"), fs=resolve(fs))
         try:
             self = cls(reader, cache_nodes)
         except BaseException:

@@ -4,7 +4,7 @@ Files: the store (``path``, ENGPAGES, ``docs/formats/pagestore.md``), its journa
 (``path + "-journal"``, JRNL, ``docs/formats/jrnl.md``) and its page checksums
 (``path + "-sums"``, :mod:`engine.pages.sums`).  This module is the writer; readers
 in other processes use :class:`~engine.pages.reader.PageReader`
-(``PageStore.open(path, readonly=True)``), transactions live in
+(``PageStore.open_reader(path)``), transactions live in
 :mod:`engine.pages.transaction`, the open's recovery and the header's
 JOURNAL_LIVE flag (set before the first commit, cleared at a clean close, so a
 store whose journal went missing is refused) in :mod:`engine.pages.writeropen`.
@@ -51,7 +51,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Literal, overload
 
 from engine.conventions import duration_seconds, timeout_seconds
 from engine.errors import ClosedError, ConfigError, CorruptFileError, DiskFullError, LockedError, PoisonedError
@@ -184,7 +183,6 @@ class PageStore(ClosedWhenDropped):
         self.postponed = 0
 
     # -- opening ---------------------------------------------------------------------
-    @overload
     @classmethod
     def open(
         cls,
@@ -192,70 +190,18 @@ class PageStore(ClosedWhenDropped):
         page_size: int | None = None,
         *,
         create: bool = True,
-        readonly: Literal[False] = False,
         cache_pages: int = DEFAULT_CACHE_PAGES,
         checkpoint_bytes: int | None = None,
         checkpoint_max_bytes: int | None = None,
         apply: str = "checkpoint",
         reader_wait: float | datetime.timedelta = DEFAULT_READER_WAIT,
         fs: FileSystem | None = None,
-    ) -> PageStore: ...
-
-    @overload
-    @classmethod
-    def open(
-        cls,
-        path: str | os.PathLike[str],
-        page_size: int | None = None,
-        *,
-        create: bool = True,
-        readonly: Literal[True],
-        cache_pages: int = DEFAULT_CACHE_PAGES,
-        checkpoint_bytes: int | None = None,
-        checkpoint_max_bytes: int | None = None,
-        apply: str = "checkpoint",
-        reader_wait: float | datetime.timedelta = DEFAULT_READER_WAIT,
-        fs: FileSystem | None = None,
-    ) -> PageReader: ...
-
-    @overload
-    @classmethod
-    def open(
-        cls,
-        path: str | os.PathLike[str],
-        page_size: int | None = None,
-        *,
-        create: bool = True,
-        readonly: bool,
-        cache_pages: int = DEFAULT_CACHE_PAGES,
-        checkpoint_bytes: int | None = None,
-        checkpoint_max_bytes: int | None = None,
-        apply: str = "checkpoint",
-        reader_wait: float | datetime.timedelta = DEFAULT_READER_WAIT,
-        fs: FileSystem | None = None,
-    ) -> PageStore | PageReader: ...
-
-    @classmethod
-    def open(
-        cls,
-        path: str | os.PathLike[str],
-        page_size: int | None = None,
-        *,
-        create: bool = True,
-        readonly: bool = False,
-        cache_pages: int = DEFAULT_CACHE_PAGES,
-        checkpoint_bytes: int | None = None,
-        checkpoint_max_bytes: int | None = None,
-        apply: str = "checkpoint",
-        reader_wait: float | datetime.timedelta = DEFAULT_READER_WAIT,
-        fs: FileSystem | None = None,
-    ) -> PageStore | PageReader:
+    ) -> PageStore:
         """Open (or create) the store at ``path`` for writing and recover it.
 
         ``page_size`` (a power of two, 512..65536) is used when creating; 4096 if
         not given.  For an existing store it must match or be ``None``.
-        ``readonly=True`` returns a :class:`PageReader` instead (never writes,
-        never recovers; see :meth:`open_reader`).
+        Readers open with :meth:`open_reader` instead (never writes, never recovers).
         ``apply`` says when committed pages are written to the store file:
         ``"checkpoint"`` (batched, the fastest: a commit is one journal write synced
         by itself; readers in other processes see the state of the last
@@ -295,8 +241,6 @@ class PageStore(ClosedWhenDropped):
                 raise ConfigError(f"{name} must be >= 0, got {number!r}")
         wait = duration_seconds(reader_wait, "reader_wait", allow_zero=True)
         assert wait is not None
-        if readonly:
-            return PageReader.open(path, page_size, fs=fs)
         if not create and not fs.exists(path):
             raise FileNotFoundError(2, "No such page store", path)  # before leaving a lock file
         # The writer lock first, before anything is created or written: two writers
@@ -330,16 +274,18 @@ class PageStore(ClosedWhenDropped):
         store._watch_unclosed(f"page store {path!r}")
         return store
 
-    @classmethod
+    @staticmethod
     def open_reader(
-        cls, path: str | os.PathLike[str], page_size: int | None = None, *, fs: FileSystem | None = None
+        path: str | os.PathLike[str],
+        *,
+        page_size: int | None = None,
+        lock_wait: float | datetime.timedelta | None = None,
+        fs: FileSystem | None = None,
     ) -> PageReader:
-        """A read-only :class:`PageReader` of the store at ``path`` (any process,
-        beside a live writer)."""
-        path = as_path(path, "path")
-        if page_size is not None and not store_codec.valid_page_size(page_size):
-            raise ConfigError(f"page_size must be a power of two from 512 to 65536, not {page_size}")
-        return PageReader.open(path, page_size, fs=resolve(fs))
+        """:meth:`PageReader.open <engine.pages.reader.PageReader.open>`: a
+        read-only reader of the store at ``path`` (any process, beside a live
+        writer; no lock held between reads, nothing repaired)."""
+        return PageReader.open(path, page_size=page_size, lock_wait=lock_wait, fs=fs)
 
     @classmethod
     def _open_writer(

@@ -167,7 +167,7 @@ def test_readers_see_the_last_checkpoint_by_default(path: str) -> None:
         p = tx.allocate()
         tx.write(p, 0, b"v1")
     store.checkpoint()
-    reader = PageStore.open(path, readonly=True)
+    reader = PageStore.open_reader(path)
     with store.transaction() as tx:
         tx.write(p, 0, b"v2")
     assert store.read(p, 0, 2) == b"v2"  # the writer sees its commits
@@ -187,7 +187,7 @@ def test_one_writer_many_readers(path: str) -> None:
         tx.write(p, 0, b"v1")
     with pytest.raises(LockedError):
         PageStore.open(path)
-    reader = PageStore.open(path, readonly=True)
+    reader = PageStore.open_reader(path)
     assert reader.read(p, 0, 2) == b"v1"
     with store.transaction() as tx:
         tx.write(p, 0, b"v2")
