@@ -181,7 +181,7 @@ class PageReader(ClosedWhenDropped):
     def read(self, page: int, offset: int = 0, size: int | None = None) -> bytes:
         """Bytes of a live page as the store file holds them (all of it by default)."""
         with self._lock:
-            self._check_open()
+            self._core.check_open()
             with self._shared():
                 self._refresh()
                 try:
@@ -240,7 +240,7 @@ class PageReader(ClosedWhenDropped):
         """Several reads that see one committed state (the shared lock is held for
         the whole block: the writer's page writes wait)."""
         with self._lock:
-            self._check_open()
+            self._core.check_open()
             with self._shared():
                 yield self
 
@@ -275,7 +275,7 @@ class PageReader(ClosedWhenDropped):
         """Figures about the store file as this reader sees it: ``page_size``,
         ``pages`` (``live_pages`` + ``free_pages``) and ``store_bytes``."""
         with self._lock:
-            self._check_open()
+            self._core.check_open()
             with self._shared():
                 self._refresh()
                 free = len(self._free_order)
@@ -305,7 +305,7 @@ class PageReader(ClosedWhenDropped):
         against its checksum, and the journal when no writer is live.  Raises
         CorruptFileError (or another EngineError) on a problem; returns notes."""
         with self._lock:
-            self._check_open()
+            self._core.check_open()
             with self._shared():
                 self._key = None
                 self._refresh()
@@ -326,9 +326,6 @@ class PageReader(ClosedWhenDropped):
             return notes
 
     # -- closing -------------------------------------------------------------------------
-    def _check_open(self) -> None:
-        self._core.check_open()
-
     def close(self) -> None:
         """Release the store file (the core's close, once: closing twice is fine)."""
         with self._lock:

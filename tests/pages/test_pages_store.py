@@ -361,7 +361,7 @@ def test_checkpoint_writes_whole_pages_in_runs_and_ranges_once(path: str) -> Non
             pages = [tx.allocate() for _ in range(8)]  # pages 1..8
         store.checkpoint()
         writes: list[tuple[int, int]] = []
-        handle = store._handle
+        handle = store._files._handle
         real = handle.write_parts_at
 
         def record(offset: int, parts: list[bytes]) -> None:
