@@ -87,6 +87,8 @@ def test_a_failed_commit_trips_the_core_s_latch_until_a_reopen() -> None:
     PageStore.open("/db/s", page_size=512, fs=sim).close()
     faulty = FaultyFS(sim, errno=errno.EIO, persistent=True)
     store = PageStore.open("/db/s", fs=faulty)
+    with store.transaction() as tx:
+        tx.write(tx.allocate(), 0, b"kept")
     faulty.fail_at = faulty.ops + 1
     with pytest.raises(PoisonedError, match="injected EIO"):
         with store.transaction() as tx:
@@ -94,8 +96,8 @@ def test_a_failed_commit_trips_the_core_s_latch_until_a_reopen() -> None:
     for write in (store.transaction().__enter__, store.checkpoint, store.flush, store.shrink):
         with pytest.raises(PoisonedError):
             write()
-    assert store.read  # reads of what is committed still work
+    assert store.read(1)[:4] == b"kept"  # reads of what is committed still work
     store.close()  # failed: closes without writing, releases the files
     store.close()  # once
     with PageStore.open("/db/s", fs=sim) as reopened:
-        assert reopened.page_count == 0
+        assert reopened.page_count == 1 and reopened.read(1)[:4] == b"kept"
