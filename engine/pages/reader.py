@@ -181,7 +181,9 @@ class PageReader(ClosedWhenDropped):
     def read(self, page: int, offset: int = 0, size: int | None = None) -> bytes:
         """Bytes of a live page as the store file holds them (all of it by default)."""
         with self._lock:
-            self._core.check_open()
+            core = self._core
+            if core.closed:  # (the check inline: this is the reader's hot path)
+                core.check_open()
             with self._shared():
                 self._refresh()
                 try:
