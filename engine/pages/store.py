@@ -80,7 +80,7 @@ from engine.pages.storefile import (
 )
 from engine.pages.transaction import Image, Transaction, TransactionDelta
 from engine.pages.upkeep import parts_stats, verify_parts
-from engine.pages.writeropen import prepare_files, read_journal, recover
+from engine.pages.writeropen import Recovered, prepare_files, read_journal, recover
 
 log = logging.getLogger("engine.pages")
 
@@ -133,7 +133,7 @@ class PageStore(ClosedWhenDropped):
         core: StoreCore,
         files: StoreFile,
         journal: Journal,
-        free: FreeList,
+        found: Recovered,
         *,
         checkpoint_bytes: int,
         checkpoint_max_bytes: int,
@@ -146,7 +146,8 @@ class PageStore(ClosedWhenDropped):
         self.page_size = files.page_size
         self._files = files
         self._journal = journal
-        self._free = free
+        # What recovery found, installed: the free list (the header is the store file's).
+        self._free = FreeList(found.free)
         self.checkpoint_bytes = checkpoint_bytes
         self.checkpoint_max_bytes = max(checkpoint_bytes, checkpoint_max_bytes)
         self.apply_each_commit = apply_each_commit
@@ -263,7 +264,7 @@ class PageStore(ClosedWhenDropped):
                 files.mark_journal_live()
             except DiskFullError as exc:
                 raise DiskFullError(exc.path, exc.errno or errno.ENOSPC, f"recovery of {path}") from exc
-            store = cls(core, files, journal, FreeList(found.free), checkpoint_bytes=checkpoint_bytes,
+            store = cls(core, files, journal, found, checkpoint_bytes=checkpoint_bytes,
                         checkpoint_max_bytes=checkpoint_max_bytes, apply_each_commit=apply == "commit",
                         reader_wait=wait)
         # 5. The report logged; closed with a ResourceWarning if dropped or still open at exit.

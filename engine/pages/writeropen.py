@@ -36,10 +36,9 @@ from engine.pages.sums import sums_path
 
 @dataclass(frozen=True)
 class Recovered:
-    """What recovery found: the store's committed header and its free list
-    (head first), for the store to install."""
+    """What recovery found, for the store to install: the committed free list
+    (head first) of the store file as recovery left it."""
 
-    header: StoreHeader
     free: list[int]
 
 
@@ -90,7 +89,7 @@ def read_journal(jhandle: FileHandle, jpath: str, header: StoreHeader, report: R
 
 def recover(files: StoreFile, journal: Journal, state: JournalScan, report: RecoveryReport) -> Recovered:
     """Cut an unfinished tail, redo/undo what the store lacks, reset the journal,
-    complete the checksums; returns the committed header and free list."""
+    complete the checksums; returns the committed free list."""
     jpath = journal.path
     if state.needs_repair:
         detail = "; ".join(state.notes)
@@ -120,4 +119,4 @@ def recover(files: StoreFile, journal: Journal, state: JournalScan, report: Reco
     files.fill_missing_sums(report)
     header = files.header
     check_store_size(files.path, header, files.size())
-    return Recovered(header, walk_free_list(files.path, header, files.read_at))
+    return Recovered(walk_free_list(files.path, header, files.read_at))
