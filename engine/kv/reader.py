@@ -93,7 +93,7 @@ class KVReader(TreeAPI):
         (FormatError for a plain page store); ``keys`` and ``serializer`` as
         :meth:`KV.open <engine.kv.store.KV.open>` takes them."""
         coding = Coding.parse(keys, serializer)
-        reader = PageReader.open(as_path(path, "path"), None, fs=resolve(fs))
+        reader = PageReader.open(as_path(path, "path"), fs=resolve(fs))
         try:
             self = cls(reader, cache_nodes, coding)
         except BaseException:

@@ -2,7 +2,7 @@
 
 ``PageStore.open(path)`` gives a file of fixed-size pages with a free list;
 ``with store.transaction() as tx:`` allocates, writes and frees pages atomically and
-durably.  ``PageStore.open(path, readonly=True)`` (or ``PageStore.open_reader``)
+durably.  ``PageStore.open_reader(path)``
 gives a :class:`PageReader` for readers beside the writer.  See
 ``docs/guide/pages.md`` and ``docs/formats/pagestore.md`` / ``jrnl.md``.
 """

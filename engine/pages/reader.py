@@ -19,13 +19,15 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import partial
+from datetime import timedelta
 from types import TracebackType
 from typing import NoReturn
 
-from engine.conventions import warn_unclosed
-from engine.errors import ClosedError, ConfigError, CorruptFileError, FormatError, LockedError
-from engine.fs import FileSystem, GatedLock, OpenMode, RecoveryReport, as_path, lock_handle, resolve
+from engine.conventions import timeout_seconds
+from engine.errors import ConfigError, CorruptFileError, FormatError, LockedError
+from engine.fs import FileSystem, GatedLock, OpenMode, as_path, lock_handle, resolve
+from engine.fs.core import StoreCore
+from engine.lifetime import ClosedWhenDropped
 from engine.pages import codec, store_codec
 from engine.pages import sums as sums_module
 from engine.pages.journal import journal_path
@@ -64,21 +66,25 @@ def flushing_error(path: str) -> RecoveryNeededError:
     )
 
 
-class PageReader:
+class PageReader(ClosedWhenDropped):
     """A read-only page store handle; open with :meth:`open` (or
-    ``PageStore.open(path, readonly=True)``)."""
+    ``PageStore.open_reader``).  A thin class over a reader's
+    :class:`~engine.fs.core.StoreCore` (no writer lock, no recovery)."""
 
     readonly = True
+    _core: StoreCore  # (set first in __init__)
 
-    def __init__(self, fs: FileSystem, path: str, store_lock: GatedLock, header: StoreHeader) -> None:
-        self._fs = fs
-        self.path = path
-        self.journal_path = journal_path(path)
+    def __init__(self, core: StoreCore, store_lock: GatedLock, header: StoreHeader, lock_wait: float | None) -> None:
+        self._core = core
+        self._fs = core.fs
+        self.path = core.path
+        self.journal_path = journal_path(self.path)
         self._store_lock = store_lock
         self._handle = store_lock.handle
         self._header = header
+        #: How long a read waits for the writer's page writes (None: as long as they take).
+        self.lock_wait = lock_wait
         self._lock = threading.RLock()
-        self._closed = False
         self._free: set[int] = set()
         self._free_order: list[int] = []
         self._key: tuple[bytes, int] | None = None  # header bytes and mtime of the loaded state
@@ -86,27 +92,38 @@ class PageReader:
         self._sum: store_codec.PageSum = store_codec.page_sum  # and its kind of entry
         self._shared_depth = 0
         #: Readers never repair anything: always an empty report.
-        self.recovery = RecoveryReport(path)
-        # Closed if collected or still open at exit, with a ResourceWarning (the
-        # files only: the finalizer must not refer to the reader).
-        self._finalizer = warn_unclosed(self, partial(_close_files, store_lock), f"page store reader {path!r}")
+        self.recovery = core.report
 
     @classmethod
     def open(
-        cls, path: str | os.PathLike[str], page_size: int | None = None, *, fs: FileSystem | None = None
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        page_size: int | None = None,
+        lock_wait: float | timedelta | None = None,
+        fs: FileSystem | None = None,
     ) -> PageReader:
-        """Open the store at ``path`` (a str or os.PathLike) for reading.
+        """Open the store at ``path`` (a str or os.PathLike) for reading: no lock
+        held between reads, nothing repaired (the store core's reader sequence).
 
-        RecoveryNeededError if a crashed writer left work for recovery (a flush
-        mark in the header, or journal transactions while no writer holds the
-        journal); FileNotFoundError if there is no store.
+        ``page_size``, if given, must be the store's.  ``lock_wait`` (seconds or
+        a timedelta; None, the default: as long as it takes) bounds how long a
+        read waits for the writer's page writes (the shared lock on the store
+        file), then LockedError.  RecoveryNeededError if a crashed writer left
+        work for recovery (a flush mark in the header, or journal transactions
+        while no writer holds the journal); FileNotFoundError if there is no store.
         """
         path = as_path(path, "path")
+        if page_size is not None and not store_codec.valid_page_size(page_size):
+            raise ConfigError(f"page_size must be a power of two from 512 to 65536, not {page_size}")
+        wait = timeout_seconds(lock_wait, "lock_wait")
         fs = resolve(fs)
-        handle = fs.open(path, OpenMode.READ)
-        store_lock = GatedLock(fs, handle, gate_path(path), what="store file lock")
-        try:
-            store_lock.acquire(exclusive=False, wait=None)
+        core = StoreCore(fs, path, "page store", writer=False)
+        with core.opening():
+            handle = core.keep(fs.open(path, OpenMode.READ))
+            # Kept after the handle, so released before it (the lock and its gate first).
+            store_lock = core.keep(GatedLock(fs, handle, gate_path(path), what="store file lock"))
+            store_lock.acquire(exclusive=False, wait=wait)
             try:
                 header = read_header(path, handle)
             finally:
@@ -119,11 +136,9 @@ class PageReader:
             if not journal_present(fs, jpath) and header.flags & store_codec.JOURNAL_LIVE:
                 raise missing_journal_error(path, jpath)
             check_journal_applied(fs, jpath)
-        except BaseException:
-            store_lock.close()
-            handle.close()
-            raise
-        return cls(fs, path, store_lock, header)
+            reader = cls(core, store_lock, header, wait)
+        core.opened(reader)
+        return reader
 
     # -- properties ------------------------------------------------------------------------
     @property
@@ -160,13 +175,15 @@ class PageReader:
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._core.closed
 
     # -- reading -------------------------------------------------------------------------
     def read(self, page: int, offset: int = 0, size: int | None = None) -> bytes:
         """Bytes of a live page as the store file holds them (all of it by default)."""
         with self._lock:
-            self._check_open()
+            core = self._core
+            if core.closed:  # (the check inline: this is the reader's hot path)
+                core.check_open()
             with self._shared():
                 self._refresh()
                 try:
@@ -211,13 +228,13 @@ class PageReader:
             finally:
                 self._shared_depth -= 1
             return
-        self._store_lock.acquire(exclusive=False, wait=None)
+        self._store_lock.acquire(exclusive=False, wait=self.lock_wait)
         self._shared_depth = 1
         try:
             yield
         finally:
             self._shared_depth = 0
-            if not self._closed:  # closed meanwhile (an unfinished iterator): the lock went with the file
+            if not self._core.closed:  # closed meanwhile (an unfinished iterator): the lock went with the file
                 self._store_lock.release()
 
     @contextmanager
@@ -225,7 +242,7 @@ class PageReader:
         """Several reads that see one committed state (the shared lock is held for
         the whole block: the writer's page writes wait)."""
         with self._lock:
-            self._check_open()
+            self._core.check_open()
             with self._shared():
                 yield self
 
@@ -260,7 +277,7 @@ class PageReader:
         """Figures about the store file as this reader sees it: ``page_size``,
         ``pages`` (``live_pages`` + ``free_pages``) and ``store_bytes``."""
         with self._lock:
-            self._check_open()
+            self._core.check_open()
             with self._shared():
                 self._refresh()
                 free = len(self._free_order)
@@ -275,12 +292,14 @@ class PageReader:
         }
 
     def transaction(self) -> NoReturn:
-        """Readers cannot write: ConfigError (open the store without ``readonly``)."""
-        raise ConfigError(f"{self.path}: opened read-only")
+        """Readers cannot write: ConfigError (open the store with ``PageStore.open``)."""
+        self._core.check_writable()
+        raise AssertionError("a reader's core refuses writes")  # pragma: no cover
 
     def checkpoint(self) -> NoReturn:
         """Readers cannot write: ConfigError."""
-        raise ConfigError(f"{self.path}: opened read-only")
+        self._core.check_writable()
+        raise AssertionError("a reader's core refuses writes")  # pragma: no cover
 
     # -- checking ------------------------------------------------------------------------
     def verify(self) -> list[str]:
@@ -288,7 +307,7 @@ class PageReader:
         against its checksum, and the journal when no writer is live.  Raises
         CorruptFileError (or another EngineError) on a problem; returns notes."""
         with self._lock:
-            self._check_open()
+            self._core.check_open()
             with self._shared():
                 self._key = None
                 self._refresh()
@@ -309,17 +328,11 @@ class PageReader:
             return notes
 
     # -- closing -------------------------------------------------------------------------
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ClosedError(f"{self.path}: page store is closed")
-
     def close(self) -> None:
-        """Release the store file (closing twice is fine)."""
+        """Release the store file (the core's close, once: closing twice is fine)."""
         with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._finalizer.detach()
-                _close_files(self._store_lock)
+            if self._core.begin_close():
+                self._core.finish_close()
 
     def __enter__(self) -> PageReader:
         return self
@@ -331,12 +344,6 @@ class PageReader:
 
     def __repr__(self) -> str:
         return f"<PageReader {self.path!r} page_size={self.page_size}>"
-
-
-def _close_files(store_lock: GatedLock) -> None:
-    """Release a reader's store file: its lock (and gate), then the handle."""
-    store_lock.close()
-    store_lock.handle.close()
 
 
 def check_journal_applied(fs: FileSystem, jpath: str) -> None:

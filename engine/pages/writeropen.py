@@ -1,40 +1,104 @@
-"""What a writer's open does once it holds the locks and has read the journal:
-recovery (cut an unfinished tail, redo or undo what the store file lacks, reset
-the journal) and the store header's JOURNAL_LIVE flag, set before the first
-commit and cleared at a clean close (``docs/formats/pagestore.md``, "What the
-header records").
+"""What a writer's open does besides taking its locks: check and create the
+files (:func:`prepare_files`), then recovery (:func:`recover`: cut an
+unfinished tail, redo or undo what the store file lacks, reset the journal),
+which returns what it found for the store to install (:class:`Recovered`).
 
-Functions over a :class:`~engine.pages.store.PageStore`, called by its open and
-close, kept out of ``store.py`` to keep that module to the commit path.
+Functions over the store's parts (:class:`~engine.pages.pagefile.StoreFile`,
+:class:`~engine.pages.journal.Journal`), called by
+:meth:`PageStore.open <engine.pages.store.PageStore.open>` inside the store
+core's open sequence; kept out of ``store.py`` to keep that module to the
+commit path.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
-from engine.errors import LockedError
+from engine.errors import CorruptFileError
+from engine.fs import FileHandle, FileSystem, OpenMode, RecoveryReport, create_file
 from engine.pages import codec, store_codec
-from engine.pages.journal import JournalScan
-from engine.pages.recovery import StoreState, check_ops, redo, undo
+from engine.pages.journal import Journal, JournalScan, scan
+from engine.pages.pagefile import StoreFile
+from engine.pages.recovery import walk_free_list
 from engine.pages.store_codec import StoreHeader
+from engine.pages.storefile import (
+    check_store_size,
+    create_store_file,
+    file_present,
+    header_says_journal_live,
+    interrupted_creation,
+    journal_present,
+    missing_journal_error,
+    orphan_journal_error,
+)
+from engine.pages.sums import sums_path
 
-if TYPE_CHECKING:  # pragma: no cover
-    from engine.pages.store import PageStore
+
+@dataclass(frozen=True)
+class Recovered:
+    """What recovery found, for the store to install: the committed free list
+    (head first) of the store file as recovery left it."""
+
+    free: list[int]
 
 
-def recover_into_store(store: PageStore, state: JournalScan) -> None:
-    """Cut an unfinished tail, redo/undo what the store lacks, reset the journal."""
-    journal = store._journal
-    rep = store.recovery
-    jpath = store.journal_path
+def prepare_files(fs: FileSystem, path: str, jpath: str, page_size: int, create: bool,
+                  report: RecoveryReport) -> None:
+    """Refuse a store whose journal went missing (or a journal whose store did),
+    and create what a new store lacks: the store file (its header page durable
+    before anything refers to it), its checksums and the empty journal.  The
+    caller holds the writer lock."""
+    missing = not fs.exists(path)
+    has_journal = journal_present(fs, jpath)  # a broken link to it is an error, not "none"
+    if missing and has_journal:
+        # The journal is created after its store file, so a journal without one
+        # means the store file was deleted or moved: never an empty new store
+        # over it (its commits, or the store's whole contents, would be lost).
+        with fs.open(jpath, OpenMode.READ) as orphan:
+            held = len(scan(jpath, orphan.read_all()).txs)
+        raise orphan_journal_error(path, jpath, held)
+    if not missing and not has_journal and header_says_journal_live(fs, path):
+        raise missing_journal_error(path, jpath)
+    if missing or interrupted_creation(fs, path, jpath):
+        if not create:
+            if missing:
+                raise FileNotFoundError(2, "No such page store", path)
+            raise CorruptFileError(path, 0, "a 40-byte header", "an empty file (interrupted creation)")
+        if not missing:
+            report.add("rebuilt", path, 1, "files", detail="empty file left by an interrupted creation")
+        header = StoreHeader(page_size, 0, 0)
+        # Header page durable (data, then directory entry) before anything refers to it.
+        create_store_file(fs, path, store_codec.encode_header(header) + bytes(page_size - store_codec.HEADER_SIZE))
+        if not file_present(fs, sums_path(path), "the page checksum file"):
+            create_file(fs, sums_path(path), store_codec.encode_sums_header(page_size, True)).close()
+    if not has_journal:
+        create_file(fs, jpath, codec.encode_file_header(0, 0)).close()
+
+
+def read_journal(jhandle: FileHandle, jpath: str, header: StoreHeader, report: RecoveryReport) -> JournalScan:
+    """Scan the journal (its handle locked by this writer); first rebuild the
+    header of a new store's empty journal that a crash left without one."""
+    if jhandle.size() == 0 and header.page_count == 0:
+        # A crash while creating the journal of a new store left its name
+        # without the header; it never held a transaction.
+        jhandle.write_at(0, codec.encode_file_header(0, 0))
+        jhandle.fsync()
+        report.add("rebuilt", jpath, codec.FILE_HEADER_SIZE, "bytes", detail="the empty journal's header")
+    return scan(jpath, jhandle.read_all())
+
+
+def recover(files: StoreFile, journal: Journal, state: JournalScan, report: RecoveryReport) -> Recovered:
+    """Cut an unfinished tail, redo/undo what the store lacks, reset the journal,
+    complete the checksums; returns the committed free list."""
+    jpath = journal.path
     if state.needs_repair:
         detail = "; ".join(state.notes)
         if state.cut_bytes:
-            rep.cut(jpath, state.size, state.cut_bytes, detail)
+            report.cut(jpath, state.size, state.cut_bytes, detail)
         elif state.cut:
-            rep.add("reset", jpath, 1, "links", offset=state.clear_next_at or 0, detail=detail)
+            report.add("reset", jpath, 1, "links", offset=state.clear_next_at or 0, detail=detail)
         if (state.first, state.last) != (state.header.first, state.header.last):
-            rep.add(
+            report.add(
                 "reset",
                 jpath,
                 1,
@@ -43,91 +107,16 @@ def recover_into_store(store: PageStore, state: JournalScan) -> None:
                 detail=f"first/last {state.header.first}/{state.header.last} -> {state.first}/{state.last}",
             )
         journal.repair(state)
-    h = store._header
     if not state.txs:
-        if h.flags & store_codec.FLUSHING:
-            # A flush mark with nothing to replay: the pages it covered were all
-            # journaled and applied before; only the mark is left to clear.
-            store._header = store._disk_header = StoreHeader(
-                h.page_size, h.page_count, h.free_head, flags=h.flags & ~store_codec.FLUSHING
-            )
-            store._handle.write_at(0, store_codec.encode_header(store._header))
-            store._sync_store("recover")
-            rep.add("reset", store.path, 1, "flags", offset=0, detail="flush mark of an interrupted flush")
-        return
-    replay = StoreState(h.page_size, h.page_count, h.free_head)
-    redone = undone = 0
-    store._store_lock.acquire(exclusive=True, wait=None)
-    try:
-        for tx in state.txs:
-            if tx.applied:
-                # Already in the synced store; keep the count of appended pages right for checks.
-                check_ops(jpath, tx, replay)
-            elif tx.rolled_back:
-                undo(store._handle, jpath, tx, replay)
-                undone += 1
-            else:
-                redo(store._handle, jpath, tx, replay)
-                redone += 1
-        if redone or undone or h.flags & store_codec.FLUSHING:
-            store._header = StoreHeader(
-                h.page_size, replay.page_count, replay.free_head, flags=h.flags & ~store_codec.FLUSHING
-            )
-            store._disk_header = store._header
-            store._handle.write_at(0, store_codec.encode_header(store._header))
-            store._sync_store("recover")
-            # Checksums of every page the replayed transactions touched, from the
-            # pages as they now are (a crash may have torn their entries too).
-            assert store._sums is not None
-            touched = {
-                off // h.page_size
-                for tx in state.txs
-                if not tx.applied
-                for op in tx.ops
-                for off in codec.op_page_offsets(op)
-            }
-            store._sums.truncate_to(replay.page_count)
-            store._sums.recompute(sorted(p for p in touched if p <= replay.page_count), store._raw_page)
-            store._sums.sync("recover")
-    finally:
-        store._store_lock.release()
-    rep.add("redone", jpath, redone, "transactions")
-    rep.add("undone", jpath, undone, "transactions")
-    journal.reset()
-    journal.sync_reset()  # at rest: the JRNL picture of an empty journal
-
-
-def mark_journal_live(store: PageStore) -> None:
-    """Set the header's JOURNAL_LIVE flag, synced, before the first commit: from
-    now until a clean close the latest commits may be only in the journal, and
-    an open that finds the flag but no journal refuses instead of losing them."""
-    h = store._header
-    if h.flags & store_codec.JOURNAL_LIVE:
-        return
-    live = StoreHeader(h.page_size, h.page_count, h.free_head, flags=h.flags | store_codec.JOURNAL_LIVE)
-    store._store_lock.acquire(exclusive=True, wait=None)
-    try:
-        store._handle.write_at(0, store_codec.encode_header(live))
-        store._sync_store("open")
-    finally:
-        store._store_lock.release()
-    store._header = store._disk_header = live
-
-
-def clear_journal_live(store: PageStore) -> None:
-    """At a clean close, after the checkpoint that applied every commit: the
-    store file alone is the whole store again (clear the flag, synced)."""
-    h = store._header
-    if not store._disk_header.flags & store_codec.JOURNAL_LIVE or store._dirty or not store._journal.empty:
-        return
-    clean = StoreHeader(h.page_size, h.page_count, h.free_head, flags=h.flags & ~store_codec.JOURNAL_LIVE)
-    try:
-        store._store_lock.acquire(exclusive=True, wait=store.reader_wait)
-    except LockedError:
-        return  # the flag stays: harmless, the journal is there and at rest
-    try:
-        store._handle.write_at(0, store_codec.encode_header(clean))
-        store._sync_store("close")
-    finally:
-        store._store_lock.release()
-    store._header = store._disk_header = clean
+        if files.clear_flush_mark():
+            report.add("reset", files.path, 1, "flags", offset=0, detail="flush mark of an interrupted flush")
+    else:
+        redone, undone = files.replay(state.txs, jpath)
+        report.add("redone", jpath, redone, "transactions")
+        report.add("undone", jpath, undone, "transactions")
+        journal.reset()
+        journal.sync_reset()  # at rest: the JRNL picture of an empty journal
+    files.fill_missing_sums(report)
+    header = files.header
+    check_store_size(files.path, header, files.size())
+    return Recovered(walk_free_list(files.path, header, files.read_at))

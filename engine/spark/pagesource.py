@@ -8,7 +8,7 @@
 One row per page (id, byte offset, whether it is on the free list, its bytes;
 a free page's bytes are not data — the store keeps its free-list link there — so
 its ``data`` is empty).
-Reads go through ``PageStore.open(path, readonly=True)``, which takes the store's
+Reads go through ``PageStore.open_reader(path)``, which takes the store's
 shared lock while reading, so a row never shows a half-applied transaction.
 Partitions are page-id ranges of ``pagesPerPartition`` (default 4096) pages.
 Every check the store's reads make (page sums) applies; ``mode`` says what
@@ -101,7 +101,7 @@ def read_pages(schema: StructType, part: PagesPartition) -> Iterator[pa.RecordBa
     """The pages of one partition, read through the store's read-only handle
     (live pages checked by its ``read``, the free list by :func:`check_free_pages`)."""
     name = part.path.rstrip("/").rsplit("/", 1)[-1]
-    with PageStore.open(part.path, readonly=True) as store:
+    with PageStore.open_reader(part.path) as store:
         free = set(check_free_pages(store))
         size = store.page_size
         hi = min(part.hi, store.page_count + 1)
@@ -137,7 +137,7 @@ class PagesReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         parts: list[InputPartition] = []
         for path in self.paths:
-            with PageStore.open(path, readonly=True) as store:
+            with PageStore.open_reader(path) as store:
                 count = store.page_count
             parts.extend(PagesPartition(path, a, min(count + 1, a + self.per_partition), None)
                          for a in range(1, count + 1, self.per_partition))

@@ -110,13 +110,13 @@ def test_repaired_chain_is_the_jrnl_picture() -> None:
     store.close()
 
 
-def test_readonly_open_gives_a_page_reader() -> None:
+def test_open_reader_gives_a_page_reader() -> None:
     sim = SimFS()
     make_dirs(sim, "/db")
     with PageStore.open("/db/p", page_size=512, apply="commit", fs=sim) as store:
         with store.transaction() as tx:
             tx.write(tx.allocate(), 0, b"abc")
-        reader = PageStore.open("/db/p", readonly=True, fs=sim)
+        reader = PageStore.open_reader("/db/p", fs=sim)
         assert isinstance(reader, PageReader) and reader.readonly and not reader.recovery.repaired
         assert reader.read(1, 0, 3) == b"abc" and reader.page_count == 1 and reader.free_pages == []
         other = PageStore.open_reader("/db/p", fs=sim)

@@ -58,7 +58,7 @@ def test_stats_are_dicts_of_numbers(tmp_path: Path) -> None:
         after = store.stats()
         assert after["pending_transactions"] == 0 and after["unflushed_pages"] == 0 and after["checkpoints"] == 1
         assert after["store_bytes"] == 3 * 512
-        with PageStore.open(path, readonly=True) as reader:
+        with PageStore.open_reader(path) as reader:
             assert reader.stats() == {
                 "page_size": 512,
                 "pages": 2,
@@ -79,7 +79,7 @@ def test_a_reader_says_why_it_cannot_see_a_page(tmp_path: Path) -> None:
         with store.transaction() as tx:
             assert tx.allocate() == 1
             tx.allocate()
-        with PageStore.open(path, readonly=True) as reader:
+        with PageStore.open_reader(path) as reader:
             with pytest.raises(PageError) as info:
                 reader.read(2)
             text = str(info.value)
@@ -111,7 +111,7 @@ def test_a_store_left_open_at_exit_is_closed_cleanly(tmp_path: Path) -> None:
             store = PageStore.open({str(path)!r}, page_size=512)
             with store.transaction() as tx:
                 tx.write(tx.allocate(), 0, b"kept")
-            reader = PageStore.open({str(path)!r}, readonly=True)
+            reader = PageStore.open_reader({str(path)!r})
             """
         )
     )
@@ -128,7 +128,7 @@ def test_a_store_dropped_without_close_is_closed_when_collected(tmp_path: Path) 
     store = PageStore.open(path, page_size=512)
     with store.transaction() as tx:
         tx.write(tx.allocate(), 0, b"kept")
-    reader = PageStore.open(path, readonly=True)
+    reader = PageStore.open_reader(path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         del store, reader, tx  # (a finished transaction refers to its store)

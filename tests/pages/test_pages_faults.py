@@ -57,7 +57,7 @@ def _run(fail_at: int, apply: str) -> tuple[bool, int]:
         store.close()  # checkpoints: may hit the fault too, and still releases the files
     except (OSError, EngineError):
         failed = True
-    assert store._handle.closed
+    assert store.closed
     for fs in (sim, sim.durable_image().fs()):
         reopened = PageStore.open("/db/s", fs=fs)
         reopened.verify()

@@ -42,7 +42,7 @@ def test_a_deleted_journal_with_commits_only_in_it_is_refused(tmp_path: Path) ->
     jpath = path + "-journal"
     for open_it in (
         lambda: PageStore.open(path),
-        lambda: PageStore.open(path, readonly=True),
+        lambda: PageStore.open_reader(path),
         lambda: verify_files(OsFileSystem(), path),
     ):
         with pytest.raises(CorruptFileError, match="journal") as info:
@@ -67,7 +67,7 @@ def test_a_cleanly_closed_store_opens_without_its_journal(tmp_path: Path) -> Non
     with open(path, "rb") as f:
         assert not store_codec.decode_header(f.read(40)).flags & store_codec.JOURNAL_LIVE
     os.unlink(path + "-journal")
-    with PageStore.open(path, readonly=True) as reader:
+    with PageStore.open_reader(path) as reader:
         assert reader.read(1)[:4] == b"kept"
     with PageStore.open(path) as store:
         assert store.read(1)[:4] == b"kept"
@@ -82,7 +82,7 @@ def test_a_journal_that_is_a_broken_link_is_a_typed_error(tmp_path: Path, link: 
     jpath = path + "-journal"
     os.unlink(jpath)
     os.symlink("s.db-journal" if link == "loop" else "nowhere", jpath)
-    for open_it in (lambda: PageStore.open(path), lambda: PageStore.open(path, readonly=True)):
+    for open_it in (lambda: PageStore.open(path), lambda: PageStore.open_reader(path)):
         with pytest.raises(CorruptFileError, match="link") as info:
             open_it()
         assert info.value.path == jpath
@@ -99,7 +99,7 @@ def test_a_checksum_file_that_is_a_broken_link_is_a_typed_error(tmp_path: Path) 
     with pytest.raises(CorruptFileError, match="link") as info:
         PageStore.open(path)
     assert info.value.path == spath
-    with PageStore.open(path, readonly=True) as reader, pytest.raises(CorruptFileError, match="link"):
+    with PageStore.open_reader(path) as reader, pytest.raises(CorruptFileError, match="link"):
         reader.read(1)  # never unchecked data
 
 
@@ -152,7 +152,7 @@ def test_a_damaged_page_is_an_error_on_every_read_path(tmp_path: Path) -> None:
     with pytest.raises(CorruptFileError) as info:
         read_page(OsFileSystem(), path, 1)
     assert info.value.path == path and info.value.offset == 512
-    with PageStore.open(path, readonly=True) as reader, pytest.raises(CorruptFileError):
+    with PageStore.open_reader(path) as reader, pytest.raises(CorruptFileError):
         reader.read(1)
     with PageStore.open(path) as store, pytest.raises(CorruptFileError):
         store.read(1)
@@ -171,7 +171,7 @@ def test_verify_and_reader_messages_say_what_is_true(tmp_path: Path) -> None:
             for n in notes
         ), notes
         assert any("1 page of 512 bytes (1 live, 0 free)" in n for n in notes), notes
-        with PageStore.open(path, readonly=True) as reader:
+        with PageStore.open_reader(path) as reader:
             with pytest.raises(PageError) as info:
                 reader.read(1)
             text = str(info.value)
@@ -181,7 +181,7 @@ def test_verify_and_reader_messages_say_what_is_true(tmp_path: Path) -> None:
         with store.transaction() as tx:
             tx.allocate()
         store.flush()
-        with PageStore.open(path, readonly=True) as reader:
+        with PageStore.open_reader(path) as reader:
             assert reader.read(2)[:1] == b"\0"
             with pytest.raises(PageError, match="the store file holds pages 1 to 2"):
                 reader.read(3)
@@ -201,7 +201,7 @@ def test_verify_fails_when_the_checksums_file_header_is_damaged(tmp_path: Path) 
     with pytest.raises(CorruptFileError) as info:
         verify_files(OsFileSystem(), path)
     assert info.value.path == path + "-sums" and info.value.offset == 0
-    with PageStore.open(path, readonly=True) as reader, pytest.raises(CorruptFileError):
+    with PageStore.open_reader(path) as reader, pytest.raises(CorruptFileError):
         reader.verify()
     with PageStore.open(path) as store:
         assert store.recovery.of("rebuilt")

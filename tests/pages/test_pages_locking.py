@@ -2,8 +2,8 @@
 
 A reader's brief shared lock on the journal (its "is a writer alive?" probe while
 opening, or a scan) must make a writer *wait*, never fail; a second writer must
-fail at once.  The tests hold the reader's lock exactly as ``PageStore.open(...,
-readonly=True)`` and ``scan_if_idle`` take it (a shared lock on ``<path>-journal``)
+fail at once.  The tests hold the reader's lock exactly as ``PageStore.open_reader(...)``
+and ``scan_if_idle`` take it (a shared lock on ``<path>-journal``)
 and watch ``time.sleep`` to know, without timing, that the writer is waiting.
 """
 
@@ -125,7 +125,7 @@ def test_second_writer_fails_at_once_while_first_is_open(path: str, watch: Sleep
         # The first writer is unharmed.
         with store.transaction() as tx:
             tx.write(1, 0, b"still!")
-    with PageStore.open(path, readonly=True) as reader:
+    with PageStore.open_reader(path) as reader:
         assert reader.read(1, 0, 6) == b"still!"
 
 
@@ -143,7 +143,7 @@ def test_readers_still_see_the_live_writer(path: str) -> None:
     """The probe's meaning is unchanged: the writer holds the journal for its lifetime."""
     with PageStore.open(path) as store:
         assert scan_if_idle(resolve(None), journal_path(path)) is None  # a writer is live
-        with PageStore.open(path, readonly=True) as reader:
+        with PageStore.open_reader(path) as reader:
             assert reader.read(1, 0, 6) == b"before"
         assert store.verify()
     assert scan_if_idle(resolve(None), journal_path(path)) is not None  # closed: idle
@@ -176,7 +176,7 @@ def test_overlapping_snapshots_never_starve_a_checkpoint(path: str) -> None:
     snapshots = [0, 0]
 
     def read_forever(slot: int) -> None:
-        with PageStore.open(path, readonly=True) as reader:
+        with PageStore.open_reader(path) as reader:
             while not stop.is_set():
                 with reader.snapshot():
                     assert reader.read(1, 0, 6) in (b"before", b"after!")
@@ -200,5 +200,5 @@ def test_overlapping_snapshots_never_starve_a_checkpoint(path: str) -> None:
             stop.set()
             for thread in threads:
                 thread.join()
-    with PageStore.open(path, readonly=True) as reader:
+    with PageStore.open_reader(path) as reader:
         assert reader.read(1, 0, 6) == b"after!"

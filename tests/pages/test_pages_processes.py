@@ -41,7 +41,7 @@ def test_reader_sees_whole_transactions_only(tmp_path: os.PathLike[str]) -> None
     assert proc.stdout.readline().strip() == b"ready"
     with pytest.raises(LockedError):
         PageStore.open(path)  # the other process is the writer
-    reader = PageStore.open(path, readonly=True)
+    reader = PageStore.open_reader(path)
     seen = set()
     try:
         while True:
@@ -55,7 +55,7 @@ def test_reader_sees_whole_transactions_only(tmp_path: os.PathLike[str]) -> None
         reader.close()
         proc.wait()
     assert proc.returncode == 0
-    with PageStore.open(path, readonly=True) as reader:
+    with PageStore.open_reader(path) as reader:
         assert int.from_bytes(reader.read(1)[:8], "little") == count
     assert len(seen) > 1  # the reader ran alongside the writer
 

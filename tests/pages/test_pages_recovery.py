@@ -249,9 +249,9 @@ def test_free_list_cycle_is_detected(path: str) -> None:
 def test_reader_refuses_an_unrecovered_journal(path: str) -> None:
     write_journal(path, [codec.encode_transaction(0, 1, [modify(1, 0, b"one", b"uno")])])
     with pytest.raises(RecoveryNeededError):
-        PageStore.open(path, readonly=True)
+        PageStore.open_reader(path)
     PageStore.open(path).close()
-    with PageStore.open(path, readonly=True) as reader:
+    with PageStore.open_reader(path) as reader:
         assert reader.read(1, 0, 3) == b"uno"
 
 
@@ -260,7 +260,7 @@ def test_interrupted_flush_mark(path: str) -> None:
     refuse (even one opened before), a writer replays the journal and clears it."""
     from engine.pages import store_codec
 
-    reader = PageStore.open(path, readonly=True)
+    reader = PageStore.open_reader(path)
     assert reader.read(1, 0, 3) == b"one"
     write_journal(path, [codec.encode_transaction(0, 1, [modify(1, 0, b"one", b"uno")])])
     with open(path, "rb") as f:
@@ -272,12 +272,12 @@ def test_interrupted_flush_mark(path: str) -> None:
         reader.read(1)
     reader.close()
     with pytest.raises(RecoveryNeededError):
-        PageStore.open(path, readonly=True)
+        PageStore.open_reader(path)
     with PageStore.open(path) as store:
         assert store.recovery.total("redone") == 1 and store.read(1, 0, 3) == b"uno"
     with open(path, "rb") as f:
         assert store_codec.decode_header(f.read(40)).flags == 0
-    with PageStore.open(path, readonly=True) as reader:
+    with PageStore.open_reader(path) as reader:
         assert reader.read(1, 0, 3) == b"uno"
 
 
@@ -306,7 +306,7 @@ def test_damaged_page_bytes_are_detected(path: str, caplog: pytest.LogCaptureFix
         assert info.value.path == path and info.value.offset == 2 * PS
         with pytest.raises(CorruptFileError, match="checksum"):
             store.verify()
-    with PageStore.open(path, readonly=True) as reader:
+    with PageStore.open_reader(path) as reader:
         with pytest.raises(CorruptFileError, match="checksum"):
             reader.read(2)
     poke(path, 2 * PS + 100, b"\x00")  # repaired by hand: fine again
@@ -368,7 +368,7 @@ def test_checksum_file_of_an_earlier_version_is_still_used(path: str) -> None:
     poke(path, 2 * PS + 7, b"\xee")
     with PageStore.open(path) as store, pytest.raises(CorruptFileError, match="checksum"):
         store.read(2)
-    with PageStore.open(path, readonly=True) as reader, pytest.raises(CorruptFileError, match="checksum"):
+    with PageStore.open_reader(path) as reader, pytest.raises(CorruptFileError, match="checksum"):
         reader.read(2)
 
 

@@ -167,7 +167,7 @@ def test_readers_see_the_last_checkpoint_by_default(path: str) -> None:
         p = tx.allocate()
         tx.write(p, 0, b"v1")
     store.checkpoint()
-    reader = PageStore.open(path, readonly=True)
+    reader = PageStore.open_reader(path)
     with store.transaction() as tx:
         tx.write(p, 0, b"v2")
     assert store.read(p, 0, 2) == b"v2"  # the writer sees its commits
@@ -187,7 +187,7 @@ def test_one_writer_many_readers(path: str) -> None:
         tx.write(p, 0, b"v1")
     with pytest.raises(LockedError):
         PageStore.open(path)
-    reader = PageStore.open(path, readonly=True)
+    reader = PageStore.open_reader(path)
     assert reader.read(p, 0, 2) == b"v1"
     with store.transaction() as tx:
         tx.write(p, 0, b"v2")
@@ -361,7 +361,7 @@ def test_checkpoint_writes_whole_pages_in_runs_and_ranges_once(path: str) -> Non
             pages = [tx.allocate() for _ in range(8)]  # pages 1..8
         store.checkpoint()
         writes: list[tuple[int, int]] = []
-        handle = store._handle
+        handle = store._files._handle
         real = handle.write_parts_at
 
         def record(offset: int, parts: list[bytes]) -> None:

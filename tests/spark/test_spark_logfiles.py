@@ -302,7 +302,7 @@ def test_demo_data_in_every_store(tmp_path: object) -> None:
             len(found.kv)) == (2, 1, 1, 1, 1, 1)
     from engine.pages import PageStore
 
-    with PageStore.open(found.pages[0], readonly=True) as store:
+    with PageStore.open_reader(found.pages[0]) as store:
         assert store.free_pages and store.page_count > len(store.free_pages)
     with pytest.raises(ConfigError):
         make_demo_data(root, scale=10, console=Console(quiet=True))  # not empty
