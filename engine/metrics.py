@@ -6,7 +6,7 @@ Two sources, one registry:
   alone, through the stores' public read-only faces (``engine.stores.discover``,
   the queue's ``diagnose.queue_stats``, ``LogReader.stats()``,
   ``EventJournal.open_reader(...).stats()``, ``JournalScan.stats()``, the page
-  store's ``diagnose.file_stats``, ``KV.open(readonly=True).stats()``): no lock is
+  store's ``diagnose.file_stats``, ``KV.open_reader().stats()``): no lock is
   taken, nothing is written, a live writer is not disturbed.  ``engine metrics
   DIR --port N`` serves it; :func:`scan` is the same snapshot as data, for
   ``engine top`` and ``engine dashboard``.
@@ -184,9 +184,11 @@ def _file_figures(fs: FileSystem, kind: str, path: str) -> tuple[int | None, int
     if kind == "kv":
         from engine.kv import KV
 
-        with KV.open(path, readonly=True, fs=fs) as kv:
+        with KV.open_reader(path, fs=fs) as kv:
             stats = kv.stats()
-            return int(stats["keys"]), int(stats["txid"]), None
+            keys, txid = stats["keys"], stats["txid"]
+            assert isinstance(keys, int) and isinstance(txid, int)
+            return keys, txid, None
     raise AssertionError(kind)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from itertools import islice
 
-from engine.errors import CorruptFileError, FormatError
+from engine.errors import ConfigError, CorruptFileError, FormatError
 from engine.kv import node as nodes
 from engine.kv.node import Leaf, Node, NodeError, Overflow, TreeInfo
 from engine.native import load
@@ -42,6 +42,12 @@ def encode_node(node: Node, page_size: int) -> bytes:
 #: 100-byte values (a 4 KiB leaf of them costs 6-7 KiB: its page, which a lazy
 #: leaf keeps, and its keys as bytes objects), ~420 MB at most.
 DEFAULT_CACHE_NODES = 65536
+
+
+def check_cache_nodes(value: object) -> None:
+    """ConfigError unless ``value`` is a whole count of nodes (``cache_nodes=``)."""
+    if type(value) is not int or value < 0:
+        raise ConfigError(f"cache_nodes must be an int >= 0, got {value!r}")
 
 
 class NodeCache:

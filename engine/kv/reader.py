@@ -31,7 +31,7 @@ from engine.kv.api import DEFAULT_TREE, TreeAPI, TreeView, tree_label, tree_name
 from engine.kv.coding import PLAIN, Coding
 from engine.kv.maint import verify_trees
 from engine.kv.node import Node, Overflow, TreeInfo, Value
-from engine.kv.pager import DEFAULT_CACHE_NODES, NodeCache, read_meta, read_node, read_overflow
+from engine.kv.pager import DEFAULT_CACHE_NODES, NodeCache, check_cache_nodes, read_meta, read_node, read_overflow
 from engine.pages import PageReader
 from engine.pages.backup import copy_store
 
@@ -54,7 +54,7 @@ def kv_stats(path: str, page_stats: Mapping[str, int], txid: int, infos: Iterabl
 
 
 class KVReader(TreeAPI):
-    """A read-only key-value store; open with ``KV.open(path, readonly=True)``."""
+    """A read-only key-value store: ``KV.open_reader(path)`` (or ``KVReader.open``)."""
 
     readonly = True
     #: For :class:`engine.kv.tree.Source`: the decoded-node cache's lookup.
@@ -92,6 +92,7 @@ class KVReader(TreeAPI):
         """Open the store at ``path`` (a str or os.PathLike) for reading
         (FormatError for a plain page store); ``keys`` and ``serializer`` as
         :meth:`KV.open <engine.kv.store.KV.open>` takes them."""
+        check_cache_nodes(cache_nodes)
         coding = Coding.parse(keys, serializer)
         reader = PageReader.open(as_path(path, "path"), fs=resolve(fs))
         try:

@@ -11,7 +11,7 @@ transaction: one journal write and one fdatasync.
 
 Committed pages are applied to the store file after each commit
 (``apply="commit"``), so readers in other processes (``KV.open(path,
-readonly=True)``, :class:`~engine.kv.reader.KVReader`) see every commit.
+open_reader()``, :class:`~engine.kv.reader.KVReader`) see every commit.
 """
 
 from __future__ import annotations
@@ -35,7 +35,15 @@ from engine.kv.api import DEFAULT_TREE, TreeAPI, TreeView, tree_label, tree_name
 from engine.kv.coding import PLAIN, Coding
 from engine.kv.maint import compact, verify_trees
 from engine.kv.node import Node, Overflow, TreeInfo, Value
-from engine.kv.pager import DEFAULT_CACHE_NODES, NodeCache, overflow_chain, read_meta, read_node, read_overflow
+from engine.kv.pager import (
+    DEFAULT_CACHE_NODES,
+    NodeCache,
+    check_cache_nodes,
+    overflow_chain,
+    read_meta,
+    read_node,
+    read_overflow,
+)
 from engine.kv.reader import KVReader, kv_stats
 from engine.pages import PageStore, Transaction
 from engine.pages.backup import copy_store
@@ -354,7 +362,6 @@ class KV(TreeAPI):
         path: str | os.PathLike[str],
         *,
         create: bool = True,
-        readonly: bool = False,
         page_size: int | None = None,
         cache_nodes: int = DEFAULT_CACHE_NODES,
         reader_wait: float | datetime.timedelta = DEFAULT_READER_WAIT,
@@ -362,9 +369,9 @@ class KV(TreeAPI):
         serializer: Any = None,
         fs: FileSystem | None = None,
         **page_options: Any,
-    ) -> Any:
-        """Open (or create) the store at ``path``: a :class:`KV` writer, or with
-        ``readonly=True`` a :class:`~engine.kv.reader.KVReader`.
+    ) -> KV:
+        """Open (or create) the store at ``path``: the writer (:meth:`open_reader`
+        opens a reader).
 
         ``page_size`` (power of two, 512..65,536; 4096 when creating) fixes the
         longest key (a quarter page less 32 bytes) and when values move to
@@ -385,12 +392,9 @@ class KV(TreeAPI):
         without the key-value meta page.
         """
         path = as_path(path, "path")
-        if type(cache_nodes) is not int or cache_nodes < 0:
-            raise ConfigError(f"cache_nodes must be an int >= 0, got {cache_nodes!r}")
+        check_cache_nodes(cache_nodes)
         coding = Coding.parse(keys, serializer)
         fs = resolve(fs)
-        if readonly:
-            return KVReader.open(path, fs=fs, cache_nodes=cache_nodes, keys=keys, serializer=serializer)
         page_options.setdefault("apply", "commit")
         # The page store's cache of committed images (its own default is 1,024 pages):
         # as many pages as nodes are kept decoded, so that a commit finds each changed
@@ -415,6 +419,20 @@ class KV(TreeAPI):
             pages.close()
             raise
         return cls(pages, txid, infos, cache_nodes, coding)
+
+    @staticmethod
+    def open_reader(
+        path: str | os.PathLike[str],
+        *,
+        cache_nodes: int = DEFAULT_CACHE_NODES,
+        keys: Any = "bytes",
+        serializer: Any = None,
+        fs: FileSystem | None = None,
+    ) -> KVReader:
+        """:meth:`KVReader.open <engine.kv.reader.KVReader.open>`: a read-only
+        handle on the store at ``path`` (any process, beside a live writer; every
+        read sees one commit, no lock held between reads, nothing repaired)."""
+        return KVReader.open(path, cache_nodes=cache_nodes, keys=keys, serializer=serializer, fs=fs)
 
     # -- state -----------------------------------------------------------------------------
     def _check_open(self) -> None:

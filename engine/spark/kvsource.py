@@ -14,7 +14,7 @@ plan across the queries of one DataFrame: see ``engine.spark.logplan``):
 itself, so only the leaves in range are read; ``hex=true`` gives them in hex
 instead of UTF-8.  ``partitions`` (default 4) splits the range at separator keys
 of the tree's upper levels.  Each partition reads through one read-only snapshot
-(``KV.open(path, readonly=True)``), so it never sees half a commit; beside a
+(``KV.open_reader(path)``), so it never sees half a commit; beside a
 live writer, two partitions may see different commits.  ``mode`` says what
 damage (a ``CorruptFileError``) does.
 """

@@ -273,7 +273,7 @@ def summarize_kv(spark: SparkSession, root: str, paths: list[str]) -> list[dict[
 
     frames = []
     for p in paths:
-        with KV.open(p, readonly=True) as reader:  # the source reads one tree at a time: name them all
+        with KV.open_reader(p) as reader:  # the source reads one tree at a time: name them all
             trees = reader.trees()
         df = _union([spark.read.format("engine-kv").option("tree", t).load(p) for t in trees])
         if df is None:

@@ -97,7 +97,7 @@ class KVSession(Session):
 def read_store(fs: FileSystem, root: str, *, readonly: bool = False) -> Model:
     """Open (recover unless ``readonly``), verify, and read every key."""
     kv: KV | KVReader = (
-        KV.open(_path(root), readonly=True, fs=fs) if readonly else KV.open(_path(root), create=False, fs=fs, **OPTIONS)
+        KV.open_reader(_path(root), fs=fs) if readonly else KV.open(_path(root), create=False, fs=fs, **OPTIONS)
     )
     try:
         kv.verify()
@@ -205,7 +205,7 @@ class KVAdapter(StoreAdapter):
         while not stop():
             try:
                 if kv is None:
-                    kv = KV.open(_path(root), readonly=True, fs=fs)
+                    kv = KV.open_reader(_path(root), fs=fs)
                 with kv.snapshot() as snap:
                     items = list(snap.items())
                     count = len(snap)

@@ -90,7 +90,7 @@ def test_commands(tmp_path: os.PathLike[str], capsys: pytest.CaptureFixture[str]
     assert _run(capsys, "delete", path, "hello") == (1, "")
     code, out = _run(capsys, "compact", path, "--json")
     assert code == 0 and json.loads(out)["freed_bytes"] >= 0
-    with KV.open(dest, readonly=True) as copy:
+    with KV.open_reader(dest) as copy:
         assert copy[b"hello"] == b"world"
 
 

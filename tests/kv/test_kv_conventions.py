@@ -36,7 +36,7 @@ def test_the_dict_protocols(tmp_path: Path) -> None:
             assert len(tx) == 1 and b"b" in tx and list(tx) == [b"b"]
         with pytest.raises(KeyError, match="nope"):
             kv.tree("nope", create=False)
-    with KV.open(tmp_path / "s.kv", readonly=True) as reader:
+    with KV.open_reader(tmp_path / "s.kv") as reader:
         assert len(reader) == 1 and list(reader) == [b"b"] and b"b" in reader
         with pytest.raises(KeyError) as info:
             reader[b"a"]
@@ -83,7 +83,7 @@ def test_stats_are_dicts_of_numbers(tmp_path: Path) -> None:
         assert stats["pages"] == stats["live_pages"] + stats["free_pages"]  # type: ignore[operator]
         numbers = {k: v for k, v in stats.items() if k not in ("path", "trees")}
         assert all(type(v) is int for v in numbers.values()) and all(" " not in k for k in stats)
-        with KV.open(path, readonly=True) as reader:
+        with KV.open_reader(path) as reader:
             seen = reader.stats()
         mine = {k: stats[k] for k in seen}
         assert seen == mine and set(stats) - set(seen) == {
@@ -100,7 +100,7 @@ def test_stores_left_open_at_exit_are_closed_cleanly(tmp_path: Path) -> None:
         f"""
         from engine.kv import KV
         kv = KV.open({path!r})
-        reader = KV.open({path!r}, readonly=True)
+        reader = KV.open_reader({path!r})
         kv[b"k"] = b"kept"
         assert reader[b"k"] == b"kept"
         """
@@ -121,7 +121,7 @@ def test_a_store_dropped_without_close_is_closed_when_collected(tmp_path: Path) 
     path = tmp_path / "s.kv"
     kv = KV.open(path)
     kv[b"k"] = b"kept"
-    reader = KV.open(path, readonly=True)
+    reader = KV.open_reader(path)
     assert reader[b"k"] == b"kept"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -138,7 +138,7 @@ def test_a_reader_before_the_first_checkpoint_sees_an_empty_store(tmp_path: Path
     path = tmp_path / "s.kv"
     with KV.open(path, apply="checkpoint") as kv:
         kv[b"a"] = b"1"
-        with KV.open(path, readonly=True) as reader:
+        with KV.open_reader(path) as reader:
             assert len(reader) == 0 and reader.get(b"a") is None and reader.txid == 0
             assert reader.stats()["keys"] == 0
             kv.checkpoint()

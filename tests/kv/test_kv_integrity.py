@@ -33,7 +33,7 @@ def test_a_deleted_journal_after_a_crash_is_refused(tmp_path: Path) -> None:
         KV.open(path)
     assert info.value.path == path + "-journal"
     with pytest.raises(CorruptFileError, match="journal"):
-        KV.open(path, readonly=True)
+        KV.open_reader(path)
     assert not os.path.exists(path + "-journal")
 
 
@@ -44,7 +44,7 @@ def test_a_backup_beside_a_live_writer_opens_without_a_journal(tmp_path: Path) -
         kv[b"a"] = b"1"
         kv.checkpoint()
         kv.backup(dest)
-    with KV.open(dest, readonly=True) as copy:
+    with KV.open_reader(dest) as copy:
         assert copy[b"a"] == b"1"
     with KV.open(dest) as copy:
         assert copy[b"a"] == b"1"

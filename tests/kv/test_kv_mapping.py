@@ -35,7 +35,7 @@ def test_every_handle_is_a_mapping(tmp_path: Path) -> None:
             assert isinstance(tx, abc.MutableMapping) and tx == {b"a": b"1"}
         with kv.snapshot() as snap:
             assert isinstance(snap, abc.Mapping) and snap == {b"a": b"1"}
-    with KV.open(tmp_path / "m.kv", readonly=True) as reader:
+    with KV.open_reader(tmp_path / "m.kv") as reader:
         assert isinstance(reader, abc.Mapping) and dict(reader) == {b"a": b"1"}
 
 
@@ -72,9 +72,9 @@ def test_str_keys_and_a_serializer(tmp_path: Path) -> None:
         with kv.snapshot() as snap:
             assert snap["pear"] is None and list(snap) == ["apple", "pear", "été"]
     # The file holds UTF-8 keys and JSON values: bytes handles see them as stored.
-    with KV.open(tmp_path / "s.kv", readonly=True) as raw:
+    with KV.open_reader(tmp_path / "s.kv") as raw:
         assert json.loads(raw["été".encode()]) == {"n": 1}
-    with KV.open(tmp_path / "s.kv", readonly=True, keys="str", serializer="json") as reader:
+    with KV.open_reader(tmp_path / "s.kv", keys="str", serializer="json") as reader:
         assert reader["apple"] == [1, 2] and reader.coding.keys is not None
 
 

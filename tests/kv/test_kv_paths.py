@@ -55,7 +55,7 @@ def test_cache_nodes_must_be_a_count(path: str, bad: object) -> None:
     with pytest.raises(ConfigError, match="cache_nodes must be an int >= 0"):
         KV.open(path, cache_nodes=bad)
     with pytest.raises(ConfigError, match="cache_nodes must be an int >= 0"):
-        KV.open(path, readonly=True, cache_nodes=bad)
+        KV.open_reader(path, cache_nodes=bad)
 
 
 def test_commits_of_many_pages_checkpoint_only_at_16_mib(path: str) -> None:

@@ -43,7 +43,7 @@ def test_reader_beside_a_writer_process(tmp_path: os.PathLike[str]) -> None:
         except LockedError:
             pass
         seen = set()
-        with KV.open(path, readonly=True) as reader:
+        with KV.open_reader(path) as reader:
             while proc.poll() is None:
                 with reader.snapshot() as snap:
                     a, b = int(snap[b"a"]), int(snap[b"b"])
@@ -54,7 +54,7 @@ def test_reader_beside_a_writer_process(tmp_path: os.PathLike[str]) -> None:
     finally:
         proc.wait()
     assert proc.returncode == 0
-    with KV.open(path, readonly=True) as reader:
+    with KV.open_reader(path) as reader:
         assert int(reader[b"b"]) == count
         reader.verify()
     assert len(seen) > 1  # the reader really ran beside the writer

@@ -119,7 +119,7 @@ def test_named_trees_are_separate(path: str) -> None:
         with pytest.raises(KeyError):
             kv.tree("orders", create=False)
         kv.verify()
-    with KV.open(path, readonly=True) as reader:
+    with KV.open_reader(path) as reader:
         assert reader.tree("users")[b"1"] == b"alice"
         with pytest.raises(KeyError):
             reader.tree("orders")
@@ -137,7 +137,7 @@ def test_large_values_use_overflow_pages(path: str) -> None:
         assert kv[b"big"] == big[:5000]
         assert len(kv.pages.free_pages) > 80 and kv.pages.page_count == pages
         kv.verify()
-    with KV.open(path, readonly=True) as reader:
+    with KV.open_reader(path) as reader:
         assert reader[b"big"] == big[:5000]
 
 
@@ -155,7 +155,7 @@ def test_bad_arguments_are_typed_errors(path: str) -> None:
             KV.open(path)
     with pytest.raises(ClosedError):
         kv[b"x"]
-    with KV.open(path, readonly=True) as reader, pytest.raises(ConfigError):
+    with KV.open_reader(path) as reader, pytest.raises(ConfigError):
         reader[b"x"] = b"y"
 
 
@@ -169,7 +169,7 @@ def test_a_plain_page_store_is_not_a_kv_store(path: str) -> None:
 def test_reader_sees_commits_and_snapshots_hold_still(path: str) -> None:
     with KV.open(path, page_size=512) as kv:
         kv[b"a"] = b"1"
-        reader = KV.open(path, readonly=True)
+        reader = KV.open_reader(path)
         assert isinstance(reader, KVReader)
         assert reader[b"a"] == b"1"
         kv[b"a"] = b"2"

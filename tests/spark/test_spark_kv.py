@@ -63,7 +63,7 @@ def test_range_and_prefix_pushdown(store: str) -> None:
 
 
 def test_damage_modes(store: str) -> None:
-    with KV.open(store, readonly=True) as kv:
+    with KV.open_reader(store) as kv:
         leaf = kv._trees[b""].root + 3
     with open(store, "r+b") as f:  # flip a bit in it: the page checksum fails
         f.seek(leaf * 512 + 30)
