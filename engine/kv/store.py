@@ -17,6 +17,7 @@ open_reader()``, :class:`~engine.kv.reader.KVReader`) see every commit.
 from __future__ import annotations
 
 import datetime
+import difflib
 import logging
 import os
 import threading
@@ -26,7 +27,7 @@ from types import TracebackType
 from typing import Any
 
 from engine.conventions import warn_unclosed
-from engine.errors import ClosedError, ConfigError
+from engine.errors import ClosedError, ConfigError, LockedError
 from engine.fs import FileSystem, RecoveryReport, as_path, resolve
 from engine.kv import node as nodes
 from engine.kv import pager
@@ -313,6 +314,11 @@ class KVTransaction(TreeAPI):
         return f"<KVTransaction {self.path!r} {self.state}>"
 
 
+#: The keywords KV.open passes on to PageStore.open, and its own.
+_PAGE_OPTIONS = frozenset({"checkpoint_bytes", "checkpoint_max_bytes", "cache_pages", "apply", "sync"})
+_KV_OPTIONS = ("create", "page_size", "cache_nodes", "reader_wait", "keys", "serializer", "fs")
+
+
 class KV(TreeAPI):
     """An ordered key-value store's writer; create with :meth:`open`.
 
@@ -404,7 +410,16 @@ class KV(TreeAPI):
         if page_options.get("apply") == "commit" and "checkpoint_max_bytes" not in page_options:
             # Pages already written by each commit: a checkpoint only syncs, so fewer is cheaper.
             page_options.setdefault("checkpoint_bytes", COMMIT_CHECKPOINT_BYTES)
-        pages = PageStore.open(path, page_size, create=create, reader_wait=reader_wait, fs=fs, **page_options)
+        unknown = sorted(set(page_options) - _PAGE_OPTIONS)
+        if unknown:  # named here, not as PageStore.open()'s
+            close = difflib.get_close_matches(unknown[0], [*_KV_OPTIONS, *_PAGE_OPTIONS], 1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise TypeError(f"KV.open() got an unexpected keyword argument {unknown[0]!r}{hint}")
+        try:
+            pages = PageStore.open(path, page_size, create=create, reader_wait=reader_wait, fs=fs, **page_options)
+        except LockedError as exc:
+            raise LockedError(f"{path}: another writer has the key-value store open (lock file {exc.path})",
+                              exc.path) from None
         try:
             if pages.page_count == 0:
                 with pages.transaction() as ptx:

@@ -75,6 +75,7 @@ from engine.pages.storefile import (
     gate_path,
     lock_path,
     read_header,
+    refuse_foreign,
     slice_page,
     take_journal_lock,
 )
@@ -230,6 +231,7 @@ class PageStore(ClosedWhenDropped):
         assert wait is not None
         if not create and not fs.exists(path):
             raise FileNotFoundError(2, "No such page store", path)  # before leaving a lock file
+        refuse_foreign(fs, path)  # a directory or a foreign file: refused before creating anything
         checkpoint_max_bytes = max(checkpoint_bytes, checkpoint_max_bytes)
         jpath = journal_path(path)
         core = StoreCore(fs, path, "page store", policy=policy)

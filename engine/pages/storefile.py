@@ -10,6 +10,7 @@ the writers' lock at ``path + "-lock"`` and the store file lock's gate at
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterable, Set
 
 from engine.errors import CorruptFileError, FormatError, LockedError, PageError
@@ -46,7 +47,11 @@ def lock_path(store_path: str) -> str:
 
 def read_header(path: str, handle: FileHandle) -> StoreHeader:
     """The store file's header; FormatError for a foreign file, CorruptFileError for damage."""
-    raw = handle.read_at(0, store_codec.HEADER_SIZE)
+    return read_header_bytes(path, handle.read_at(0, store_codec.HEADER_SIZE))
+
+
+def read_header_bytes(path: str, raw: bytes) -> StoreHeader:
+    """:func:`read_header` of bytes already read."""
     try:
         return store_codec.decode_header(raw)
     except store_codec.ForeignMagic as exc:
@@ -216,6 +221,25 @@ def orphan_journal_error(path: str, jpath: str, count: int) -> CorruptFileError:
         f"the store file the journal {jpath} belongs to ({held})",
         f"no file: it was deleted or moved; {advice}",
     )
+
+
+def refuse_foreign(fs: FileSystem, path: str) -> None:
+    """Before a writer creates its lock files: refuse a directory, or a file that
+    is not a page store, at ``path`` (an open that fails creates nothing).
+
+    Looked at without the lock, so only what no page store ever is: a directory,
+    or a file whose first bytes are not the magic (an empty file, or a shorter
+    one that starts like it, may be a store a crash or another writer is
+    creating: the locked open decides)."""
+    if fs.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, "Is a directory: not a page store", path)
+    if not fs.exists(path):
+        return
+    with fs.open(path, OpenMode.READ) as handle:
+        head = handle.read_at(0, store_codec.HEADER_SIZE)
+    if head and not store_codec.MAGIC.startswith(head[: len(store_codec.MAGIC)]):
+        read_header_bytes(path, head)  # FormatError / CorruptFileError, as the open would say
+        raise FormatError(path, 0, f"magic {store_codec.MAGIC!r}", repr(head[:8]))
 
 
 def interrupted_creation(fs: FileSystem, path: str, jpath: str) -> bool:

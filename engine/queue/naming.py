@@ -77,7 +77,10 @@ _LONGEST_SUFFIX = len("." + READ_INFIX) + len(TEMP_MARK) + 20
 _RESERVED_PARTS = ("read", "rlock")
 
 
-def _check_file_name_part(name: str, what: str) -> None:
+def _check_file_name_part(name: object, what: str) -> None:
+    if not isinstance(name, str):
+        hint = ": decode it (name.decode())" if isinstance(name, (bytes, bytearray)) else ""
+        raise TypeError(f"{what} must be str, not {type(name).__name__}{hint}")
     if not name or os.sep in name or "/" in name or name in (".", "..") or "~" in name or "\0" in name:
         raise ConfigError(f"invalid {what} {name!r}: it must be non-empty, without '/', '~' or NUL, not '.' or '..'")
 

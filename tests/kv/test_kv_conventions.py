@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, CorruptFileError, FormatError, LockedError
 from engine.kv import KV
 
 
@@ -143,3 +143,29 @@ def test_a_reader_before_the_first_checkpoint_sees_an_empty_store(tmp_path: Path
             assert reader.stats()["keys"] == 0
             kv.checkpoint()
             assert reader[b"a"] == b"1" and reader.txid == kv.txid == 1
+
+
+def test_messages_name_what_the_user_typed(tmp_path: Path) -> None:
+    """Issue 31: the KV store's own words, not the page store's underneath."""
+    unexpected = r"KV.open\(\) got an unexpected keyword argument 'cache_node' \(did you mean cache_nodes\?\)"
+    with pytest.raises(TypeError, match=unexpected):
+        KV.open(tmp_path / "a.kv", cache_node=5)
+    with KV.open(tmp_path / "b.kv"), pytest.raises(LockedError, match="another writer has the key-value store open"):
+        KV.open(tmp_path / "b.kv")
+
+
+def test_a_refused_open_creates_nothing(tmp_path: Path) -> None:
+    """Issue 31: a foreign file or a directory is refused before any lock,
+    journal or checksum file is created beside it."""
+    (tmp_path / "garbage.bin").write_bytes(b"garbage\n")
+    (tmp_path / "adir").mkdir()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(CorruptFileError):
+        KV.open(tmp_path / "garbage.bin")
+    with pytest.raises(IsADirectoryError):
+        KV.open(tmp_path / "adir")
+    (tmp_path / "foreign.db").write_bytes(b"SQLite format 3\x00" + bytes(100))
+    before.append("foreign.db")
+    with pytest.raises(FormatError):
+        KV.open(tmp_path / "foreign.db")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(before)

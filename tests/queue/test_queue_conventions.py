@@ -199,3 +199,11 @@ def test_the_old_millisecond_names_still_work_with_a_deprecation_warning() -> No
     with pytest.warns(DeprecationWarning, match="use expire_time_ms"):
         assert item.expire_time == 1_700_000_100_000
     q.close()
+
+
+def test_a_bytes_name_is_named_the_right_way_round(tmp_path: Path) -> None:
+    """Issue 31: ``Queue.open(d, b"x")`` said "a bytes-like object is required,
+    not 'str'"; the name must be a str, and nothing is created."""
+    with pytest.raises(TypeError, match=r"queue name must be str, not bytes: decode it \(name.decode\(\)\)"):
+        Queue.open(tmp_path / "q", b"jobs")  # type: ignore[arg-type]
+    assert not (tmp_path / "q").exists()
