@@ -188,14 +188,20 @@ def register(subparsers: Any) -> None:
     sub = kv.add_subparsers(dest="kv_command", metavar="SUBCOMMAND", help="what to do")
     sub.required = True
 
-    def command(name: str, help_text: str, func: Any, *, keyed: bool = False) -> argparse.ArgumentParser:
+    def command(
+        name: str, help_text: str, func: Any, *, keyed: bool = False, whole: bool = False
+    ) -> argparse.ArgumentParser:
+        """A subcommand; ``whole``: it works on the whole store (no --tree, no --hex)."""
         p = sub.add_parser(name, help=help_text)
         p.add_argument("path", metavar="PATH", help="the key-value store file")
         if keyed:
             p.add_argument("key", metavar="KEY", help="the key (UTF-8 text, or hex with --hex)")
         add_json_option(p)
-        p.add_argument("--tree", metavar="NAME", help="a named tree instead of the default one")
-        p.add_argument("--hex", action="store_true", help="keys, values and bounds are given in hex")
+        if whole:
+            p.set_defaults(tree=None, hex=False)
+        else:
+            p.add_argument("--tree", metavar="NAME", help="a named tree instead of the default one")
+            p.add_argument("--hex", action="store_true", help="keys, values and bounds are given in hex")
         p.set_defaults(func=_answering(func))
         return p
 
@@ -210,10 +216,10 @@ def register(subparsers: Any) -> None:
     scan.add_argument("--prefix", metavar="PREFIX", help="only keys starting with PREFIX")
     scan.add_argument("--reverse", action="store_true", help="in descending key order")
     scan.add_argument("--limit", type=int, metavar="COUNT", help="list at most COUNT keys")
-    command("stats", "pages, file size, trees and key counts, commit counter", _cmd_stats)
-    backup = command("backup", "a consistent copy at one commit (beside a live writer)", _cmd_backup)
+    command("stats", "pages, file size, trees and key counts, commit counter", _cmd_stats, whole=True)
+    backup = command("backup", "a consistent copy at one commit (beside a live writer)", _cmd_backup, whole=True)
     backup.add_argument("dest", metavar="DEST", help="where the copy goes (must not exist)")
-    command("compact", "move live pages down and give the free ones back to the file system", _cmd_compact)
+    command("compact", "move live pages down and give the free ones back to the file system", _cmd_compact, whole=True)
 
 
 __all__ = ["register"]

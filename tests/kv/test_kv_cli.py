@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -114,3 +116,12 @@ def test_handler_tells_kv_from_pages(tmp_path: os.PathLike[str]) -> None:
     assert summary["kv trees"] == {"": {"keys": 1, "height": 1}}
     notes = HANDLER.verify(fs, kv_path)
     assert any("1 keys" in n for n in notes)
+
+
+@pytest.mark.parametrize("sub", ["stats", "backup", "compact"])
+def test_whole_store_commands_offer_no_tree_or_hex(sub: str) -> None:
+    """Issue 31: ``--tree``/``--hex`` do nothing for a command on the whole store,
+    so its ``--help`` does not offer them (and using one is a usage error)."""
+    out = subprocess.run([sys.executable, "-m", "engine", "kv", sub, "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "--json" in out.stdout
+    assert "--tree" not in out.stdout and "--hex" not in out.stdout
