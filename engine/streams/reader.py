@@ -10,7 +10,11 @@ says where (:attr:`JournalScan.end`), logs a warning and counts it.
 
 Files that have wrapped read the same way: the header names the first global
 record number of the current lap, and older records beyond the newest
-transaction fail the global record number check.
+transaction fail the global record number check.  A wrap evicts, by design,
+every stream that ended before it (the journal is a ring): stream numbers are
+given at open, not at close, so a lap can hold stream N whole while stream N+1,
+which closed earlier, is gone.  The scan says so instead of leaving the gap
+unexplained: :attr:`JournalScan.wrapped` and :meth:`JournalScan.absent_streams`.
 
 A clean end (a zero page at a transaction start) is checked before it is
 believed, in a journal engine's writer wrote (its mark in page 0, see
@@ -219,6 +223,8 @@ class JournalScan:
         self.anomalies: list[str] = []
         self.open_streams: dict[int, _Open] = {}
         self.max_stream: int | None = None
+        #: Stream numbers with at least one record in this lap.
+        self.lap_streams: set[int] = set()
         self._collect = False
         self._finished: list[StreamData] = []
         self._started = False
@@ -258,6 +264,35 @@ class JournalScan:
     ) -> None:
         self.close()
 
+    @property
+    def wrapped(self) -> bool:
+        """Whether the journal has wrapped: its lap starts at a global record
+        number other than 0, so every stream that ended before that record was
+        overwritten (the journal is a ring; see docs/guide/streams.md)."""
+        return self.header is not None and self.header.first_global != 0
+
+    def absent_streams(self) -> list[int]:
+        """Stream numbers between the lowest and the highest read in this lap
+        that have no record in it, in order (modulo 2**32).
+
+        Each one ended (closed or aborted) before the lap began, and the wrap
+        overwrote it; or it was aborted before writing any record (which leaves
+        no trace, as in the original); or, in a live journal, it is still open
+        with its data buffered.  Numbers are handed out at open, so such a gap
+        is not a loss: a stream opened earlier may close after the wrap and read
+        whole in this lap, while one opened later closed before it.
+        """
+        # Numbers are modulo 2**32: the lap's range is the circle minus its
+        # widest gap between two numbers read (normally the one from the highest
+        # round to the lowest).
+        nums = sorted(self.lap_streams)
+        if len(nums) < 2:
+            return []
+        gaps = list(zip(nums, [*nums[1:], nums[0] + codec.U32_MASK + 1], strict=True))
+        widest = max(range(len(gaps)), key=lambda i: gaps[i][1] - gaps[i][0])
+        inside = gaps[widest + 1 :] + gaps[:widest]  # from the lap's lowest number round
+        return [n & codec.U32_MASK for a, b in inside for n in range(a + 1, b)]
+
     def stats(self) -> dict[str, object]:
         """What the scan found, as a dict (snake_case keys, numbers; None where
         not known yet).  Reads the journal to its end first if nothing read it
@@ -271,11 +306,13 @@ class JournalScan:
             "page_size": header.page_size if header else None,
             "file_size_bytes": self.file_size if header else None,
             "first_global_record": header.first_global if header else None,
+            "wrapped": self.wrapped if header else None,
             "records": end.records if end else None,
             "next_global_record": end.next_global if end else None,
             "streams_complete": self.complete,
             "streams_aborted": self.aborted,
             "streams_open": len(self.open_streams),
+            "streams_absent": len(self.absent_streams()),
             "data_bytes": self.data_bytes,
             "anomalies": len(self.anomalies),
             "end_position": end.position if end else None,
@@ -466,6 +503,7 @@ class JournalScan:
         g = rh.global_record
         if self.max_stream is None or number > self.max_stream:
             self.max_stream = number
+        self.lap_streams.add(number)
         st = self.open_streams.get(number)
         if st is not None and rh.record != st.record:
             self._anomaly(
