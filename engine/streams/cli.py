@@ -227,7 +227,7 @@ def _report_end(command: str, scan: JournalScan) -> None:
 
 def _cmd_dump(args: argparse.Namespace) -> int:
     _check_readable(args.file)
-    with JournalScan(args.file) as scan:
+    with StreamJournal.open_reader(args.file) as reader, reader.events() as scan:
         if args.json:
             for event in scan:
                 print_json(_event_json(event))
@@ -270,7 +270,7 @@ def _stream_rows(scan: JournalScan) -> Iterator[dict[str, object]]:
 
 def _cmd_list(args: argparse.Namespace) -> int:
     _check_readable(args.file)
-    with JournalScan(args.file) as scan:
+    with StreamJournal.open_reader(args.file) as reader, reader.events() as scan:
         for row in _stream_rows(scan):
             if args.status and row["status"] != args.status:
                 continue
@@ -289,7 +289,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _cmd_stats(args: argparse.Namespace) -> int:
     _check_readable(args.file)
-    with JournalScan(args.file) as scan:
+    with StreamJournal.open_reader(args.file) as reader, reader.events() as scan:
         stats = scan.stats()
     if args.json:
         print_json({"path": args.file, **stats})
@@ -344,7 +344,7 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         make_dirs(fs, args.out)
     status = 0
     count = 0
-    with JournalScan(args.file) as scan:
+    with StreamJournal.open_reader(args.file) as reader, reader.events() as scan:
         for stream in scan.streams():
             if not stream.complete:
                 continue

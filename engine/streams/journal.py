@@ -8,11 +8,15 @@ zero page after it, and syncs once for everybody.  The next transaction then
 overwrites that zero page, so a reader always finds the end of the journal at a
 zero type word and a torn transaction fails its check codes.
 
-Opening takes the writer lock ``<journal>.lock`` (:func:`engine.fs.take_lock`)
-before it creates or reads anything: of two processes opening or creating the
-same journal, one gets :class:`~engine.errors.LockedError`.  Opening an existing
-journal recovers it (see :meth:`StreamJournal.open`); what that repaired is in
-``journal.recovery``.
+The life cycle is the store core's (:class:`~engine.fs.core.StoreCore`): open
+is its sequence (the writer lock ``<journal>.lock``, taken before anything is
+created or read, so of two processes opening or creating the same journal one
+gets :class:`~engine.errors.LockedError`; the file, kept by the core; recovery
+into the core's report, ``journal.recovery``; install), a failed write or fsync
+trips the core's latch, the group commit is the core's sync driver for
+``always`` (the only policy: see :meth:`StreamJournal.open`), and close is the
+core's ``begin_close``/``finish_close``.  Read-only access is
+:meth:`StreamJournal.open_reader` (:class:`~engine.streams.reader.StreamReader`).
 
 Thread locks, in this order: ``_lock`` (the pending transaction, counters, streams) then
 ``_io_lock`` (the file: one write+fsync at a time, wraps included).  The commit
@@ -24,7 +28,6 @@ file in the order their positions were handed out.
 from __future__ import annotations
 
 import datetime as dt
-import errno
 import logging
 import os
 import threading
@@ -34,25 +37,25 @@ from types import TracebackType
 from typing import cast
 
 from engine.conventions import duration_seconds, require_byte_counts
-from engine.errors import ClosedError, ConfigError, CorruptFileError, DiskFullError, FullError, PoisonedError
+from engine.errors import ClosedError, ConfigError, CorruptFileError, FullError, PoisonedError
 from engine.fs import (
     FileHandle,
     FileSystem,
     GroupCommit,
-    HeldLock,
     OpenMode,
     RecoveryReport,
+    SyncPolicy,
     as_path,
     crashpoint,
     create_file,
     no_such,
     parent_dir,
     resolve,
-    take_lock,
 )
+from engine.fs.core import StoreCore
 from engine.lifetime import ClosedWhenDropped, weak_call
 from engine.streams import codec
-from engine.streams.reader import JournalScan, later_records
+from engine.streams.reader import JournalScan, StreamReader, later_records
 from engine.streams.stream import Stream, stream_ident
 
 log = logging.getLogger("engine.streams")
@@ -73,13 +76,9 @@ CREATING_SUFFIX = ".creating"
 #: empty file the writer holds an exclusive ``flock`` on while it is open.
 LOCK_SUFFIX = ".lock"
 
-
-def _stopped(path: str, failure: BaseException | None) -> PoisonedError:
-    """The error every call raises after ``failure`` stopped the journal, with
-    its type: a full disk stays :class:`DiskFullError` (free space and reopen)."""
-    if isinstance(failure, DiskFullError):
-        return DiskFullError(failure.path, failure.errno or errno.ENOSPC, failure.operation)
-    return PoisonedError(path, failure)
+#: The one sync policy: a stream's close() is its acknowledgement, which the
+#: format gives only once the transaction holding its EOS is synced.
+ALWAYS = SyncPolicy("always")
 
 
 class StreamJournal(ClosedWhenDropped):
@@ -98,10 +97,11 @@ class StreamJournal(ClosedWhenDropped):
     next open recovers nothing) with a :class:`ResourceWarning`.
     """
 
+    _core: StoreCore  # (set first in __init__)
+
     def __init__(
         self,
-        path: str,
-        fs: FileSystem,
+        core: StoreCore,
         handle: FileHandle,
         page_size: int,
         size: int,
@@ -110,8 +110,9 @@ class StreamJournal(ClosedWhenDropped):
         sync_delay: float,
         spill_size: int = SPILL_SIZE,
     ) -> None:
-        self.path = path
-        self.fs = fs
+        self._core = core
+        self.path = core.path
+        self.fs = core.fs
         self._handle = handle
         self.page_size = page_size
         self.size = size
@@ -132,18 +133,22 @@ class StreamJournal(ClosedWhenDropped):
         # The smallest record of the pending transaction, copied past the end
         # at commit (see _commit): (type, global, stream, record, data).
         self._echo: tuple[int, int, int, int, bytes] | None = None
-        self._closed = False
-        self._failure: BaseException | None = None
-        # The group commit calls back through a weak reference (engine.lifetime), so
-        # it does not keep the journal alive (a dropped journal is closed).
-        self._gc = GroupCommit(weak_call(self._commit, required=True), name=path)
+        # The core's sync driver (``always``): its group commit calls back through a
+        # weak reference (engine.lifetime), so it does not keep the journal alive
+        # (a dropped journal is closed).
+        group = core.start_sync(weak_call(self._commit, required=True), name=f"streams-{core.path}").group
+        assert group is not None
+        self._gc: GroupCommit = group
         self.fsyncs = 0
         self.transactions = 0
         self.wraps = 0
         self.streams_closed = 0  # streams this writer closed (durable)
         self.streams_aborted = 0  # streams this writer aborted (close() of the journal included)
-        self.recovery = RecoveryReport(path)
-        self._writer_lock: HeldLock | None = None
+
+    @property
+    def recovery(self) -> RecoveryReport:
+        """What opening repaired (empty for a clean or new journal)."""
+        return self._core.report
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -159,6 +164,7 @@ class StreamJournal(ClosedWhenDropped):
         sync_delay: float | dt.timedelta = DEFAULT_SYNC_DELAY,
         preallocate: bool = True,
         spill_size: int = SPILL_SIZE,
+        lock_wait: float | dt.timedelta | None = 0.0,
         fs: FileSystem | None = None,
     ) -> StreamJournal:
         """Open (or create, needing ``size``) the journal at ``path``.
@@ -172,7 +178,15 @@ class StreamJournal(ClosedWhenDropped):
         does at every start.  ``sync_delay`` (a :class:`~datetime.timedelta` or
         seconds, 0 for none) is how long a commit waits for other open streams;
         ``spill_size`` how big a pending transaction grows before its whole
-        pages are written out (unsynced) ahead of the commit.
+        pages are written out (unsynced) ahead of the commit; ``lock_wait``
+        how long to wait for another writer to close (seconds or a timedelta;
+        None: for ever).
+
+        There is no ``sync=``: a stream's :meth:`Stream.close` is its
+        acknowledgement, and it returns only once the transaction holding its
+        end is synced (group-committed with the other streams'); records of
+        streams still open are not promised until then, so a period or
+        ``never`` would have nothing to relax (``sync_delay`` is the knob).
         """
         path = as_path(path, "path")
         fs = resolve(fs)
@@ -184,23 +198,26 @@ class StreamJournal(ClosedWhenDropped):
             if not create:
                 raise no_such(fs, path, "stream journal")
             cls._check_geometry(page_size or fs.block_size(parent_dir(path)), size, path)
-        lock = take_lock(fs, path + LOCK_SUFFIX, what="writer lock of the stream journal")
-        try:
-            journal = cls._open(path, size, create, reset, page_size, record_size, delay, preallocate, fs)
-        except BaseException:
-            lock.release()
-            raise
-        journal._writer_lock = lock
-        journal.spill_size = max(spill_size, journal.page_size)
-        journal.recovery.log(log)
-        # Closed with a ResourceWarning if dropped or still open at exit (engine.lifetime).
-        journal._watch_unclosed(f"stream journal {path!r}")
+        core = StoreCore(fs, path, "stream journal", policy=ALWAYS)
+        with core.opening():
+            core.lock(path + LOCK_SUFFIX, wait=lock_wait)
+            journal = cls._open(core, size, create, reset, page_size, record_size, delay, preallocate, spill_size)
+        # The report logged; closed with a ResourceWarning if dropped or still open at exit.
+        core.opened(journal, log)
         return journal
+
+    @staticmethod
+    def open_reader(
+        path: str | os.PathLike[str], *, strict_end: bool | None = None, fs: FileSystem | None = None
+    ) -> StreamReader:
+        """:meth:`StreamReader.open <engine.streams.reader.StreamReader.open>`: a
+        reader of the journal at ``path`` (no lock, no repair)."""
+        return StreamReader.open(path, strict_end=strict_end, fs=fs)
 
     @classmethod
     def _open(
         cls,
-        path: str,
+        core: StoreCore,
         size: int | None,
         create: bool,
         reset: bool,
@@ -208,9 +225,11 @@ class StreamJournal(ClosedWhenDropped):
         record_size: int,
         sync_delay: float,
         preallocate: bool,
-        fs: FileSystem,
+        spill_size: int,
     ) -> StreamJournal:
-        """Create, reset or recover the journal; the caller holds the writer lock."""
+        """Create, reset or recover the journal; the core holds the writer lock
+        and keeps the file (released by ``core.opening`` if this fails)."""
+        path, fs = core.path, core.fs
         exists = fs.exists(path)
         # A blank file -- empty, or a header of zeros -- holds no journal: it is
         # what a crash during creation leaves, or a file preallocated for the
@@ -227,36 +246,26 @@ class StreamJournal(ClosedWhenDropped):
             # system's block size.
             page = page_size or fs.block_size(parent_dir(path))
             size = cls._check_geometry(page, size, path)
-            handle = cls._create(fs, path, page, size - size % page, preallocate, reuse=blank)
-            try:
-                journal = cls(
-                    path, fs, handle, page, size - size % page, record_size=record_size, sync_delay=sync_delay
-                )
-                if blank:
-                    # A reused file may hold stale records past page 1 (a header of
-                    # zeros is what a crash during creation leaves): scrub them.
-                    journal._scrub(2 * page, 0)
-            except BaseException:
-                handle.close()
-                raise
-            return journal
-        handle = fs.open(path, OpenMode.WRITE)
-        try:
-            if reset:
-                page = page_size or fs.block_size(parent_dir(path))
-                file_size = handle.size()
-                cls._check_geometry(page, file_size)
-                journal = cls(
-                    path, fs, handle, page, file_size - file_size % page, record_size=record_size, sync_delay=sync_delay
-                )
-                journal._write_header_locked(0)
-                # The old records beyond page 1 now count as ahead of number 0.
+            handle = core.keep(cls._create(fs, path, page, size - size % page, preallocate, reuse=blank))
+            journal = cls(core, handle, page, size - size % page, record_size=record_size, sync_delay=sync_delay,
+                          spill_size=spill_size)
+            if blank:
+                # A reused file may hold stale records past page 1 (a header of
+                # zeros is what a crash during creation leaves): scrub them.
                 journal._scrub(2 * page, 0)
-                return journal
-            return cls._recover(path, fs, handle, record_size, sync_delay)
-        except BaseException:
-            handle.close()
-            raise
+            return journal
+        handle = core.keep(fs.open(path, OpenMode.WRITE))
+        if reset:
+            page = page_size or fs.block_size(parent_dir(path))
+            file_size = handle.size()
+            cls._check_geometry(page, file_size)
+            journal = cls(core, handle, page, file_size - file_size % page, record_size=record_size,
+                          sync_delay=sync_delay, spill_size=spill_size)
+            journal._write_header_locked(0)
+            # The old records beyond page 1 now count as ahead of number 0.
+            journal._scrub(2 * page, 0)
+            return journal
+        return cls._recover(core, handle, record_size, sync_delay, spill_size)
 
     @staticmethod
     def _check_geometry(page: int, size: int | None, path: str = "") -> int:
@@ -330,20 +339,21 @@ class StreamJournal(ClosedWhenDropped):
 
     @classmethod
     def _recover(
-        cls, path: str, fs: FileSystem, handle: FileHandle, record_size: int, sync_delay: float
+        cls, core: StoreCore, handle: FileHandle, record_size: int, sync_delay: float, spill_size: int
     ) -> StreamJournal:
         # Not strict: intact records past a clean end are what a crash leaves
         # when a torn transaction's first page never reached the disk but a later
         # one did (any transaction over a page, and the early page writes of one
         # over SPILL_SIZE).  They are cut below, with the torn tail.
-        scan = JournalScan(path, fs, handle=handle, strict_end=False)
+        path = core.path
+        scan = JournalScan(path, core.fs, handle=handle, strict_end=False)
         end = scan.run()
         assert scan.header is not None
         page = scan.header.page_size
         size = scan.file_size - scan.file_size % page
         if size // page < codec.MIN_PAGES:
             raise CorruptFileError(path, scan.file_size, f"at least {codec.MIN_PAGES} pages of {page} bytes")
-        journal = cls(path, fs, handle, page, size, record_size=record_size, sync_delay=sync_delay)
+        journal = cls(core, handle, page, size, record_size=record_size, sync_delay=sync_delay, spill_size=spill_size)
         journal._global = end.next_global
         journal._next_stream = 0 if scan.max_stream is None else (scan.max_stream + 1) & codec.U32_MASK
         start = codec.page_ceil(end.position, page)
@@ -421,10 +431,7 @@ class StreamJournal(ClosedWhenDropped):
 
     # -- records ---------------------------------------------------------------------
     def _check_usable(self) -> None:
-        if self._closed:
-            raise ClosedError(f"{self.path}: journal is closed")
-        if self._failure is not None:
-            raise _stopped(self.path, self._failure)
+        self._core.check_writable()  # closed, or the latch tripped by a failed write
         if self._handle.poisoned:
             raise PoisonedError(self.path, None)
 
@@ -523,7 +530,7 @@ class StreamJournal(ClosedWhenDropped):
         try:
             self._handle.write_parts_at(at, [memoryview(spill)[:cut]])
         except BaseException as exc:
-            self._failure = exc
+            self._core.fail(exc, self.path, "write")
             raise
         finally:
             self._io_lock.release()
@@ -552,20 +559,25 @@ class StreamJournal(ClosedWhenDropped):
 
     def _abort_stream(self, stream: Stream) -> None:
         with self._lock:
-            if stream.state != "open":
-                return
-            stream._buf = b""
-            stream.state = "aborted"
-            self.streams_aborted += 1
-            self._active -= 1
-            self._streams.pop(stream.number, None)
-            if self._closed or self._failure is not None or self._handle.poisoned:
-                return  # nothing more can be written; readers see it open, never complete
-            # Nothing journaled yet means nothing to abort (the original journald server's rule).
-            # The ABORT is not waited for: losing it leaves the stream open,
-            # which a reader never mistakes for complete.
-            if stream.records:
-                self._emit(stream, codec.ABORT, b"")
+            self._abort_locked(stream)
+
+    def _abort_locked(self, stream: Stream) -> None:
+        """Abort ``stream`` (caller holds ``_lock``): its ABORT record goes into the
+        pending transaction, unless nothing more can be written."""
+        if stream.state != "open":
+            return
+        stream._buf = b""
+        stream.state = "aborted"
+        self.streams_aborted += 1
+        self._active -= 1
+        self._streams.pop(stream.number, None)
+        if self._core.failed or self._handle.poisoned:
+            return  # nothing more can be written; readers see it open, never complete
+        # Nothing journaled yet means nothing to abort (the original journald server's rule).
+        # The ABORT is not waited for: losing it leaves the stream open,
+        # which a reader never mistakes for complete.
+        if stream.records:
+            self._emit(stream, codec.ABORT, b"")
 
     # -- commit ----------------------------------------------------------------------
     def _commit(self) -> None:
@@ -575,8 +587,7 @@ class StreamJournal(ClosedWhenDropped):
             # share this fsync (the original journald server's delayed sync).
             time.sleep(self.sync_delay)
         with self._lock:
-            if self._failure is not None:
-                raise _stopped(self.path, self._failure)
+            self._core.latch.check()
             if not self._pending and not self._spilled:
                 return  # everything already reached the disk (a wrap synced it)
             data = self._pending
@@ -597,7 +608,7 @@ class StreamJournal(ClosedWhenDropped):
             self._write_and_sync(start, b"", "commit")
             self.transactions += 1
         except BaseException as exc:
-            self._failure = exc
+            self._core.fail(exc, self.path, "commit")
             raise
         finally:
             self._io_lock.release()
@@ -657,7 +668,7 @@ class StreamJournal(ClosedWhenDropped):
                     0, codec.encode_header_page(self.page_size, self._global) + self._zero_page, "wrap"
                 )
             except BaseException as exc:
-                self._failure = exc
+                self._core.fail(exc, self.path, "wrap")
                 raise
         self._txn_pos = self.page_size
         self.wraps += 1
@@ -728,25 +739,19 @@ class StreamJournal(ClosedWhenDropped):
             return notes
 
     def close(self) -> None:
-        """Abort the streams still open, commit, and close the file."""
-        self._unwatch()
-        if self._closed:
+        """Abort the streams still open, commit, and close the file and the
+        writer lock (the core's close, once)."""
+        core = self._core
+        if not core.begin_close():
             return
-        with self._lock:
-            streams = [s for s in self._streams.values() if s.state == "open"]
-        for stream in streams:
-            stream.abort()
         try:
-            if self._failure is None and not self._handle.poisoned:
+            with self._lock:
+                for stream in [s for s in self._streams.values() if s.state == "open"]:
+                    self._abort_locked(stream)
+            if not core.failed and not self._handle.poisoned:
                 self._gc.sync_now()
         finally:
-            with self._lock:
-                self._closed = True
-            try:
-                self._handle.close()
-            finally:
-                if self._writer_lock is not None:
-                    self._writer_lock.release()
+            core.finish_close()
 
     def stats(self) -> dict[str, object]:
         """This writer's figures: geometry, where it writes, its counters (a dict,

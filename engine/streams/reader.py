@@ -49,7 +49,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 
 from engine.errors import CorruptFileError
-from engine.fs import FileHandle, FileSystem, OpenMode, as_path, resolve
+from engine.fs import FileHandle, FileSystem, OpenMode, as_path, no_such, resolve
+from engine.fs.core import StoreCore
+from engine.lifetime import ClosedWhenDropped
 from engine.streams import codec
 
 log = logging.getLogger("engine.streams")
@@ -94,6 +96,25 @@ def later_records(handle: FileHandle, start: int, limit: int, page: int, expecte
                 if len(raw) == total and codec.record_check_ok(raw, 0, rh.length):
                     yield pos, rh.global_record
         pos += page
+
+
+def read_header(handle: FileHandle, path: str) -> tuple[bytes, codec.FileHeader]:
+    """Page 0's first :data:`codec.HEAD_SIZE` bytes and the decoded header.
+
+    A writer starting a new lap rewrites the header while a reader may be
+    reading it; a read whose check code fails is retried a few times, and
+    only a header that fails twice with the same bytes is corrupt.
+    """
+    head = handle.read_at(0, codec.HEAD_SIZE)
+    for _ in range(_HEADER_RETRIES):
+        try:
+            return head, codec.decode_file_header(head, path)
+        except CorruptFileError:
+            again = handle.read_at(0, codec.HEAD_SIZE)
+            if again == head:
+                raise
+            head = again
+    return head, codec.decode_file_header(head, path)
 
 
 @dataclass(frozen=True)
@@ -342,7 +363,7 @@ class JournalScan:
     def _scan(self, handle: FileHandle) -> Iterator[Event]:
         size = handle.size()
         self.file_size = size
-        head, header = self._read_header(handle)
+        head, header = read_header(handle, self.path)
         self.header = header
         self.marked = codec.has_mark(head)
         strict = self.marked if self.strict_end is None else self.strict_end
@@ -431,24 +452,6 @@ class JournalScan:
                     StreamData(st.number, st.ident, st.start, b"".join(st.chunks), "open", st.position)
                 )
             yield Event("unfinished", st.number, st.record, st.offset, st.ident, position=-1)
-
-    def _read_header(self, handle: FileHandle) -> tuple[bytes, codec.FileHeader]:
-        """Page 0's first bytes and the decoded header.
-
-        A writer starting a new lap rewrites the header while a reader may be
-        reading it; a read whose check code fails is retried a few times, and
-        only a header that fails twice with the same bytes is corrupt.
-        """
-        head = handle.read_at(0, codec.HEAD_SIZE)
-        for _ in range(_HEADER_RETRIES):
-            try:
-                return head, codec.decode_file_header(head, self.path)
-            except CorruptFileError:
-                again = handle.read_at(0, codec.HEAD_SIZE)
-                if again == head:
-                    raise
-                head = again
-        return head, codec.decode_file_header(head, self.path)
 
     def _written_since(self, handle: FileHandle, head: bytes, pos: int, expected: int) -> bool:
         """Whether a live writer has written at the end ``pos`` since the scan
@@ -552,6 +555,101 @@ class JournalScan:
                 self._anomaly(f"stream {number}: record type 0x{rtype:x} has no known type bit; ignored", position)
 
 
+class StreamReader(ClosedWhenDropped):
+    """A read-only view of a stream journal: no writer lock, no repair.
+
+    Open with :meth:`open` (or :meth:`StreamJournal.open_reader
+    <engine.streams.journal.StreamJournal.open_reader>`); the file stays open
+    until :meth:`close` (a context manager; one left open is closed when it is
+    collected or at exit, with a ResourceWarning).  Each :meth:`events` /
+    :meth:`streams` / :meth:`stats` / :meth:`verify` reads what is committed at
+    that moment, even while a writer is busy in the journal (see
+    :class:`JournalScan`).
+    """
+
+    _core: StoreCore  # (set first in __init__)
+
+    def __init__(self, core: StoreCore, handle: FileHandle, strict_end: bool | None) -> None:
+        self._core = core
+        self.path = core.path
+        self._handle = handle
+        self.strict_end = strict_end
+
+    @classmethod
+    def open(
+        cls, path: str | os.PathLike[str], *, strict_end: bool | None = None, fs: FileSystem | None = None
+    ) -> StreamReader:
+        """Open the journal at ``path`` for reading (the store core's reader
+        sequence: no lock, no recovery).  ``strict_end`` as for
+        :func:`read_events`.  Raises FileNotFoundError (no journal there),
+        FormatError / CorruptFileError (not a journald v2 file, a damaged header)."""
+        path = as_path(path, "path")
+        fs = resolve(fs)
+        if not fs.exists(path):
+            raise no_such(fs, path, "stream journal")
+        core = StoreCore(fs, path, "stream journal", writer=False)
+        with core.opening():
+            handle = core.keep(fs.open(path, OpenMode.READ))
+            read_header(handle, path)  # a journald file at all?
+            reader = cls(core, handle, strict_end)
+        core.opened(reader)
+        return reader
+
+    def events(self) -> JournalScan:
+        """A scan of the journal as it is now: iterate it for its events, then
+        read its ``end`` (see :class:`JournalScan`)."""
+        self._core.check_open()
+        return JournalScan(self.path, self._core.fs, handle=self._handle, strict_end=self.strict_end)
+
+    def streams(self) -> Iterator[StreamData]:
+        """Whole streams (complete, aborted, then those left open)."""
+        return self.events().streams()
+
+    def stats(self) -> dict[str, object]:
+        """The figures of :meth:`JournalScan.stats` (the whole journal read)."""
+        return self.events().stats()
+
+    def verify(self) -> list[str]:
+        """Read the whole journal; raise CorruptFileError on damage or records
+        that make no sense for their stream; return notes on what is not damage
+        (a torn tail a writer cuts, streams left open, streams a wrap evicted)."""
+        scan = self.events()
+        scan.run()
+        end = scan.end
+        assert end is not None
+        if scan.anomalies:
+            raise CorruptFileError(self.path, 0, "records consistent with their streams",
+                                   found="; ".join(scan.anomalies))
+        notes = []
+        if not end.clean:
+            notes.append(f"journal ends at offset {end.position} in a torn transaction ({end.reason}); "
+                         "it is cut there when a writer opens it")
+        if scan.open_streams:
+            notes.append(f"{len(scan.open_streams)} stream(s) left open (not complete)")
+        absent = scan.absent_streams()
+        if scan.wrapped and absent:
+            notes.append(f"{len(absent)} stream number(s) between the lowest and highest of this lap have no "
+                         "record in it (the journal wrapped: streams that ended before the lap are overwritten)")
+        return notes
+
+    def close(self) -> None:
+        """Close the file (the core's close, once)."""
+        core = self._core
+        if core.begin_close():
+            core.finish_close()
+
+    def __enter__(self) -> StreamReader:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<StreamReader {self.path!r}{' closed' if self._core.closed else ''}>"
+
+
 def read_events(
     path: str | os.PathLike[str], fs: FileSystem | None = None, *, strict_end: bool | None = None
 ) -> JournalScan:
@@ -570,6 +668,7 @@ def read_events(
 def read_streams(
     path: str | os.PathLike[str], fs: FileSystem | None = None, *, strict_end: bool | None = None
 ) -> Iterator[StreamData]:
-    """Whole streams (ident, start offset, data, status complete/aborted/open)."""
-    path = as_path(path, "path")
-    return JournalScan(path, fs, strict_end=strict_end).streams()
+    """Whole streams (ident, start offset, data, status complete/aborted/open):
+    :meth:`StreamReader.streams`, the reader closed when the iteration ends."""
+    with StreamReader.open(path, strict_end=strict_end, fs=fs) as reader:
+        yield from reader.streams()
