@@ -26,7 +26,7 @@ have written next.  Such a record means the journal goes on past the "end":
 the region at the end is damaged, and the scan raises CorruptFileError naming
 its offset.  Records of an older lap (after a wrap) have lower numbers and do
 not count.  The writer never leaves such records behind in a journal it has
-opened (see ``StreamJournal._scrub``), so in a closed journal they are damage.
+opened (see :meth:`RingFile.scrub <engine.streams.ring.RingFile.scrub>`), so in a closed journal they are damage.
 
 A file without the mark was written by the original journald server, which
 numbers records from 0 again at each start over the old records without
