@@ -234,8 +234,11 @@ class StreamJournal(ClosedWhenDropped):
 
     # -- records ---------------------------------------------------------------------
     def _check_usable(self) -> None:
-        self._core.check_writable()  # closed, or the latch tripped by a failed write
-        if self._ring.poisoned:
+        # Three attribute reads on the hot path (every write, close and open of
+        # a stream); the core's check raises the typed error when one says no.
+        core = self._core
+        if core.closed or core.latch.failure is not None or self._ring.handle.poisoned:
+            core.check_writable()  # closed, or the latch tripped by a failed write
             raise PoisonedError(self.path, None)
 
     def _emit(self, lane: Lane, rtype: int, data: bytes | bytearray | memoryview) -> None:
@@ -280,9 +283,10 @@ class StreamJournal(ClosedWhenDropped):
             raise ConfigError(f"stream identifier of {len(raw)} bytes; at most {MAX_IDENT}")
         with self._lock:
             self._check_usable()
-            stream = Stream(self, Lane(self._next_stream, raw))
-            self._next_stream = (self._next_stream + 1) & codec.U32_MASK
-            self._streams[stream.number] = stream
+            number = self._next_stream
+            stream = Stream(self, Lane(number, raw))
+            self._next_stream = (number + 1) & codec.U32_MASK
+            self._streams[number] = stream
             self._active += 1
             return stream
 
@@ -379,7 +383,7 @@ class StreamJournal(ClosedWhenDropped):
         self.streams_aborted += 1
         self._active -= 1
         self._streams.pop(lane.number, None)
-        if self._core.failed or self._ring.poisoned:
+        if self._core.failed or self._ring.handle.poisoned:
             return  # nothing more can be written; readers see it open, never complete
         # Nothing journaled yet means nothing to abort (the original journald server's rule).
         # The ABORT is not waited for: losing it leaves the stream open,
@@ -396,7 +400,8 @@ class StreamJournal(ClosedWhenDropped):
             time.sleep(self.sync_delay)
         ring = self._ring
         with self._lock:
-            self._core.latch.check()
+            if self._core.latch.failure is not None:
+                self._core.latch.check()
             if not self._pending and not self._spilled:
                 return  # everything already reached the disk (a wrap synced it)
             data = self._pending
@@ -521,7 +526,7 @@ class StreamJournal(ClosedWhenDropped):
             with self._lock:
                 for stream in [s for s in self._streams.values() if s.state == "open"]:
                     self._abort_locked(stream.lane)
-            if not core.failed and not self._ring.poisoned:
+            if not core.failed and not self._ring.handle.poisoned:
                 self._gc.sync_now()
         finally:
             core.finish_close()
