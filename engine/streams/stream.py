@@ -83,12 +83,11 @@ class Stream:
     journaled) and ``records`` describe it.
     """
 
-    __slots__ = ("_lane", "_sink", "journal")
+    __slots__ = ("_lane", "journal")
 
     def __init__(self, journal: StreamSink, lane: Lane) -> None:
         #: The journal the stream writes to.
         self.journal = journal
-        self._sink = journal
         self._lane = lane
 
     @property
@@ -123,22 +122,22 @@ class Stream:
         says so."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             require_bytes(data, "data", serializers=False)
-        self._sink.write_stream(self._lane, (data,))
+        self.journal.write_stream(self._lane, (data,))
 
     def write_parts(self, parts: Parts) -> None:
         """Add ``parts`` (bytes-like, back to back) in one call: records that lie
         within one part are journaled straight from it, so the parts may be
         views of a buffer the caller reuses once this returns (the server passes
         views of its receive buffer)."""
-        self._sink.write_stream(self._lane, parts)
+        self.journal.write_stream(self._lane, parts)
 
     def close(self) -> None:
         """End the stream (EOS); returns once all of it is durable."""
-        self._sink.close_stream(self._lane)
+        self.journal.close_stream(self._lane)
 
     def abort(self) -> None:
         """Abandon the stream: readers will report it aborted, never complete."""
-        self._sink.abort_stream(self._lane)
+        self.journal.abort_stream(self._lane)
 
     def __enter__(self) -> Stream:
         return self
