@@ -14,7 +14,7 @@ created or read, so of two processes opening or creating the same journal one
 gets :class:`~engine.errors.LockedError`; the file, kept by the core; recovery
 into the core's report, ``journal.recovery``; install), a failed write or fsync
 trips the core's latch, the group commit is the core's sync driver for
-``always`` (the only policy: see :meth:`StreamJournal.open`), and close is the
+``always`` (the only policy: see :data:`SYNC_REFUSED`), and close is the
 core's ``begin_close``/``finish_close``.  Read-only access is
 :meth:`StreamJournal.open_reader` (:class:`~engine.streams.reader.StreamReader`).
 
@@ -67,9 +67,13 @@ SPILL_SIZE = 1 << 20
 #: Suffix of the writer lock file beside the journal (``<journal>.lock``): an
 #: empty file the writer holds an exclusive ``flock`` on while it is open.
 LOCK_SUFFIX = ".lock"
-#: The one sync policy: a stream's close() is its acknowledgement, which the
-#: format gives only once the transaction holding its EOS is synced.
-ALWAYS = SyncPolicy("always")
+#: Why ``sync=`` other than "always" is refused (the ConfigError's message).
+SYNC_REFUSED = (
+    "a stream's close() is its acknowledgement and returns only after the fdatasync of the transaction "
+    "holding its end (shared with the other streams closing meanwhile); nothing before a close is promised, "
+    "so there is nothing for 'never' or a period to relax (sync_delay sets how long a commit waits for "
+    "other open streams)"
+)
 
 __all__ = [
     "CREATING_SUFFIX",
@@ -162,6 +166,11 @@ class StreamJournal(ClosedWhenDropped):
         return self._core.report
 
     @property
+    def sync_policy(self) -> SyncPolicy:
+        """The ``sync=`` policy (always ``"always"``: see :data:`SYNC_REFUSED`)."""
+        return self._core.policy
+
+    @property
     def fsyncs(self) -> int:
         """fdatasyncs made by this writer (opening's repairs included)."""
         return self._ring.fsyncs
@@ -180,6 +189,7 @@ class StreamJournal(ClosedWhenDropped):
         sync_delay: float | dt.timedelta = DEFAULT_SYNC_DELAY,
         preallocate: bool = True,
         spill_size: int = SPILL_SIZE,
+        sync: object = "always",
         lock_wait: float | dt.timedelta | None = 0.0,
         fs: FileSystem | None = None,
     ) -> StreamJournal:
@@ -198,11 +208,13 @@ class StreamJournal(ClosedWhenDropped):
         how long to wait for another writer to close (seconds or a timedelta;
         None: for ever).
 
-        There is no ``sync=``: a stream's :meth:`Stream.close` is its
-        acknowledgement, and it returns only once the transaction holding its
-        end is synced (group-committed with the other streams'); records of
-        streams still open are not promised until then, so a period or
-        ``never`` would have nothing to relax (``sync_delay`` is the knob).
+        ``sync`` is ``"always"``, the one policy (anything else is a
+        ConfigError saying why, :data:`SYNC_REFUSED`): a stream's
+        :meth:`Stream.close` is its acknowledgement, and it returns only once
+        the transaction holding its end is synced (group-committed with the
+        other streams'); records of streams still open are not promised until
+        then, so a period or ``never`` would have nothing to relax
+        (``sync_delay`` is the knob).
         """
         path = as_path(path, "path")
         fs = resolve(fs)
@@ -210,11 +222,14 @@ class StreamJournal(ClosedWhenDropped):
         if record_size <= 0:
             raise ConfigError(f"record_size must be positive, not {record_size}")
         delay = duration_seconds(sync_delay, "sync_delay", allow_zero=True) or 0.0
+        policy = None if isinstance(sync, dt.timedelta) else SyncPolicy.parse(sync)
+        if policy is None or not policy.always:
+            raise ConfigError(f"sync must be 'always' for a stream journal, not {sync!r}: {SYNC_REFUSED}")
         if not fs.exists(path):  # (checked again under the lock); bad arguments fail before it is created
             if not create:
                 raise no_such(fs, path, "stream journal")
             check_geometry(page_size or default_page_size(fs, path), size, path)
-        core = StoreCore(fs, path, "stream journal", policy=ALWAYS)
+        core = StoreCore(fs, path, "stream journal", policy=policy)
         with core.opening():
             core.lock(path + LOCK_SUFFIX, wait=lock_wait)
             ring, start = open_ring(core, size, create=create, reset=reset, page_size=page_size,

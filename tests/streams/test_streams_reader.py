@@ -3,12 +3,13 @@ one shape (no writer lock, no repair), and the writer's open on the core."""
 
 from __future__ import annotations
 
+import datetime as dt
 import gc
 import pathlib
 
 import pytest
 
-from engine.errors import ClosedError, FormatError, LockedError
+from engine.errors import ClosedError, ConfigError, FormatError, LockedError
 from engine.streams import StreamJournal, StreamReader, read_streams
 
 
@@ -80,3 +81,12 @@ def test_a_failed_write_latches_the_journal_until_reopened(tmp_path: pathlib.Pat
     journal.close()
     with _journal(tmp_path) as again:  # the lock was released; recovery decides what is on disk
         again.verify()
+
+
+@pytest.mark.parametrize("sync", ["never", 0.05, "0.05", dt.timedelta(milliseconds=50), False])
+def test_sync_other_than_always_is_refused_with_the_reason(tmp_path: pathlib.Path, sync: object) -> None:
+    with pytest.raises(ConfigError, match=r"sync must be 'always' for a stream journal.*acknowledgement"):
+        StreamJournal.open(tmp_path / "j", size=64 * 512, page_size=512, sync=sync)
+    assert not (tmp_path / "j").exists() and not (tmp_path / "j.lock").exists()  # refused before anything is made
+    with StreamJournal.open(tmp_path / "j", size=64 * 512, page_size=512, sync="always") as journal:
+        assert str(journal.sync_policy) == "always"
