@@ -36,6 +36,7 @@ class RingFile:
     __slots__ = ("acquire", "fsyncs", "handle", "page_size", "path", "release", "size", "zero_page")
 
     def __init__(self, handle: FileHandle, path: str, page_size: int, size: int) -> None:
+        #: The file (its ``poisoned`` flag: a failed write or fsync, writes refused).
         self.handle = handle
         self.path = path
         self.page_size = page_size
@@ -47,11 +48,6 @@ class RingFile:
         # Bound once: the commit path takes the file on every transaction.
         self.acquire = io_lock.acquire
         self.release = io_lock.release
-
-    @property
-    def poisoned(self) -> bool:
-        """Whether the file handle refuses writes (a failed write or fsync)."""
-        return self.handle.poisoned
 
     # -- the write path (the file taken) --------------------------------------------------
     def spill_locked(self, at: int, pages: memoryview) -> None:
