@@ -5,8 +5,8 @@ Two sources, one registry:
 * :class:`DirectoryCollector`: every store under a directory, from its files
   alone, through the stores' public read-only faces (``engine.stores.discover``,
   the queue's ``diagnose.queue_stats``, ``LogReader.stats()``,
-  ``EventJournal.open_reader(...).stats()``, ``JournalScan.stats()``, the page
-  store's ``diagnose.file_stats``, ``KV.open_reader().stats()``): no lock is
+  ``EventJournal.open_reader(...).stats()``, ``StreamJournal.open_reader(...).stats()``,
+  the page store's ``diagnose.file_stats``, ``KV.open_reader().stats()``): no lock is
   taken, nothing is written, a live writer is not disturbed.  ``engine metrics
   DIR --port N`` serves it; :func:`scan` is the same snapshot as data, for
   ``engine top`` and ``engine dashboard``.
@@ -170,9 +170,9 @@ def _file_figures(fs: FileSystem, kind: str, path: str) -> tuple[int | None, int
             stats = journal.stats()
             return int(stats["live_events"]), int(stats["events_ever_written"]), None
     if kind == "streams":
-        from engine.streams.reader import JournalScan
+        from engine.streams import StreamJournal
 
-        with JournalScan(path) as journal:
+        with StreamJournal.open_reader(path, fs=fs) as journal:
             counts = journal.stats()
         streams = sum(_whole(counts[key]) for key in ("streams_complete", "streams_aborted", "streams_open"))
         return streams, None, None

@@ -101,9 +101,10 @@ def _pages_reader(fs: FileSystem, root: str) -> Any:
 
 
 def _streams_reader(fs: FileSystem, root: str) -> Any:
-    from engine.streams import read_streams
+    from engine.streams import StreamJournal
 
-    return [(s.number, s.ident, s.start_offset, s.data, s.status) for s in read_streams(root + "/journal", fs)]
+    with StreamJournal.open_reader(root + "/journal", fs=fs) as reader:
+        return [(s.number, s.ident, s.start_offset, s.data, s.status) for s in reader.streams()]
 
 
 # -- applog ------------------------------------------------------------------------------

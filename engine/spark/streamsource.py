@@ -8,7 +8,7 @@
 One row per stream (ident, start offset, status complete / aborted / open, the
 data).  A journal file is one transaction log that can only be read from its
 start (record numbers and wrapping), so each file is one partition.  Reading goes
-through :func:`engine.streams.read_streams`, which checks every check code
+through :meth:`engine.streams.StreamJournal.open_reader`, which checks every check code
 (CRC-64) and stops cleanly at a torn transaction; ``mode`` says what damage
 does.  Several paths and globs are accepted; there is no filter pushdown (see
 engine.spark.logplan).
@@ -28,7 +28,7 @@ from engine.fs import resolve
 from engine.spark.batches import guarded, record_batch, repeat_string
 from engine.spark.options import check_options, input_paths, lower, mode_option, read_schema, user_schema
 from engine.spark.schemas import STREAMS_SCHEMA
-from engine.streams.reader import JournalScan
+from engine.streams.journal import StreamJournal
 
 SOURCE = "engine-streams"
 OPTIONS = ("mode",)
@@ -81,14 +81,15 @@ def read_journal(schema: StructType, path: str, statuses: set[str] | None) -> It
         }
         return record_batch(schema, cols, n)
 
-    scan = JournalScan(path, resolve(None))
-    for s in scan.streams():
-        if statuses is not None and s.status not in statuses:
-            continue
-        rows.append((s.number, s.ident.decode("utf-8", "replace"), s.start_offset, s.status, s.data))
-        if len(rows) >= BATCH_STREAMS:
-            yield flush()
-            rows = []
+    with StreamJournal.open_reader(path) as reader:
+        scan = reader.events()
+        for s in scan.streams():
+            if statuses is not None and s.status not in statuses:
+                continue
+            rows.append((s.number, s.ident.decode("utf-8", "replace"), s.start_offset, s.status, s.data))
+            if len(rows) >= BATCH_STREAMS:
+                yield flush()
+                rows = []
     if rows:
         yield flush()
     if scan.anomalies:

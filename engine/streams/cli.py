@@ -192,9 +192,31 @@ def _check_readable(path: str) -> None:
         pass
 
 
+def _lap_note(scan: JournalScan) -> str:
+    """What this lap holds, in words: whether the journal wrapped (and so
+    evicted every stream that ended before the lap began) and which stream
+    numbers inside the lap's range have no record in it."""
+    assert scan.header is not None
+    if scan.wrapped:
+        text = (f"wrapped: this lap starts at global record {scan.header.first_global}; streams that ended "
+                "before it were overwritten (the journal is a ring)")
+    else:
+        text = "not wrapped"
+    absent = scan.absent_streams()
+    if absent:
+        shown = ", ".join(map(str, absent[:10])) + (", ..." if len(absent) > 10 else "")
+        text += (f"; {len(absent)} stream number(s) between the lowest and highest here have no record in this "
+                 f"lap: {shown} (ended before the wrap, aborted before writing, or still buffered by a live "
+                 "writer)")
+    return text
+
+
 def _report_end(command: str, scan: JournalScan) -> None:
-    """The end of a scan that was not clean, and its anomalies, on stderr."""
+    """The end of a scan that was not clean, its anomalies, and the streams a
+    wrap evicted from between the ones listed, on stderr."""
     assert scan.end is not None
+    if scan.wrapped and scan.absent_streams():
+        err_console.print(f"engine streams {command}: {scan.path}: {_lap_note(scan)}")
     if not scan.end.clean:
         err_console.print(
             f"engine streams {command}: {scan.path}: stopped at offset {scan.end.position}: {scan.end.reason}"
@@ -205,7 +227,7 @@ def _report_end(command: str, scan: JournalScan) -> None:
 
 def _cmd_dump(args: argparse.Namespace) -> int:
     _check_readable(args.file)
-    with JournalScan(args.file) as scan:
+    with StreamJournal.open_reader(args.file) as reader, reader.events() as scan:
         if args.json:
             for event in scan:
                 print_json(_event_json(event))
@@ -248,7 +270,7 @@ def _stream_rows(scan: JournalScan) -> Iterator[dict[str, object]]:
 
 def _cmd_list(args: argparse.Namespace) -> int:
     _check_readable(args.file)
-    with JournalScan(args.file) as scan:
+    with StreamJournal.open_reader(args.file) as reader, reader.events() as scan:
         for row in _stream_rows(scan):
             if args.status and row["status"] != args.status:
                 continue
@@ -267,7 +289,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _cmd_stats(args: argparse.Namespace) -> int:
     _check_readable(args.file)
-    with JournalScan(args.file) as scan:
+    with StreamJournal.open_reader(args.file) as reader, reader.events() as scan:
         stats = scan.stats()
     if args.json:
         print_json({"path": args.file, **stats})
@@ -285,6 +307,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
         ("end", f"offset {stats['end_position']}: "
                 + ("clean" if stats["clean_end"] else f"torn: {stats['end_reason']}")),
         ("anomalies", str(stats["anomalies"])),
+        ("lap", _lap_note(scan)),
     ]
     for name, value in rows:
         console.print(f"{name + ':':<11} {value}")
@@ -321,7 +344,7 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         make_dirs(fs, args.out)
     status = 0
     count = 0
-    with JournalScan(args.file) as scan:
+    with StreamJournal.open_reader(args.file) as reader, reader.events() as scan:
         for stream in scan.streams():
             if not stream.complete:
                 continue

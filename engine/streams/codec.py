@@ -85,7 +85,7 @@ MIN_PAGES = 4
 crc64_reference = crcmod.mkCrcFun(0x1000000000000001B, rev=True, initCrc=0, xorOut=0xFFFFFFFFFFFFFFFF)
 assert crc64_reference(b"123456789") == 0xB90956C775A41001
 
-_native = load_native("engine.streams._native")
+_native = load_native(f"{__package__}._native")  # engine/streams/_native.c
 #: The check code function every record goes through: the compiled twin
 #: (``engine/streams/_native.c``, 15-30x crcmod, which works a byte at a time) when
 #: it is built and ``ENGINE_PURE_PYTHON`` is not set, else crcmod; chosen once,

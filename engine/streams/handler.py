@@ -9,11 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from engine.clireport import human_bytes, human_size
-from engine.errors import CorruptFileError
 from engine.formats import FormatHandler
 from engine.fs import FileSystem
 from engine.streams import codec
-from engine.streams.reader import JournalScan
+from engine.streams.reader import JournalScan, StreamReader
 
 
 def _sniff(fs: FileSystem, path: str, head: bytes, is_dir: bool) -> bool:
@@ -21,8 +20,9 @@ def _sniff(fs: FileSystem, path: str, head: bytes, is_dir: bool) -> bool:
 
 
 def _scan(fs: FileSystem, path: str) -> tuple[JournalScan, dict[str, object]]:
-    scan = JournalScan(path, fs)
-    return scan, scan.stats()  # reads to the end, keeping no stream data
+    with StreamReader.open(path, fs=fs) as reader:
+        scan = reader.events()
+        return scan, scan.stats()  # reads to the end, keeping no stream data
 
 
 def _summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
@@ -49,24 +49,14 @@ def _summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
 
 
 def _stats(fs: FileSystem, path: str) -> Mapping[str, object]:
-    """The figures of :func:`_summarize` as numbers: :meth:`JournalScan.stats`."""
-    return _scan(fs, path)[1]
+    """The figures of :func:`_summarize` as numbers: :meth:`StreamReader.stats`."""
+    with StreamReader.open(path, fs=fs) as reader:
+        return reader.stats()
 
 
 def _verify(fs: FileSystem, path: str) -> list[str]:
-    scan, stats = _scan(fs, path)
-    assert scan.end is not None
-    if scan.anomalies:
-        raise CorruptFileError(path, 0, "records consistent with their streams", found="; ".join(scan.anomalies))
-    notes = []
-    if not scan.end.clean:
-        notes.append(
-            f"journal ends at offset {scan.end.position} in a torn transaction ({scan.end.reason}); "
-            "it is cut there when a writer opens it"
-        )
-    if stats["streams_open"]:
-        notes.append(f"{stats['streams_open']} stream(s) left open (not complete)")
-    return notes
+    with StreamReader.open(path, fs=fs) as reader:
+        return reader.verify()
 
 
 HANDLER = FormatHandler(

@@ -10,7 +10,11 @@ says where (:attr:`JournalScan.end`), logs a warning and counts it.
 
 Files that have wrapped read the same way: the header names the first global
 record number of the current lap, and older records beyond the newest
-transaction fail the global record number check.
+transaction fail the global record number check.  A wrap evicts, by design,
+every stream that ended before it (the journal is a ring): stream numbers are
+given at open, not at close, so a lap can hold stream N whole while stream N+1,
+which closed earlier, is gone.  The scan says so instead of leaving the gap
+unexplained: :attr:`JournalScan.wrapped` and :meth:`JournalScan.absent_streams`.
 
 A clean end (a zero page at a transaction start) is checked before it is
 believed, in a journal engine's writer wrote (its mark in page 0, see
@@ -22,7 +26,7 @@ have written next.  Such a record means the journal goes on past the "end":
 the region at the end is damaged, and the scan raises CorruptFileError naming
 its offset.  Records of an older lap (after a wrap) have lower numbers and do
 not count.  The writer never leaves such records behind in a journal it has
-opened (see ``StreamJournal._scrub``), so in a closed journal they are damage.
+opened (see :meth:`RingFile.scrub <engine.streams.ring.RingFile.scrub>`), so in a closed journal they are damage.
 
 A file without the mark was written by the original journald server, which
 numbers records from 0 again at each start over the old records without
@@ -45,7 +49,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 
 from engine.errors import CorruptFileError
-from engine.fs import FileHandle, FileSystem, OpenMode, as_path, resolve
+from engine.fs import FileHandle, FileSystem, OpenMode, as_path, no_such, resolve
+from engine.fs.core import StoreCore
+from engine.lifetime import ClosedWhenDropped
 from engine.streams import codec
 
 log = logging.getLogger("engine.streams")
@@ -90,6 +96,25 @@ def later_records(handle: FileHandle, start: int, limit: int, page: int, expecte
                 if len(raw) == total and codec.record_check_ok(raw, 0, rh.length):
                     yield pos, rh.global_record
         pos += page
+
+
+def read_header(handle: FileHandle, path: str) -> tuple[bytes, codec.FileHeader]:
+    """Page 0's first :data:`codec.HEAD_SIZE` bytes and the decoded header.
+
+    A writer starting a new lap rewrites the header while a reader may be
+    reading it; a read whose check code fails is retried a few times, and
+    only a header that fails twice with the same bytes is corrupt.
+    """
+    head = handle.read_at(0, codec.HEAD_SIZE)
+    for _ in range(_HEADER_RETRIES):
+        try:
+            return head, codec.decode_file_header(head, path)
+        except CorruptFileError:
+            again = handle.read_at(0, codec.HEAD_SIZE)
+            if again == head:
+                raise
+            head = again
+    return head, codec.decode_file_header(head, path)
 
 
 @dataclass(frozen=True)
@@ -219,6 +244,8 @@ class JournalScan:
         self.anomalies: list[str] = []
         self.open_streams: dict[int, _Open] = {}
         self.max_stream: int | None = None
+        #: Stream numbers with at least one record in this lap.
+        self.lap_streams: set[int] = set()
         self._collect = False
         self._finished: list[StreamData] = []
         self._started = False
@@ -258,6 +285,35 @@ class JournalScan:
     ) -> None:
         self.close()
 
+    @property
+    def wrapped(self) -> bool:
+        """Whether the journal has wrapped: its lap starts at a global record
+        number other than 0, so every stream that ended before that record was
+        overwritten (the journal is a ring; see docs/guide/streams.md)."""
+        return self.header is not None and self.header.first_global != 0
+
+    def absent_streams(self) -> list[int]:
+        """Stream numbers between the lowest and the highest read in this lap
+        that have no record in it, in order (modulo 2**32).
+
+        Each one ended (closed or aborted) before the lap began, and the wrap
+        overwrote it; or it was aborted before writing any record (which leaves
+        no trace, as in the original); or, in a live journal, it is still open
+        with its data buffered.  Numbers are handed out at open, so such a gap
+        is not a loss: a stream opened earlier may close after the wrap and read
+        whole in this lap, while one opened later closed before it.
+        """
+        # Numbers are modulo 2**32: the lap's range is the circle minus its
+        # widest gap between two numbers read (normally the one from the highest
+        # round to the lowest).
+        nums = sorted(self.lap_streams)
+        if len(nums) < 2:
+            return []
+        gaps = list(zip(nums, [*nums[1:], nums[0] + codec.U32_MASK + 1], strict=True))
+        widest = max(range(len(gaps)), key=lambda i: gaps[i][1] - gaps[i][0])
+        inside = gaps[widest + 1 :] + gaps[:widest]  # from the lap's lowest number round
+        return [n & codec.U32_MASK for a, b in inside for n in range(a + 1, b)]
+
     def stats(self) -> dict[str, object]:
         """What the scan found, as a dict (snake_case keys, numbers; None where
         not known yet).  Reads the journal to its end first if nothing read it
@@ -271,11 +327,13 @@ class JournalScan:
             "page_size": header.page_size if header else None,
             "file_size_bytes": self.file_size if header else None,
             "first_global_record": header.first_global if header else None,
+            "wrapped": self.wrapped if header else None,
             "records": end.records if end else None,
             "next_global_record": end.next_global if end else None,
             "streams_complete": self.complete,
             "streams_aborted": self.aborted,
             "streams_open": len(self.open_streams),
+            "streams_absent": len(self.absent_streams()),
             "data_bytes": self.data_bytes,
             "anomalies": len(self.anomalies),
             "end_position": end.position if end else None,
@@ -305,7 +363,7 @@ class JournalScan:
     def _scan(self, handle: FileHandle) -> Iterator[Event]:
         size = handle.size()
         self.file_size = size
-        head, header = self._read_header(handle)
+        head, header = read_header(handle, self.path)
         self.header = header
         self.marked = codec.has_mark(head)
         strict = self.marked if self.strict_end is None else self.strict_end
@@ -395,24 +453,6 @@ class JournalScan:
                 )
             yield Event("unfinished", st.number, st.record, st.offset, st.ident, position=-1)
 
-    def _read_header(self, handle: FileHandle) -> tuple[bytes, codec.FileHeader]:
-        """Page 0's first bytes and the decoded header.
-
-        A writer starting a new lap rewrites the header while a reader may be
-        reading it; a read whose check code fails is retried a few times, and
-        only a header that fails twice with the same bytes is corrupt.
-        """
-        head = handle.read_at(0, codec.HEAD_SIZE)
-        for _ in range(_HEADER_RETRIES):
-            try:
-                return head, codec.decode_file_header(head, self.path)
-            except CorruptFileError:
-                again = handle.read_at(0, codec.HEAD_SIZE)
-                if again == head:
-                    raise
-                head = again
-        return head, codec.decode_file_header(head, self.path)
-
     def _written_since(self, handle: FileHandle, head: bytes, pos: int, expected: int) -> bool:
         """Whether a live writer has written at the end ``pos`` since the scan
         found it there (a fresh read: an intact record numbered ``expected``),
@@ -466,6 +506,7 @@ class JournalScan:
         g = rh.global_record
         if self.max_stream is None or number > self.max_stream:
             self.max_stream = number
+        self.lap_streams.add(number)
         st = self.open_streams.get(number)
         if st is not None and rh.record != st.record:
             self._anomaly(
@@ -514,6 +555,101 @@ class JournalScan:
                 self._anomaly(f"stream {number}: record type 0x{rtype:x} has no known type bit; ignored", position)
 
 
+class StreamReader(ClosedWhenDropped):
+    """A read-only view of a stream journal: no writer lock, no repair.
+
+    Open with :meth:`open` (or :meth:`StreamJournal.open_reader
+    <engine.streams.journal.StreamJournal.open_reader>`); the file stays open
+    until :meth:`close` (a context manager; one left open is closed when it is
+    collected or at exit, with a ResourceWarning).  Each :meth:`events` /
+    :meth:`streams` / :meth:`stats` / :meth:`verify` reads what is committed at
+    that moment, even while a writer is busy in the journal (see
+    :class:`JournalScan`).
+    """
+
+    _core: StoreCore  # (set first in __init__)
+
+    def __init__(self, core: StoreCore, handle: FileHandle, strict_end: bool | None) -> None:
+        self._core = core
+        self.path = core.path
+        self._handle = handle
+        self.strict_end = strict_end
+
+    @classmethod
+    def open(
+        cls, path: str | os.PathLike[str], *, strict_end: bool | None = None, fs: FileSystem | None = None
+    ) -> StreamReader:
+        """Open the journal at ``path`` for reading (the store core's reader
+        sequence: no lock, no recovery).  ``strict_end`` as for
+        :func:`read_events`.  Raises FileNotFoundError (no journal there),
+        FormatError / CorruptFileError (not a journald v2 file, a damaged header)."""
+        path = as_path(path, "path")
+        fs = resolve(fs)
+        if not fs.exists(path):
+            raise no_such(fs, path, "stream journal")
+        core = StoreCore(fs, path, "stream journal", writer=False)
+        with core.opening():
+            handle = core.keep(fs.open(path, OpenMode.READ))
+            read_header(handle, path)  # a journald file at all?
+            reader = cls(core, handle, strict_end)
+        core.opened(reader)
+        return reader
+
+    def events(self) -> JournalScan:
+        """A scan of the journal as it is now: iterate it for its events, then
+        read its ``end`` (see :class:`JournalScan`)."""
+        self._core.check_open()
+        return JournalScan(self.path, self._core.fs, handle=self._handle, strict_end=self.strict_end)
+
+    def streams(self) -> Iterator[StreamData]:
+        """Whole streams (complete, aborted, then those left open)."""
+        return self.events().streams()
+
+    def stats(self) -> dict[str, object]:
+        """The figures of :meth:`JournalScan.stats` (the whole journal read)."""
+        return self.events().stats()
+
+    def verify(self) -> list[str]:
+        """Read the whole journal; raise CorruptFileError on damage or records
+        that make no sense for their stream; return notes on what is not damage
+        (a torn tail a writer cuts, streams left open, streams a wrap evicted)."""
+        scan = self.events()
+        scan.run()
+        end = scan.end
+        assert end is not None
+        if scan.anomalies:
+            raise CorruptFileError(self.path, 0, "records consistent with their streams",
+                                   found="; ".join(scan.anomalies))
+        notes = []
+        if not end.clean:
+            notes.append(f"journal ends at offset {end.position} in a torn transaction ({end.reason}); "
+                         "it is cut there when a writer opens it")
+        if scan.open_streams:
+            notes.append(f"{len(scan.open_streams)} stream(s) left open (not complete)")
+        absent = scan.absent_streams()
+        if scan.wrapped and absent:
+            notes.append(f"{len(absent)} stream number(s) between the lowest and highest of this lap have no "
+                         "record in it (the journal wrapped: streams that ended before the lap are overwritten)")
+        return notes
+
+    def close(self) -> None:
+        """Close the file (the core's close, once)."""
+        core = self._core
+        if core.begin_close():
+            core.finish_close()
+
+    def __enter__(self) -> StreamReader:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<StreamReader {self.path!r}{' closed' if self._core.closed else ''}>"
+
+
 def read_events(
     path: str | os.PathLike[str], fs: FileSystem | None = None, *, strict_end: bool | None = None
 ) -> JournalScan:
@@ -532,6 +668,7 @@ def read_events(
 def read_streams(
     path: str | os.PathLike[str], fs: FileSystem | None = None, *, strict_end: bool | None = None
 ) -> Iterator[StreamData]:
-    """Whole streams (ident, start offset, data, status complete/aborted/open)."""
-    path = as_path(path, "path")
-    return JournalScan(path, fs, strict_end=strict_end).streams()
+    """Whole streams (ident, start offset, data, status complete/aborted/open):
+    :meth:`StreamReader.streams`, the reader closed when the iteration ends."""
+    with StreamReader.open(path, strict_end=strict_end, fs=fs) as reader:
+        yield from reader.streams()

@@ -139,7 +139,7 @@ class _Handler(socketserver.BaseRequestHandler):
     server: JournalServer
 
     def handle(self) -> None:
-        self.server._serve_connection(self.request)
+        self.server.serve_connection(self.request)
 
 
 class JournalServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -246,7 +246,9 @@ class JournalServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             self._count("connections", -1)
             self._slots.release()
 
-    def _serve_connection(self, sock: socket.socket) -> None:
+    def serve_connection(self, sock: socket.socket) -> None:
+        """Serve one client on ``sock`` (the request handler's call, in the
+        connection's thread): run the protocol and send the answer byte."""
         sock.settimeout(self.idle_timeout)
         try:
             answer = self._run_protocol(_Receiver(sock))
@@ -281,13 +283,13 @@ class JournalServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             log.error("journald: cannot open a stream: %s", exc)
             self._count("rejected")
             return ACK_FAIL
-        write = self.journal._write
+        write = stream.write_parts
         try:
             remaining = 0  # bytes of the current string still to come
             while True:
                 parts, remaining, ended = rx.strings(remaining)
                 if parts:
-                    write(stream, parts)
+                    write(parts)
                 if ended:
                     stream.close()  # returns once the stream is durable
                     self._count("committed")

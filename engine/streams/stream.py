@@ -1,20 +1,28 @@
-"""One stream of a :class:`~engine.streams.journal.StreamJournal`.
+"""One stream of a stream journal: the handle the user holds, and the writer's
+record of it.
 
-A :class:`Stream` is the handle ``journal.open_stream(ident)`` returns: it
-buffers what is written, and the journal turns it into records (see
-:mod:`engine.streams.journal`, which does the work under its locks).  It lives
-in a module of its own so the journal module stays about writing the file.
+Two objects, split by who owns what:
+
+* :class:`Lane` is the writer's record of one stream (its number, identifier,
+  bytes and records journaled, the data not journaled yet, whether this lap has
+  its INFO record).  The journal creates it and is the only one to change it,
+  under its lock (:mod:`engine.streams.journal`).
+* :class:`Stream` is the handle ``journal.open_stream(ident)`` returns: it
+  forwards ``write`` / ``close`` / ``abort`` to the journal through the
+  :class:`StreamSink` protocol, so this module knows nothing of the journal
+  (no import of it, not even for type checking).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from engine.conventions import require_bytes
 
-if TYPE_CHECKING:
-    from engine.streams.journal import StreamJournal
+#: What a writer gets to write: bytes-like parts, back to back.
+Parts = Sequence[bytes | bytearray | memoryview]
 
 
 def stream_ident(ident: object) -> bytes:
@@ -29,23 +37,83 @@ def stream_ident(ident: object) -> bytes:
     raise TypeError(f"ident must be bytes or str, not {type(ident).__name__} {ident!r}")
 
 
+class Lane:
+    """The writer's record of one stream (see the module docstring).
+
+    Owned by the journal, which reads and changes it under its lock; the
+    :class:`Stream` handle only reads it.
+    """
+
+    __slots__ = ("buffered", "ident", "info_written", "number", "records", "state", "total")
+
+    def __init__(self, number: int, ident: bytes, *, total: int = 0, records: int = 0,
+                 info_written: bool = False) -> None:
+        self.number = number
+        self.ident = ident
+        #: Data bytes journaled so far (the INFO offset, modulo 2**32).
+        self.total = total
+        #: Records written (INFO excluded): the next record's number.
+        self.records = records
+        #: open | closing | closed | aborted | failed
+        self.state = "open"
+        #: Data not journaled yet: at most one record's worth.
+        self.buffered = b""
+        #: Whether this lap holds the stream's INFO record.
+        self.info_written = info_written
+
+
+class StreamSink(Protocol):
+    """What a :class:`Stream` forwards to (the journal)."""
+
+    def write_stream(self, lane: Lane, parts: Parts) -> None: ...
+
+    def close_stream(self, lane: Lane) -> None: ...
+
+    def abort_stream(self, lane: Lane) -> None: ...
+
+
 class Stream:
-    """One stream of a :class:`StreamJournal`: ``write`` then ``close`` or ``abort``.
+    """One stream of a :class:`~engine.streams.journal.StreamJournal`: ``write``
+    then ``close`` or ``abort``.
 
     Data is buffered into records of up to ``record_size`` bytes; nothing is
     durable until :meth:`close` returns.  As a context manager, a clean exit
-    closes the stream and an exception aborts it.
+    closes the stream and an exception aborts it.  ``number``, ``ident``,
+    ``state`` (open, closing, closed, aborted, failed), ``total`` (bytes
+    journaled) and ``records`` describe it.
     """
 
-    def __init__(self, journal: StreamJournal, number: int, ident: bytes) -> None:
+    __slots__ = ("_lane", "journal")
+
+    def __init__(self, journal: StreamSink, lane: Lane) -> None:
+        #: The journal the stream writes to.
         self.journal = journal
-        self.number = number
-        self.ident = ident
-        self.total = 0  # data bytes journaled so far (the INFO offset)
-        self.records = 0  # records written (INFO excluded)
-        self.state = "open"  # open | closing | closed | aborted | failed
-        self._buf = b""  # data not journaled yet: at most one record's worth
-        self._wrote_info = False
+        self._lane = lane
+
+    @property
+    def lane(self) -> Lane:
+        """The writer's record of this stream (the journal's to change)."""
+        return self._lane
+
+    @property
+    def number(self) -> int:
+        return self._lane.number
+
+    @property
+    def ident(self) -> bytes:
+        return self._lane.ident
+
+    @property
+    def state(self) -> str:
+        return self._lane.state
+
+    @property
+    def total(self) -> int:
+        return self._lane.total
+
+    @property
+    def records(self) -> int:
+        return self._lane.records
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         """Add ``data`` to the stream (journaled in full records as they fill).
@@ -54,15 +122,22 @@ class Stream:
         says so."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             require_bytes(data, "data", serializers=False)
-        self.journal._write(self, (data,))
+        self.journal.write_stream(self._lane, (data,))
+
+    def write_parts(self, parts: Parts) -> None:
+        """Add ``parts`` (bytes-like, back to back) in one call: records that lie
+        within one part are journaled straight from it, so the parts may be
+        views of a buffer the caller reuses once this returns (the server passes
+        views of its receive buffer)."""
+        self.journal.write_stream(self._lane, parts)
 
     def close(self) -> None:
         """End the stream (EOS); returns once all of it is durable."""
-        self.journal._close_stream(self)
+        self.journal.close_stream(self._lane)
 
     def abort(self) -> None:
         """Abandon the stream: readers will report it aborted, never complete."""
-        self.journal._abort_stream(self)
+        self.journal.abort_stream(self._lane)
 
     def __enter__(self) -> Stream:
         return self
@@ -70,7 +145,7 @@ class Stream:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self.state != "open":
+        if self._lane.state != "open":
             return
         if exc_type is None:
             self.close()
@@ -78,4 +153,5 @@ class Stream:
             self.abort()
 
     def __repr__(self) -> str:
-        return f"<Stream #{self.number} {self.ident!r} {self.state} {self.total + len(self._buf)} bytes>"
+        lane = self._lane
+        return f"<Stream #{lane.number} {lane.ident!r} {lane.state} {lane.total + len(lane.buffered)} bytes>"

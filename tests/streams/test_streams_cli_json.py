@@ -103,8 +103,9 @@ def test_stats_text_and_json(journal_path: str, capsys: pytest.CaptureFixture[st
     assert all(SNAKE.match(key) for key in stats)
     assert stats == {
         "path": journal_path, "version": 2, "page_size": 4096, "file_size_bytes": 262144,
-        "first_global_record": 0, "records": stats["records"], "next_global_record": stats["records"],
-        "streams_complete": 2, "streams_aborted": 1, "streams_open": 1,
+        "first_global_record": 0, "wrapped": False, "records": stats["records"],
+        "next_global_record": stats["records"], "streams_complete": 2, "streams_aborted": 1, "streams_open": 1,
+        "streams_absent": 0,
         "data_bytes": 10_000 + 8192 + 1 + 8192, "anomalies": 0,
         "end_position": stats["end_position"], "clean_end": True, "end_reason": "end of journal",
     }

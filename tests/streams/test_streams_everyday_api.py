@@ -186,8 +186,9 @@ def test_a_journal_left_open_is_closed_with_a_resource_warning(tmp_path: pathlib
     open_one = journal.open_stream("left")
     open_one.write(b"x" * 9000)  # a record journaled: its ABORT must reach the file
     with pytest.warns(ResourceWarning, match="unclosed stream journal"):
-        assert journal._unclosed is not None
-        journal._unclosed[0]()  # what exit runs
+        finalizer = journal._core._finalizer  # the store core's unclosed-use watch
+        assert finalizer is not None
+        finalizer()  # what exit runs
     assert open_one.state == "aborted"
     with _journal(tmp_path) as again:  # the writer lock was released
         assert not again.recovery.repaired

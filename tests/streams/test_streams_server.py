@@ -195,10 +195,15 @@ def test_serve_command(tmp_path: object) -> None:
     proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 20
-        while not os.path.exists(sock_path):
+        while True:
+            # The socket file appears at bind(), a moment before listen(): a
+            # connection refused then means "not yet", not a failure.
             assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.02)
-        s = _raw(sock_path)
+            try:
+                s = _raw(sock_path)
+                break
+            except (FileNotFoundError, ConnectionRefusedError):
+                time.sleep(0.02)
         s.sendall(bytes.fromhex("00000002 6964 00000003 616263 00000000"))
         assert _recv_all(s) == b"\x01"
         s.close()

@@ -87,7 +87,7 @@ def test_write_of_parts_equals_writes_of_each(strings: list[bytes], data: st.Dat
                     for s in rest[:n]:
                         parts.append(view[at : at + len(s)])
                         at += len(s)
-                    journal._write(stream, parts)
+                    stream.write_parts(parts)
                     del parts
                     view.release()
                     scratch[:] = bytes(len(scratch))  # reused: must not change what was written
