@@ -118,18 +118,18 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("valgrind") is None:
         raise SystemExit("append_ceiling needs valgrind (apt install valgrind)")
     from benchmarks.common import Row, Target, report
-    from benchmarks.versions import _build_extensions, _git
+    from benchmarks.versions import build_extensions, git
 
     write_json = "--json" in argv
     argv = [a for a in argv if a != "--json"]
     rev = argv[0] if argv else DEFAULT_REV
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    commit = _git(here, "rev-parse", "--verify", f"{rev}^{{commit}}")
+    commit = git(here, "rev-parse", "--verify", f"{rev}^{{commit}}")
     with tempfile.TemporaryDirectory(prefix="engine-ceiling-") as parent:
         tree = os.path.join(parent, "tree")
-        _git(here, "worktree", "add", "--detach", "--quiet", tree, commit)
+        git(here, "worktree", "add", "--detach", "--quiet", tree, commit)
         try:
-            print(f"{rev} ({commit[:9]}): C extensions {_build_extensions(tree)}", flush=True)
+            print(f"{rev} ({commit[:9]}): C extensions {build_extensions(tree)}", flush=True)
             base = per_call("append", tree)
             rows = [
                 (f"{rev}: AppendLog.append", base),

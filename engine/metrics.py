@@ -159,9 +159,9 @@ def _whole(value: object) -> int:
 def _file_figures(fs: FileSystem, kind: str, path: str) -> tuple[int | None, int | None, int | None]:
     """``(records, commits, pending repairs)`` of a store other than a queue."""
     if kind == "log":
-        from engine.applog import LogReader
+        from engine.applog import AppendLog
 
-        with LogReader.open(path, fs=fs) as reader:
+        with AppendLog.open_reader(path, fs=fs) as reader:
             return int(reader.stats()["records"]), None, None
     if kind == "events":
         from engine.events import EventJournal

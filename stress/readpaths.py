@@ -6,7 +6,7 @@ not read a damaged copy only through the adapter's ``snapshot``; it reads it thr
 every path listed here:
 
 * in-process read paths (:data:`READ_PATHS`): the writer's open, the read-only
-  readers (``Queue.open_reader``, ``PageStore.open_reader``, ``LogReader``,
+  readers (``Queue.open_reader``, ``PageStore.open_reader``, ``AppendLog.open_reader``,
   ``EventJournal.open_reader``, ``read_streams``) and the Spark sources'
   partition readers called directly, without a Spark session (cheap: no JVM);
 * the command line (:data:`CLI_COMMANDS`): ``engine inspect``, ``engine verify``
@@ -117,9 +117,9 @@ def _applog_writer(fs: FileSystem, root: str) -> Any:
 
 
 def _applog_reader(fs: FileSystem, root: str) -> Any:
-    from engine.applog import LogReader
+    from engine.applog import AppendLog
 
-    reader = LogReader.open(root, fs=fs)
+    reader = AppendLog.open_reader(root, fs=fs)
     try:
         first, nxt = reader.first_index, reader.next_index
         return first, nxt, [(r.index, r.time_ns, r.flags, r.data) for r in reader.scan(first)]

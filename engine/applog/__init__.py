@@ -4,7 +4,8 @@
   ``get``, ``scan``, ``between``, ``expire``, ``truncate_before``, ``follow``,
   ``stats``; ``len(log)``, ``log[i]``, ``i in log``, iteration; a context manager;
 * :class:`LogReader` — a read-only view that takes no lock, for other processes
-  (and the Spark data source): the same queries plus ``segments()``;
+  (and the Spark data source): the same queries plus ``segments()``; open it
+  with ``AppendLog.open_reader(directory)`` (= ``LogReader.open``);
 * :class:`Record` — ``(index, time_ns, flags, data)``, with ``time`` (an aware UTC
   datetime) and ``value`` (the object, with ``serializer=``);
 

@@ -13,19 +13,16 @@ log's lock, which no writer holds across an fsync.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncGenerator, Iterator
 
-if TYPE_CHECKING:
-    from engine.applog.segment import Record
-    from engine.applog.view import LogView
+from engine.applog.segment import Record
 
 
-async def follow_async(
-    view: LogView, start: int | None, poll: float, timeout: float | None
-) -> AsyncGenerator[Record, None]:
-    """:meth:`LogView.follow`'s steps for a coroutine (arguments already checked)."""
-    for step in view._follow_steps(start, poll, timeout):
+async def follow_async(steps: Iterator[list[Record] | float]) -> AsyncGenerator[Record, None]:
+    """Following's ``steps`` (:meth:`LogView._follow_steps
+    <engine.applog.view.LogView._follow_steps>`: chunks of records, or seconds
+    to wait) for a coroutine."""
+    for step in steps:
         if isinstance(step, float):
             await asyncio.sleep(step)
         else:

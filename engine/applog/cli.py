@@ -20,9 +20,10 @@ from typing import Any
 
 from rich.table import Table
 
-from engine.applog.log import LOCK_FILE, AppendLog
+from engine.applog.log import AppendLog
 from engine.applog.reader import LogReader
 from engine.applog.segment import Record
+from engine.applog.view import LOCK_FILE
 from engine.clireport import (
     add_json_option,
     bytes_fields,
@@ -69,7 +70,7 @@ def _open(directory: str) -> LogReader:
     """A reader of the append log in ``directory``; "no such append log" (exit 1)
     for a directory that holds none: an empty or unrelated directory is not an
     empty log (a log's writer leaves its lock file there from its first open)."""
-    reader = LogReader.open(directory)
+    reader = AppendLog.open_reader(directory)
     if not reader.segments() and not os.path.exists(os.path.join(directory, LOCK_FILE)):
         reader.close()
         raise FileNotFoundError(errno.ENOENT, "no such append log (no segments, no lock file)", directory)

@@ -23,7 +23,7 @@ from engine.applog.codec import (
     entry_count,
     parse_segment_name,
 )
-from engine.applog.reader import LogReader
+from engine.applog.log import AppendLog
 from engine.applog.recovery import Mismatch, scan_segment
 from engine.clireport import human_bytes, human_duration_ns, human_time_ns
 from engine.errors import CorruptFileError, FormatError
@@ -148,10 +148,10 @@ def _summarize(fs: FileSystem, path: str) -> Mapping[str, object]:
 
 
 def stats(fs: FileSystem, path: str) -> Mapping[str, object]:
-    """A log directory's :meth:`LogReader.stats`, or one file's raw figures."""
+    """A log directory's reader's ``stats()``, or one file's raw figures."""
     if not fs.isdir(path):
         return _file_stats(fs, path)
-    with LogReader.open(path, fs=fs) as reader:
+    with AppendLog.open_reader(path, fs=fs) as reader:
         return reader.stats()
 
 
@@ -167,7 +167,7 @@ def verify(fs: FileSystem, path: str) -> list[str]:
 
 def _verify(fs: FileSystem, path: str) -> list[str]:
     if fs.isdir(path):
-        with LogReader.open(path, fs=fs) as reader:
+        with AppendLog.open_reader(path, fs=fs) as reader:
             return reader.verify()
     log_path, idx_path, crc_path, base = _pair(path)
     log, idx = _read(fs, log_path), (_read(fs, idx_path) if fs.exists(idx_path) else b"")

@@ -21,19 +21,32 @@ missing or wrong ends the log (a torn, never acknowledged append), so a torn
 record never comes back as data that was not written.  What opening repaired is
 in ``log.recovery`` (:mod:`engine.applog.opening`).
 
-``sync="always"`` flushes and syncs before ``append`` returns, sharing the fsyncs of
-concurrent threads (group commit); a period (seconds or a timedelta) syncs in the
-background; ``"never"`` leaves it to the OS.  Buffered records reach the files when the buffer
-holds ``buffer_bytes``, at every sync, on ``flush()`` and on ``close()``.
+The life cycle is the store core's (:class:`engine.fs.core.StoreCore`), as for
+every store: :meth:`AppendLog.open` is its open sequence (the writer lock, the
+segments' files kept by the core, :func:`engine.applog.opening.open_segments`
+repairing into ``core.report``, the log installing what it returned), a failed
+write or sync trips the core's failure latch (every later write raises it), and
+``close`` is the core's ``begin_close``/``finish_close``.
+
+``sync=`` is the core's sync policy, driven by its
+:class:`~engine.fs.core.SyncDriver`: ``"always"`` flushes and syncs before
+``append`` returns, sharing the fsyncs of concurrent threads (the driver's group
+commit); a period (seconds or a timedelta) syncs from the driver's thread once
+per period while records were appended; ``"never"`` leaves it to the OS and to
+``close()``.  Buffered records reach the files when the buffer holds
+``buffer_bytes``, at every sync, on ``flush()`` and on ``close()``.
 
 Rotation: the full segment is synced first, then the new one is created (files
 fsynced, then the directory), so segments are always contiguous on disk.
 
 A log dropped or left open at exit without ``close()`` is closed (flushed,
-synced, its lock released) with a ResourceWarning
-(:meth:`~engine.applog.view.LogView._close_when_dropped`); the group commit, the
-background syncer and the segment writer call the log through weak references
-(:func:`engine.lifetime.weak_call`) so that they do not keep it alive.
+synced, its lock released) with a ResourceWarning (the core's unclosed-use
+watch); the sync driver and the segment writer call the log through weak
+references (:func:`engine.lifetime.weak_call`) so that they do not keep it alive.
+
+Read-only access is :meth:`AppendLog.open_reader` (the same as
+:meth:`LogReader.open <engine.applog.reader.LogReader.open>`): no lock, no
+repair.
 """
 
 from __future__ import annotations
@@ -56,18 +69,17 @@ from engine.applog.codec import (
     MAX_RECORD_SIZE,
     RECORD_HEADER_SIZE,
 )
-from engine.applog.opening import open_segments
+from engine.applog.opening import OpenedLog, open_segments
+from engine.applog.reader import LogReader
 from engine.applog.segment import Record, Segment, record_class
-from engine.applog.view import START_FILE, LogView
+from engine.applog.view import LOCK_FILE, START_FILE, LogView
 from engine.applog.writer import SegmentWriter, create_segment, encode_batch
+from engine.conventions import Serializer
 from engine.conventions import serializer as parse_serializer
-from engine.errors import ClosedError, ConfigError, CorruptFileError, PoisonedError
+from engine.errors import ConfigError, CorruptFileError
 from engine.fs import (
     FileSystem,
     GroupCommit,
-    HeldLock,
-    PeriodicSync,
-    RecoveryReport,
     SyncPolicy,
     as_path,
     atomic_write,
@@ -75,8 +87,8 @@ from engine.fs import (
     make_dirs,
     no_such,
     resolve,
-    take_lock,
 )
+from engine.fs.core import StoreCore
 from engine.lifetime import weak_call
 
 log = logging.getLogger("engine.applog")
@@ -84,8 +96,6 @@ log = logging.getLogger("engine.applog")
 _time_ns = time.time_ns
 _BYTES_ONLY = frozenset({bytes})
 
-#: Name of the writer's lock file (an extension of the format; readers never take it).
-LOCK_FILE = ".lock"
 DEFAULT_SEGMENT_BYTES = 64 << 20
 DEFAULT_BUFFER_BYTES = 64 << 10
 
@@ -95,41 +105,41 @@ class AppendLog(LogView):
 
     def __init__(
         self,
-        fs: FileSystem,
-        directory: str,
+        core: StoreCore,
+        opened: OpenedLog,
         *,
-        ttl_ns: int | None,
         segment_bytes: int,
-        sync: SyncPolicy,
         buffer_bytes: int,
-        serializer: object = None,
+        serializer: Serializer | None = None,
     ) -> None:
-        super().__init__(directory)
-        self._fs = fs
-        ser = parse_serializer(serializer)
+        super().__init__(core, record_class(serializer))
         #: The serializer's dumps (None: records are bytes, appended as given).
-        self._dumps = None if ser is None else ser.dumps
-        self._decoded = record_class(ser)
-        self._ttl_arg = ttl_ns
-        self.ttl_ns = 0
+        self._dumps = None if serializer is None else serializer.dumps
         self.segment_bytes = segment_bytes
-        self.sync_policy = sync
         self.buffer_bytes = buffer_bytes
         self._sync_lock = threading.Lock()
-        self._held: HeldLock | None = None
-        # The active segment's writer (None until open() and after close()).
+        # The active segment's writer (None until installed and after close()).
         self._writer: SegmentWriter | None = None
         #: What ``append`` hands the encoder: the active writer's state, or None
-        #: when the log takes no record (before open(), closed, or failed): the
-        #: encoder refuses None, and append's rare path says why (_refused).
-        #: Set with _writer (_install), cleared by _fail and _release.
+        #: when the log takes no record (closed, or failed): the encoder refuses
+        #: None, and append's rare path says why (_refused).  Set with _writer
+        #: (_install), cleared by _fail_locked and close.
         self._state: list[Any] | None = None
         self._synced_end = 0  # the writer's next index at the last sync
-        self._failure: BaseException | None = None
-        #: What open() repaired (empty when the log was closed cleanly).
-        self.recovery = RecoveryReport(self.directory)
+        #: ``sync="always"``: the sync driver's group commit (None otherwise).
         self._gc: GroupCommit | None = None
-        self._periodic: PeriodicSync | None = None
+        # What recovery found, installed.
+        self._segments = opened.segments
+        self._bases = [s.base for s in opened.segments]
+        self._start = opened.start
+        self.ttl_ns = opened.ttl_ns
+        last_time = next((s.last_time for s in reversed(self._segments) if s.last_time is not None), INT64_MIN)
+        self._synced_end = self._install(self._new_writer(self._segments[-1], last_time)).next_index
+
+    @property
+    def sync_policy(self) -> SyncPolicy:
+        """The ``sync=`` policy the log was opened with."""
+        return self._core.policy
 
     # ==================================================================================
     # open
@@ -163,53 +173,50 @@ class AppendLog(LogView):
         ``serializer``: None (records are bytes), ``"json"``, ``"pickle"`` or a
         ``(dumps, loads)`` pair: ``append`` takes objects, records give them back
         as ``record.value`` (``record.data`` stays the bytes).
+
+        The store core's open sequence: the writer lock (``<dir>/.lock``), then
+        recovery (:func:`engine.applog.opening.open_segments`, into
+        :attr:`recovery`), then the log installs the segments it found; any
+        failure releases what was taken.
         """
-        directory = as_path(directory, "directory")
+        directory = as_path(directory, "directory").rstrip("/") or "/"
         ttl_value = ttl_arg_ns(ttl, ttl_ns)
         if segment_bytes < HEADER_SIZE + RECORD_HEADER_SIZE:
             raise ConfigError(f"segment_bytes must be at least {HEADER_SIZE + RECORD_HEADER_SIZE}")
         if buffer_bytes < 0:
             raise ConfigError("buffer_bytes must be >= 0")
         fsys = resolve(fs)
-        self = cls(
-            fsys,
-            directory,
-            ttl_ns=ttl_value,
-            segment_bytes=segment_bytes,
-            sync=SyncPolicy.parse(period_arg(sync)),
-            buffer_bytes=buffer_bytes,
-            serializer=serializer,
-        )
+        codec = parse_serializer(serializer)
+        policy = SyncPolicy.parse(period_arg(sync))
         if create:
-            make_dirs(fsys, self.directory)
-        elif not fsys.isdir(self.directory):
-            raise no_such(fsys, self.directory, "append log directory")
-        self._held = take_lock(
-            fsys, f"{self.directory}/{LOCK_FILE}", wait=lock_wait, what="writer lock of the append log"
-        )
-        try:
-            opened = open_segments(fsys, self.directory, self._ttl_arg, self.recovery)
-        except BaseException:
-            self._release()
-            raise
-        self._segments = opened.segments
-        self._bases = [s.base for s in opened.segments]
-        self._start = opened.start
-        self.ttl_ns = opened.ttl_ns
-        last_time = next((s.last_time for s in reversed(self._segments) if s.last_time is not None), INT64_MIN)
-        self._synced_end = self._install(self._new_writer(self._segments[-1], last_time)).next_index
-        self.recovery.log(log)
-        # The helpers call the log through weak references, so a log dropped
-        # without close() is collected and closed (_close_when_dropped).
-        if self.sync_policy.always:
-            self._gc = GroupCommit(weak_call(self._sync_files, required=True), name=self.directory)
-        elif self.sync_policy.mode == "periodic":
-            self._periodic = PeriodicSync(
-                weak_call(self._sync_files), self.sync_policy.period, dirty=weak_call(self._has_unsynced),
-                name="engine-applog-sync",
-            )
-        self._close_when_dropped(f"append log {self.directory!r}")
+            make_dirs(fsys, directory)
+        elif not fsys.isdir(directory):
+            raise no_such(fsys, directory, "append log directory")
+        core = StoreCore(fsys, directory, "append log", policy=policy)
+        with core.opening():
+            core.lock(f"{directory}/{LOCK_FILE}", wait=lock_wait)
+            opened = open_segments(fsys, directory, ttl_value, core.report)
+            for seg in opened.segments:
+                core.keep(seg)
+            self = cls(core, opened, segment_bytes=segment_bytes, buffer_bytes=buffer_bytes, serializer=codec)
+        core.opened(self, log)
+        # The driver calls the log through weak references, so a log dropped
+        # without close() is collected and closed (the core's watch).
+        driver = core.start_sync(weak_call(self._sync_files, required=True), dirty=weak_call(self._has_unsynced),
+                                 name="engine-applog-sync")
+        self._gc = driver.group
         return self
+
+    @staticmethod
+    def open_reader(
+        directory: str | os.PathLike[str],
+        *,
+        serializer: object = None,
+        fs: FileSystem | None = None,
+    ) -> LogReader:
+        """:meth:`LogReader.open <engine.applog.reader.LogReader.open>`: a reader
+        of the log in ``directory`` (no lock, no repair)."""
+        return LogReader.open(directory, serializer=serializer, fs=fs)
 
     def _has_unsynced(self) -> bool:
         """Whether records were appended since the last sync (the periodic syncer
@@ -221,24 +228,17 @@ class AppendLog(LogView):
     # writing
     # ==================================================================================
     def _check_writable(self) -> SegmentWriter:
-        """The active segment's writer, or ClosedError/PoisonedError (also when the
-        background syncer failed)."""
-        self._check_open()
-        if self._failure is not None:
-            raise PoisonedError(self.directory, self._failure)
-        if self._periodic is not None:
-            self._periodic.check()
+        """The active segment's writer, or the core's ClosedError/PoisonedError
+        (the latch: a failed write or sync, the background one's included)."""
+        self._core.check_writable()
         writer = self._writer
-        if writer is None:
-            raise ClosedError(f"{self.directory}: append log is closed")
+        assert writer is not None  # (None only once closed)
         return writer
 
     def _fail_locked(self, exc: BaseException) -> None:
-        """Remember the first failure of a write or sync (the lock held): the
-        files' state is unknown from then on, so every later write raises
-        PoisonedError."""
-        if self._failure is None:
-            self._failure = exc
+        """Trip the core's failure latch (the lock held): the files' state is
+        unknown from then on, so every later write raises PoisonedError."""
+        self._core.fail(exc, self.directory)
         self._state = None  # append refuses from now on (see _refused)
 
     def _stamp(self, time_ns: int | None) -> int:
@@ -430,11 +430,10 @@ class AppendLog(LogView):
         """Seal the active segment (flush + sync) and start a new one."""
         writer = self._writer
         assert writer is not None
-        if self._failure is not None:
-            raise PoisonedError(self.directory, self._failure)
+        self._core.latch.check()
         try:
             writer.seal()
-            seg = create_segment(self._fs, self.directory, writer.seg.end, self.ttl_ns)
+            seg = self._keep(create_segment(self._fs, self.directory, writer.seg.end, self.ttl_ns))
         except BaseException as exc:
             self._fail_locked(exc)
             raise
@@ -464,8 +463,7 @@ class AppendLog(LogView):
         writer = self._writer
         if writer is None or not writer.unflushed:
             return
-        if self._failure is not None:
-            raise PoisonedError(self.directory, self._failure)
+        self._core.latch.check()
         try:
             writer.flush()
         except BaseException as exc:
@@ -497,8 +495,7 @@ class AppendLog(LogView):
 
     def _flush_for_sync_locked(self) -> SegmentWriter:
         """Flush what a sync is to cover (the lock held); the writer to sync."""
-        if self._failure is not None:
-            raise PoisonedError(self.directory, self._failure)
+        self._core.latch.check()
         self._flush_locked()
         writer = self._writer
         assert writer is not None
@@ -522,7 +519,7 @@ class AppendLog(LogView):
         seg = writer.seg
         if index is not None and index < seg.base + seg.count:  # (seg.end, without a property call)
             return
-        if writer.unflushed and self._failure is None:
+        if writer.unflushed and not self._core.failed:
             self._flush_locked()
 
     # ==================================================================================
@@ -536,8 +533,7 @@ class AppendLog(LogView):
         try:
             for seg in victims:
                 assert seg is not self._segments[-1]
-                self._index_cache.pop(seg.base, None)
-                seg.close()
+                self._drop(seg)
                 crashpoint("applog.delete.before-unlink")
                 self._fs.unlink(seg.log_path)
                 self._fs.unlink(seg.idx_path)
@@ -632,7 +628,7 @@ class AppendLog(LogView):
         going down.  Raises CorruptFileError/FormatError; returns notes."""
         with self._lock:
             self._check_open()
-            if self._failure is None:
+            if not self._core.failed:
                 self._flush_locked()
             contents = {}
             for seg in self._segments:
@@ -648,37 +644,30 @@ class AppendLog(LogView):
                         raise CorruptFileError(path, 0, "the segment file", "no file")
             return notes
 
-    def _release(self) -> None:
-        for seg in self._segments:
-            seg.close()
-        self._segments = []
-        self._writer = None
-        self._state = None
-        if self._held is not None:
-            self._held.release()
-            self._held = None
-
     def close(self) -> None:
-        """Flush and (unless sync="never") sync, then release the files and lock."""
-        self._unwatch()
-        # Stop the background syncer first: it takes _sync_lock itself.
-        if self._periodic is not None:
-            self._periodic.stop()
-        with self._sync_lock:
-            with self._lock:
-                if self._closed:
-                    return
-            try:
-                if self._failure is None:
-                    if self.sync_policy.mode == "never":
+        """Flush and (unless sync="never") sync, then release the files and lock
+        (the store core's close, once: the sync thread stopped first)."""
+        core = self._core
+        # (Stops the driver's thread, which takes the locks below: not held here.)
+        if not core.begin_close():
+            return
+        try:
+            with self._sync_lock:
+                with self._lock:
+                    self._state = None  # append refuses from now on: closed
+                if not core.failed:
+                    if core.policy.mode == "never":
                         with self._lock:
                             self._flush_locked()
                     else:
                         self._sync_files_locked()
-            finally:
-                with self._lock:
-                    self._closed = True
-                    self._release()
+        finally:
+            with self._lock:
+                self._writer = None
+                self._segments = []
+                self._bases = []
+                self._index_cache.clear()
+                core.finish_close()  # the segments' files, then the writer lock
 
     def __enter__(self) -> AppendLog:
         return self
@@ -689,7 +678,7 @@ class AppendLog(LogView):
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else f"[{self._start}, ...)"
+        state = "closed" if self._core.closed else f"[{self._start}, ...)"
         return f"<AppendLog {self.directory!r} {state} sync={self.sync_policy}>"
 
 

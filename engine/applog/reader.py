@@ -56,13 +56,13 @@ from engine.applog.codec import (
     parse_segment_name,
     record_crc,
 )
-from engine.applog.log import LOCK_FILE
 from engine.applog.recovery import Mismatch, scan_sealed
-from engine.applog.segment import Segment, crc_path, idx_path, log_path, no_file_behind, record_class
-from engine.applog.view import START_FILE, LogView, parse_start, read_headers
+from engine.applog.segment import Record, Segment, crc_path, idx_path, log_path, no_file_behind, record_class
+from engine.applog.view import LOCK_FILE, START_FILE, LogView, parse_start, read_headers
 from engine.conventions import serializer as parse_serializer
 from engine.errors import CorruptFileError, FormatError
-from engine.fs import FileHandle, FileSystem, OpenMode, RecoveryReport, as_path, no_such, probe_lock, resolve
+from engine.fs import FileHandle, FileSystem, OpenMode, as_path, no_such, probe_lock, resolve
+from engine.fs.core import StoreCore
 
 log = logging.getLogger("engine.applog")
 
@@ -79,38 +79,42 @@ class LogReader(LogView):
     ``next_index``, ``verify()``.  Use :meth:`open`; close it when done.
     """
 
-    def __init__(self, fs: FileSystem, directory: str) -> None:
-        super().__init__(directory)
-        self._fs = fs
-        #: A reader repairs nothing (the writer's next open does); what it does not
-        #: show of a torn tail of the newest segment is reported here
-        #: (``dropped`` index entries) and logged once on ``engine.applog``.
-        self.recovery = RecoveryReport(self.directory)
+    def __init__(self, core: StoreCore, decoded: type[Record] | None) -> None:
+        super().__init__(core, decoded)
+        # A reader repairs nothing (the writer's next open does); what it does
+        # not show of a torn tail of the newest segment is reported in
+        # ``recovery`` (``dropped`` index entries or log bytes) and logged once
+        # on ``engine.applog``: what was reported, per segment.
         self._hidden: dict[int, tuple[int, int]] = {}  # base -> (kept, entries) reported
         self._hidden_log: dict[int, tuple[int, int]] = {}  # base -> (shown end, log size) reported
 
     @classmethod
     def open(
-        cls, directory: str | os.PathLike[str], *, fs: FileSystem | None = None, serializer: object = None
+        cls,
+        directory: str | os.PathLike[str],
+        *,
+        serializer: object = None,
+        fs: FileSystem | None = None,
     ) -> LogReader:
-        """Open the log in ``directory`` for reading (it must exist).
+        """Open the log in ``directory`` for reading (it must exist): no lock, no
+        repair (:meth:`AppendLog.open_reader <engine.applog.log.AppendLog.open_reader>`
+        is the same).
 
         ``serializer``: as the writer's (``"json"``, ``"pickle"``, a ``(dumps,
-        loads)`` pair): records give ``record.value`` decoded."""
-        directory = as_path(directory, "directory")
+        loads)`` pair): records give ``record.value`` decoded.  Raises
+        FileNotFoundError (no log there), CorruptFileError / FormatError
+        (damaged or foreign files)."""
+        directory = as_path(directory, "directory").rstrip("/") or "/"
         decoded = record_class(parse_serializer(serializer))
         fsys = resolve(fs)
         if not fsys.isdir(directory):
             raise no_such(fsys, directory, "append log directory")
-        self = cls(fsys, directory)
-        self._decoded = decoded
-        try:
-            self.refresh()
-        except BaseException:
-            self.close()
-            raise
-        self._close_when_dropped(f"append log reader {self.directory!r}")
-        return self
+        core = StoreCore(fsys, directory, "append log", writer=False)
+        with core.opening():
+            reader = cls(core, decoded)
+            reader.refresh()
+        core.opened(reader)
+        return reader
 
     # -- keeping current ---------------------------------------------------------------
     def refresh(self) -> None:
@@ -134,8 +138,7 @@ class LogReader(LogView):
                     continue  # deleted between listdir and open
             keep.append(seg)
         for gone in known.values():
-            self._index_cache.pop(gone.base, None)
-            gone.close()
+            self._drop(gone)
         self._segments = [s for s in self._segments if s.base not in known]
         try:
             self._check_segments(keep)
@@ -145,7 +148,7 @@ class LogReader(LogView):
             old = {id(s) for s in self._segments}
             for seg in keep:
                 if id(seg) not in old:
-                    seg.close()
+                    self._drop(seg)
             raise
 
     def _listed(self, path: str) -> bool:
@@ -208,8 +211,7 @@ class LogReader(LogView):
             missing = getattr(exc, "filename", None) or seg.idx_path
             raise CorruptFileError(missing, 0, "a file of a sealed segment", "no file") from None
         for old in gone:
-            self._index_cache.pop(old.base, None)
-            old.close()
+            self._drop(old)
 
     def _prepare_read(self, index: int | None) -> None:
         # Lookups inside the known range need no directory listing: sealed
@@ -242,7 +244,7 @@ class LogReader(LogView):
             if ih is not None:
                 ih.close()
             raise
-        return Segment(self.directory, base, ttl, lh, ih, 0, HEADER_SIZE, None, None, crc=ch)
+        return self._keep(Segment(self.directory, base, ttl, lh, ih, 0, HEADER_SIZE, None, None, crc=ch))
 
     def _entry_agrees(self, seg: Segment, position: int, log_size: int) -> tuple[int, int] | None:
         """``(time, end)`` of the record entry ``position`` names, if they agree."""
@@ -428,7 +430,7 @@ class LogReader(LogView):
         detail = (f"the newest segment's log holds {log_size - shown} bytes of records past the {seg.count} "
                   f"shown without index entries in {seg.idx_path}: "
                   "a torn tail or a cut index (the writer's next open cuts or re-indexes them); not shown")
-        self.recovery.add("dropped", seg.log_path, log_size - shown, "bytes", offset=shown, detail=detail)
+        self._core.report.add("dropped", seg.log_path, log_size - shown, "bytes", offset=shown, detail=detail)
         log.warning("%s: %s", seg.log_path, detail)
 
     def _report_hidden(self, seg: Segment, kept: int, n: int) -> None:
@@ -443,7 +445,7 @@ class LogReader(LogView):
         self._hidden[seg.base] = (kept, n)
         detail = (f"records {seg.base + kept}..{seg.base + n - 1} of the newest segment do not agree with the log "
                   "or their checksums: a torn tail (the writer's next open cuts it) or damage; not shown")
-        self.recovery.add("dropped", seg.idx_path, n - kept, "entries", offset=entry_offset(kept), detail=detail)
+        self._core.report.add("dropped", seg.idx_path, n - kept, "entries", offset=entry_offset(kept), detail=detail)
         log.warning("%s: %s", seg.idx_path, detail)
 
     # -- self-check and closing -----------------------------------------------------------
@@ -461,14 +463,16 @@ class LogReader(LogView):
             return self._verify_segments(contents, tail_ok=True)
 
     def close(self) -> None:
-        """Close the files (the reader takes no lock and writes nothing)."""
-        self._unwatch()
+        """Close the files (the reader takes no lock and writes nothing; the
+        store core's close, once)."""
+        core = self._core
         with self._lock:
-            for seg in self._segments:
-                seg.close()
+            if not core.begin_close():
+                return
             self._segments = []
             self._bases = []
-            self._closed = True
+            self._index_cache.clear()
+            core.finish_close()
 
     def __enter__(self) -> LogReader:
         return self

@@ -1,9 +1,13 @@
 """The read side shared by the writer and the lock-free reader.
 
 :class:`LogView` holds the ordered list of :class:`~engine.applog.segment.Segment`
-objects and answers every query by index or time.  Subclasses decide how the list
-is kept current (:meth:`LogView._prepare_read`): the writer flushes its buffer, the
-reader re-reads the directory and the index sizes.
+objects and answers every query by index or time, over one
+:class:`~engine.fs.core.StoreCore` (which keeps the segments' files and the
+writer's lock, closes them once, and watches for a view left open).  Subclasses
+decide how the list is kept current (:meth:`LogView._prepare_read`): the writer
+(:class:`engine.applog.log.AppendLog`) flushes its buffer, the reader
+(:class:`engine.applog.reader.LogReader`) re-reads the directory and the index
+sizes.
 
 Generators (``scan``, ``between``, ``follow``) read in chunks under the lock and
 yield outside it, so a slow consumer never blocks the writer.
@@ -26,7 +30,9 @@ from engine.applog.codec import CRC_MAGIC, HEADER_SIZE, IDX_MAGIC, LOG_MAGIC, ch
 from engine.applog.recovery import Mismatch, scan_segment
 from engine.applog.segment import Record, Segment
 from engine.conventions import duration_seconds, timeout_seconds
-from engine.errors import ClosedError, CorruptFileError
+from engine.errors import CorruptFileError
+from engine.fs import FileSystem, RecoveryReport
+from engine.fs.core import StoreCore
 from engine.lifetime import ClosedWhenDropped
 
 _bisect_right = bisect.bisect_right
@@ -46,6 +52,9 @@ ADMIT_DIVISOR = 16
 #: Name of the log-start checkpoint written by ``truncate_before`` (an extension of
 #: the LOG/IDX format).
 START_FILE = "log-start-index"
+#: Name of the writer's lock file (an extension of the format; readers never take
+#: it, they only probe it: :mod:`engine.applog.reader`).
+LOCK_FILE = ".lock"
 
 
 @dataclass(frozen=True)
@@ -77,8 +86,12 @@ def parse_start(raw: bytes, path: str) -> int:
 class LogView(ClosedWhenDropped):
     """Queries over a list of segments; see the module docstring."""
 
-    def __init__(self, directory: str) -> None:
-        self.directory = directory.rstrip("/") or "/"
+    _core: StoreCore  # (set first in __init__)
+
+    def __init__(self, core: StoreCore, decoded: type[Record] | None) -> None:
+        self._core = core
+        self.directory = core.path
+        self._fs: FileSystem = core.fs
         #: The log's lock: a plain Lock (cheaper than an RLock on every append),
         #: so nothing that holds it calls a method that takes it: the public
         #: methods take it once and the ``*_locked`` helpers expect it held.
@@ -86,17 +99,38 @@ class LogView(ClosedWhenDropped):
         self._segments: list[Segment] = []
         self._bases: list[int] = []
         self._start = 0
-        self._closed = False
         self._index_cache: OrderedDict[int, Segment] = OrderedDict()
         #: The record class of a log opened with ``serializer=`` (decodes
         #: ``value``); None: plain :class:`Record` s, returned as read.
-        self._decoded: type[Record] | None = None
+        self._decoded = decoded
 
-    def _close_when_dropped(self, what: str) -> None:
-        """A view dropped or left open at exit is closed, with a ResourceWarning
-        (:class:`engine.lifetime.ClosedWhenDropped`: nothing the view holds may
-        refer back to it, see :func:`engine.lifetime.weak_call`)."""
-        self._watch_unclosed(what)
+    @property
+    def recovery(self) -> RecoveryReport:
+        """The writer: what opening repaired (empty when the log was closed
+        cleanly).  A reader repairs nothing: what it does not show of a torn
+        tail of the newest segment (see :mod:`engine.applog.reader`)."""
+        return self._core.report
+
+    @property
+    def read_only(self) -> bool:
+        """True for a reader (:class:`~engine.applog.reader.LogReader`)."""
+        return not self._core.writer
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._core.closed
+
+    # -- the segments the core keeps ----------------------------------------------------
+    def _keep(self, seg: Segment) -> Segment:
+        """Keep ``seg``'s files open until close (the core closes them once)."""
+        return self._core.keep(seg)
+
+    def _drop(self, seg: Segment) -> None:
+        """Close ``seg`` now (deleted, or no longer the view's) and stop keeping it."""
+        self._index_cache.pop(seg.base, None)
+        self._core.forget(seg)
+        seg.close()
 
     # -- subclass hooks ----------------------------------------------------------------
     def _prepare_read(self, index: int | None) -> None:
@@ -107,8 +141,7 @@ class LogView(ClosedWhenDropped):
         raise NotImplementedError
 
     def _check_open(self) -> None:
-        if self._closed:
-            raise ClosedError(f"{self.directory}: append log is closed")
+        self._core.check_open()
 
     # -- extent ------------------------------------------------------------------------
     def _first_locked(self) -> int:
@@ -220,8 +253,8 @@ class LogView(ClosedWhenDropped):
     def get(self, index: int) -> Record:
         """The record with this index; IndexError if it is not (or no longer) kept."""
         with self._lock:
-            if self._closed:
-                self._check_open()
+            if self._core.closed:
+                self._core.check_open()
             self._prepare_read(index)
             segs = self._segments
             first = self._start
@@ -402,7 +435,7 @@ class LogView(ClosedWhenDropped):
         is never blocked.  Cancel the task (or break) to stop following."""
         poll_s = duration_seconds(poll, "poll")
         assert poll_s is not None
-        return aio.follow_async(self, start, poll_s, timeout_seconds(timeout))
+        return aio.follow_async(self._follow_steps(start, poll_s, timeout_seconds(timeout)))
 
     def _follow(self, start: int | None, poll: float, timeout: float | None) -> Iterator[Record]:
         for step in self._follow_steps(start, poll, timeout):

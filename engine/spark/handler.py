@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from engine.applog import handler as applog_handler
-from engine.applog.reader import LogReader
+from engine.applog.log import AppendLog
 from engine.errors import CorruptFileError
 from engine.formats import FormatHandler
 from engine.fs import FileSystem
@@ -32,7 +32,7 @@ def stats(fs: FileSystem, path: str) -> Mapping[str, object]:
     shards = list(doc.get("shards", []))  # type: ignore[call-overload]
     records = 0
     for name in shards:
-        with LogReader.open(join(path, name), fs=fs) as reader:
+        with AppendLog.open_reader(join(path, name), fs=fs) as reader:
             records += reader.next_index - reader.first_index
     streams = doc.get("streams")
     return {
@@ -73,7 +73,7 @@ def verify(fs: FileSystem, path: str) -> list[str]:
             raise CorruptFileError(join(path, MANIFEST), 0, f"shard {name!r} to exist", "it is missing")
         for note in applog_handler.verify(fs, shard):
             notes.append(f"{name}: {note}")
-        with LogReader.open(shard, fs=fs) as reader:
+        with AppendLog.open_reader(shard, fs=fs) as reader:
             notes.append(f"{name}: {reader.next_index - reader.first_index} records")
     notes.extend(f"{d}: not published (engine spark cleanup removes it)" for d in _unlisted(fs, path, listed))
     return notes

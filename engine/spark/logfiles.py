@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import importlib
 import posixpath
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from engine.applog.codec import (
     CRC_MAGIC,
@@ -36,6 +34,7 @@ from engine.applog.codec import (
     check_header,
     crc_offset,
 )
+from engine.applog.log import AppendLog
 from engine.applog.view import START_FILE
 from engine.errors import ConfigError, CorruptFileError
 from engine.fs import FileHandle, FileSystem, resolve
@@ -215,21 +214,16 @@ def start_index(fs: FileSystem, path: str) -> int:
 def list_segments(path: str, fs: FileSystem | None = None, *, use_store: bool = True) -> list[Segment]:
     """The segments of the log directory ``path``, oldest first, past its start index.
 
-    With ``use_store`` (and the append-log store installed) the store's own
-    lock-free reader (:class:`engine.applog.LogReader`) decides what is visible,
-    so Spark sees exactly what ``AppendLog``/``LogReader`` readers see: index
+    With ``use_store`` the store's own lock-free reader
+    (:meth:`engine.applog.AppendLog.open_reader`) decides what is visible, so
+    Spark sees exactly what ``AppendLog``/``LogReader`` readers see: index
     entries that agree with the log, a torn tail left out.  Otherwise this
     module's own check is used (entries whose records fit in the log; the decode
     then checks that they agree).
     """
     fs = resolve(fs)
     if use_store:
-        try:
-            applog = importlib.import_module("engine.applog")
-        except ModuleNotFoundError:
-            applog = None  # the store is optional in a build
-        if applog is not None:
-            return _store_segments(applog.LogReader, path, fs)
+        return _store_segments(path, fs)
     found = sorted((int(m.group(1)), n) for n in fs.listdir(path) if (m := SEGMENT_RE.match(n)))
     start = start_index(fs, path)
     out = []
@@ -254,9 +248,9 @@ def _from_start(fs: FileSystem, seg: Segment, start: int) -> Segment | None:
     return dataclasses.replace(seg, min_pos=pos, first_time_ns=t0)
 
 
-def _store_segments(reader_cls: Any, path: str, fs: FileSystem) -> list[Segment]:
+def _store_segments(path: str, fs: FileSystem) -> list[Segment]:
     """Segments as the append-log store's read-only reader sees them."""
-    reader = reader_cls.open(path, fs=fs)
+    reader = AppendLog.open_reader(path, fs=fs)
     try:
         infos = reader.segments()
         start = reader.first_index if infos else 0

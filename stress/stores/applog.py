@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.applog import AppendLog, LogReader
+from engine.applog import AppendLog
 from engine.errors import EngineError
 from engine.fs import FileSystem, OsFileSystem, make_dirs
 from stress.core import MIN_PAYLOAD, Op, Session, Step, StoreAdapter, Violation, count_read, payload, payload_ok
@@ -221,7 +221,7 @@ class AppLogAdapter(StoreAdapter):
         while not stop():
             try:
                 if reader is None:
-                    reader = LogReader.open(root, fs=fs)
+                    reader = AppendLog.open_reader(root, fs=fs)
                 reader.refresh()
                 first = reader.first_index
                 prev_index, prev_time = None, None
