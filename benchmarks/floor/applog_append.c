@@ -5,7 +5,7 @@
  * writes it: the framed records (``record_bytes`` each: frame + data) in one write at
  * the LOG's end, their checksums (``crc_bytes`` each) in one write to .crc, their
  * index entries (``idx_bytes`` each) in one write to .idx.  A second thread does the
- * store's PeriodicSync every ``period_ms``: fdatasync LOG, .crc, .idx when something
+ * store core's sync driver every ``period_ms``: fdatasync LOG, .crc, .idx when something
  * was written since the last sync.  The timed work ends with close: one fdatasync of
  * each file.  Nothing else: no record is framed or checksummed.  (The benchmark keeps
  * the volume inside one segment.)

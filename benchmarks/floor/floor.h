@@ -167,7 +167,7 @@ __attribute__((unused)) static void report(const char *name, double seconds, lon
     fflush(stdout);
 }
 
-/* PeriodicSync, as the stores run it: ``periodic_sync()`` every ``periodic_ms``
+/* The store core's periodic sync driver, as the stores run it: ``periodic_sync()`` every ``periodic_ms``
  * until periodic_stop() (which wakes it at once and joins it). */
 static long long periodic_ms;
 static void (*periodic_sync)(void);

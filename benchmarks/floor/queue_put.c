@@ -4,7 +4,7 @@
  * record of ``record_bytes`` (header + data: engine.queue.codec.put_size) in a
  * buffer; once ``buffer_limit`` bytes are staged they go out as one write followed by
  * their 9-byte CHECK record (``check_bytes``), at the file's end.  A second thread
- * does what the store's PeriodicSync does every ``period_ms``: write what is staged
+ * does what the store core's sync driver does every ``period_ms``: write what is staged
  * (with its CHECK), then fdatasync the file, when something was written since the
  * last sync.  The timed work ends, as the benchmark's does, with close: the staged
  * records written and one fdatasync.  A record that would take the file past

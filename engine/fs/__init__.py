@@ -11,8 +11,9 @@ The parts every store's write side is built from live here, once:
   :func:`probe_lock`);
 * the recovery report every ``open()`` leaves in ``store.recovery``
   (:class:`RecoveryReport`);
-* the sync policy and group commit (:class:`SyncPolicy`, :class:`GroupCommit`,
-  :class:`PeriodicSync`) and the durable-creation helpers;
+* the sync policy and group commit (:class:`SyncPolicy`, :class:`GroupCommit`;
+  the store core's :class:`~engine.fs.core.SyncDriver` drives them) and the
+  durable-creation helpers;
 * the named crash points (:func:`crashpoint`);
 * words shared between processes, with sleeps and wakes (:class:`SharedWords`,
   from :meth:`FileHandle.map_words`).
@@ -24,7 +25,6 @@ from engine.fs.base import FileHandle, FileSystem, OpenMode
 from engine.fs.crashpoints import crashpoint, get_crashpoint_hook, set_crashpoint_hook
 from engine.fs.durable import (
     GroupCommit,
-    PeriodicSync,
     SyncPolicy,
     atomic_write,
     create_file,
@@ -58,7 +58,6 @@ __all__ = [
     "HeldLock",
     "OpenMode",
     "OsFileSystem",
-    "PeriodicSync",
     "RecoveryAction",
     "RecoveryReport",
     "SharedWords",

@@ -29,7 +29,7 @@ would otherwise write again:
   first; and the **unclosed-use warning** (a store dropped or left open at exit
   is closed with a ResourceWarning: :meth:`watch`);
 * **read-only access** in one shape: a reader class per store whose ``open``
-  builds a core with ``writer=False`` (no writer lock, no recovery, no sync) and
+  builds a core with ``writer=False`` (no writer lock, no repair: its report only says what it cannot show, no sync) and
   the same ``opening`` sequence.
 """
 

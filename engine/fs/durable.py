@@ -7,7 +7,6 @@
 * :class:`SyncPolicy` – the ``sync=`` knob shared by the stores;
 * :class:`GroupCommit` – many threads' writes share one fsync, and each caller
   returns only once its own bytes are durable;
-* :class:`PeriodicSync` – a background thread that syncs every period.
 """
 
 from __future__ import annotations
@@ -205,50 +204,3 @@ class GroupCommit:
             self._cond.notify_all()
         if failure is not None:
             raise _as_poisoned(self._name, failure) from failure
-
-
-class PeriodicSync:
-    """Call ``sync`` every ``period`` seconds from a daemon thread while ``dirty()``.
-
-    Errors are kept and re-raised by :meth:`check` (stores call it on their next
-    write), so a background fsync failure is never silently swallowed.
-    """
-
-    def __init__(
-        self,
-        sync: Callable[[], None],
-        period: float,
-        *,
-        dirty: Callable[[], bool] | None = None,
-        name: str = "engine-sync",
-    ) -> None:
-        self._sync = sync
-        self._period = period
-        self._dirty = dirty
-        self._stop = threading.Event()
-        self.failure: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._period):
-            if self._dirty is not None and not self._dirty():
-                continue
-            try:
-                self._sync()
-            except BaseException as exc:
-                self.failure = exc
-                return
-
-    def check(self) -> None:
-        """Raise the background failure, if one happened."""
-        if self.failure is not None:
-            if isinstance(self.failure, PoisonedError):
-                raise self.failure
-            raise PoisonedError("background sync", self.failure)
-
-    def stop(self) -> None:
-        """Stop the thread (does not sync; the owner syncs on close)."""
-        self._stop.set()
-        if self._thread is not threading.current_thread():
-            self._thread.join()

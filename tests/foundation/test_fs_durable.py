@@ -1,4 +1,4 @@
-"""SyncPolicy, GroupCommit and PeriodicSync."""
+"""SyncPolicy and GroupCommit (the periodic driver: tests/foundation/test_fs_core.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 import pytest
 
 from engine.errors import ConfigError, PoisonedError
-from engine.fs import GroupCommit, PeriodicSync, SyncPolicy
+from engine.fs import GroupCommit, SyncPolicy
 
 
 @pytest.mark.parametrize(
@@ -90,26 +90,3 @@ def test_group_commit_failure_is_final() -> None:
     assert len(calls) == 1, "a failed sync must not be retried"
 
 
-def test_periodic_sync_runs_and_surfaces_failure() -> None:
-    ran = threading.Event()
-    dirty = [True]
-
-    def sync() -> None:
-        dirty[0] = False
-        ran.set()
-
-    p = PeriodicSync(sync, 0.01, dirty=lambda: dirty[0])
-    assert ran.wait(5)
-    p.stop()
-    p.check()
-
-    def bad() -> None:
-        raise OSError(28, "ENOSPC")
-
-    q = PeriodicSync(bad, 0.01)
-    deadline = time.monotonic() + 5
-    while q.failure is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    q.stop()
-    with pytest.raises(PoisonedError):
-        q.check()
