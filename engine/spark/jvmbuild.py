@@ -59,7 +59,7 @@ def _pyspark_dir() -> str | None:
     spec = importlib.util.find_spec("pyspark")
     if spec is None or not spec.submodule_search_locations:
         return None
-    return list(spec.submodule_search_locations)[0]
+    return next(iter(spec.submodule_search_locations))
 
 
 def spark_jars() -> list[str]:
