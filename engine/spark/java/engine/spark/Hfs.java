@@ -66,7 +66,10 @@ public final class Hfs implements Serializable {
 
     private FileSystem fs(Path p) {
         try {
-            return p.getFileSystem(conf());
+            FileSystem fs = p.getFileSystem(conf());
+            // Hadoop's local file system checks its own ".name.crc" side files, which
+            // engine's files do not have; reading through the raw one skips that layer.
+            return fs instanceof org.apache.hadoop.fs.LocalFileSystem ? ((org.apache.hadoop.fs.LocalFileSystem) fs).getRaw() : fs;
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }

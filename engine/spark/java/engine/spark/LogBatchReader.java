@@ -43,7 +43,21 @@ public final class LogBatchReader implements PartitionReader<ColumnarBatch> {
     private boolean crcChecked;
     private boolean done;
     private ColumnarBatch current;
-    private WritableColumnVector[] owned = new WritableColumnVector[0];
+    /** The decoded run being served in slices of {@link #SLICE} rows, its selected rows and the next one. */
+    private LogCodec.Run pending;
+    private String[] pendingNotes;
+    private int[] rows;
+    private int selected;
+    private int cursor;
+    private WritableColumnVector[] vectors;
+    private ConstantColumnVector[] constants;
+    /**
+     * Rows per columnar batch: a run (batchRecords, the unit of reading and checking) is
+     * handed to Spark in slices this size, as Parquet's reader does (4096 rows,
+     * spark.sql.parquet.columnarReaderBatchSize), so a batch's vectors stay in the CPU
+     * caches while Spark turns them into rows.
+     */
+    static final int SLICE = 4096;
 
     public LogBatchReader(Hfs fs, LogPlan.Part part, StructType schema, String mode, int batchRecords,
                           LogPlan.Bounds bounds) {
@@ -61,13 +75,19 @@ public final class LogBatchReader implements PartitionReader<ColumnarBatch> {
             }
             data |= name.equals("data");
         }
-        this.indexOnly = idx;
+        // DROPMALFORMED and PERMISSIVE answer from the records (a damaged one is dropped or
+        // marked), so only FAILFAST reads of IDX columns skip the LOG.
+        this.indexOnly = idx && mode.equals("FAILFAST");
         this.payload = data;
         this.pos = part.start;
     }
 
     @Override
     public boolean next() {
+        if (pending != null) {
+            current = slice();
+            return true;
+        }
         while (!done && pos < part.stop) {
             try {
                 ColumnarBatch b = indexOnly ? indexRun() : recordRun();
@@ -99,8 +119,12 @@ public final class LogBatchReader implements PartitionReader<ColumnarBatch> {
     @Override
     public void close() {
         fs.close();
-        for (WritableColumnVector v : owned) {
-            v.close();
+        if (vectors != null) {
+            for (WritableColumnVector v : vectors) {
+                if (v != null) {
+                    v.close();
+                }
+            }
         }
     }
 
@@ -195,91 +219,98 @@ public final class LogBatchReader implements PartitionReader<ColumnarBatch> {
         return new OnHeapColumnVector(Math.max(capacity, 1), type);
     }
 
-    /** The batch of {@code run}'s rows that pass the time bounds (and are not dropped). */
+    /** Selects {@code run}'s rows that pass the time bounds (and are not dropped); the first slice, or null. */
     private ColumnarBatch build(LogCodec.Run run, String[] notes, boolean[] drop) {
         int n = run.n;
-        int[] rows = new int[n];
+        int[] keep = new int[n];
         int m = 0;
         boolean filter = bounds != null && (bounds.timeLo != null || bounds.timeHi != null);
         for (int i = 0; i < n; i++) {
             if ((drop == null || !drop[i]) && (!filter || bounds.keepsTime(run.time[i]))) {
-                rows[m++] = i;
+                keep[m++] = i;
             }
         }
         if (m == 0) {
             return null;
         }
-        for (WritableColumnVector v : owned) {
-            v.close();
+        pending = run;
+        pendingNotes = notes;
+        rows = keep;
+        selected = m;
+        cursor = 0;
+        return slice();
+    }
+
+    /** The next {@link #SLICE} selected rows of the pending run, in vectors reused from batch to batch. */
+    private ColumnarBatch slice() {
+        LogCodec.Run run = pending;
+        int from = cursor;
+        int m = Math.min(SLICE, selected - from);
+        cursor += m;
+        if (cursor >= selected) {
+            pending = null;
         }
         StructField[] fields = schema.fields();
+        if (vectors == null) {
+            vectors = new WritableColumnVector[fields.length];
+            constants = new ConstantColumnVector[fields.length];
+        }
         ColumnVector[] cols = new ColumnVector[fields.length];
-        List<WritableColumnVector> mine = new java.util.ArrayList<>();
         LogSegments.Segment seg = part.segment;
         for (int c = 0; c < fields.length; c++) {
             String name = fields[c].name();
-            switch (name) {
-                case "log": {
-                    ConstantColumnVector v = new ConstantColumnVector(m, DataTypes.StringType);
+            if (name.equals("log") || name.equals("segment")) {
+                ConstantColumnVector v = new ConstantColumnVector(m, fields[c].dataType());
+                if (name.equals("log")) {
                     v.setUtf8String(UTF8String.fromString(part.logName));
-                    cols[c] = v;
-                    break;
-                }
-                case "segment": {
-                    ConstantColumnVector v = new ConstantColumnVector(m, DataTypes.LongType);
+                } else {
                     v.setLong(seg.firstIndex);
-                    cols[c] = v;
-                    break;
                 }
-                case "index": {
-                    WritableColumnVector v = vector(m, DataTypes.LongType);
+                cols[c] = v;
+                continue;
+            }
+            if (vectors[c] == null) {
+                vectors[c] = vector(SLICE, fields[c].dataType());
+            }
+            WritableColumnVector v = vectors[c];
+            v.reset();
+            cols[c] = v;
+            switch (name) {
+                case "index":
                     for (int r = 0; r < m; r++) {
-                        v.putLong(r, run.firstIndex + rows[r]);
+                        v.putLong(r, run.firstIndex + rows[from + r]);
                     }
-                    cols[c] = v;
-                    mine.add(v);
                     break;
-                }
                 case "time":
-                case "time_ns": {
-                    WritableColumnVector v = vector(m, name.equals("time") ? DataTypes.TimestampType : DataTypes.LongType);
-                    boolean micros = name.equals("time");
                     for (int r = 0; r < m; r++) {
-                        long t = run.time[rows[r]];
-                        v.putLong(r, micros ? Math.floorDiv(t, 1000L) : t);
+                        v.putLong(r, Math.floorDiv(run.time[rows[from + r]], 1000L));
                     }
-                    cols[c] = v;
-                    mine.add(v);
                     break;
-                }
-                case "flags": {
-                    WritableColumnVector v = vector(m, DataTypes.LongType);
+                case "time_ns":
                     for (int r = 0; r < m; r++) {
-                        v.putLong(r, run.flags[rows[r]]);
+                        v.putLong(r, run.time[rows[from + r]]);
                     }
-                    cols[c] = v;
-                    mine.add(v);
                     break;
-                }
+                case "flags":
+                    for (int r = 0; r < m; r++) {
+                        v.putLong(r, run.flags[rows[from + r]]);
+                    }
+                    break;
                 case "data": {
-                    WritableColumnVector v = vector(m, DataTypes.BinaryType);
                     long total = 0;
                     for (int r = 0; r < m; r++) {
-                        total += run.size[rows[r]];
+                        total += run.size[rows[from + r]];
                     }
                     v.arrayData().reserve((int) Math.min(Integer.MAX_VALUE - 8, total));
                     for (int r = 0; r < m; r++) {
-                        int i = rows[r];
+                        int i = rows[from + r];
                         v.putByteArray(r, run.buf, run.at[i] + LogCodec.RECORD_HEADER_SIZE, run.size[i]);
                     }
-                    cols[c] = v;
-                    mine.add(v);
                     break;
                 }
-                case CORRUPT: {
-                    WritableColumnVector v = vector(m, DataTypes.StringType);
+                case CORRUPT:
                     for (int r = 0; r < m; r++) {
-                        String note = notes == null ? null : notes[rows[r]];
+                        String note = pendingNotes == null ? null : pendingNotes[rows[from + r]];
                         if (note == null) {
                             v.putNull(r);
                         } else {
@@ -287,15 +318,11 @@ public final class LogBatchReader implements PartitionReader<ColumnarBatch> {
                             v.putByteArray(r, b, 0, b.length);
                         }
                     }
-                    cols[c] = v;
-                    mine.add(v);
                     break;
-                }
                 default:
                     throw new ConfigException("engine-log has no column '" + name + "'");
             }
         }
-        owned = mine.toArray(new WritableColumnVector[0]);
         ColumnarBatch batch = new ColumnarBatch(cols);
         batch.setNumRows(m);
         return batch;
