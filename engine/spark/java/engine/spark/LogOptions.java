@@ -108,6 +108,44 @@ public final class LogOptions implements Serializable {
         throw new ConfigException("option " + key + "='" + raw + "' is not true or false");
     }
 
+    /** maxRecordsPerTrigger / maxBytesPerTrigger, null when not given. */
+    public Long maxRecords() {
+        return opts.containsKey("maxrecordspertrigger") ? intOption("maxRecordsPerTrigger", 1L) : null;
+    }
+
+    public Long maxBytes() {
+        return opts.containsKey("maxbytespertrigger") ? intOption("maxBytesPerTrigger", 1L) : null;
+    }
+
+    /** The checks of a streaming read (logsource.LogStreamReader): its options only. */
+    public void checkStream() {
+        List<String> valid = Arrays.asList("recordsPerPartition", "batchRecords", "mode", "failOnDataLoss",
+            "maxRecordsPerTrigger", "maxBytesPerTrigger", "startingOffsets", "startingTimestamp",
+            "startingOffsetsByTimestamp", "path", "paths", "checkpointLocation");
+        List<String> names = new ArrayList<>(valid);
+        names.sort(String.CASE_INSENSITIVE_ORDER);
+        List<String> unknown = new ArrayList<>();
+        for (String k : opts.keySet()) {
+            boolean known = false;
+            for (String n : names) {
+                known |= n.toLowerCase(Locale.ROOT).equals(k);
+            }
+            if (!known) {
+                unknown.add(k);
+            }
+        }
+        unknown.sort(null);
+        if (!unknown.isEmpty()) {
+            throw new ConfigException(SOURCE + ": unknown option(s) " + String.join(", ", unknown) + "; valid options: "
+                + String.join(", ", names));
+        }
+        String raw = opts.getOrDefault("startingoffsets", "earliest").strip();
+        if (raw.equalsIgnoreCase("latest") && (opts.get("startingtimestamp") != null
+            || opts.get("startingoffsetsbytimestamp") != null)) {
+            throw new ConfigException(SOURCE + ": give startingOffsets or a starting timestamp, not both");
+        }
+    }
+
     public boolean permissive() {
         return mode.equals("PERMISSIVE");
     }

@@ -55,7 +55,7 @@ public final class LogPlan {
         public final long start;
         public final long stop;
 
-        Part(String logName, LogSegments.Segment segment, long start, long stop) {
+        public Part(String logName, LogSegments.Segment segment, long start, long stop) {
             this.logName = logName;
             this.segment = segment;
             this.start = start;
@@ -77,6 +77,9 @@ public final class LogPlan {
             return ranges;
         }
         for (LogSegments.Span s : found) {
+            if (!starts.containsKey(s.log.name)) {
+                continue;
+            }
             long lo = starts.get(s.log.name);
             long hi = ends.get(s.log.name);
             for (LogSegments.Segment seg : s.segments) {

@@ -153,7 +153,7 @@ public final class LogSource implements TableProvider, DataSourceRegister {
 
         @Override
         public Set<TableCapability> capabilities() {
-            return EnumSet.of(TableCapability.BATCH_READ);
+            return EnumSet.of(TableCapability.BATCH_READ, TableCapability.MICRO_BATCH_READ);
         }
 
         @Override
@@ -304,6 +304,11 @@ public final class LogSource implements TableProvider, DataSourceRegister {
         @Override
         public Batch toBatch() {
             return this;
+        }
+
+        @Override
+        public org.apache.spark.sql.connector.read.streaming.MicroBatchStream toMicroBatchStream(String checkpoint) {
+            return new LogStream(schema, options, bounds);
         }
 
         @Override
