@@ -203,3 +203,34 @@ def test_options_errors_agree(tmp_path: object) -> None:
     agree({"path": d, "mode": "lenient"})
     agree({"path": d + "/nothing"})
     agree({"path": d, "startingOffsets": '{"other": 3}'})
+
+
+@pytest.mark.parametrize("damage", ["first record", "last record", "bytes after", "entry time", "no idx", "short crc",
+                                    "middle size"])
+def test_sealed_segment_damage_is_pinpointed(tmp_path: object, damage: str) -> None:
+    """A sealed segment failing the cheap check: both readers walk it and name the
+    same file, offset and words (the store reader's full check)."""
+    d = f"{tmp_path}/sealed"
+    write(d, 200, segment_bytes=1024)
+    seg = segs(d)[1]
+    offsets = logfiles.entry_offsets(resolve(None), seg, 0, seg.count)
+    crc = seg.log_path[:-4] + ".crc"
+    fs = resolve(None)
+    if damage == "first record":
+        poke(seg.log_path, offsets[0] + 16, b"\xee")
+    elif damage == "last record":
+        poke(seg.log_path, offsets[-1] + 17, b"\xee")
+    elif damage == "bytes after":
+        poke(seg.log_path, seg.end_offset, b"\x01\x02\x03")
+    elif damage == "entry time":
+        poke(seg.idx_path, 16, (5).to_bytes(8, "little", signed=True))
+    elif damage == "no idx":
+        os.remove(seg.idx_path)
+    elif damage == "short crc":
+        with fs.open(crc, OpenMode.WRITE) as h:
+            h.truncate(h.size() - 4)
+    else:  # a size field in the middle that breaks the chain, checksum and all
+        poke(seg.log_path, offsets[len(offsets) // 2], (3).to_bytes(4, "little"))
+        poke(seg.log_path, offsets[0] + 16, b"\xee")
+    rows = agree({"path": d})
+    assert len(rows) == 1 and rows[0].startswith("ERROR CorruptFileError: ")

@@ -316,6 +316,7 @@ public final class LogSegments {
         }
         Collections.sort(bases);
         List<Segment> keep = new ArrayList<>();
+        Long prevTime = null;
         for (int k = 0; k < bases.size(); k++) {
             long base = bases.get(k);
             String stem = Hfs.join(dir, segName(base));
@@ -328,10 +329,12 @@ public final class LogSegments {
                 throw new CorruptFileException(logPath, 0, "a LOG header", LogCodec.pyRepr(head, head.length), true);
             }
             boolean crc = fs.size(stem + ".crc") >= 0;
-            if (k + 1 < bases.size()) {
-                keep.add(sealed(fs, stem, base, bases.get(k + 1), crc));
-            } else {
-                keep.add(newest(fs, stem, base, crc));
+            Segment seg = k + 1 < bases.size()
+                ? sealed(fs, stem, base, bases.get(k + 1), crc, prevTime, Hfs.join(dir, segName(bases.get(k + 1))) + ".log")
+                : newest(fs, stem, base, crc);
+            keep.add(seg);
+            if (seg.lastTime != null) {
+                prevTime = seg.lastTime;
             }
         }
         String startPath = Hfs.join(dir, START_FILE);
@@ -361,7 +364,8 @@ public final class LogSegments {
         return out;
     }
 
-    private static Segment sealed(Hfs fs, String stem, long base, long nextBase, boolean crc) {
+    private static Segment sealed(Hfs fs, String stem, long base, long nextBase, boolean crc, Long prevTime,
+                                  String nextLogPath) {
         long expected = nextBase - base;
         long idxSize = fs.size(stem + ".idx");
         if (idxSize < 0) {
@@ -382,12 +386,7 @@ public final class LogSegments {
             last = entryAgrees(fs, stem, base, crc, expected - 1, logSize);
         }
         if (first == null || last == null || last[1] != logSize || first[0] > last[0]) {
-            // The Python reader pinpoints the damage with a full walk (recovery.scan_sealed);
-            // not ported yet: the segment is named, the offset is its index's first entry.
-            throw new CorruptFileException(stem + ".idx", LogCodec.HEADER_SIZE,
-                expected + " index entries agreeing with the log (a sealed segment; "
-                    + "the Python reader names the exact record: python -m engine verify)",
-                "a segment that fails the sealed-segment check");
+            throw SealedCheck.fullCheck(fs, stem, base, expected, prevTime, nextLogPath, nextBase, crc);
         }
         return new Segment(stem + ".log", crc, base, expected, logSize, first[0], last[0], 0);
     }
