@@ -4,6 +4,7 @@
     python3 -m benchmarks.spark --records 10000000    # the issue's size (needs ~3 GB of disk)
     python3 -m benchmarks.spark --cluster             # a standalone master + 2 one-core workers
     python3 -m benchmarks.spark --only queue --queue-items 1000000   # the queue measure alone
+    python3 -m benchmarks.spark --only jvm-log        # the JVM engine-log connector (engine.spark.LogSource)
 
 Data: ``--records`` log records with 80-byte payloads, written by the engine-log
 sink's segment writer (with ``.crc`` files), and a queue of ``--records / 10``
@@ -50,6 +51,9 @@ RESULTS_CLUSTER = os.path.join(os.path.dirname(__file__), "results", "spark_clus
 PAYLOAD = 80
 #: The user schema of the pruned reads: only IDX columns, so the LOG is not read.
 INDEX_SCHEMA = "index long, time timestamp"
+#: The JVM engine-log connector, by class name until it takes over the short name
+#: (engine/spark/jvmbuild.py REGISTERED).
+JVM_LOG = "engine.spark.LogSource"
 
 
 def make_log(root: str, n: int) -> str:
@@ -153,6 +157,8 @@ def standalone_cluster(workdir: str, workers: int = 2) -> Iterator[str]:
 def measure(spark: Any, root: str, n: int, queue_n: int, rounds: int,
             only: str = "all") -> tuple[list[Row], list[Target]]:
     """The measures (``only="queue"``: the queue's alone, no log written)."""
+    if only == "jvm-log":
+        return paired_rounds(jvm_log_pairs(spark, root, n), rounds)
     queue_dir = make_queue(root, queue_n)
     queue_pq = os.path.join(root, "queue.parquet")
     spark.read.format("engine-queue").load(queue_dir).write.parquet(queue_pq)
@@ -179,6 +185,28 @@ def log_pairs(spark: Any, root: str, n: int) -> list[tuple[str, Callable[[], Any
         (f"log count(), schema({INDEX_SCHEMA!r})", pruned.count, log_pq_df.count, n, 1.0),
         (f"log select(index, time), schema({INDEX_SCHEMA!r})", noop(pruned.select("index", "time")),
          noop(log_pq_df.select("index", "time")), n, 1.0),
+    ]
+
+
+def jvm_log_pairs(spark: Any, root: str, n: int) -> list[tuple[str, Callable[[], Any], Callable[[], Any], int, float]]:
+    """The JVM connector's log measures (default schema: Spark prunes columns and
+    pushes filters and aggregates down itself)."""
+    log_ds = make_log(root, n)
+    log_pq = os.path.join(root, "log.parquet")
+    spark.read.format(JVM_LOG).load(log_ds).write.parquet(log_pq)
+    log_df, log_pq_df = spark.read.format(JVM_LOG).load(log_ds), spark.read.parquet(log_pq)
+    assert log_df.count() == log_pq_df.count() == n
+    lo = log_pq_df.selectExpr("percentile_approx(time_ns, 0.5)").first()[0]
+    cut = f"time >= timestamp_micros({lo // 1000}) and time < timestamp_micros({(lo + n * 10) // 1000})"
+    picked = log_df.where(cut).count()
+    assert picked == log_pq_df.where(cut).count() and picked > 0, picked
+    return [
+        ("JVM log full scan (7 columns)", noop(log_df), noop(log_pq_df), n, 1.0),
+        ("JVM log count()", log_df.count, log_pq_df.count, n, 1.0),
+        ("JVM log select(index, time)", noop(log_df.select("index", "time")),
+         noop(log_pq_df.select("index", "time")), n, 1.0),
+        (f"JVM log time-range filter ({picked:,} rows, 7 columns)", noop(log_df.where(cut)),
+         noop(log_pq_df.where(cut)), n, 1.0),
     ]
 
 
@@ -219,8 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--records", type=int, default=1_000_000, help="log records (default 1,000,000; at most 10 M)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--cluster", action="store_true", help="a standalone master with 2 one-core workers")
-    ap.add_argument("--only", choices=("all", "queue"), default="all",
-                    help="queue: only the queue measure (no log written)")
+    ap.add_argument("--only", choices=("all", "queue", "jvm-log"), default="all",
+                    help="queue: only the queue measure (no log written); jvm-log: the JVM log connector's measures")
     ap.add_argument("--queue-items", type=int, default=None, help="queue items (default --records / 10)")
     args = ap.parse_args(argv)
     n = min(args.records, 10_000_000)
@@ -253,10 +281,13 @@ def main(argv: list[str] | None = None) -> int:
                     f"after {load[0]:.2f} (5 min: {load[1]:.2f})",
                     extra={"before": load_before[0], "after": load[0], "after_5min": load[1]}))
     what = f"{n:,} 80-byte log records and " if args.only == "all" else ""
+    if args.only == "jvm-log":
+        what, queue_n = f"{n:,} 80-byte log records by the JVM connector", 0
     json_path = RESULTS_CLUSTER if args.cluster else RESULTS
     if args.only != "all":  # a subset does not replace the full run's results
         json_path = json_path.replace(".json", f"_{args.only}.json")
-    report(f"Spark scans of {what}{queue_n:,} queue items ({where}, noop sink)",
+    items = f"{queue_n:,} queue items " if queue_n else ""
+    report(f"Spark scans of {what}{items}({where}, noop sink)",
            rows, targets=targets, json_path=json_path)
     return 0
 

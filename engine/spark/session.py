@@ -5,9 +5,11 @@ How the workers get to import ``engine`` is :mod:`engine.spark.shipping`'s job.
 
 from __future__ import annotations
 
+import logging
 import warnings
 from typing import TYPE_CHECKING
 
+from engine.spark import jvmbuild
 from engine.spark.registry import register
 from engine.spark.shipping import ensure_worker_path
 
@@ -38,7 +40,12 @@ def build_session(master: str | None = None, app_name: str = "engine", *,
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
     )
-    for key, value in (conf or {}).items():
+    settings = dict(conf or {})
+    jar = connector_jar()
+    if jar is not None:
+        given = settings.get("spark.jars", "")
+        settings["spark.jars"] = ",".join(p for p in (given, jar) if p)
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if quiet:
@@ -49,3 +56,19 @@ def build_session(master: str | None = None, app_name: str = "engine", *,
         spark.stop()
         raise
     return spark
+
+
+def connector_jar() -> str | None:
+    """The JVM connector's jar for the session (built when missing or stale).
+
+    When it cannot be built (no JDK, :mod:`engine.spark.jvmbuild`), one line says
+    what to install: an error once a format is served by the JVM connector
+    (:data:`engine.spark.jvmbuild.REGISTERED`), a warning while every
+    registered format is still a Python source."""
+    try:
+        return jvmbuild.connector_jar()
+    except jvmbuild.ConnectorUnavailable as exc:
+        if jvmbuild.REGISTERED:
+            raise
+        logging.getLogger("engine.spark").warning("%s", exc)
+        return None

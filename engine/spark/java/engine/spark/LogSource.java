@@ -1,0 +1,408 @@
+package engine.spark;
+
+import java.util.ArrayList;
+import java.util.EnumSet;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.OptionalLong;
+import java.util.Set;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.spark.SparkContext;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.TableCapability;
+import org.apache.spark.sql.connector.catalog.TableProvider;
+import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.connector.expressions.aggregate.Aggregation;
+import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.Statistics;
+import org.apache.spark.sql.connector.read.SupportsPushDownAggregates;
+import org.apache.spark.sql.connector.read.SupportsPushDownLimit;
+import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
+import org.apache.spark.sql.connector.read.SupportsPushDownV2Filters;
+import org.apache.spark.sql.connector.read.SupportsReportStatistics;
+import org.apache.spark.sql.connector.expressions.filter.Predicate;
+import org.apache.spark.sql.sources.DataSourceRegister;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.Metadata;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+
+/**
+ * {@code engine-log} on the JVM: append logs as a DataSource V2 batch source with column
+ * pruning, index/time range pushdown answered from the IDX files, COUNT/MIN/MAX from
+ * metadata, LIMIT, statistics and columnar batches.  See docs/pipeline.md.
+ */
+public final class LogSource implements TableProvider, DataSourceRegister {
+    @Override
+    public String shortName() {
+        return LogOptions.SOURCE;
+    }
+
+    /** The engine-log schema ({@code engine.spark.schemas.LOG_SCHEMA}); PERMISSIVE: nullable plus _corrupt_record. */
+    static StructType fullSchema(boolean permissive) {
+        boolean nul = permissive;
+        List<StructField> f = new ArrayList<>(List.of(
+            new StructField("log", DataTypes.StringType, nul, Metadata.empty()),
+            new StructField("segment", DataTypes.LongType, nul, Metadata.empty()),
+            new StructField("index", DataTypes.LongType, nul, Metadata.empty()),
+            new StructField("time", DataTypes.TimestampType, nul, Metadata.empty()),
+            new StructField("time_ns", DataTypes.LongType, nul, Metadata.empty()),
+            new StructField("flags", DataTypes.LongType, nul, Metadata.empty()),
+            new StructField("data", DataTypes.BinaryType, nul, Metadata.empty())));
+        if (permissive) {
+            f.add(new StructField(LogBatchReader.CORRUPT, DataTypes.StringType, true, Metadata.empty()));
+        }
+        return new StructType(f.toArray(new StructField[0]));
+    }
+
+    static Hfs driverFs() {
+        Configuration conf = SparkContext.getOrCreate().hadoopConfiguration();
+        return new Hfs(conf);
+    }
+
+    @Override
+    public StructType inferSchema(CaseInsensitiveStringMap options) {
+        LogOptions o = new LogOptions(options.asCaseSensitiveMap());
+        o.inputPaths(driverFs());  // a bad path fails the DataFrame's definition
+        return fullSchema(o.permissive());
+    }
+
+    @Override
+    public boolean supportsExternalMetadata() {
+        return true;
+    }
+
+    @Override
+    public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
+        LogOptions o = new LogOptions(properties);
+        StructType full = fullSchema(o.permissive());
+        return new LogTable(userSchema(full, schema, o.permissive()));
+    }
+
+    /** options.user_schema: a schema given with .schema(...) must be some of the source's columns. */
+    static StructType userSchema(StructType full, StructType given, boolean permissive) {
+        if (given == null || given.equals(full)) {
+            return full;
+        }
+        List<String> problems = new ArrayList<>();
+        java.util.Set<String> seen = new java.util.HashSet<>();
+        for (StructField f : given.fields()) {
+            StructField mine = null;
+            for (StructField x : full.fields()) {
+                if (x.name().equals(f.name())) {
+                    mine = x;
+                }
+            }
+            if (mine == null) {
+                problems.add("no column '" + f.name() + "'");
+            } else if (seen.contains(f.name())) {
+                problems.add("'" + f.name() + "' twice");
+            } else if (!f.dataType().equals(mine.dataType())) {
+                problems.add("'" + f.name() + "' is " + f.dataType().simpleString() + ", not " + mine.dataType().simpleString());
+            } else if (mine.nullable() && !f.nullable()) {
+                problems.add("'" + f.name() + "' can be null, so it cannot be NOT NULL");
+            }
+            seen.add(f.name());
+        }
+        seen.remove(LogBatchReader.CORRUPT);
+        if (seen.isEmpty()) {
+            problems.add("no column of the source");
+        }
+        if (permissive && !List.of(given.fieldNames()).contains(LogBatchReader.CORRUPT)) {
+            problems.add("mode PERMISSIVE needs the " + LogBatchReader.CORRUPT + " column");
+        }
+        if (!problems.isEmpty()) {
+            List<String> valid = new ArrayList<>();
+            for (StructField f : full.fields()) {
+                valid.add(f.name() + " " + f.dataType().simpleString() + (f.nullable() ? "" : " NOT NULL"));
+            }
+            throw new ConfigException(LogOptions.SOURCE + ": the schema given with .schema(...) must be some of the source's "
+                + "columns with their types (" + String.join(", ", valid) + "); " + String.join("; ", problems));
+        }
+        return given;
+    }
+
+    static final class LogTable implements Table, SupportsRead {
+        private final StructType schema;
+
+        LogTable(StructType schema) {
+            this.schema = schema;
+        }
+
+        @Override
+        public String name() {
+            return LogOptions.SOURCE;
+        }
+
+        @Override
+        public StructType schema() {
+            return schema;
+        }
+
+        @Override
+        public Set<TableCapability> capabilities() {
+            return EnumSet.of(TableCapability.BATCH_READ, TableCapability.MICRO_BATCH_READ);
+        }
+
+        @Override
+        public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+            return new LogScanBuilder(schema, new LogOptions(options.asCaseSensitiveMap()));
+        }
+    }
+
+    /** The scan builder: every pushdown Spark offers a DSv2 source, as far as the files can answer it. */
+    public static final class LogScanBuilder implements ScanBuilder, SupportsPushDownRequiredColumns,
+        SupportsPushDownV2Filters, SupportsPushDownAggregates, SupportsPushDownLimit {
+        private final LogOptions options;
+        private StructType schema;
+        private final LogPlan.Bounds bounds = new LogPlan.Bounds();
+        private Predicate[] pushed = new Predicate[0];
+        private Integer limit;
+        private LogPushdown.Aggregates aggregates;
+
+        LogScanBuilder(StructType schema, LogOptions options) {
+            this.schema = schema;
+            this.options = options;
+        }
+
+        @Override
+        public void pruneColumns(StructType required) {
+            List<StructField> keep = new ArrayList<>();
+            List<String> names = List.of(required.fieldNames());
+            for (StructField f : schema.fields()) {
+                if (names.contains(f.name()) || (f.name().equals(LogBatchReader.CORRUPT) && options.permissive())) {
+                    keep.add(f);
+                }
+            }
+            schema = new StructType(keep.toArray(new StructField[0]));
+        }
+
+        @Override
+        public Predicate[] pushPredicates(Predicate[] predicates) {
+            List<Predicate> used = new ArrayList<>();
+            List<Predicate> after = new ArrayList<>();
+            for (Predicate p : predicates) {
+                boolean taken = LogPushdown.apply(p, bounds);
+                if (taken) {
+                    used.add(p);
+                }
+                // PERMISSIVE rows may hold nulls: Spark evaluates every filter again there.
+                if (!taken || options.permissive()) {
+                    after.add(p);
+                }
+            }
+            pushed = used.toArray(new Predicate[0]);
+            return after.toArray(new Predicate[0]);
+        }
+
+        @Override
+        public Predicate[] pushedPredicates() {
+            return pushed;
+        }
+
+        @Override
+        public boolean supportCompletePushDown(Aggregation aggregation) {
+            return LogPushdown.Aggregates.of(aggregation) != null && options.mode.equals("FAILFAST");
+        }
+
+        @Override
+        public boolean pushAggregation(Aggregation aggregation) {
+            if (!options.mode.equals("FAILFAST")) {
+                return false;  // a damaged record changes the answer: read every record
+            }
+            aggregates = LogPushdown.Aggregates.of(aggregation);
+            return aggregates != null;
+        }
+
+        @Override
+        public boolean pushLimit(int n) {
+            if (!options.mode.equals("FAILFAST")) {
+                return false;
+            }
+            limit = n;
+            return true;
+        }
+
+        @Override
+        public Scan build() {
+            return new LogScan(schema, options, bounds, pushed, limit, aggregates);
+        }
+    }
+
+    /** One planned scan: partitions are computed once, from the segments and the pushed ranges. */
+    public static final class LogScan implements Scan, Batch, SupportsReportStatistics {
+        private final StructType schema;
+        private final LogOptions options;
+        private final LogPlan.Bounds bounds;
+        private final Predicate[] pushed;
+        private final Integer limit;
+        private final LogPushdown.Aggregates aggregates;
+        private final Hfs fs;
+        private List<LogPlan.Part> parts;
+
+        LogScan(StructType schema, LogOptions options, LogPlan.Bounds bounds, Predicate[] pushed, Integer limit,
+                LogPushdown.Aggregates aggregates) {
+            this.schema = schema;
+            this.options = options;
+            this.bounds = bounds;
+            this.pushed = pushed;
+            this.limit = limit;
+            this.aggregates = aggregates;
+            this.fs = driverFs();
+        }
+
+        /** Plans without a Spark session (the parity tests' LogDump). */
+        LogScan(StructType schema, LogOptions options, Hfs fs) {
+            this.schema = schema;
+            this.options = options;
+            this.bounds = new LogPlan.Bounds();
+            this.pushed = new Predicate[0];
+            this.limit = null;
+            this.aggregates = null;
+            this.fs = fs;
+        }
+
+        List<LogPlan.Part> parts() {
+            if (parts == null) {
+                List<LogSegments.Span> found = LogSegments.spans(fs, LogSegments.logsOf(fs, options.inputPaths(fs)));
+                Map<String, Long> starts = options.startPositions(fs, found);
+                Map<String, Long> ends = options.endPositions(fs, found);
+                long min = aggregates != null ? 1 : options.minPartitions;
+                parts = LogPlan.plan(fs, found, starts, ends, bounds, options.perPartition, min, limit);
+                fs.close();
+            }
+            return parts;
+        }
+
+        @Override
+        public StructType readSchema() {
+            return aggregates != null ? aggregates.schema() : schema;
+        }
+
+        @Override
+        public String description() {
+            List<String> p = new ArrayList<>();
+            for (Predicate x : pushed) {
+                p.add(x.toString());
+            }
+            return "engine-log [" + String.join(", ", schema.fieldNames()) + "] pushed filters: [" + String.join(", ", p)
+                + "]" + (aggregates != null ? " aggregates: " + aggregates : "") + (limit != null ? " limit: " + limit : "");
+        }
+
+        @Override
+        public Batch toBatch() {
+            return this;
+        }
+
+        @Override
+        public org.apache.spark.sql.connector.read.streaming.MicroBatchStream toMicroBatchStream(String checkpoint) {
+            return new LogStream(schema, options, bounds);
+        }
+
+        @Override
+        public InputPartition[] planInputPartitions() {
+            if (aggregates != null) {
+                return new InputPartition[] {aggregates.answer(fs, parts())};
+            }
+            return parts().toArray(new InputPartition[0]);
+        }
+
+        @Override
+        public PartitionReaderFactory createReaderFactory() {
+            return new Factory(fs, schema, options.mode, options.batchRecords, bounds);
+        }
+
+        @Override
+        public Statistics estimateStatistics() {
+            long rows = 0;
+            long bytes = 0;
+            for (LogPlan.Part p : parts()) {
+                long n = p.stop - p.start;
+                rows += n;
+                long segBytes = Math.max(0, p.segment.endOffset - LogCodec.HEADER_SIZE);
+                long recBytes = p.segment.count == 0 ? 0 : segBytes * n / p.segment.count;
+                bytes += recBytes + (long) LogCodec.ENTRY_SIZE * n;
+            }
+            final long r = aggregates != null ? 1 : rows;
+            final long b = aggregates != null ? 64 : Math.max(1, bytes);
+            return new Statistics() {
+                @Override
+                public OptionalLong sizeInBytes() {
+                    return OptionalLong.of(b);
+                }
+
+                @Override
+                public OptionalLong numRows() {
+                    return OptionalLong.of(r);
+                }
+            };
+        }
+    }
+
+    static final class Factory implements PartitionReaderFactory {
+        private static final long serialVersionUID = 1L;
+        private final Hfs fs;
+        private final StructType schema;
+        private final String mode;
+        private final int batchRecords;
+        private final LogPlan.Bounds bounds;
+
+        Factory(Hfs fs, StructType schema, String mode, int batchRecords, LogPlan.Bounds bounds) {
+            this.fs = fs;
+            this.schema = schema;
+            this.mode = mode;
+            this.batchRecords = batchRecords;
+            this.bounds = bounds;
+        }
+
+        @Override
+        public boolean supportColumnarReads(InputPartition partition) {
+            return partition instanceof LogPlan.Part;
+        }
+
+        @Override
+        public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
+            return new LogBatchReader(fs.fresh(), (LogPlan.Part) partition, schema, mode, batchRecords, bounds);
+        }
+
+        @Override
+        public PartitionReader<InternalRow> createReader(InputPartition partition) {
+            final Object[] values = ((LogPushdown.Answer) partition).values;
+            return new PartitionReader<InternalRow>() {
+                private boolean given;
+
+                @Override
+                public boolean next() {
+                    boolean first = !given;
+                    given = true;
+                    return first;
+                }
+
+                @Override
+                public InternalRow get() {
+                    return new GenericInternalRow(values);
+                }
+
+                @Override
+                public void close() {
+                }
+            };
+        }
+    }
+
+    static Map<String, String> lowerMap(Map<String, String> m) {
+        return new HashMap<>(m);
+    }
+}

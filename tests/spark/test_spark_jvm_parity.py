@@ -1,0 +1,236 @@
+"""Byte-level parity of the JVM engine-log reader (engine.spark.LogSource) and the Python one.
+
+Both read the same golden, damaged and hostile logs and must agree record for
+record and error for error (type, file, offset and words).  The JVM side runs
+``engine.spark.LogDump`` (the connector's planner and reader without a Spark
+session, one JVM per case); the Python side is ``engine.spark.logsource.LogReader``
+without a session.  Skipped where the connector cannot be built (no JDK).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import subprocess
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from pyspark.sql.types import StructType
+
+from engine.applog import AppendLog
+from engine.errors import EngineError
+from engine.fs import OpenMode, resolve
+from engine.spark import jvmbuild, logfiles
+from engine.spark.logsource import LogReader
+from engine.spark.options import lower, read_schema
+from engine.spark.schemas import LOG_SCHEMA
+from engine.spark.sink import ShardWriter, commit_job
+
+pytestmark = pytest.mark.skipif(jvmbuild.missing() is not None, reason=str(jvmbuild.missing()))
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+T0 = 1_700_000_000_000_000_000
+
+
+def _text(name: str, value: object) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, datetime.datetime):
+        return str((value - EPOCH) // datetime.timedelta(microseconds=1))
+    return str(value)
+
+
+def python_rows(opts: dict[str, str], columns: list[str] | None = None) -> list[str]:
+    """What the Python reader gives, in LogDump's format."""
+    out: list[str] = []
+    try:
+        full = read_schema(LOG_SCHEMA, lower(opts))
+        schema = full if columns is None else StructType(
+            [f for f in full.fields if f.name in columns or f.name == "_corrupt_record"])
+        reader = LogReader(dict(opts), schema)
+        for part in reader.partitions():
+            for batch in reader.read(part):
+                for row in batch.to_pylist():
+                    out.append("\t".join(_text(k, v) for k, v in row.items()))
+    except EngineError as exc:
+        out.append(f"ERROR {type(exc).__name__}: {exc}")
+    return out
+
+
+def jvm_rows(opts: dict[str, str], columns: list[str] | None = None) -> list[str]:
+    """What the JVM reader gives (engine.spark.LogDump)."""
+    cp = os.pathsep.join([jvmbuild.connector_jar(), *jvmbuild.spark_jars()])
+    args = [f"{k}={v}" for k, v in opts.items()] + ([f"columns={','.join(columns)}"] if columns else [])
+    java = jvmbuild._tool("java") or "java"
+    done = subprocess.run([java, "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-cp", cp, "engine.spark.LogDump", *args],
+                          capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.splitlines()
+
+
+def agree(opts: dict[str, str], columns: list[str] | None = None) -> list[str]:
+    py = python_rows(opts, columns)
+    jvm = jvm_rows(opts, columns)
+    assert jvm == py
+    return py
+
+
+def write(path: str, n: int, *, segment_bytes: int = 1 << 20, sizes: Callable[[int], int] = lambda i: 10 + i % 7
+          ) -> None:
+    log = AppendLog.open(path, segment_bytes=segment_bytes)
+    for i in range(n):
+        log.append(bytes([65 + i % 26]) * sizes(i), flags=i % 5, time_ns=T0 + i * 1000)
+    log.close()
+
+
+def poke(path: str, offset: int, raw: bytes) -> None:
+    with resolve(None).open(path, OpenMode.WRITE) as h:
+        h.write_at(offset, raw)
+
+
+def segs(path: str) -> list[logfiles.Segment]:
+    return logfiles.list_segments(path)
+
+
+def test_golden_worked_example(tmp_path: object) -> None:
+    """The two records of docs/formats/applog.md's worked example."""
+    d = f"{tmp_path}/golden"
+    log = AppendLog.open(d, ttl=3600)
+    log.append(b"hello", flags=0, time_ns=1_700_000_000_000_000_000)
+    log.append(b"log!", flags=1, time_ns=1_700_000_000_000_001_000)
+    log.close()
+    rows = agree({"path": d})
+    assert rows == ["golden\t0\t0\t1700000000000000\t1700000000000000000\t0\t68656c6c6f",
+                    "golden\t0\t1\t1700000000000001\t1700000000000001000\t1\t6c6f6721"]
+
+
+@pytest.mark.parametrize("opts", [
+    {},
+    {"batchRecords": "17", "minPartitions": "3"},
+    {"recordsPerPartition": "50", "startingOffsets": '{"many": 33}', "endingOffsets": '{"many": 301}'},
+    {"startingTimestamp": str((T0 + 120_000) // 1_000_000)},
+])
+def test_clean_multi_segment_log(tmp_path: object, opts: dict[str, str]) -> None:
+    d = f"{tmp_path}/many"
+    write(d, 400, segment_bytes=2048)
+    assert len(segs(d)) > 3
+    assert agree({"path": d, **opts})
+    agree({"path": d, **opts}, ["index", "time"])
+
+
+def test_sink_dataset_and_start_index(tmp_path: object) -> None:
+    ds = f"{tmp_path}/ds"
+    w = ShardWriter(ds, "j", "s0", segment_bytes=600)
+    w.write(pa.array([b"rec%d" % i for i in range(90)]), T0 + np.arange(90) * 10)
+    commit_job(ds, [w.finish()], overwrite=False)
+    assert len(agree({"path": ds})) == 90
+    shard = ds + "/" + logfiles.read_manifest(resolve(None), ds)[0]  # type: ignore[index]
+    with resolve(None).open(shard + "/" + logfiles.START_FILE, OpenMode.CREATE) as h:
+        h.write_at(0, b"42\n")
+    assert len(agree({"path": ds})) == 48
+
+
+def test_torn_tail_is_hidden(tmp_path: object) -> None:
+    d = f"{tmp_path}/torn"
+    write(d, 60)
+    seg = segs(d)[-1]
+    with resolve(None).open(seg.log_path, OpenMode.WRITE) as h:
+        h.truncate(seg.end_offset - 3)
+    assert len(agree({"path": d})) == 59
+
+
+@pytest.mark.parametrize("mode", ["FAILFAST", "DROPMALFORMED", "PERMISSIVE"])
+@pytest.mark.parametrize("where", ["sealed", "newest"])
+def test_checksum_failure_in_the_middle(tmp_path: object, mode: str, where: str) -> None:
+    d = f"{tmp_path}/crc"
+    write(d, 300, segment_bytes=2048)
+    found = segs(d)
+    seg = found[0] if where == "sealed" else found[-1]
+    entries = logfiles.entry_offsets(resolve(None), seg, 0, seg.count)
+    poke(seg.log_path, entries[len(entries) // 2] + 16 + 2, b"\x00")
+    rows = agree({"path": d, "mode": mode, "batchRecords": "16"})
+    if mode == "FAILFAST":
+        assert rows[-1].startswith("ERROR CorruptFileError: ") and "matching its checksum" in rows[-1]
+
+
+@pytest.mark.parametrize("field,offset,value", [
+    ("index", 8, (999).to_bytes(8, "little")),
+    ("offset", 16, (5).to_bytes(8, "little", signed=True)),
+    ("huge offset", 16, (1 << 40).to_bytes(8, "little", signed=True)),
+    ("time", 0, (5).to_bytes(8, "little", signed=True)),
+])
+@pytest.mark.parametrize("columns", [None, ["index", "time"]])
+def test_hostile_index_entries(tmp_path: object, field: str, offset: int, value: bytes,
+                               columns: list[str] | None) -> None:
+    d = f"{tmp_path}/idx"
+    write(d, 80)
+    seg = segs(d)[-1]
+    poke(seg.idx_path, 16 + 24 * 45 + offset, value)  # inside a partition (two of 40)
+    rows = agree({"path": d, "batchRecords": "32"}, columns)
+    assert rows and rows[-1].startswith("ERROR ")
+
+
+def test_record_time_disagrees_with_its_entry(tmp_path: object) -> None:
+    d = f"{tmp_path}/time"
+    write(d, 50)
+    seg = segs(d)[-1]
+    entries = logfiles.entry_offsets(resolve(None), seg, 0, seg.count)
+    poke(seg.log_path, entries[20] + 8, (7).to_bytes(8, "little", signed=True))
+    rows = agree({"path": d, "mode": "PERMISSIVE"})
+    assert any(r.split("\t")[-1].startswith("CorruptFileError: ") for r in rows)
+
+
+@pytest.mark.parametrize("suffix,offset,raw", [
+    (".log", 0, b"XYZ"), (".log", 3, b"\x07"), (".idx", 0, b"IDY"), (".idx", 3, b"\x02"), (".crc", 0, b"CRX"),
+])
+def test_foreign_headers(tmp_path: object, suffix: str, offset: int, raw: bytes) -> None:
+    d = f"{tmp_path}/hdr"
+    write(d, 30)
+    seg = segs(d)[-1]
+    poke(seg.log_path[:-4] + suffix, offset, raw)
+    rows = agree({"path": d})
+    assert rows[-1].startswith("ERROR FormatError: ")
+
+
+def test_options_errors_agree(tmp_path: object) -> None:
+    d = f"{tmp_path}/opts"
+    write(d, 5)
+    agree({"path": d, "recordPerPartition": "5"})
+    agree({"path": d, "batchRecords": "x"})
+    agree({"path": d, "mode": "lenient"})
+    agree({"path": d + "/nothing"})
+    agree({"path": d, "startingOffsets": '{"other": 3}'})
+
+
+@pytest.mark.parametrize("damage", ["first record", "last record", "bytes after", "entry time", "no idx", "short crc",
+                                    "middle size"])
+def test_sealed_segment_damage_is_pinpointed(tmp_path: object, damage: str) -> None:
+    """A sealed segment failing the cheap check: both readers walk it and name the
+    same file, offset and words (the store reader's full check)."""
+    d = f"{tmp_path}/sealed"
+    write(d, 200, segment_bytes=1024)
+    seg = segs(d)[1]
+    offsets = logfiles.entry_offsets(resolve(None), seg, 0, seg.count)
+    crc = seg.log_path[:-4] + ".crc"
+    fs = resolve(None)
+    if damage == "first record":
+        poke(seg.log_path, offsets[0] + 16, b"\xee")
+    elif damage == "last record":
+        poke(seg.log_path, offsets[-1] + 17, b"\xee")
+    elif damage == "bytes after":
+        poke(seg.log_path, seg.end_offset, b"\x01\x02\x03")
+    elif damage == "entry time":
+        poke(seg.idx_path, 16, (5).to_bytes(8, "little", signed=True))
+    elif damage == "no idx":
+        os.remove(seg.idx_path)
+    elif damage == "short crc":
+        with fs.open(crc, OpenMode.WRITE) as h:
+            h.truncate(h.size() - 4)
+    else:  # a size field in the middle that breaks the chain, checksum and all
+        poke(seg.log_path, offsets[len(offsets) // 2], (3).to_bytes(4, "little"))
+        poke(seg.log_path, offsets[0] + 16, b"\xee")
+    rows = agree({"path": d})
+    assert len(rows) == 1 and rows[0].startswith("ERROR CorruptFileError: ")
