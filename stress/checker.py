@@ -174,7 +174,16 @@ class _Judge:
                           (), (e,))
 
     def payloads(self) -> None:
-        acked: dict[int, _Put] = {p.id: p for p in self.puts.values() if p.id is not None}
+        by_id: dict[int, list[_Put]] = {}
+        for p in self.puts.values():
+            if p.id is not None:
+                by_id.setdefault(p.id, []).append(p)
+        for xid, twice in by_id.items():
+            if len(twice) > 1:
+                self.flag("unique", f"id {xid} acknowledged for {len(twice)} puts: "
+                          f"{', '.join(f'{p.proc}#{p.n}' for p in twice)}", (xid,),
+                          tuple(p.ack for p in twice if p.ack is not None))
+        acked = {xid: puts[0] for xid, puts in by_id.items()}
         ids_of: dict[tuple[str, int], dict[int, Event]] = {}
         puts_of: dict[int, dict[tuple[str, int], Event]] = {}
         for xid, done in acked.items():
@@ -188,7 +197,7 @@ class _Judge:
                           (g,))
                 continue
             known = acked.get(g.id)
-            if known is not None and known is not put:
+            if known is not None and put not in by_id[g.id]:
                 assert known.ack is not None
                 self.flag("payload", f"id {g.id} acknowledged for {known.proc}#{known.n} but delivered to "
                           f"{g.get('reader')} with the payload of {put.proc}#{put.n}", (g.id,), (known.ack, g))
@@ -200,7 +209,7 @@ class _Judge:
                 self.flag("unique", f"one put ({key[0]}#{key[1]}) under ids {sorted(ids)}", tuple(sorted(ids)),
                           tuple(ids.values()))
         for xid, keys in puts_of.items():
-            if len(keys) > 1 and xid not in acked:
+            if len(keys) > 1:
                 self.flag("unique", f"id {xid} carried {len(keys)} payloads: {sorted(keys)}", (xid,),
                           tuple(keys.values()))
 
@@ -250,7 +259,7 @@ class _Judge:
                 if put is None:
                     continue
                 before = last.get(put.proc)
-                if before is not None and put.n <= before[0]:
+                if before is not None and put.n < before[0]:
                     self.flag("producer-order", f"{proc} delivered {put.proc}#{put.n} (id {g.id}) after "
                               f"{put.proc}#{before[0]} (id {before[1].id})", (before[1].id, g.id), (before[1], g))
                 last[put.proc] = (put.n, g)
@@ -292,23 +301,29 @@ class _Judge:
 
     def redelivered(self) -> None:
         confirms: dict[tuple[str, int], list[Event]] = {}
-        durable: dict[str, list[int]] = {}  # proc -> seqs of its completed checkpoints and closes
+        durable: dict[str, list[Event]] = {}  # proc -> its completed checkpoints and closes
         for proc, events in self.procs.items():
             for e in events:
                 if e.f == "confirm" and e.type == "ok" and e.get("n", 1):
                     confirms.setdefault((str(e.get("reader")), e.id), []).append(e)
                 elif e.f in ("checkpoint", "close") and e.type == "ok":
-                    durable.setdefault(proc, []).append(e.seq)
+                    durable.setdefault(proc, []).append(e)
         for g in self.gets:
             for c in confirms.get((str(g.get("reader")), g.id), ()):
                 if g.t <= c.t:
                     continue
                 kill = self.kills.get(c.proc)
-                written = any(seq > c.seq for seq in durable.get(c.proc, ()))
+                written = [e for e in durable.get(c.proc, ()) if e.seq > c.seq]
                 if c.proc != g.proc and kill is not None and kill.t < g.t and not written:
                     continue  # at-least-once: the confirming consumer died before a checkpoint wrote it
-                why = ("the same consumer" if c.proc == g.proc else "it had checkpointed since" if written else
-                       "it was alive")
+                if c.proc == g.proc:
+                    why = "the same consumer"
+                elif kill is not None and kill.t < g.t:
+                    why = f"it completed a {written[0].f} after the confirm, before its kill"
+                elif any(e.f == "close" and e.t < g.t for e in written):
+                    why = "it had closed cleanly since"
+                else:
+                    why = "it was alive"
                 self.flag("redelivered", f"reader {g.get('reader')!r}: id {g.id} delivered to {g.proc} after "
                           f"{c.proc} confirmed it ({why})", (g.id,), (c, g))
                 break

@@ -370,7 +370,8 @@ def compete(directory: str, logdir: str, items: int = 2000, consumers: int = 3, 
 def summary(verdict: Verdict) -> str:
     """One line of the counts."""
     c: Counter[str] = verdict.counts
-    return (f"{c['starts']} processes started, {c['joins']} joins ({c['producer joins']} producers, {c['consumer joins']} consumers), "
+    return (f"{c['starts']} processes started, {c['joins']} joins ({c['producer joins']} producers, "
+            f"{c['consumer joins']} consumers), "
             f"{c['leaves']} leaves, {c['kills']} kills, {c['puts']} acknowledged puts, {c['deliveries']} deliveries "
             f"({c['confirms']} confirms, {c['aborts']} aborts), {len(verdict.violations)} violation(s)")
 
