@@ -163,7 +163,15 @@ class Child:
     reader: str
     process: subprocess.Popen[str]
     err: IO[bytes]
+    log: Path
     leaving_since: float | None = None
+
+    def joined(self) -> bool:
+        """Whether it has logged anything yet (its open, first)."""
+        try:
+            return self.log.stat().st_size > 0
+        except FileNotFoundError:
+            return False
 
 
 class Run:
@@ -190,7 +198,8 @@ class Run:
             stdout=subprocess.DEVNULL, stderr=err, text=True,
         )
         self.log.log("start", "info", victim=proc, child_pid=process.pid)
-        child = Child(proc, "consumer" if role == "worker" else role, reader, process, err)
+        child = Child(proc, "consumer" if role == "worker" else role, reader, process, err,
+                      self.logdir / f"{proc}.jsonl")
         self.children.append(child)
         return child
 
@@ -323,7 +332,10 @@ def _step(parent: Run, rng: random.Random, producers: int, readers: dict[str, in
         role = "consumer" if reader else "producer"
         parent.start(role, reader, str(rng.randrange(2**32)))
         return
-    child = rng.choice(parent.live())
+    # Mostly a child that has joined (logged its open): a kill while Python
+    # starts proves little; now and then one that is still starting or opening.
+    joined = [c for c in parent.live() if c.joined()]
+    child = rng.choice(joined if joined and rng.random() < 0.8 else parent.live())
     if what == "leave":
         parent.leave(child)
         return
