@@ -159,7 +159,7 @@ def test_a_consumer_joining_while_another_checkpoints_skips_what_that_one_confir
     import engine.queue.reader as reader_module
 
     d = str(tmp_path)
-    slow = {"checkpoint_interval": 3600.0, "poll_interval": 0.002}
+    slow: dict[str, Any] = {"checkpoint_interval": 3600.0, "poll_interval": 0.002}
     with Queue.open(d, "q", **slow) as q:
         q.reader("w").close()
         q.put_many([b"one", b"two"])
