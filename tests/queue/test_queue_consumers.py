@@ -116,7 +116,7 @@ def test_a_killed_consumers_items_go_to_the_others(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert child.stdout is not None
+    assert child.stdout is not None and child.stderr is not None
     held = [int(x) for x in child.stdout.readline().split()]
     assert held == [1, 2, 3], held if held else child.stderr.read()
     assert mine.get(timeout=0.05) is None  # the child holds them all
