@@ -17,8 +17,9 @@ store is ever skipped.
 ``--bounded`` is the fixed, small budget the normal test suite runs; ``--seconds``
 is a time budget per store spread over the attacks (a long run repeats each attack
 with fresh seeds until its share of the time is used up).  A long run that
-includes the queue also runs its producers and consumers in real processes,
-SIGKILLed at random, for ``min(--seconds, 60)`` seconds (``stress/queue_procs.py``).
+includes the queue also runs its producers and consumers in real processes that
+join, leave and are SIGKILLed at random, for ``min(--seconds, 120)`` seconds, and
+judges their recorded histories (``stress/queue_procs.py``, ``stress/checker.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -246,9 +248,12 @@ def print_tallies(tallies: list[Tally], seed: int) -> None:
             console.print(f"  {t.store}: ... {t.violations - 8} more violation(s)", markup=False)
 
 
-#: The most seconds a long run gives the queue's process kill test (it runs
-#: ``min(--seconds, this)``).
-PROCS_SECONDS = 60.0
+#: The most seconds a long run gives the queue's processes judged by their
+#: histories (it runs ``min(--seconds, this)``).
+PROCS_SECONDS = 120.0
+#: The counts of that run in the report (``--json``): stress/checker.py's.
+PROCS_COUNTS = ("starts", "joins", "producer joins", "consumer joins", "leaves", "kills", "puts", "deliveries",
+                "confirms", "aborts")
 
 #: A run of at least this many seconds per store is a long run that also fuzzes ...
 LONG_RUN = 300.0
@@ -294,20 +299,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         seconds = None if budget is BOUNDED else args.seconds
         tallies.append(run_store(name, store_seed, budget, attacks, seconds, args.keep_going))
     print_tallies(tallies, seed)
-    procs: dict[str, int] | None = None
+    procs: dict[str, Any] | None = None
     if "queue" in names and budget is not BOUNDED:
-        # The queue across processes: producers and consumers killed with SIGKILL
-        # (stress/queue_procs.py; the test suite runs a few seconds of it).
+        # The queue across processes: producers and consumers that join, leave and
+        # are SIGKILLed, judged by their recorded histories (stress/queue_procs.py,
+        # stress/checker.py; the test suite runs a few seconds of it).
         from stress import queue_procs
 
         procs_seconds = min(float(args.seconds or 0), PROCS_SECONDS)
         procs_seed = random.Random(f"{seed}/queue-procs").randrange(2**31)
         console.print(f"queue processes: seed {procs_seed}, {procs_seconds:g} s ...")
-        outcome = queue_procs.run_checked(procs_seconds, procs_seed)
-        procs = {"seed": procs_seed, "kills": outcome.kills, "violations": len(outcome.violations)}
-        for violation in outcome.violations[:20]:
+        verdict = queue_procs.run_checked(procs_seconds, procs_seed)
+        procs = {"seed": procs_seed, "seconds": procs_seconds, "violations": len(verdict.violations),
+                 **{k: verdict.counts[k] for k in PROCS_COUNTS}, "kinds": dict(verdict.kinds())}
+        for violation in verdict.violations[:20]:
             console.print(f"queue processes VIOLATION: {violation}", markup=False)
-        console.print(f"queue processes: {outcome.kills} kills, {len(outcome.violations)} violation(s)")
+        console.print(f"queue processes: {queue_procs.summary(verdict)}", markup=False)
     fuzz_seconds = args.fuzz if args.fuzz is not None else (
         LONG_FUZZ if budget is not BOUNDED and (args.seconds or 0) >= LONG_RUN else 0)
     fuzzed: dict[str, int] = {}

@@ -82,7 +82,11 @@ class Claims:
         self.low = 1
         self.high = 0
         self._alone_until = 0.0
-        self.seen_gen = self._words.get64(GEN_WORD)
+        # Never a generation: the first claim merges the reader file.  The state
+        # the consumer opened with was loaded before this word could be read, and
+        # a checkpoint written in between (its claims released) would otherwise
+        # look already merged: an item another consumer confirmed, delivered again.
+        self.seen_gen = -1
         if self.ranged:
             self._handle.lock_range(PRESENCE, exclusive=False)
 

@@ -116,7 +116,7 @@ def test_a_killed_consumers_items_go_to_the_others(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert child.stdout is not None
+    assert child.stdout is not None and child.stderr is not None
     held = [int(x) for x in child.stdout.readline().split()]
     assert held == [1, 2, 3], held if held else child.stderr.read()
     assert mine.get(timeout=0.05) is None  # the child holds them all
@@ -145,3 +145,40 @@ def test_fanout_stays_with_competing_consumers(tmp_path: Path) -> None:
     assert item is not None and seen is not None and seen.id == item.id
     b.close()
     q.close()
+
+
+def test_a_consumer_joining_while_another_checkpoints_skips_what_that_one_confirmed(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Issue 27, found by the history checker (``python -m stress --store queue
+    --seconds 300 --seed 27``: ids confirmed by a live consumer delivered again
+    to one that had just joined).  A joining consumer loads the reader file, then
+    maps the checkpoints' generation word: a checkpoint written in between (here
+    forced at that moment) released the confirmed item's claim, and the newcomer,
+    its state older than the generation it saw, claimed it and delivered it."""
+    import engine.queue.reader as reader_module
+
+    d = str(tmp_path)
+    slow: dict[str, Any] = {"checkpoint_interval": 3600.0, "poll_interval": 0.002}
+    with Queue.open(d, "q", **slow) as q:
+        q.reader("w").close()
+        q.put_many([b"one", b"two"])
+    first = Queue.open_reader(d, "q", "w", **slow)
+    item = first.get(timeout=5)
+    assert item is not None
+    first.confirm(item.id)  # claimed until first's next checkpoint writes it
+    real = reader_module.Claims
+
+    def late(lock: Any) -> Any:
+        first.checkpoint()  # the newcomer's state is loaded: the checkpoint lands now
+        return real(lock)
+
+    monkeypatch.setattr(reader_module, "Claims", late)
+    second = Queue.open_reader(d, "q", "w", **slow)
+    monkeypatch.undo()
+    try:
+        got = second.get(timeout=0)
+        assert got is not None and got.data == b"two", got  # never "one": first confirmed it and lives
+    finally:
+        second.close()
+        first.close()
