@@ -142,7 +142,14 @@ class RecordScanner:
         if not self.checked or not self._covered or self.stop not in ("end", "marker"):
             return False
         start = self.offset - self._covered
-        _, count, top, clean = foreign_records(self.span(start, self.offset), last_id)
+        data = self.span(start, self.offset)
+        if self.stop == "marker" and data[-1:] == b"\0":
+            # The zero tail reaches back into the last record: a preallocated tail
+            # starts where the records end, but damage that zeroed this engine's
+            # last CHECK and the payload before it looks just like this (the
+            # payload's zeros decode as bytes).  Never delivered as data.
+            return False
+        _, count, top, clean = foreign_records(data, last_id)
         if not (clean and count) or (next_id is not None and top + 1 != next_id):
             return False
         self._foreign = True

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, CorruptFileError
 from engine.queue import Queue, codec
 from tests.queue.libkestrel_model import Journal
 
@@ -144,3 +144,50 @@ def test_the_biggest_item_libkestrel_reads_is_accepted_and_read_by_it(tmp_path: 
     journal = Journal(str(tmp_path), "jobs")
     assert journal.log == []  # nothing "too large", nothing erased
     assert [len(p.data) for p in journal.deliver_all("")] == [5, len(big)]
+
+
+def test_libkestrels_records_ending_at_a_zero_tail_are_read(tmp_path: Path) -> None:
+    """What libkestrel appended before a preallocated (zero) tail, at the end of a
+    finished file, is read: the zero run starts where its last record ends."""
+    with Queue.open(str(tmp_path), "jobs", **NOCKPT) as q:
+        reader = q.reader("r")
+        q.put(b"ours-1")
+        reader.close()
+    journal = Journal(str(tmp_path), "jobs")
+    journal.put(b"lk-2")
+    first = max(tmp_path.glob("jobs.[0-9]*"), key=lambda p: int(p.suffix[1:]))
+    with open(first, "ab") as f:
+        f.write(bytes(64))  # its preallocated tail
+    journal.put(b"lk-3", rotate=True)
+    remote = Queue.open_reader(str(tmp_path), "jobs", "r", **NOCKPT)
+    assert [d for _, d in drain(remote)] == [b"ours-1", b"lk-2", b"lk-3"]
+    remote.close()
+
+
+def test_a_zeroed_check_at_the_end_of_a_finished_file_is_damage_not_data(tmp_path: Path) -> None:
+    """The stress suite's finding: zeroing the end of a rotated writer file (its
+    last CHECK and the end of the last payload) read the last item back with
+    zeros and no error, as if libkestrel had appended it before a zero tail.
+    Zeros that reach back into a record are damage: CorruptFileError naming the
+    file and the batch."""
+    sent = {}
+    with Queue.open(str(tmp_path), "jobs", journal_size=1000, **NOCKPT) as q:
+        q.reader("r").close()
+        for i in range(12):
+            data = bytes([65 + i % 26]) * 200
+            sent[q.put(data)] = data
+    files = sorted(tmp_path.glob("jobs.[0-9]*"), key=lambda p: int(p.suffix[1:]))
+    second = files[1]
+    size = second.stat().st_size
+    with open(second, "r+b") as f:  # the CHECK and the last 98 bytes of the payload before it
+        f.seek(size - 107)
+        f.write(bytes(107))
+    remote = Queue.open_reader(str(tmp_path), "jobs", "r", **NOCKPT)
+    got: list[tuple[int, bytes]] = []
+    with pytest.raises(CorruptFileError) as info:
+        while (item := remote.get(timeout=0)) is not None:
+            got.append((item.id, item.data))
+            remote.confirm(item.id)
+    remote.close()
+    assert info.value.path == str(second) and "CHECK" in str(info.value)
+    assert all(sent[xid] == data for xid, data in got)  # nothing delivered changed
