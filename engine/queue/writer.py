@@ -357,7 +357,10 @@ class JournalWriter:
         try:
             if alone:
                 state.reset_group_commit()
-                self._written_l = self._written_end - _HEADER_SIZE
+                # (A newest file cut back inside its header, magic and EMPTY_CHECK, by
+                # recovery of a damaged one holds nothing of this engine's: it is
+                # rotated away below, never appended to.)
+                self._written_l = max(0, self._written_end - _HEADER_SIZE)
                 self._segment_start_l = 0
                 state.set_written(self._written_l)
                 state.write_facts(Facts(self._segments[-1].number))

@@ -137,3 +137,25 @@ def test_a_symbolic_link_where_a_queue_file_belongs(
         Queue.open(str(tmp_path), "jobs", **NOCKPT)
     with pytest.raises(CorruptFileError, match="symbolic link"):
         Queue.open_reader(str(tmp_path), "jobs", "a", **NOCKPT)
+
+
+@pytest.mark.parametrize("cut_to", [0, 4, 10, 12])
+def test_a_newest_file_cut_inside_its_header_is_reported_and_the_queue_goes_on(tmp_path: Path, cut_to: int) -> None:
+    """The stress suite's finding: the newest writer file truncated inside its
+    13-byte header (magic and EMPTY_CHECK) made the next open fail with
+    ``struct.error: argument out of range`` (a negative written length)."""
+    d = str(tmp_path)
+    with Queue.open(d, "jobs") as q:
+        q.reader("r").close()
+        for n in (282, 60, 53):
+            q.put(b"x" * n)
+    newest = max(tmp_path.glob("jobs.[0-9]*"), key=lambda p: int(p.suffix[1:]))
+    os.truncate(newest, cut_to)
+    with Queue.open(d, "jobs") as q:
+        assert any(a.kind == "reset" and a.path == str(newest) for a in q.recovery.actions)
+        xid = q.put(b"after")
+        q.verify()
+    reader = Queue.open_reader(d, "jobs", "r")
+    item = reader.get(timeout=0)
+    assert item is not None and item.id == xid and item.data == b"after"
+    reader.close()
