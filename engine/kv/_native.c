@@ -681,6 +681,224 @@ encode_branch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* ---- find: a get over page images (the twin of engine.kv.descent.find_image) ------- */
+#define MAX_ENTRIES (MAX_PAGE / 4 + 1)
+/* page ids * page size stay below 2**63 */
+#define MAX_PAGE_COUNT ((long long)1 << 46)
+
+/* Raise NodeError at the absolute offset base + at with expected/found (printf'd found). */
+static PyObject *
+fail_at(long long base, long long at, const char *expected, const char *found)
+{
+    return fail(base + at, expected, found);
+}
+
+/* -1, 0, 1 as bytes comparison of a[:alen] with b[:blen] (memcmp, then the shorter first). */
+static int
+keycmp(const unsigned char *a, size_t alen, const unsigned char *b, size_t blen)
+{
+    size_t common = alen < blen ? alen : blen;
+    int c = common ? memcmp(a, b, common) : 0;
+    if (c)
+        return c < 0 ? -1 : 1;
+    return alen < blen ? -1 : (alen > blen ? 1 : 0);
+}
+
+PyDoc_STRVAR(find_doc,
+             "find(images, root, height, key, page_count)\n--\n\n"
+             "The value under key in the tree at root (see engine.kv.descent.find_image, the\n"
+             "reference): bytes, None, the int id of the first page not in images, or\n"
+             "(first_page, length) of an overflow value; NodeError at an absolute offset.");
+
+static PyObject *
+find(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyDict_CheckExact(args[0]) || !PyLong_CheckExact(args[1]) || !PyLong_CheckExact(args[2]) ||
+        !PyBytes_CheckExact(args[3]) || !PyLong_CheckExact(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "find(images: dict, root: int, height: int, key: bytes, page_count: int)");
+        return NULL;
+    }
+    PyObject *images = args[0];
+    long long height = PyLong_AsLongLong(args[2]);
+    if (height == -1 && PyErr_Occurred())
+        return NULL;
+    if (height < 1 || height > MAX_HEIGHT)
+        return PyErr_Format(PyExc_ValueError, "a tree height in 1..%d, not %lld", MAX_HEIGHT, height);
+    long long page_count = PyLong_AsLongLong(args[4]);
+    if (page_count == -1 && PyErr_Occurred())
+        return NULL;
+    if (page_count < 0 || page_count > MAX_PAGE_COUNT)
+        return PyErr_Format(PyExc_ValueError, "a page count in 0..%lld, not %lld", (long long)MAX_PAGE_COUNT, page_count);
+    long long root = PyLong_AsLongLong(args[1]);
+    if (root == -1 && PyErr_Occurred())
+        return NULL;
+    if (root < 2 || root > page_count)
+        return PyErr_Format(PyExc_ValueError, "a root page in 2..%lld, not %lld", page_count, root);
+    if (load_node_module() < 0)
+        return NULL;
+    const unsigned char *key = (const unsigned char *)PyBytes_AS_STRING(args[3]);
+    size_t key_len = (size_t)PyBytes_GET_SIZE(args[3]);
+    uint32_t offs[MAX_ENTRIES + 1];
+    /* the separator range [lo, hi) the parents give (NULL: no bound), pointing into
+     * their images, each held (held[0..nheld)) until the descent ends */
+    const unsigned char *lo = NULL, *hi = NULL;
+    size_t lo_len = 0, hi_len = 0;
+    PyObject *held[MAX_HEIGHT];
+    int nheld = 0;
+    PyObject *result = NULL;
+    PyObject *pageobj = args[1];
+    Py_INCREF(pageobj);
+    long long level = height - 1;
+    char expected[96], found[64];
+    for (;;) {
+        PyObject *data = PyDict_GetItemWithError(images, pageobj);
+        if (data == NULL) {
+            if (!PyErr_Occurred()) {
+                result = pageobj; /* not at hand: the caller reads it */
+                pageobj = NULL;
+            }
+            goto done;
+        }
+        if (!PyBytes_CheckExact(data)) {
+            PyErr_SetString(PyExc_TypeError, "find: page images must be bytes");
+            goto done;
+        }
+        Py_INCREF(data);
+        held[nheld++] = data; /* levels strictly decrease: at most height <= MAX_HEIGHT */
+        long long page = PyLong_AsLongLong(pageobj); /* in 2..page_count: checked */
+        Py_CLEAR(pageobj);
+        {
+            const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(data);
+            Py_ssize_t ps = PyBytes_GET_SIZE(data);
+            long long base = page * (long long)ps;
+            if (ps < HEAD) {
+                snprintf(found, sizeof found, "%zd", ps);
+                fail_at(base, 0, "a page of at least 20 bytes", found);
+                goto done;
+            }
+            if (p[0] != (level ? BRANCH : LEAF) || p[1] != level) {
+                snprintf(expected, sizeof expected, "a node of level %lld (its parent's level - 1)", level);
+                snprintf(found, sizeof found, "0x%02x %u", p[0], p[1]);
+                fail_at(base, 1, expected, found);
+                goto done;
+            }
+            Py_ssize_t n = (Py_ssize_t)le16(p + 2);
+            uint32_t used = le32(p + 4);
+            if ((Py_ssize_t)used > ps || used < HEAD) {
+                snprintf(expected, sizeof expected, "a node's used size in %d..%zd", HEAD, ps);
+                snprintf(found, sizeof found, "%u", (unsigned)used);
+                fail_at(base, 4, expected, found);
+                goto done;
+            }
+            Py_ssize_t end = HEAD + (level ? 10 * n + 8 : 4 * n);
+            if (end > (Py_ssize_t)used) {
+                snprintf(found, sizeof found, "%zd", n);
+                fail_at(base, 2, "an entry count that fits the page", found);
+                goto done;
+            }
+            /* n <= (used - HEAD) / 4 < MAX_ENTRIES: offs[0..n] fits */
+            uint64_t at = (uint64_t)end;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                offs[i] = (uint32_t)at;
+                at += le16(p + HEAD + 2 * i);
+            }
+            offs[n] = (uint32_t)at; /* at <= end + n * 65535: fits 32 bits */
+            uint64_t vend = at;
+            if (!level) {
+                for (Py_ssize_t i = 0; i < n; i++) {
+                    uint32_t v = le16(p + HEAD + 2 * (n + i));
+                    vend += v == OVERFLOW_MARK ? OVERFLOW_REF : v;
+                }
+            }
+            if (vend != used) {
+                snprintf(expected, sizeof expected, "%s that end at the used size %u", level ? "keys" : "entries",
+                         (unsigned)used);
+                snprintf(found, sizeof found, "%llu", (unsigned long long)vend);
+                fail_at(base, 4, expected, found);
+                goto done;
+            }
+            /* from here every key lies inside [end, used] */
+#define KEY(i) (p + offs[i])
+#define KLEN(i) ((size_t)(offs[(i) + 1] - offs[i]))
+            if (n && ((lo != NULL && keycmp(KEY(0), KLEN(0), lo, lo_len) < 0) ||
+                      (hi != NULL && keycmp(KEY(n - 1), KLEN(n - 1), hi, hi_len) >= 0))) {
+                fail_at(base, HEAD, "keys inside the range its parent's separators give", NULL);
+                goto done;
+            }
+            if (!level) {
+                Py_ssize_t a = 0, b = n; /* bisect_left */
+                while (a < b) {
+                    Py_ssize_t mid = (a + b) / 2;
+                    if (keycmp(KEY(mid), KLEN(mid), key, key_len) < 0)
+                        a = mid + 1;
+                    else
+                        b = mid;
+                }
+                if (a == n || keycmp(KEY(a), KLEN(a), key, key_len) != 0) {
+                    result = Py_None;
+                    Py_INCREF(result);
+                    goto done;
+                }
+                uint64_t voff = offs[n];
+                for (Py_ssize_t i = 0; i < a; i++) {
+                    uint32_t v = le16(p + HEAD + 2 * (n + i));
+                    voff += v == OVERFLOW_MARK ? OVERFLOW_REF : v;
+                }
+                uint32_t v = le16(p + HEAD + 2 * (n + a));
+                if (v != OVERFLOW_MARK) {
+                    result = PyBytes_FromStringAndSize((const char *)p + voff, (Py_ssize_t)v);
+                    goto done;
+                }
+                uint64_t first = le64(p + voff);
+                uint32_t length = le32(p + voff + 8);
+                if (first < 2 || page_count < 2 || first > (uint64_t)page_count) {
+                    snprintf(expected, sizeof expected, "an overflow page in 2..%lld", page_count);
+                    snprintf(found, sizeof found, "%llu", (unsigned long long)first);
+                    fail_at(base, (long long)voff, expected, found);
+                    goto done;
+                }
+                result = Py_BuildValue("(KI)", (unsigned long long)first, (unsigned)length);
+                goto done;
+            }
+            Py_ssize_t a = 0, b = n; /* bisect_right */
+            while (a < b) {
+                Py_ssize_t mid = (a + b) / 2;
+                if (keycmp(key, key_len, KEY(mid), KLEN(mid)) < 0)
+                    b = mid;
+                else
+                    a = mid + 1;
+            }
+            if (a) {
+                lo = KEY(a - 1);
+                lo_len = KLEN(a - 1);
+            }
+            if (a < n) {
+                hi = KEY(a);
+                hi_len = KLEN(a);
+            }
+#undef KEY
+#undef KLEN
+            Py_ssize_t cat = HEAD + 2 * n + 8 * a;
+            uint64_t child = le64(p + cat);
+            if (child < 2 || page_count < 2 || child > (uint64_t)page_count) {
+                snprintf(expected, sizeof expected, "a child page in 2..%lld", page_count);
+                snprintf(found, sizeof found, "%llu", (unsigned long long)child);
+                fail_at(base, cat, expected, found);
+                goto done;
+            }
+            pageobj = PyLong_FromUnsignedLongLong(child);
+            if (pageobj == NULL)
+                goto done;
+            level--;
+        }
+    }
+done:
+    Py_XDECREF(pageobj);
+    while (nheld)
+        Py_DECREF(held[--nheld]);
+    return result;
+}
+
 PyDoc_STRVAR(crc32c_doc,
              "crc32c(data, hardware=True)\n--\n\n"
              "The CRC-32C of data (bytes) as decode_node computes it; hardware=False\n"
@@ -702,6 +920,7 @@ static PyMethodDef methods[] = {
     {"decode_node", (PyCFunction)(void (*)(void))decode_node, METH_FASTCALL, decode_node_doc},
     {"encode_leaf", (PyCFunction)(void (*)(void))encode_leaf, METH_FASTCALL, encode_leaf_doc},
     {"encode_branch", (PyCFunction)(void (*)(void))encode_branch, METH_FASTCALL, encode_branch_doc},
+    {"find", (PyCFunction)(void (*)(void))find, METH_FASTCALL, find_doc},
     {"crc32c", crc32c, METH_VARARGS, crc32c_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -13,6 +13,7 @@ from itertools import islice
 
 from engine.errors import CorruptFileError, FormatError
 from engine.kv import node as nodes
+from engine.kv.descent import Found, find_image
 from engine.kv.node import Leaf, Node, NodeError, Overflow, TreeInfo
 from engine.native import load
 from engine.pages import PageError
@@ -31,6 +32,13 @@ _branch_image: Callable[[int, list[bytes], list[int], int], bytes] = (
 )
 
 
+#: find(images, root, height, key, page_count): a get over verified page images in
+#: one call (:func:`engine.kv.descent.find_image` or its compiled twin).
+find: Callable[[dict[int, bytes], int, int, bytes, int], Found] = (
+    find_image if _NATIVE is None else _NATIVE.find
+)
+
+
 def encode_node(node: Node, page_size: int) -> bytes:
     """A node's page image (:func:`engine.kv.node.leaf_image` / ``branch_image``
     or their compiled twins)."""
@@ -45,46 +53,59 @@ DEFAULT_CACHE_NODES = 65536
 
 
 class NodeCache:
-    """Decoded nodes by page id; evicts the oldest entries past ``capacity``.
+    """Decoded nodes by page id, and their verified page images (for :data:`find`,
+    which descends over the images in one call); evicts the oldest entries past
+    ``capacity``.
 
-    Cached nodes are never changed (transactions change copies), so one object
-    may be handed to many readers.
+    Cached nodes and images are never changed (transactions change copies), so
+    one object may be handed to many readers.  An image is in ``images`` only
+    while its node is cached, and only if it passed :func:`decode_node` (CRC and
+    key order) or the writer encoded it.
     """
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self._nodes: dict[int, Node] = {}
+        #: Page images by page id: what :data:`find` reads (never changed in place).
+        self.images: dict[int, bytes] = {}
         #: The node at a page, or None (the dict's own ``get``: no Python frame).
         self.get: Callable[[int], Node | None] = self._nodes.get
 
-    def put(self, page: int, node: Node) -> None:
+    def put(self, page: int, node: Node, image: bytes) -> None:
+        """Keep ``node``, decoded (and so verified) from ``image``."""
         if not self.capacity:
             return
         nodes_ = self._nodes
         nodes_[page] = node
+        self.images[page] = image
         if len(nodes_) > self.capacity:
             self._evict()
 
     def _evict(self) -> None:
         """Drop the oldest entries: down to 7/8 of the capacity (one pass per eighth, not per put)."""
-        nodes_ = self._nodes
+        nodes_, images = self._nodes, self.images
         drop = len(nodes_) - self.capacity + max(1, self.capacity // 8)
         for old in list(islice(nodes_, drop)):
             del nodes_[old]
+            images.pop(old, None)
 
-    def update(self, changed: dict[int, Node], freed: Iterable[int]) -> None:
-        """After a commit: the transaction's nodes replace the old ones, freed pages go."""
+    def update(self, changed: dict[int, Node], freed: Iterable[int], images: dict[int, bytes]) -> None:
+        """After a commit: the transaction's nodes and their images replace the old
+        ones, freed pages go."""
         nodes_ = self._nodes
         for page in freed:
             nodes_.pop(page, None)
+            self.images.pop(page, None)
         if not self.capacity:
             return
         nodes_.update(changed)  # one C-level update (a page already cached keeps its place)
+        self.images.update(images)
         if len(nodes_) > self.capacity:
             self._evict()
 
     def clear(self) -> None:
         self._nodes.clear()
+        self.images.clear()
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -105,6 +126,25 @@ def read_node(path: str, page: int, read: Callable[[int], bytes], page_count: in
     except PageError as exc:
         raise CorruptFileError(path, exc.offset, "a pointer to a live node page", exc.reason) from exc
     return decode_page(path, page, data, page_count)
+
+
+def load_node(path: str, page: int, read: Callable[[int], bytes], page_count: int, cache: NodeCache) -> Node:
+    """:func:`read_node`, and the node and its page image kept in ``cache``."""
+    try:
+        data = read(page)
+    except PageError as exc:
+        raise CorruptFileError(path, exc.offset, "a pointer to a live node page", exc.reason) from exc
+    found = decode_page(path, page, data, page_count)
+    cache.put(page, found, data if type(data) is bytes else bytes(data))
+    return found
+
+
+def lookup(path: str, images: dict[int, bytes], tree: TreeInfo, key: bytes, page_count: int) -> Found:
+    """:data:`find` over ``images``, its errors as CorruptFileError naming ``path``."""
+    try:
+        return find(images, tree.root, tree.height, key, page_count)
+    except NodeError as exc:
+        raise CorruptFileError(path, exc.offset, exc.expected, exc.found) from exc
 
 
 def read_overflow(path: str, ref: Overflow, read: Callable[[int], bytes], page_size: int, page_count: int) -> bytes:

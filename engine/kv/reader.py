@@ -30,7 +30,7 @@ from engine.kv import tree as trees
 from engine.kv.api import DEFAULT_TREE, TreeAPI, TreeView, tree_name
 from engine.kv.maint import verify_trees
 from engine.kv.node import Node, Overflow, TreeInfo, Value
-from engine.kv.pager import DEFAULT_CACHE_NODES, NodeCache, read_meta, read_node, read_overflow
+from engine.kv.pager import DEFAULT_CACHE_NODES, NodeCache, load_node, lookup, read_meta, read_overflow
 from engine.pages import PageReader
 from engine.pages.backup import copy_store
 
@@ -160,8 +160,7 @@ class KVReader(TreeAPI):
     def node(self, page: int) -> Node:
         found = self._cache.get(page)
         if found is None:
-            found = read_node(self.path, page, self._pr.read, self._page_count)
-            self._cache.put(page, found)
+            found = load_node(self.path, page, self._pr.read, self._page_count, self._cache)
         return found
 
     def value(self, value: Value) -> bytes:
@@ -178,7 +177,16 @@ class KVReader(TreeAPI):
     def _get(self, name: bytes, key: bytes) -> bytes | None:
         self._check_open()
         with self._snap():
-            return trees.get(self, self._trees.get(name), key)
+            tree = self._trees.get(name)
+            if tree is None:
+                return None
+            # one call over the cached page images, or the decoded descent for a page not at hand
+            hit = lookup(self.path, self._cache.images, tree, key, self._page_count)
+            if hit is None or type(hit) is bytes:
+                return hit
+            if type(hit) is tuple:
+                return self.value(Overflow(*hit))
+            return trees.get(self, tree, key)
 
     def _count(self, name: bytes) -> int:
         with self._snap():

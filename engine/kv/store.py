@@ -34,7 +34,15 @@ from engine.kv import tree as trees
 from engine.kv.api import DEFAULT_TREE, TreeAPI, TreeView, tree_name
 from engine.kv.maint import compact, verify_trees
 from engine.kv.node import Node, Overflow, TreeInfo, Value
-from engine.kv.pager import DEFAULT_CACHE_NODES, NodeCache, overflow_chain, read_meta, read_node, read_overflow
+from engine.kv.pager import (
+    DEFAULT_CACHE_NODES,
+    NodeCache,
+    load_node,
+    lookup,
+    overflow_chain,
+    read_meta,
+    read_overflow,
+)
 from engine.kv.reader import KVReader, kv_stats
 from engine.pages import PageStore, Transaction
 from engine.pages.backup import copy_store
@@ -94,6 +102,8 @@ class KVTransaction(TreeAPI):
         # values overwritten in place, worth journalling as the bytes that changed
         self._shape: dict[int, tuple[int, int]] = {}
         self._freed: set[int] = set()
+        #: The page images of the changed nodes, encoded on commit (for the cache).
+        self._images: dict[int, bytes] = {}
         self._trees = {name: t.copy() for name, t in kv._trees.items()}
         self._catalogue_changed = False
         self.state = "open"
@@ -127,8 +137,9 @@ class KVTransaction(TreeAPI):
         if changed or self._freed or self._trees != kv._trees:
             try:
                 shape = self._shape
+                images = self._images = {}
                 for page, node in changed.items():
-                    image = pager.encode_node(node, ps)
+                    image = images[page] = pager.encode_node(node, ps)
                     if shape.get(page) == (len(node.keys), node.size):
                         _write_changes(ptx, page, image)
                     else:  # new, or entries added or removed: the arrays moved
@@ -140,7 +151,7 @@ class KVTransaction(TreeAPI):
                 if ptx.state == "open":
                     ptx.rollback()  # failed before the page store commit: nothing may reach it
                 raise
-            kv._cache.update(changed, self._freed)
+            kv._cache.update(changed, self._freed, self._images)
             kv._trees = self._trees
             kv._txid += 1
             kv.commits += 1
@@ -336,6 +347,7 @@ class KV(TreeAPI):
         self._lock = threading.RLock()
         self._cache = NodeCache(cache_nodes)
         self.cached = self._cached = self._cache.get
+        self._images = self._cache.images
         self._txid = txid
         self._trees = {t.name: t for t in infos}
         self._closed = False
@@ -457,9 +469,7 @@ class KV(TreeAPI):
     def _node(self, page: int) -> Node:
         found = self._cached(page)
         if found is None:
-            pages = self._pages
-            found = read_node(self.path, page, self._committed, pages.page_count)
-            self._cache.put(page, found)
+            found = load_node(self.path, page, self._committed, self._pages.page_count, self._cache)
         return found
 
     def _committed(self, page: int) -> bytes:
@@ -474,8 +484,7 @@ class KV(TreeAPI):
         (:meth:`_node`, written out: one call per level of a get)."""
         found = self._cached(page)
         if found is None:
-            found = read_node(self.path, page, self._committed, self._pages.page_count)
-            self._cache.put(page, found)
+            found = load_node(self.path, page, self._committed, self._pages.page_count, self._cache)
         return found
 
     def value(self, value: Value) -> bytes:
@@ -490,7 +499,16 @@ class KV(TreeAPI):
             if self._closed:
                 self._check_open()
             tree = self._trees.get(name)
-            found = None if tree is None else trees.find(self, tree, key)
+            if tree is None:
+                return None
+            # one call over the cached page images (no Python frame per level) ...
+            hit = lookup(self.path, self._images, tree, key, self._pages.page_count)
+            if hit is None or type(hit) is bytes:
+                return hit
+            if type(hit) is tuple:
+                return self.value(Overflow(*hit))
+            # ... or a page not at hand: the decoded descent reads (and keeps) it
+            found = trees.find(self, tree, key)
             return found if found is None or type(found) is bytes else self.value(found)
 
     def _count(self, name: bytes) -> int:
