@@ -22,9 +22,10 @@ Targets:
 * ``kv``: ``engine.kv._native.decode_node`` against
   ``engine.kv.node.decode_node`` (a B+tree node page: the input as it is, and
   resealed with a valid CRC-32C so that the structural checks are reached);
-* ``kv_find``: ``engine.kv._native.find`` against
-  ``engine.kv.descent.find_image`` (a get over page images: the input cut into
-  page images, each page id mapped to one of them);
+* ``kv_find``: ``engine.kv._native.find`` and ``leaf_items`` against
+  ``engine.kv.descent.find_image`` and ``leaf_items_image`` (a get and a scan's
+  leaf over page images: the input cut into page images, each page id mapped to
+  one of them);
 * ``applog``: ``engine.applog._native.crc_failures`` against
   ``engine.applog.codec.crc_failures``, and ``engine.applog._native.encode_batch``
   against ``engine.applog.batch.encode_batch`` (records into a segment's write
@@ -242,9 +243,9 @@ def kv_target() -> Callable[[bytes], None]:
 
 
 def kv_find_target() -> Callable[[bytes], None]:
-    """find(images, root, height, key, page_count) on both twins: pages 2..page_count
+    """find(images, root, height, key, page_count) and leaf_items(...) on both twins: pages 2..page_count
     each one of the images cut from the input (so descents meet pages again)."""
-    from engine.kv.descent import find_image
+    from engine.kv.descent import find_image, leaf_items_image
 
     native = importlib.import_module(TARGETS["kv_find"])
 
@@ -261,6 +262,11 @@ def kv_find_target() -> Callable[[bytes], None]:
         got = [_outcome(lambda f=f: f(images, 2, height, key, page_count)) for f in (find_image, native.find)]  # type: ignore[misc]
         if got[0] != got[1]:
             raise AssertionError(f"kv find twins differ on {data.hex()}: {got[0]} != {got[1]}")
+        before = bool(height & 1)
+        twins = (leaf_items_image, native.leaf_items)
+        got = [_outcome(lambda f=f: f(images, 2, height, key or None, before, page_count)) for f in twins]  # type: ignore[misc]
+        if got[0] != got[1]:
+            raise AssertionError(f"kv leaf_items twins differ on {data.hex()}: {got[0]} != {got[1]}")
 
     return one
 

@@ -13,8 +13,8 @@ from itertools import islice
 
 from engine.errors import CorruptFileError, FormatError
 from engine.kv import node as nodes
-from engine.kv.descent import Found, find_image
-from engine.kv.node import Leaf, Node, NodeError, Overflow, TreeInfo
+from engine.kv.descent import Found, LeafItems, find_image, leaf_items_image
+from engine.kv.node import Leaf, Node, NodeError, Overflow, TreeInfo, Value
 from engine.native import load
 from engine.pages import PageError
 
@@ -36,6 +36,14 @@ _branch_image: Callable[[int, list[bytes], list[int], int], bytes] = (
 #: one call (:func:`engine.kv.descent.find_image` or its compiled twin).
 find: Callable[[dict[int, bytes], int, int, bytes, int], Found] = (
     find_image if _NATIVE is None else _NATIVE.find
+)
+
+
+#: leaf_items(images, root, height, seek, before, page_count): one leaf of a scan
+#: over verified page images in one call (:func:`engine.kv.descent.leaf_items_image`
+#: or its compiled twin).
+leaf_items: Callable[[dict[int, bytes], int, int, bytes | None, bool, int], LeafItems] = (
+    leaf_items_image if _NATIVE is None else _NATIVE.leaf_items
 )
 
 
@@ -137,6 +145,26 @@ def load_node(path: str, page: int, read: Callable[[int], bytes], page_count: in
     found = decode_page(path, page, data, page_count)
     cache.put(page, found, data if type(data) is bytes else bytes(data))
     return found
+
+
+def leaf_of(
+    path: str, images: dict[int, bytes], tree: TreeInfo, seek: bytes | None, before: bool, page_count: int
+) -> LeafItems:
+    """:data:`leaf_items` over ``images``, its errors as CorruptFileError naming ``path``."""
+    try:
+        return leaf_items(images, tree.root, tree.height, seek, before, page_count)
+    except NodeError as exc:
+        raise CorruptFileError(path, exc.offset, exc.expected, exc.found) from exc
+
+
+def resolved(
+    got: tuple[list[bytes], list[bytes | tuple[int, int]], bytes | None, bytes | None], value: Callable[[Value], bytes]
+) -> tuple[list[bytes], list[bytes], bytes | None, bytes | None]:
+    """A leaf from :func:`leaf_of` with its overflow values read (through ``value``)."""
+    keys, vals, lo, hi = got
+    if not all(type(v) is bytes for v in vals):
+        vals = [v if type(v) is bytes else value(Overflow(*v)) for v in vals]
+    return keys, vals, lo, hi  # type: ignore[return-value]
 
 
 def lookup(path: str, images: dict[int, bytes], tree: TreeInfo, key: bytes, page_count: int) -> Found:

@@ -30,7 +30,17 @@ from engine.kv import tree as trees
 from engine.kv.api import DEFAULT_TREE, TreeAPI, TreeView, tree_name
 from engine.kv.maint import verify_trees
 from engine.kv.node import Node, Overflow, TreeInfo, Value
-from engine.kv.pager import DEFAULT_CACHE_NODES, NodeCache, load_node, lookup, read_meta, read_overflow
+from engine.kv.pager import (
+    DEFAULT_CACHE_NODES,
+    NodeCache,
+    leaf_of,
+    load_node,
+    lookup,
+    read_meta,
+    read_overflow,
+    resolved,
+)
+from engine.kv.tree import Fetch
 from engine.pages import PageReader
 from engine.pages.backup import copy_store
 
@@ -201,7 +211,21 @@ class KVReader(TreeAPI):
             info = self._trees.get(name)
             if info is None:
                 return
-            yield from trees.scan(trees.fetcher(self, info), start, stop, reverse)
+            yield from trees.scan(self._fetcher(info), start, stop, reverse)
+
+    def _fetcher(self, info: TreeInfo) -> Fetch:
+        """Leaves of ``info`` in one call each over the cached page images, or by
+        the decoded descent for a page not at hand (inside a snapshot)."""
+        decoded = trees.fetcher(self, info)
+        images = self._cache.images
+
+        def fetch(seek: bytes | None, before: bool) -> tuple[list[bytes], list[bytes], bytes | None, bytes | None]:
+            got = leaf_of(self.path, images, info, seek, before, self._page_count)
+            if type(got) is int:
+                return decoded(seek, before)
+            return resolved(got, self.value)  # type: ignore[arg-type]
+
+        return fetch
 
     def _put(self, name: bytes, key: bytes, value: bytes) -> NoReturn:
         raise ConfigError(f"{self.path}: opened read-only")

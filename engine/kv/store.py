@@ -37,11 +37,13 @@ from engine.kv.node import Node, Overflow, TreeInfo, Value
 from engine.kv.pager import (
     DEFAULT_CACHE_NODES,
     NodeCache,
+    leaf_of,
     load_node,
     lookup,
     overflow_chain,
     read_meta,
     read_overflow,
+    resolved,
 )
 from engine.kv.reader import KVReader, kv_stats
 from engine.pages import PageStore, Transaction
@@ -525,7 +527,11 @@ class KV(TreeAPI):
                 info = self._trees.get(name)
                 if info is None:
                     return [], [], None, None
-                return trees.fetcher(self, info)(seek, before)
+                # one call over the cached page images, or the decoded descent for a page not at hand
+                got = leaf_of(self.path, self._images, info, seek, before, self._pages.page_count)
+                if type(got) is int:
+                    return trees.fetcher(self, info)(seek, before)
+                return resolved(got, self.value)  # type: ignore[arg-type]
 
         return trees.scan(fetch, start, stop, reverse)
 

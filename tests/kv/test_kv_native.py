@@ -1,6 +1,6 @@
 """The node codec's compiled twins (``engine/kv/_native.c``: decode_node,
-encode_leaf, encode_branch, and find, the get over page images, against
-:func:`engine.kv.descent.find_image`) against their pure-Python references in
+encode_leaf, encode_branch, and find / leaf_items, a get and a scan's leaf
+over page images, against :mod:`engine.kv.descent`) against their pure-Python references in
 :mod:`engine.kv.node` (decode_node, leaf_image, branch_image): the same objects,
 the same bytes, the same errors (type, offset, message) on valid, damaged and
 hostile pages.
@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from engine.kv import KV, pager
 from engine.kv import node as nodes
-from engine.kv.descent import find_image
+from engine.kv.descent import find_image, leaf_items_image
 from engine.native import pure_python_forced
 from engine.pages import crc32c
 
@@ -280,10 +280,16 @@ def _images_of(tmp_path: Any, count: int, page_size: int = 512) -> tuple[dict[in
 
 
 def _same_find(images: dict[int, bytes], root: int, height: int, key: bytes, page_count: int) -> tuple[str, Any]:
+    """find's twins agree on ``key``, and leaf_items' on it as a seek (and on no seek), both ways."""
     assert NATIVE is not None
     ref = _outcome(lambda: find_image(images, root, height, key, page_count))
     got = _outcome(lambda: NATIVE.find(images, root, height, key, page_count))
     assert got == ref, f"find twins differ for key {key.hex()}"
+    for seek in (key, None):
+        for before in (False, True):
+            leaf_ref = _outcome(lambda: leaf_items_image(images, root, height, seek, before, page_count))  # noqa: B023
+            leaf_got = _outcome(lambda: NATIVE.leaf_items(images, root, height, seek, before, page_count))  # noqa: B023
+            assert leaf_got == leaf_ref, f"leaf_items twins differ for seek {seek!r}, before={before}"
     return ref
 
 
@@ -302,6 +308,19 @@ def test_find_twins_agree_on_a_whole_store(tmp_path: Any) -> None:
     partial = dict(images)
     del partial[tree.root]
     assert _same_find(partial, tree.root, tree.height, keys[0], page_count) == ("ok", tree.root)
+    # a whole scan, leaf by leaf, gives every key in order
+    assert NATIVE is not None
+    seen: list[bytes] = []
+    seek: bytes | None = None
+    while True:
+        kind, (leaf_keys, _vals, _lo, hi) = _outcome(
+            lambda: NATIVE.leaf_items(images, tree.root, tree.height, seek, False, page_count)  # noqa: B023
+        )
+        seen += leaf_keys
+        if hi is None:
+            break
+        seek = hi
+    assert seen == keys
 
 
 @needs_native
@@ -359,9 +378,19 @@ def test_find_twins_agree_on_hostile_images(
 @needs_native
 def test_find_refuses_what_is_not_a_page_map() -> None:
     assert NATIVE is not None
-    for args in [({2: bytearray(512)}, 2, 1, b"k", 9), ({}, 2, 0, b"k", 9), ({}, 1, 1, b"k", 9), ({}, 2, 49, b"k", 9)]:
+    cases: list[tuple[Any, ...]] = [
+        ({2: bytearray(512)}, 2, 1, b"k", 9),
+        ({}, 2, 0, b"k", 9),
+        ({}, 1, 1, b"k", 9),
+        ({}, 2, 49, b"k", 9),
+    ]
+    for args in cases:
         ref = _outcome(lambda: find_image(*args))  # noqa: B023
         got = _outcome(lambda: NATIVE.find(*args))  # noqa: B023
         assert ref[0] == got[0] == "error" and ref[1][0] is got[1][0], (args, ref, got)
     with pytest.raises(TypeError):
         NATIVE.find([], 2, 1, b"k", 9)
+    with pytest.raises(TypeError):
+        NATIVE.leaf_items({}, 2, 1, "k", False, 9)
+    with pytest.raises(TypeError):
+        NATIVE.leaf_items({}, 2, 1, b"k", 0, 9)
