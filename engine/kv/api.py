@@ -20,21 +20,22 @@ _T = TypeVar("_T")
 
 
 class Backend(Protocol):
-    """What a :class:`TreeAPI` needs of the object doing the work."""
+    """What a :class:`TreeAPI` needs of the object doing the work: public
+    ``tree_*`` methods, since handles (views, stores) call them on other objects."""
 
     max_key: int
 
-    def _get(self, name: bytes, key: bytes) -> bytes | None: ...
+    def tree_get(self, name: bytes, key: bytes) -> bytes | None: ...
 
-    def _count(self, name: bytes) -> int: ...
+    def tree_count(self, name: bytes) -> int: ...
 
-    def _items(
+    def tree_items(
         self, name: bytes, start: bytes | None, stop: bytes | None, reverse: bool
     ) -> Iterator[tuple[bytes, bytes]]: ...
 
-    def _put(self, name: bytes, key: bytes, value: bytes) -> None: ...
+    def tree_put(self, name: bytes, key: bytes, value: bytes) -> None: ...
 
-    def _delete(self, name: bytes, key: bytes) -> bool: ...
+    def tree_delete(self, name: bytes, key: bytes) -> bool: ...
 
 
 def as_bytes(value: object, what: str) -> bytes:
@@ -85,7 +86,7 @@ class TreeAPI:
         backend = self._backend
         # the common case (a bytes key short enough) without _key's call
         raw = key if type(key) is bytes and len(key) <= backend.max_key else self._key(key)
-        value = backend._get(self._name, raw)
+        value = backend.tree_get(self._name, raw)
         if value is None:
             raise KeyError(key)
         return value
@@ -93,23 +94,23 @@ class TreeAPI:
     def get(self, key: bytes, default: bytes | None = None) -> bytes | None:
         backend = self._backend
         raw = key if type(key) is bytes and len(key) <= backend.max_key else self._key(key)
-        value = backend._get(self._name, raw)
+        value = backend.tree_get(self._name, raw)
         return default if value is None else value
 
     def __contains__(self, key: object) -> bool:
-        return self._backend._get(self._name, self._key(key)) is not None
+        return self._backend.tree_get(self._name, self._key(key)) is not None
 
     def __len__(self) -> int:
-        return self._backend._count(self._name)
+        return self._backend.tree_count(self._name)
 
     def __iter__(self) -> Iterator[bytes]:
-        return (k for k, _ in self._backend._items(self._name, None, None, False))
+        return (k for k, _ in self._backend.tree_items(self._name, None, None, False))
 
     def keys(self) -> Iterator[bytes]:
         return iter(self)
 
     def values(self) -> Iterator[bytes]:
-        return (v for _, v in self._backend._items(self._name, None, None, False))
+        return (v for _, v in self._backend.tree_items(self._name, None, None, False))
 
     def items(
         self, start: bytes | None = None, stop: bytes | None = None, reverse: bool = False
@@ -118,12 +119,12 @@ class TreeAPI:
         key order or ``reverse``; lazy."""
         lo = None if start is None else as_bytes(start, "start")
         hi = None if stop is None else as_bytes(stop, "stop")
-        return self._backend._items(self._name, lo, hi, reverse)
+        return self._backend.tree_items(self._name, lo, hi, reverse)
 
     def prefix(self, prefix: bytes, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
         """(key, value) for every key starting with ``prefix``; lazy."""
         p = as_bytes(prefix, "prefix")
-        return self._backend._items(self._name, p or None, prefix_end(p) if p else None, reverse)
+        return self._backend.tree_items(self._name, p or None, prefix_end(p) if p else None, reverse)
 
     def __setitem__(self, key: bytes, value: bytes) -> None:
         backend = self._backend
@@ -131,18 +132,18 @@ class TreeAPI:
         if len(raw) > MAX_VALUE:
             raise ConfigError(f"a value is at most {MAX_VALUE} bytes, not {len(raw)}")
         # the common case (a bytes key short enough) without _key's call
-        backend._put(self._name, key if type(key) is bytes and len(key) <= backend.max_key else self._key(key), raw)
+        backend.tree_put(self._name, key if type(key) is bytes and len(key) <= backend.max_key else self._key(key), raw)
 
     def put(self, key: bytes, value: bytes) -> None:
         self[key] = value
 
     def __delitem__(self, key: bytes) -> None:
-        if not self._backend._delete(self._name, self._key(key)):
+        if not self._backend.tree_delete(self._name, self._key(key)):
             raise KeyError(key)
 
     def delete(self, key: bytes) -> bool:
         """Remove ``key``; False if it was not there."""
-        return self._backend._delete(self._name, self._key(key))
+        return self._backend.tree_delete(self._name, self._key(key))
 
     @overload
     def pop(self, key: bytes) -> bytes: ...

@@ -184,7 +184,7 @@ class KVReader(TreeAPI):
         if self._pr.closed:
             raise ClosedError(f"{self.path}: key-value store is closed")
 
-    def _get(self, name: bytes, key: bytes) -> bytes | None:
+    def tree_get(self, name: bytes, key: bytes) -> bytes | None:
         self._check_open()
         with self._snap():
             tree = self._trees.get(name)
@@ -198,12 +198,12 @@ class KVReader(TreeAPI):
                 return self.value(Overflow(*hit))
             return trees.get(self, tree, key)
 
-    def _count(self, name: bytes) -> int:
+    def tree_count(self, name: bytes) -> int:
         with self._snap():
             info = self._trees.get(name)
             return 0 if info is None else info.count
 
-    def _items(
+    def tree_items(
         self, name: bytes, start: bytes | None, stop: bytes | None, reverse: bool
     ) -> Iterator[tuple[bytes, bytes]]:
         self._check_open()
@@ -227,10 +227,10 @@ class KVReader(TreeAPI):
 
         return fetch
 
-    def _put(self, name: bytes, key: bytes, value: bytes) -> NoReturn:
+    def tree_put(self, name: bytes, key: bytes, value: bytes) -> NoReturn:
         raise ConfigError(f"{self.path}: opened read-only")
 
-    def _delete(self, name: bytes, key: bytes) -> NoReturn:
+    def tree_delete(self, name: bytes, key: bytes) -> NoReturn:
         raise ConfigError(f"{self.path}: opened read-only")
 
     def transaction(self) -> NoReturn:

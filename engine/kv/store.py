@@ -224,15 +224,15 @@ class KVTransaction(TreeAPI):
         return info
 
     # -- the Backend protocol ------------------------------------------------------------------
-    def _get(self, name: bytes, key: bytes) -> bytes | None:
+    def tree_get(self, name: bytes, key: bytes) -> bytes | None:
         self._check()
         return trees.get(self, self._trees.get(name), key)
 
-    def _count(self, name: bytes) -> int:
+    def tree_count(self, name: bytes) -> int:
         info = self._trees.get(name)
         return 0 if info is None else info.count
 
-    def _items(
+    def tree_items(
         self, name: bytes, start: bytes | None, stop: bytes | None, reverse: bool
     ) -> Iterator[tuple[bytes, bytes]]:
         self._check()
@@ -241,14 +241,14 @@ class KVTransaction(TreeAPI):
             return iter(())
         return trees.scan(trees.fetcher(self, info), start, stop, reverse)
 
-    def _put(self, name: bytes, key: bytes, value: bytes) -> None:
+    def tree_put(self, name: bytes, key: bytes, value: bytes) -> None:
         if self.state != "open":
             self._check()
         info = self._trees.get(name) or self._info(name, True)
         assert info is not None
         trees.insert(self, info, key, value, 4 + len(key) + len(value) <= self.max_entry)
 
-    def _delete(self, name: bytes, key: bytes) -> bool:
+    def tree_delete(self, name: bytes, key: bytes) -> bool:
         self._check()
         info = self._trees.get(name)
         return info is not None and trees.delete(self, info, key)
@@ -496,7 +496,7 @@ class KV(TreeAPI):
         pages = self._pages
         return read_overflow(self.path, value, pages.read, self.page_size, pages.page_count)
 
-    def _get(self, name: bytes, key: bytes) -> bytes | None:
+    def tree_get(self, name: bytes, key: bytes) -> bytes | None:
         with self._lock:
             if self._closed:
                 self._check_open()
@@ -513,12 +513,12 @@ class KV(TreeAPI):
             found = trees.find(self, tree, key)
             return found if found is None or type(found) is bytes else self.value(found)
 
-    def _count(self, name: bytes) -> int:
+    def tree_count(self, name: bytes) -> int:
         with self._lock:
             info = self._trees.get(name)
             return 0 if info is None else info.count
 
-    def _items(
+    def tree_items(
         self, name: bytes, start: bytes | None, stop: bytes | None, reverse: bool
     ) -> Iterator[tuple[bytes, bytes]]:
         def fetch(seek: bytes | None, before: bool) -> tuple[list[bytes], list[bytes], bytes | None, bytes | None]:
@@ -535,13 +535,13 @@ class KV(TreeAPI):
 
         return trees.scan(fetch, start, stop, reverse)
 
-    def _put(self, name: bytes, key: bytes, value: bytes) -> None:
+    def tree_put(self, name: bytes, key: bytes, value: bytes) -> None:
         with self.transaction() as tx:
-            tx._put(name, key, value)
+            tx.tree_put(name, key, value)
 
-    def _delete(self, name: bytes, key: bytes) -> bool:
+    def tree_delete(self, name: bytes, key: bytes) -> bool:
         with self.transaction() as tx:
-            return tx._delete(name, key)
+            return tx.tree_delete(name, key)
 
     # -- snapshots, maintenance ---------------------------------------------------------------------
     @contextmanager
