@@ -20,6 +20,9 @@ fresh copy.  Operations, as :mod:`benchmarks.kv` runs them:
 * ``single``: an overwrite of a random key with a new value in its own durable
   transaction (per commit).
 
+The ``floor`` row is the harness itself over a dict in memory (no durability,
+the least Python per operation): what every row pays on top of its store.
+
 Settings as :mod:`benchmarks.kv`: LMDB (py-lmdb) ``sync=True``; sqlite3 a
 ``WITHOUT ROWID`` table, WAL, ``synchronous=FULL``.  Needs ``valgrind``.
 """
@@ -27,8 +30,10 @@ Settings as :mod:`benchmarks.kv`: LMDB (py-lmdb) ``sync=True``; sqlite3 a
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
+import pickle
 import random
 import re
 import shutil
@@ -155,7 +160,43 @@ class Sqlite:
         self.db.close()
 
 
-STORES: dict[str, Callable[[str], Any]] = {"engine": Engine, "lmdb": Lmdb, "sqlite3": Sqlite}
+class Floor:
+    """The harness alone: a dict in memory (pickled between processes), each
+    operation the least Python can do for it; what every other row pays on top."""
+
+    def __init__(self, root: str) -> None:
+        os.makedirs(root, exist_ok=True)
+        self.path = os.path.join(root, "floor.pickle")
+        self.data: dict[bytes, bytes] = {}
+        if os.path.exists(self.path):
+            with open(self.path, "rb") as f:
+                self.data = pickle.load(f)
+        self.ordered: list[bytes] | None = None
+
+    def load(self, pairs: list[tuple[bytes, bytes]]) -> None:
+        self.data.update(pairs)
+        self.ordered = None
+
+    def getter(self) -> Callable[[bytes], Any]:
+        return self.data.__getitem__
+
+    def put_one(self, key: bytes, value: bytes) -> None:
+        self.data[key] = value
+
+    def scan(self, start: bytes | None, n: int | None) -> int:
+        if self.ordered is None:
+            self.ordered = sorted(self.data)
+        i = 0 if start is None else bisect.bisect_left(self.ordered, start)
+        keys = self.ordered[i:] if n is None else self.ordered[i : i + n]
+        data = self.data
+        return sum(1 for _ in ((k, data[k]) for k in keys))
+
+    def close(self) -> None:
+        with open(self.path, "wb") as f:
+            pickle.dump(self.data, f)
+
+
+STORES: dict[str, Callable[[str], Any]] = {"engine": Engine, "lmdb": Lmdb, "sqlite3": Sqlite, "floor": Floor}
 
 
 # -- one measured process ----------------------------------------------------------------------------

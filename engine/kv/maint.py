@@ -16,7 +16,7 @@ free list, then asks the page store to cut them off (``PageStore.shrink``).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Any
 
 from engine.errors import CorruptFileError
 from engine.kv import node as nodes
@@ -27,24 +27,11 @@ from engine.kv.tree import Source, checked, corrupt
 META_PAGE = 1
 
 
-class _ReadPage(Protocol):
-    def __call__(self, page: int) -> bytes: ...
-
-
-def _reader_of(src: Any) -> tuple[_ReadPage, int]:
-    """A raw page reader of ``src`` (writer, transaction or reader) and its page count."""
-    if hasattr(src, "_ptx"):
-        return src._ptx.read, src._ptx.page_count
-    if hasattr(src, "_pr"):
-        return src._pr.read, src._page_count
-    return src._pages.read, src._pages.page_count
-
-
 def verify_trees(src: Source, infos: Iterable[TreeInfo], page_count: int, free_pages: list[int]) -> list[str]:
     """Check every tree of ``src`` and the page accounting; CorruptFileError on a problem."""
     ps = src.page_size
     minimum = ps // 4
-    read, _ = _reader_of(src)
+    read, _ = src.page_reader()
     owner: dict[int, str] = {META_PAGE: "the meta page"}
 
     def claim(page: int, what: str) -> None:
@@ -133,7 +120,7 @@ def _relocate(tx: Any, live: int, free_count: int) -> None:
     popped = [ptx.allocate() for _ in range(free_count)]
     targets = sorted(p for p in popped if p <= live)
     ps = tx.page_size
-    read, page_count = _reader_of(tx)
+    read, page_count = tx.page_reader()
     node_pages: list[int] = []
     chains: list[list[tuple[int, bytes]]] = []
     for info in tx._trees.values():

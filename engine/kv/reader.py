@@ -179,6 +179,9 @@ class KVReader(TreeAPI):
         assert isinstance(value, Overflow)
         return read_overflow(self.path, value, self._pr.read, self.page_size, self._page_count)
 
+    def page_reader(self) -> tuple[Callable[[int], bytes], int]:
+        return self._pr.read, self._page_count
+
     # -- Backend ----------------------------------------------------------------------------
     def _check_open(self) -> None:
         if self._pr.closed:

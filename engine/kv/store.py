@@ -293,6 +293,10 @@ class KVTransaction(TreeAPI):
         ptx = self._ptx
         return read_overflow(self.path, value, ptx.read, self.page_size, ptx.page_count)
 
+    def page_reader(self) -> tuple[Callable[[int], bytes], int]:
+        ptx = self._ptx
+        return ptx.read, ptx.page_count
+
     def store_value(self, value: bytes, inline: bool) -> Value:
         if inline:
             return value
@@ -495,6 +499,10 @@ class KV(TreeAPI):
         assert isinstance(value, Overflow)
         pages = self._pages
         return read_overflow(self.path, value, pages.read, self.page_size, pages.page_count)
+
+    def page_reader(self) -> tuple[Callable[[int], bytes], int]:
+        pages = self._pages
+        return pages.read, pages.page_count
 
     def tree_get(self, name: bytes, key: bytes) -> bytes | None:
         with self._lock:
