@@ -56,7 +56,13 @@ def encode_node(node: Node, page_size: int) -> bytes:
 
 #: Decoded nodes kept by default: a tree of ~1.4 million 16-byte keys with
 #: 100-byte values (a 4 KiB leaf of them costs 6-7 KiB: its page, which a lazy
-#: leaf keeps, and its keys as bytes objects), ~420 MB at most.
+#: leaf keeps and :class:`NodeCache` keeps as its image too, and its keys as
+#: bytes objects), ~420 MB at most; a node that was decoded from something else
+#: than its page (a branch, a node this writer changed) keeps its page image
+#: besides, at most one page more per node (+256 MiB with 4 KiB pages, the bound
+#: for a writer that rewrote every cached node).  Nothing else grows with the
+#: store: a 10-million-key store opens reading its header and meta page, and a
+#: get reads the pages on its path.
 DEFAULT_CACHE_NODES = 65536
 
 
