@@ -61,7 +61,8 @@ def encode_node(node: Node, page_size: int) -> bytes:
 #: than its page (a branch, a node this writer changed) keeps its page image
 #: besides, at most one page more per node (+256 MiB with 4 KiB pages, the bound
 #: for a writer that rewrote every cached node).  Nothing else grows with the
-#: store: a 10-million-key store opens reading its header and meta page, and a
+#: store but the page store's checksums (4 bytes a page, read at open with the
+#: header, free list and meta page; not the file whole), and a
 #: get reads the pages on its path.
 DEFAULT_CACHE_NODES = 65536
 
