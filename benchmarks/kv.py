@@ -10,7 +10,7 @@ N keys of 16 random bytes with 100-byte values (1,000,000; ``--quick``:
 * random puts (half overwrites, half new keys) in durable transactions of 1,000;
 * durable single puts (overwrites), each its own transaction, synced before it returns;
 * gets in 4 reader processes (each its own read-only handle) while this process
-  commits durable single puts; how much each reader's peak RSS grows from
+  commits durable single puts; how much each reader's RSS grows from
   opening the store to its last get is the memory row;
 * file size on disk after the load and after deleting keys (in transactions of
   1,000); for engine also after ``compact()``.
@@ -298,7 +298,7 @@ class Result:
     #: rates per round, by operation (round i of every store ran back to back)
     rounds: dict[str, list[float]] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
-    #: growth of the peak resident set (MiB) of each reader process, over every round
+    #: growth of the resident set (MiB) of each reader process, opened to done, over every round
     reader_rss: list[float] = field(default_factory=list)
 
     def rate(self, op: str) -> float:
@@ -310,10 +310,16 @@ def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
         yield items[i : i + size]
 
 
+def _rss_mib() -> float:
+    """This process's resident set now (MiB)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / (1 << 20)
+
+
 def _reader_child(kind: str, root: str, keys: list[bytes], ready: Any, start: Any, stop: Any, out: Any) -> None:
     """One reader process: random gets of ``keys`` from ``start`` until ``stop``;
-    puts (gets done, peak RSS growth in MiB from before opening the store)."""
-    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    puts (gets done, RSS growth in MiB from before opening the store to the end)."""
+    rss0 = _rss_mib()
     get, close = {s.__name__: s for s in STORES}[kind].reader(root)
     rng = random.Random(os.getpid())
     sample = [keys[rng.randrange(len(keys))] for _ in range(20_000)]
@@ -327,14 +333,14 @@ def _reader_child(kind: str, root: str, keys: list[bytes], ready: Any, start: An
         done += 1000
         sample = sample[1000:] + sample[:1000]
     close()
-    out.put((done, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024))
+    out.put((done, _rss_mib() - rss0))
 
 
 def readers_round(
     store: Store, keys: list[bytes], value: bytes, seconds: float, procs: int
 ) -> tuple[float, list[float]]:
     """Gets per second of ``procs`` reader processes while this process commits
-    single durable puts to ``store``; and each reader's peak RSS growth (MiB)."""
+    single durable puts to ``store``; and each reader's RSS growth (MiB)."""
     ctx = mp.get_context("spawn")
     ready = [ctx.Event() for _ in range(procs)]
     start, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
@@ -532,7 +538,7 @@ def write_results(results: list[Result], args: argparse.Namespace, seconds: floa
     lines += ["", "| memory and disk (MB) | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
     if any(by[s].reader_rss for s in names):
         rss = [f"{median(by[s].reader_rss):.0f}" for s in names]
-        lines.append("| a reader process's peak RSS growth, opened to done (median) | " + " | ".join(rss) + " |")
+        lines.append("| a reader process's RSS growth, opened to done (median) | " + " | ".join(rss) + " |")
     for what in ("after load", "after deleting", "after compact()"):
         row = [by[s].sizes.get(what) for s in names]
         lines.append(f"| file size {what} | " + " | ".join("-" if v is None else f"{v / 1e6:.1f}" for v in row) + " |")
