@@ -22,7 +22,7 @@ Targets:
 * ``kv``: ``engine.kv._native.decode_node`` against
   ``engine.kv.node.decode_node`` (a B+tree node page: the input as it is, and
   resealed with a valid CRC-32C so that the structural checks are reached);
-* ``kv_find``: ``engine.kv._native.find`` and ``leaf_items`` against
+* ``kv_find``: ``engine.kv._native_descent.find`` and ``leaf_items`` against
   ``engine.kv.descent.find_image`` and ``leaf_items_image`` (a get and a scan's
   leaf over page images: the input cut into page images, each page id mapped to
   one of them);
@@ -56,7 +56,7 @@ TARGETS = {
     "queue_put": "engine.queue._native",
     "events": "engine.events._native",
     "kv": "engine.kv._native",
-    "kv_find": "engine.kv._native",
+    "kv_find": "engine.kv._native_descent",
     "applog": "engine.applog._native",
 }
 

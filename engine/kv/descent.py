@@ -2,8 +2,8 @@
 of a scan (:func:`leaf_items_image`), over the node pages a store has already
 read and verified.
 
-These are the references of the compiled ``engine.kv._native.find`` and
-``leaf_items`` (same results, same errors, for every input: valid, damaged or
+These are the references of the compiled ``engine.kv._native_descent.find``
+and ``leaf_items`` (same results, same errors, for every input: valid, damaged or
 hostile; see ``tests/kv/test_kv_native.py`` and ``stress/fuzz.py``'s
 ``kv_find``).  All are pure functions of bytes: no I/O, no callback.
 ``images`` maps page ids to page images that passed

@@ -32,10 +32,12 @@ _branch_image: Callable[[int, list[bytes], list[int], int], bytes] = (
 )
 
 
+#: The descents' compiled twins (``engine/kv/_native_descent.c``), chosen the same way.
+_DESCENT = load("engine.kv._native_descent")
 #: find(images, root, height, key, page_count): a get over verified page images in
 #: one call (:func:`engine.kv.descent.find_image` or its compiled twin).
 find: Callable[[dict[int, bytes], int, int, bytes, int], Found] = (
-    find_image if _NATIVE is None else _NATIVE.find
+    find_image if _DESCENT is None else _DESCENT.find
 )
 
 
@@ -43,7 +45,7 @@ find: Callable[[dict[int, bytes], int, int, bytes, int], Found] = (
 #: over verified page images in one call (:func:`engine.kv.descent.leaf_items_image`
 #: or its compiled twin).
 leaf_items: Callable[[dict[int, bytes], int, int, bytes | None, bool, int], LeafItems] = (
-    leaf_items_image if _NATIVE is None else _NATIVE.leaf_items
+    leaf_items_image if _DESCENT is None else _DESCENT.leaf_items
 )
 
 

@@ -1,6 +1,7 @@
 """The node codec's compiled twins (``engine/kv/_native.c``: decode_node,
-encode_leaf, encode_branch, and find / leaf_items, a get and a scan's leaf
-over page images, against :mod:`engine.kv.descent`) against their pure-Python references in
+encode_leaf, encode_branch; and ``engine/kv/_native_descent.c``: find /
+leaf_items, a get and a scan's leaf over page images, against
+:mod:`engine.kv.descent`) against their pure-Python references in
 :mod:`engine.kv.node` (decode_node, leaf_image, branch_image): the same objects,
 the same bytes, the same errors (type, offset, message) on valid, damaged and
 hostile pages.
@@ -40,6 +41,17 @@ def _native() -> ModuleType | None:
 
 NATIVE = _native()
 needs_native = pytest.mark.skipif(NATIVE is None, reason="engine.kv._native is not built")
+
+
+def _descent() -> ModuleType | None:
+    try:
+        return importlib.import_module("engine.kv._native_descent")
+    except ImportError:
+        return None
+
+
+DESCENT = _descent()
+needs_descent = pytest.mark.skipif(DESCENT is None, reason="engine.kv._native_descent is not built")
 
 
 def _shape(node: object) -> tuple[Any, ...]:
@@ -238,6 +250,10 @@ def test_the_store_uses_the_kernel_unless_pure_python_is_forced() -> None:
         assert pager.decode_node is NATIVE.decode_node
         assert pager._leaf_image is NATIVE.encode_leaf
         assert pager._branch_image is NATIVE.encode_branch
+    if pure_python_forced() or DESCENT is None:
+        assert pager.find is find_image and pager.leaf_items is leaf_items_image
+    else:
+        assert pager.find is DESCENT.find and pager.leaf_items is DESCENT.leaf_items
 
 
 @needs_native
@@ -281,19 +297,19 @@ def _images_of(tmp_path: Any, count: int, page_size: int = 512) -> tuple[dict[in
 
 def _same_find(images: dict[int, bytes], root: int, height: int, key: bytes, page_count: int) -> tuple[str, Any]:
     """find's twins agree on ``key``, and leaf_items' on it as a seek (and on no seek), both ways."""
-    assert NATIVE is not None
+    assert DESCENT is not None
     ref = _outcome(lambda: find_image(images, root, height, key, page_count))
-    got = _outcome(lambda: NATIVE.find(images, root, height, key, page_count))
+    got = _outcome(lambda: DESCENT.find(images, root, height, key, page_count))
     assert got == ref, f"find twins differ for key {key.hex()}"
     for seek in (key, None):
         for before in (False, True):
             leaf_ref = _outcome(lambda: leaf_items_image(images, root, height, seek, before, page_count))  # noqa: B023
-            leaf_got = _outcome(lambda: NATIVE.leaf_items(images, root, height, seek, before, page_count))  # noqa: B023
+            leaf_got = _outcome(lambda: DESCENT.leaf_items(images, root, height, seek, before, page_count))  # noqa: B023
             assert leaf_got == leaf_ref, f"leaf_items twins differ for seek {seek!r}, before={before}"
     return ref
 
 
-@needs_native
+@needs_descent
 def test_find_twins_agree_on_a_whole_store(tmp_path: Any) -> None:
     images, tree, page_count, keys = _images_of(tmp_path, 600)
     assert tree.height >= 3
@@ -309,12 +325,12 @@ def test_find_twins_agree_on_a_whole_store(tmp_path: Any) -> None:
     del partial[tree.root]
     assert _same_find(partial, tree.root, tree.height, keys[0], page_count) == ("ok", tree.root)
     # a whole scan, leaf by leaf, gives every key in order
-    assert NATIVE is not None
+    assert DESCENT is not None
     seen: list[bytes] = []
     seek: bytes | None = None
     while True:
         kind, (leaf_keys, _vals, _lo, hi) = _outcome(
-            lambda: NATIVE.leaf_items(images, tree.root, tree.height, seek, False, page_count)  # noqa: B023
+            lambda: DESCENT.leaf_items(images, tree.root, tree.height, seek, False, page_count)  # noqa: B023
         )
         seen += leaf_keys
         if hi is None:
@@ -323,7 +339,7 @@ def test_find_twins_agree_on_a_whole_store(tmp_path: Any) -> None:
     assert seen == keys
 
 
-@needs_native
+@needs_descent
 @settings(max_examples=300, deadline=None)
 @given(data=st.data())
 def test_find_twins_agree_on_damaged_images(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
@@ -348,7 +364,7 @@ def test_find_twins_agree_on_damaged_images(tmp_path_factory: pytest.TempPathFac
 _DAMAGE_BASE: tuple[dict[int, bytes], Any, int, list[bytes]] | None = None
 
 
-@needs_native
+@needs_descent
 @settings(max_examples=600, deadline=None)
 @given(
     kind=st.sampled_from([nodes.LEAF, nodes.BRANCH, 0, 0x4F]),
@@ -375,9 +391,9 @@ def test_find_twins_agree_on_hostile_images(
     _same_find(images, 2, height, key, page_count)
 
 
-@needs_native
+@needs_descent
 def test_find_refuses_what_is_not_a_page_map() -> None:
-    assert NATIVE is not None
+    assert DESCENT is not None
     cases: list[tuple[Any, ...]] = [
         ({2: bytearray(512)}, 2, 1, b"k", 9),
         ({}, 2, 0, b"k", 9),
@@ -386,11 +402,11 @@ def test_find_refuses_what_is_not_a_page_map() -> None:
     ]
     for args in cases:
         ref = _outcome(lambda: find_image(*args))  # noqa: B023
-        got = _outcome(lambda: NATIVE.find(*args))  # noqa: B023
+        got = _outcome(lambda: DESCENT.find(*args))  # noqa: B023
         assert ref[0] == got[0] == "error" and ref[1][0] is got[1][0], (args, ref, got)
     with pytest.raises(TypeError):
-        NATIVE.find([], 2, 1, b"k", 9)
+        DESCENT.find([], 2, 1, b"k", 9)
     with pytest.raises(TypeError):
-        NATIVE.leaf_items({}, 2, 1, "k", False, 9)
+        DESCENT.leaf_items({}, 2, 1, "k", False, 9)
     with pytest.raises(TypeError):
-        NATIVE.leaf_items({}, 2, 1, b"k", 0, 9)
+        DESCENT.leaf_items({}, 2, 1, b"k", 0, 9)
