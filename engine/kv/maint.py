@@ -110,7 +110,7 @@ def compact(kv: Any) -> int:
     if free and min(free) <= live:
         with kv.transaction() as tx:
             _relocate(tx, live, len(free))
-        kv._cache.clear()
+        kv.drop_cache()
     return pages.shrink() * ps
 
 

@@ -91,13 +91,10 @@ class KVTransaction(TreeAPI):
         if self.state != "new":
             raise ClosedError(f"{self.path}: a transaction can be entered once")
         kv = self._kv
-        kv._lock.acquire()
-        try:
-            kv._check_open()
-            self._ptx: Transaction = kv._pages.transaction().__enter__()
-        except BaseException:
-            kv._lock.release()
-            raise
+        # the writer's lock held from here to __exit__; the committed state as of now
+        self._ptx: Transaction
+        self._ptx, self._txid, self._committed = kv.begin_changes()
+        self._committed_cached, self._committed_node = kv.cached, kv.node
         self._dirty: dict[int, Node] = {}
         self.cached = self._dirty.get
         # (entries, size) of each changed node as committed: an unchanged shape means
@@ -106,7 +103,7 @@ class KVTransaction(TreeAPI):
         self._freed: set[int] = set()
         #: The page images of the changed nodes, encoded on commit (for the cache).
         self._images: dict[int, bytes] = {}
-        self._trees = {name: t.copy() for name, t in kv._trees.items()}
+        self._trees = {name: t.copy() for name, t in self._committed.items()}
         self._catalogue_changed = False
         self.state = "open"
         return self
@@ -123,7 +120,7 @@ class KVTransaction(TreeAPI):
             try:
                 self._ptx.__exit__(exc_type, exc, tb)
             finally:
-                self._kv._lock.release()
+                self._kv.end_changes()
 
     def _check(self) -> None:
         if self.state != "open":
@@ -136,7 +133,7 @@ class KVTransaction(TreeAPI):
         ptx = self._ptx
         changed = self._dirty
         ps = self.page_size
-        if changed or self._freed or self._trees != kv._trees:
+        if changed or self._freed or self._trees != self._committed:
             try:
                 shape = self._shape
                 images = self._images = {}
@@ -153,26 +150,22 @@ class KVTransaction(TreeAPI):
                 if ptx.state == "open":
                     ptx.rollback()  # failed before the page store commit: nothing may reach it
                 raise
-            kv._cache.update(changed, self._freed, self._images)
-            kv._trees = self._trees
-            kv._txid += 1
-            kv.commits += 1
+            kv.install(changed, self._freed, self._images, self._trees)
         self.state = "committed"
 
     def _write_meta(self) -> None:
         """The meta page: whole when the set of trees changed, else only its CRC,
         commit counter and the entries of the trees that changed (a few dozen bytes
         of journal instead of two page images)."""
-        kv = self._kv
         ordered = list(self._trees.values())
         if self._catalogue_changed:
-            self._ptx.write(META_PAGE, 0, nodes.encode_meta(kv._txid + 1, ordered, self.page_size))
+            self._ptx.write(META_PAGE, 0, nodes.encode_meta(self._txid + 1, ordered, self.page_size))
             return
-        image = nodes.encode_meta_used(kv._txid + 1, ordered)
+        image = nodes.encode_meta_used(self._txid + 1, ordered)
         crc_at = nodes.META_CRC_AT
         self._ptx.write(META_PAGE, crc_at, image[crc_at : nodes.META_HEAD.size])
         for at, t in zip(nodes.tree_entry_offsets(ordered), ordered, strict=True):
-            if kv._trees[t.name] != t:
+            if self._committed[t.name] != t:
                 self._ptx.write(META_PAGE, at, image[at : at + nodes.TREE_ENTRY.size])
 
     def rollback(self) -> None:
@@ -257,19 +250,17 @@ class KVTransaction(TreeAPI):
     def node(self, page: int) -> Node:
         found = self._dirty.get(page)
         if found is None:
-            kv = self._kv
-            found = kv._cached(page)
+            found = self._committed_cached(page)
             if found is None:
-                found = kv._node(page)
+                found = self._committed_node(page)
         return found
 
     def mutable(self, page: int) -> Node:
         found = self._dirty.get(page)
         if found is None:
-            kv = self._kv
-            committed = kv._cached(page)
+            committed = self._committed_cached(page)
             if committed is None:
-                committed = kv._node(page)
+                committed = self._committed_node(page)
             self._shape[page] = (len(committed.keys), committed.size)
             found = committed.copy()
             self._dirty[page] = found
@@ -471,13 +462,38 @@ class KV(TreeAPI):
         with self.transaction() as tx:
             tx.update(pairs)
 
-    # -- committed reads -------------------------------------------------------------------------
-    def _node(self, page: int) -> Node:
-        found = self._cached(page)
-        if found is None:
-            found = load_node(self.path, page, self._committed, self._pages.page_count, self._cache)
-        return found
+    # -- what a transaction needs of its store ----------------------------------------------------
+    def begin_changes(self) -> tuple[Transaction, int, dict[bytes, TreeInfo]]:
+        """For :class:`KVTransaction`: take the writer's lock (held until
+        :meth:`end_changes`) and start a page store transaction; returns it, the
+        commit counter and the committed trees (not to be changed)."""
+        self._lock.acquire()
+        try:
+            self._check_open()
+            return self._pages.transaction().__enter__(), self._txid, self._trees
+        except BaseException:
+            self._lock.release()
+            raise
 
+    def end_changes(self) -> None:
+        """Release the writer's lock :meth:`begin_changes` took."""
+        self._lock.release()
+
+    def install(
+        self, changed: dict[int, Node], freed: set[int], images: dict[int, bytes], infos: dict[bytes, TreeInfo]
+    ) -> None:
+        """After a transaction's page store commit: its nodes, their images and its
+        trees become the committed state (under the lock :meth:`begin_changes` took)."""
+        self._cache.update(changed, freed, images)
+        self._trees = infos
+        self._txid += 1
+        self.commits += 1
+
+    def drop_cache(self) -> None:
+        """Forget every cached node (after pages moved: ``compact``)."""
+        self._cache.clear()
+
+    # -- committed reads -------------------------------------------------------------------------
     def _committed(self, page: int) -> bytes:
         """The committed image of ``page`` without the copy and checks of
         ``PageStore.read``: node ids are range-checked when their parent is
@@ -486,8 +502,9 @@ class KV(TreeAPI):
         return data if type(data) is bytes else bytes(data)
 
     def node(self, page: int) -> Node:
-        """For :class:`engine.kv.tree.Source`: the committed node at ``page``
-        (:meth:`_node`, written out: one call per level of a get)."""
+        """For :class:`engine.kv.tree.Source` (and a transaction's reads of
+        unchanged nodes): the committed node at ``page``, read, checked and kept
+        if it is not cached."""
         found = self._cached(page)
         if found is None:
             found = load_node(self.path, page, self._committed, self._pages.page_count, self._cache)

@@ -130,7 +130,7 @@ def test_the_descent_checks_levels_and_ranges_on_every_path(path: str) -> None:
         model = _fill(kv, 400)
         info = kv._trees[b""]
         assert info.height >= 3
-        root = kv._node(info.root)
+        root = kv.node(info.root)
         assert type(root) is nodes.Branch
         bad = nodes.Branch(root.level, root.keys[:], [info.root] * len(root.children), root.size)
         # a damaged root as if decoded and verified: every child is the root
