@@ -116,14 +116,13 @@ def compact(kv: Any) -> int:
 
 def _relocate(tx: Any, live: int, free_count: int) -> None:
     """Inside ``tx``: move the live pages above ``live`` into free pages at or below it."""
-    ptx = tx._ptx
-    popped = [ptx.allocate() for _ in range(free_count)]
+    popped = [tx.allocate() for _ in range(free_count)]
     targets = sorted(p for p in popped if p <= live)
     ps = tx.page_size
     read, page_count = tx.page_reader()
     node_pages: list[int] = []
     chains: list[list[tuple[int, bytes]]] = []
-    for info in tx._trees.values():
+    for info in tx.tree_infos():
         stack = [info.root]
         while stack:
             page = stack.pop()
@@ -154,14 +153,13 @@ def _relocate(tx: Any, live: int, free_count: int) -> None:
             new.vals = [
                 Overflow(moved.get(v.page, v.page), v.length) if isinstance(v, Overflow) else v for v in new.vals
             ]
-        tx._dirty.pop(page, None)
-        tx._dirty[moved.get(page, page)] = new
+        tx.move_node(page, moved.get(page, page), new)
     for chain in chains:
         for i, (page, chunk) in enumerate(chain):
             nxt = chain[i + 1][0] if i + 1 < len(chain) else 0
             if page in moved or nxt in moved:
-                ptx.write(moved.get(page, page), 0, nodes.encode_overflow(chunk, moved.get(nxt, nxt), ps))
-    for info in tx._trees.values():
+                tx.write_page(moved.get(page, page), nodes.encode_overflow(chunk, moved.get(nxt, nxt), ps))
+    for info in tx.tree_infos():
         info.root = moved.get(info.root, info.root)
     for page in range(live + 1, live + free_count + 1):
         tx.free_page(page)

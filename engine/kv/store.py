@@ -266,6 +266,24 @@ class KVTransaction(TreeAPI):
             self._dirty[page] = found
         return found
 
+    # -- for compaction (engine.kv.maint) ------------------------------------------------------
+    def tree_infos(self) -> list[TreeInfo]:
+        """This transaction's own tree entries (changing one changes what commits)."""
+        return list(self._trees.values())
+
+    def allocate(self) -> int:
+        """A page off the free list (or the file's end), for the caller to fill."""
+        return self._ptx.allocate()
+
+    def write_page(self, page: int, image: bytes) -> None:
+        """Write a whole page image (an overflow page moved by compaction)."""
+        self._ptx.write(page, 0, image)
+
+    def move_node(self, page: int, to: int, node: Node) -> None:
+        """``node`` (a changed copy of the node at ``page``) is to be written at ``to``."""
+        self._dirty.pop(page, None)
+        self._dirty[to] = node
+
     def new_page(self, node: Node) -> int:
         page = self._ptx.allocate()
         self._freed.discard(page)
