@@ -1,7 +1,7 @@
 """Build script: the metadata lives in setup.cfg; this file only adds the optional
 C accelerators.
 
-Each ``engine/<store>/_native.c`` becomes the extension ``engine.<store>._native``.
+Each ``engine/<store>/_native*.c`` becomes the extension ``engine.<store>._native*``.
 They are *optional*: every one has a pure-Python twin that the store uses when the
 extension is missing (no compiler, or ``ENGINE_PURE_PYTHON=1``), and the tests run
 both and compare them byte for byte.  ``optional=True`` turns a failed compile into
@@ -44,7 +44,7 @@ NATIVE = [
         optional=True,
         extra_compile_args=["-O2", "-std=c99", "-Wall", "-Wextra", "-Wno-unused-parameter"],
     )
-    for source in sorted(glob("engine/*/_native.c"))
+    for source in sorted(glob("engine/*/_native*.c"))
 ]
 
 setup(ext_modules=NATIVE, cmdclass={"build_py": BuildPyWithConnector})

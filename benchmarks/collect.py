@@ -12,7 +12,10 @@ import os
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results")
 OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "benchmarks.md")
-ORDER = ("queue", "queue_mp", "kestrel", "pagestore", "kv", "streams", "applog", "append_ceiling", "events", "spark")
+ORDER = (
+    "queue", "queue_mp", "kestrel", "pagestore", "kv", "kv-200k",
+    "streams", "applog", "append_ceiling", "events", "spark",
+)
 
 INTRO = """# Benchmarks
 

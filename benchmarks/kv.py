@@ -1,37 +1,43 @@
 """Key-value store benchmark: engine.kv against sqlite3, LMDB and diskcache, side by side.
 
-    python -m benchmarks.kv [--quick] [--keys N] [--dir DIR]
+    python3 -m benchmarks.kv [--quick] [--keys N] [--rounds R] [--reader-seconds S] [--dir DIR]
 
 N keys of 16 random bytes with 100-byte values (1,000,000; ``--quick``:
-100,000), loaded in transactions of 1,000.  Then, for every store:
+200,000), loaded in transactions of 1,000.  Then, for every store:
 
 * random gets of loaded keys;
+* full ordered scans, and range scans of 10,000 keys from a random loaded key;
 * random puts (half overwrites, half new keys) in durable transactions of 1,000;
-* random puts (overwrites) in durable transactions of 1 (every commit synced
-  before it returns);
-* range scans of 10,000 keys from a random loaded key;
-* file size on disk after the load and after deleting half the keys (in
-  transactions of 1,000); for engine also after ``compact()``.
+* durable single puts (overwrites), each its own transaction, synced before it returns;
+* gets in 4 reader processes (each its own read-only handle) while this process
+  commits durable single puts; how much each reader's RSS grows from
+  opening the store to its last get is the memory row;
+* file size on disk after the load and after deleting keys (in transactions of
+  1,000); for engine also after ``compact()``.
 
-Every phase runs on the four stores (all open at once) in interleaved rounds:
-a slice of the phase (1,000 puts, 5,000 gets, one scan, 60 single puts) on each
-store in turn, so the shared machine's swings (the disk's sync rate varies
-several-fold between minutes) land on every store alike.
+Every phase runs on the four stores (all open at once) in ``R`` paired rounds
+(default 5): a slice of the phase on each store in turn, the order rotating from
+round to round, so the shared machine's swings (the disk's sync rate varies
+several-fold between minutes) land on every store alike.  A store's rate is the
+median of its rounds; a ratio is the median of the rounds' ratios.
 
 Durability settings: engine defaults (one fdatasync per commit); sqlite3 a
 ``WITHOUT ROWID`` table with a BLOB primary key, ``journal_mode=WAL``,
 ``synchronous=FULL``; LMDB (py-lmdb) with ``sync=True``; diskcache ``Cache``
 with ``sqlite_synchronous=2`` (FULL) and ``transact()`` for batches (its range
 scan is a SQL range query on its own table: it has no ordered range API).
-Results go to ``benchmarks/results/kv.md`` and ``kv.json``.
+Results go to ``benchmarks/results/kv.json`` and ``kv-run.md`` (1 M keys;
+``kv-200k.*`` for 200,000 and so on); the notes in ``kv.md`` quote them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
 import os
 import random
+import resource
 import shutil
 import sqlite3
 import tempfile
@@ -41,6 +47,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
+from benchmarks.common import median, paired_ratios
 from engine.kv import KV
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results")
@@ -70,6 +77,15 @@ class Store:
         raise NotImplementedError
 
     def scan(self, start: bytes, n: int) -> int:
+        raise NotImplementedError
+
+    def scan_all(self) -> int:
+        """Every key in order (a full ordered scan); returns the count."""
+        raise NotImplementedError
+
+    @staticmethod
+    def reader(root: str) -> tuple[Callable[[bytes], Any], Callable[[], None]]:
+        """In another process: (get, close) of a read-only handle on the store at ``root``."""
         raise NotImplementedError
 
     def delete_batch(self, keys: list[bytes]) -> None:
@@ -103,6 +119,14 @@ class EngineStore(Store):
 
     def scan(self, start: bytes, n: int) -> int:
         return sum(1 for _ in islice(self.kv.items(start), n))
+
+    def scan_all(self) -> int:
+        return sum(1 for _ in self.kv.items())
+
+    @staticmethod
+    def reader(root: str) -> tuple[Callable[[bytes], Any], Callable[[], None]]:
+        reader = KV.open(os.path.join(root, "bench.kv"), readonly=True)
+        return reader.get, reader.close
 
     def delete_batch(self, keys: list[bytes]) -> None:
         with self.kv.transaction() as tx:
@@ -141,6 +165,19 @@ class SqliteStore(Store):
 
     def scan(self, start: bytes, n: int) -> int:
         return len(self.db.execute("SELECT k, v FROM kv WHERE k >= ? ORDER BY k LIMIT ?", (start, n)).fetchall())
+
+    def scan_all(self) -> int:
+        return sum(1 for _ in self.db.execute("SELECT k, v FROM kv ORDER BY k"))
+
+    @staticmethod
+    def reader(root: str) -> tuple[Callable[[bytes], Any], Callable[[], None]]:
+        db = sqlite3.connect(os.path.join(root, "bench.sqlite"), isolation_level=None)
+
+        def get(key: bytes) -> Any:
+            row = db.execute("SELECT v FROM kv WHERE k = ?", (key,)).fetchone()
+            return None if row is None else row[0]
+
+        return get, db.close
 
     def delete_batch(self, keys: list[bytes]) -> None:
         self.db.execute("BEGIN")
@@ -181,6 +218,23 @@ class LmdbStore(Store):
                 return 0
             return sum(1 for _ in islice(cur.iternext(), n))
 
+    def scan_all(self) -> int:
+        with self.env.begin() as txn, txn.cursor() as cur:
+            cur.first()
+            return sum(1 for _ in cur.iternext())
+
+    @staticmethod
+    def reader(root: str) -> tuple[Callable[[bytes], Any], Callable[[], None]]:
+        import lmdb
+
+        env = lmdb.open(root, map_size=8 << 30, readonly=True)
+
+        def get(key: bytes) -> Any:
+            with env.begin() as txn:
+                return txn.get(key)
+
+        return get, env.close
+
     def delete_batch(self, keys: list[bytes]) -> None:
         with self.env.begin(write=True) as txn:
             for k in keys:
@@ -215,6 +269,16 @@ class DiskcacheStore(Store):
         rows = sql("SELECT key, value FROM Cache WHERE key >= ? ORDER BY key LIMIT ?", (start, n)).fetchall()
         return len(rows)
 
+    def scan_all(self) -> int:
+        return sum(1 for _ in self.cache._sql("SELECT key, value FROM Cache ORDER BY key"))
+
+    @staticmethod
+    def reader(root: str) -> tuple[Callable[[bytes], Any], Callable[[], None]]:
+        import diskcache
+
+        cache = diskcache.Cache(root)
+        return cache.get, cache.close
+
     def delete_batch(self, keys: list[bytes]) -> None:
         with self.cache.transact():
             for k in keys:
@@ -224,14 +288,21 @@ class DiskcacheStore(Store):
         self.cache.close()
 
 
-STORES: list[Callable[[str], Store]] = [EngineStore, SqliteStore, LmdbStore, DiskcacheStore]
+STORES: list[type[Store]] = [EngineStore, SqliteStore, LmdbStore, DiskcacheStore]
+ENGINE = EngineStore.name
 
 
 @dataclass
 class Result:
     name: str
-    rates: dict[str, float] = field(default_factory=dict)
+    #: rates per round, by operation (round i of every store ran back to back)
+    rounds: dict[str, list[float]] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
+    #: growth of the resident set (MiB) of each reader process, opened to done, over every round
+    reader_rss: list[float] = field(default_factory=list)
+
+    def rate(self, op: str) -> float:
+        return median(self.rounds.get(op, []))
 
 
 def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
@@ -239,44 +310,103 @@ def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
         yield items[i : i + size]
 
 
-class Timer:
-    """Seconds spent per store, accumulated over interleaved rounds."""
+def _rss_mib() -> float:
+    """This process's resident set now (MiB)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / (1 << 20)
 
-    def __init__(self, stores: list[Store]) -> None:
-        self.spent = {s.name: 0.0 for s in stores}
 
-    def run(self, store: Store, fn: Callable[[], Any]) -> None:
-        t0 = time.perf_counter()
-        fn()
-        self.spent[store.name] += time.perf_counter() - t0
+def _reader_child(kind: str, root: str, keys: list[bytes], ready: Any, start: Any, stop: Any, out: Any) -> None:
+    """One reader process: random gets of ``keys`` from ``start`` until ``stop``;
+    puts (gets done, RSS growth in MiB from before opening the store to the end)."""
+    rss0 = _rss_mib()
+    get, close = {s.__name__: s for s in STORES}[kind].reader(root)
+    rng = random.Random(os.getpid())
+    sample = [keys[rng.randrange(len(keys))] for _ in range(20_000)]
+    get(sample[0])
+    ready.set()
+    start.wait()
+    done = 0
+    while not stop.is_set():
+        for k in sample[:1000]:
+            get(k)
+        done += 1000
+        sample = sample[1000:] + sample[:1000]
+    close()
+    out.put((done, _rss_mib() - rss0))
+
+
+def readers_round(
+    store: Store, keys: list[bytes], value: bytes, seconds: float, procs: int
+) -> tuple[float, list[float]]:
+    """Gets per second of ``procs`` reader processes while this process commits
+    single durable puts to ``store``; and each reader's RSS growth (MiB)."""
+    ctx = mp.get_context("spawn")
+    ready = [ctx.Event() for _ in range(procs)]
+    start, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
+    children = [
+        ctx.Process(target=_reader_child, args=(type(store).__name__, store.root, keys, r, start, stop, out))
+        for r in ready
+    ]
+    for c in children:
+        c.start()
+    for r in ready:
+        if not r.wait(120):
+            raise SystemExit(f"{store.name}: a reader process did not start")
+    rng = random.Random(11)
+    t0 = time.perf_counter()
+    start.set()
+    while time.perf_counter() - t0 < seconds:
+        store.put_one(keys[rng.randrange(len(keys))], value)
+    stop.set()
+    elapsed = time.perf_counter() - t0
+    got = [out.get(timeout=60) for _ in children]
+    for c in children:
+        c.join()
+    return sum(n for n, _ in got) / elapsed, [rss for _, rss in got]
 
 
 def run_all(stores: list[Store], keys: list[bytes], args: argparse.Namespace) -> list[Result]:
-    """Every phase on every store in interleaved rounds: round r runs a slice of
-    the phase on each store in turn, so a minute of a slow disk or busy cores
-    (this machine is shared) lands on every store alike."""
+    """Every phase on every store in paired rounds: round r runs one slice of the
+    phase on each store in turn (the order rotating), so a minute of a slow disk or
+    busy cores (this machine is shared) lands on every store alike; a store's rate
+    is the median of its rounds, a ratio the median of the rounds' ratios."""
     rng = random.Random(7)
     value = bytes(rng.randrange(256) for _ in range(VALUE))
     results = {s.name: Result(s.name) for s in stores}
     n = len(keys)
 
-    def phase(name: str, count: int, slices: list[Callable[[Store], Callable[[], Any]]]) -> None:
-        timer = Timer(stores)
-        for make_slice in slices:
-            for store in stores:
-                timer.run(store, make_slice(store))
-        for store in stores:
-            results[store.name].rates[name] = count / timer.spent[store.name]
+    def phase(name: str, slices: list[tuple[int, Callable[[Store], Callable[[], Any]]]]) -> None:
+        for r, (count, make_slice) in enumerate(slices):
+            order = stores[r % len(stores) :] + stores[: r % len(stores)]
+            for store in order:
+                fn = make_slice(store)
+                t0 = time.perf_counter()
+                fn()
+                results[store.name].rounds.setdefault(name, []).append(count / (time.perf_counter() - t0))
+        print(f"{name}: " + ", ".join(f"{s.name} {results[s.name].rate(name):,.0f}/s" for s in stores), flush=True)
 
-    def load_slice(batch: list[bytes]) -> Callable[[Store], Callable[[], Any]]:
-        pairs = [(k, value) for k in batch]
-        return lambda store: lambda: store.put_batch(pairs)
+    # the load: 1,000 puts per transaction, grouped into args.rounds rounds
+    per_round = max(1, n // 1000 // args.rounds)
+    batches = list(_batches(keys, 1000))
 
-    phase("load (tx of 1,000)", n, [load_slice(b) for b in _batches(keys, 1000)])
+    def load_slice(group: list[list[bytes]]) -> tuple[int, Callable[[Store], Callable[[], Any]]]:
+        pairs = [[(k, value) for k in b] for b in group]
+
+        def run(store: Store) -> Callable[[], Any]:
+            def load() -> None:
+                for p in pairs:
+                    store.put_batch(p)
+
+            return load
+
+        return sum(len(b) for b in group), run
+
+    phase(LOAD, [load_slice(batches[i : i + per_round]) for i in range(0, len(batches), per_round)])
     for store in stores:
         results[store.name].sizes["after load"] = store.size()
 
-    def get_slice(sample: list[bytes]) -> Callable[[Store], Callable[[], Any]]:
+    def get_slice(sample: list[bytes]) -> tuple[int, Callable[[Store], Callable[[], Any]]]:
         def run(store: Store) -> Callable[[], Any]:
             def gets() -> None:
                 get = store.get
@@ -285,21 +415,38 @@ def run_all(stores: list[Store], keys: list[bytes], args: argparse.Namespace) ->
 
             return gets
 
-        return run
+        return len(sample), run
 
     sample = [keys[rng.randrange(n)] for _ in range(args.gets)]
-    phase("random get", len(sample), [get_slice(b) for b in _batches(sample, 5000)])
+    phase(GET, [get_slice(b) for b in _batches(sample, max(1, args.gets // args.rounds))])
+    phase(SCAN_ALL, [(n, lambda store: store.scan_all) for _ in range(args.rounds)])
+    ordered = sorted(keys)  # starts with SCAN keys after them: every scan counts SCAN keys
+    starts = [ordered[rng.randrange(max(1, n - SCAN))] for _ in range(args.scans * args.rounds)]
+
+    def scan_slice(group: list[bytes]) -> tuple[int, Callable[[Store], Callable[[], Any]]]:
+        return len(group) * SCAN, lambda store: lambda: [store.scan(s, SCAN) for s in group]
+
+    phase(SCAN_RANGE, [scan_slice(g) for g in _batches(starts, args.scans)])
     new_keys = [rng.randbytes(16) for _ in range(args.batch_puts * 500)]
     batch_pairs = [
         (keys[rng.randrange(n)] if i % 2 else new_keys[i // 2], value) for i in range(args.batch_puts * 1000)
     ]
 
-    def put_slice(pairs: list[tuple[bytes, bytes]]) -> Callable[[Store], Callable[[], Any]]:
-        return lambda store: lambda: store.put_batch(pairs)
+    def put_slice(group: list[list[tuple[bytes, bytes]]]) -> tuple[int, Callable[[Store], Callable[[], Any]]]:
+        def run(store: Store) -> Callable[[], Any]:
+            def puts() -> None:
+                for p in group:
+                    store.put_batch(p)
 
-    phase("random put, tx of 1,000", len(batch_pairs), [put_slice(b) for b in _batches(batch_pairs, 1000)])
+            return puts
 
-    def single_slice(picks: list[bytes]) -> Callable[[Store], Callable[[], Any]]:
+        return sum(map(len, group)), run
+
+    put_batches = list(_batches(batch_pairs, 1000))
+    step = max(1, len(put_batches) // args.rounds)
+    phase(PUT_BATCH, [put_slice(put_batches[i : i + step]) for i in range(0, len(put_batches), step)])
+
+    def single_slice(picks: list[bytes]) -> tuple[int, Callable[[Store], Callable[[], Any]]]:
         def run(store: Store) -> Callable[[], Any]:
             def puts() -> None:
                 for k in picks:
@@ -307,116 +454,151 @@ def run_all(stores: list[Store], keys: list[bytes], args: argparse.Namespace) ->
 
             return puts
 
-        return run
+        return len(picks), run
 
     singles = [keys[rng.randrange(n)] for _ in range(args.rounds * args.per_round)]
-    phase("random put, tx of 1", len(singles), [single_slice(b) for b in _batches(singles, args.per_round)])
-    starts = [keys[rng.randrange(n)] for _ in range(args.scans)]
+    phase(PUT_ONE, [single_slice(b) for b in _batches(singles, args.per_round)])
+    if args.reader_seconds > 0:
+        for r in range(args.reader_rounds):
+            order = stores[r % len(stores) :] + stores[: r % len(stores)]
+            for store in order:
+                rate, rss = readers_round(store, keys, value, args.reader_seconds, READERS)
+                results[store.name].rounds.setdefault(READ_4, []).append(rate)
+                results[store.name].reader_rss += rss
+        print(f"{READ_4}: " + ", ".join(f"{s.name} {results[s.name].rate(READ_4):,.0f}/s" for s in stores))
 
-    def scan_slice(start: bytes) -> Callable[[Store], Callable[[], Any]]:
-        return lambda store: lambda: store.scan(start, SCAN)
-
-    phase("range scan of 10,000 (keys/s)", len(starts) * SCAN, [scan_slice(s) for s in starts])
-
-    def delete_slice(batch: list[bytes]) -> Callable[[Store], Callable[[], Any]]:
-        return lambda store: lambda: store.delete_batch(batch)
+    def delete_slice(batch: list[bytes]) -> tuple[int, Callable[[Store], Callable[[], Any]]]:
+        return len(batch), lambda store: lambda: store.delete_batch(batch)
 
     doomed = keys[: n // 2]
-    phase("delete half, tx of 1,000", len(doomed), [delete_slice(b) for b in _batches(doomed, 1000)])
+    phase(DELETE, [delete_slice(b) for b in _batches(doomed, 1000)][: args.rounds * 10])
     for store in stores:
-        results[store.name].sizes["after deleting half"] = store.size()
+        results[store.name].sizes["after deleting"] = store.size()
         if isinstance(store, EngineStore):
             store.compact()
             results[store.name].sizes["after compact()"] = store.size()
     return [results[s.name] for s in stores]
 
 
+LOAD = "bulk load, tx of 1,000 puts"
+GET = "random get"
+SCAN_ALL = "full ordered scan (keys/s)"
+SCAN_RANGE = f"range scans of {SCAN:,} (keys/s)"
+PUT_BATCH = "random put, tx of 1,000"
+PUT_ONE = "durable single put (tx of 1)"
+READ_4 = f"gets in {4} reader processes, one writer committing"
+DELETE = "delete, tx of 1,000"
+READERS = 4
+
+#: The issue's targets (issue 29): (operation, other store, engine / other at least).
+TARGETS = [
+    (GET, "lmdb", 0.5),
+    (GET, "sqlite3", 2.0),
+    (LOAD, "lmdb", 0.5),
+    (LOAD, "sqlite3", 1.2),
+    (SCAN_ALL, "lmdb", 1.0),
+    (SCAN_RANGE, "lmdb", 1.0),
+    (PUT_ONE, "sqlite3", 1.0),
+    (PUT_ONE, "lmdb", 1.0),
+    (READ_4, "lmdb", 0.5),
+]
+
+
+def _paired(by: dict[str, Result], op: str, other: str) -> float | None:
+    """The median of the per-round ratios engine / other (None if not measured)."""
+    ours, theirs = by[ENGINE].rounds.get(op), by[other].rounds.get(op) if other in by else None
+    if not ours or not theirs:
+        return None
+    return median(paired_ratios(ours, theirs))
+
+
 def write_results(results: list[Result], args: argparse.Namespace, seconds: float) -> None:
+    by = {r.name: r for r in results}
+    others = [s for s in ("sqlite3", "lmdb", "diskcache") if s in by]
+    command = f"python3 -m benchmarks.kv{' --quick' if args.quick else ''} --keys {args.keys} --rounds {args.rounds}"
+    lines = [
+        "# engine.kv against sqlite3, LMDB and diskcache",
+        "",
+        f"{args.keys:,} keys of 16 bytes, {VALUE}-byte values, side by side in {args.rounds} paired rounds "
+        f"(`{command}`, {seconds:.0f} s, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}). "
+        "Operations per second, the median of the rounds (higher is better); ratio = the median of "
+        "the rounds' engine / other ratios.",
+        "",
+        "| operation | engine.kv | " + " | ".join(others) + " | " + " | ".join(f"vs {o}" for o in others) + " |",
+        "|---|---:|" + "---:|" * (2 * len(others)),
+    ]
+    for op in by[ENGINE].rounds:
+        rates = [by[s].rate(op) for s in [ENGINE, *others]]
+        ratios = [_paired(by, op, o) for o in others]
+        lines.append(
+            f"| {op} | " + " | ".join(f"{r:,.0f}" for r in rates) + " | "
+            + " | ".join("-" if r is None else f"{r:.2f}x" for r in ratios) + " |"
+        )
+    names = [ENGINE, *others]
+    lines += ["", "| memory and disk (MB) | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    if any(by[s].reader_rss for s in names):
+        rss = [f"{median(by[s].reader_rss):.0f}" for s in names]
+        lines.append("| a reader process's RSS growth, opened to done (median) | " + " | ".join(rss) + " |")
+    for what in ("after load", "after deleting", "after compact()"):
+        row = [by[s].sizes.get(what) for s in names]
+        lines.append(f"| file size {what} | " + " | ".join("-" if v is None else f"{v / 1e6:.1f}" for v in row) + " |")
+    targets = []
+    lines += ["", "| target (issue 29) | ratio (median of paired rounds) | met? |", "|---|---:|---|"]
+    for op, other, bound in TARGETS:
+        ratio = _paired(by, op, other)
+        if ratio is None:
+            continue
+        lines.append(f"| {op} >= {bound:g}x {other} | {ratio:.2f}x | {'yes' if ratio >= bound else 'no'} |")
+        targets.append({
+            "measure": f"{op} ({args.keys:,} keys)", "against": other, "ratio": ratio, "target": bound,
+            "op": ">=", "met": ratio >= bound, "how": "median of paired rounds",
+        })
     os.makedirs(RESULTS, exist_ok=True)
     data = {
         "keys": args.keys,
         "value_bytes": VALUE,
+        "rounds": args.rounds,
         "seconds": round(seconds, 1),
-        "results": [{"store": r.name, "rates": r.rates, "sizes": r.sizes} for r in results],
+        "command": command,
+        "results": [
+            {"store": r.name, "rounds": r.rounds, "rates": {op: r.rate(op) for op in r.rounds}, "sizes": r.sizes,
+             "reader_rss_mib": r.reader_rss}
+            for r in results
+        ],
+        "targets": targets,
     }
-    with open(os.path.join(RESULTS, "kv.json"), "w") as f:
+    suffix = "" if args.keys >= 1_000_000 else f"-{args.keys // 1000}k"
+    with open(os.path.join(RESULTS, f"kv{suffix}.json"), "w") as f:
         json.dump(data, f, indent=2)
-    by = {r.name: r for r in results}
-    eng = by["engine.kv"]
-    lines = [
-        "# engine.kv against sqlite3, LMDB and diskcache",
-        "",
-        f"{args.keys:,} keys of 16 bytes, {VALUE}-byte values; one run, side by side "
-        f"(`python -m benchmarks.kv{' --quick' if args.quick else ''}`, {seconds:.0f} s). "
-        "Operations per second (higher is better); ratio = engine / other.",
-        "",
-        "| operation | engine.kv | sqlite3 | diskcache | LMDB | vs sqlite3 | vs diskcache | vs LMDB |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for op, rate in eng.rates.items():
-        others = [by[s].rates.get(op, 0.0) for s in ("sqlite3", "diskcache", "lmdb")]
-        ratios = [f"{rate / o:.2f}x" if o else "-" for o in others]
-        lines.append(
-            f"| {op} | {rate:,.0f} | " + " | ".join(f"{o:,.0f}" for o in others) + " | " + " | ".join(ratios) + " |"
-        )
-    lines += ["", "| file size on disk (MB) | engine.kv | sqlite3 | diskcache | LMDB |", "|---|---:|---:|---:|---:|"]
-    for what in ("after load", "after deleting half", "after compact()"):
-        row = [by[s].sizes.get(what) for s in ("engine.kv", "sqlite3", "diskcache", "lmdb")]
-        lines.append(f"| {what} | " + " | ".join("-" if v is None else f"{v / 1e6:.1f}" for v in row) + " |")
-    lines += ["", *_targets(by)]
-    with open(os.path.join(RESULTS, "kv.md"), "w") as f:
+    with open(os.path.join(RESULTS, f"kv{suffix}-run.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
-#: The issue's targets: (operation, other store, ratio engine / other at least).
-TARGETS = [
-    ("random get", "sqlite3", 1.0),
-    ("random get", "diskcache", 1.0),
-    ("random put, tx of 1,000", "sqlite3", 1.0),
-    ("random put, tx of 1,000", "diskcache", 1.0),
-    ("range scan of 10,000 (keys/s)", "sqlite3", 1.0),
-    ("range scan of 10,000 (keys/s)", "diskcache", 1.0),
-    ("random put, tx of 1", "sqlite3", 1.0),
-    ("random get", "lmdb", 0.3),  # the stretch target
-]
-
-
-def _targets(by: dict[str, Result]) -> list[str]:
-    """The targets table: each ratio against its bound, met or not."""
-    eng = by["engine.kv"].rates
-    out = ["| target | ratio | met? |", "|---|---:|---|"]
-    for op, other, bound in TARGETS:
-        rate = by[other].rates.get(op) if other in by else None
-        if not rate or op not in eng:
-            continue
-        ratio = eng[op] / rate
-        stretch = " (stretch)" if other == "lmdb" else ""
-        verdict = "yes" if ratio >= bound else "no"
-        out.append(f"| {op} >= {bound:.1f}x {other}{stretch} | {ratio:.2f}x | {verdict} |")
-    return out
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--quick", action="store_true", help="100,000 keys and fewer operations")
-    parser.add_argument("--keys", type=int)
+    parser.add_argument("--quick", action="store_true", help="200,000 keys and fewer operations")
+    parser.add_argument("--keys", type=int, help="keys loaded (default 1,000,000; --quick 200,000)")
+    parser.add_argument("--rounds", type=int, default=5, help="paired rounds of every phase (default 5)")
+    parser.add_argument("--reader-seconds", type=float, help="seconds per round of the 4-reader phase (0: skip)")
     parser.add_argument("--dir", help="where to put the stores (default: a temporary directory)")
     parser.add_argument("--only", help="comma-separated store names")
     args = parser.parse_args(argv)
-    args.keys = args.keys or (100_000 if args.quick else 1_000_000)
+    args.keys = args.keys or (200_000 if args.quick else 1_000_000)
     args.gets = 50_000 if args.quick else 200_000
     args.batch_puts = 10 if args.quick else 20
-    args.rounds = 10
     args.per_round = 30 if args.quick else 60
-    args.scans = 10 if args.quick else 20
+    args.scans = 2 if args.quick else 4
+    args.reader_rounds = min(args.rounds, 3 if args.quick else 5)
+    if args.reader_seconds is None:
+        args.reader_seconds = 1.0 if args.quick else 2.0
     rng = random.Random(1)
     keys = list({rng.randbytes(16): None for _ in range(args.keys)})
     base = args.dir or tempfile.mkdtemp(prefix="kvbench-")
     t0 = time.perf_counter()
     stores = []
     for make in STORES:
-        if args.only and make.name not in args.only.split(","):  # type: ignore[attr-defined]
+        if args.only and make.name not in args.only.split(","):
             continue
         root = os.path.join(base, make.__name__)
         shutil.rmtree(root, ignore_errors=True)
@@ -431,7 +613,7 @@ def main(argv: list[str] | None = None) -> None:
         write_results(results, args, time.perf_counter() - t0)
     else:
         for r in results:
-            print(r)
+            print(r.name, {op: round(r.rate(op)) for op in r.rounds})
 
 
 if __name__ == "__main__":

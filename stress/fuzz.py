@@ -22,6 +22,10 @@ Targets:
 * ``kv``: ``engine.kv._native.decode_node`` against
   ``engine.kv.node.decode_node`` (a B+tree node page: the input as it is, and
   resealed with a valid CRC-32C so that the structural checks are reached);
+* ``kv_find``: ``engine.kv._native_descent.find`` and ``leaf_items`` against
+  ``engine.kv.descent.find_image`` and ``leaf_items_image`` (a get and a scan's
+  leaf over page images: the input cut into page images, each page id mapped to
+  one of them);
 * ``applog``: ``engine.applog._native.crc_failures`` against
   ``engine.applog.codec.crc_failures``, and ``engine.applog._native.encode_batch``
   against ``engine.applog.batch.encode_batch`` (records into a segment's write
@@ -52,6 +56,7 @@ TARGETS = {
     "queue_put": "engine.queue._native",
     "events": "engine.events._native",
     "kv": "engine.kv._native",
+    "kv_find": "engine.kv._native_descent",
     "applog": "engine.applog._native",
 }
 
@@ -237,6 +242,35 @@ def kv_target() -> Callable[[bytes], None]:
     return one
 
 
+def kv_find_target() -> Callable[[bytes], None]:
+    """find(images, root, height, key, page_count) and leaf_items(...) on both twins: pages 2..page_count
+    each one of the images cut from the input (so descents meet pages again)."""
+    from engine.kv.descent import find_image, leaf_items_image
+
+    native = importlib.import_module(TARGETS["kv_find"])
+
+    def one(data: bytes) -> None:
+        src = _Input(data)
+        page_count = src.small(2, 9)
+        height = src.small(1, 4)
+        size = src.small(0, 600)
+        key = src.data[src.at : src.at + src.small(0, 12)]
+        src.at += len(key)
+        rest = src.rest()
+        cuts = [rest[i : i + size] for i in range(0, len(rest), max(1, size))] or [b""]
+        images = {p: cuts[(p - 2) % len(cuts)] for p in range(2, page_count + 1)}
+        got = [_outcome(lambda f=f: f(images, 2, height, key, page_count)) for f in (find_image, native.find)]  # type: ignore[misc]
+        if got[0] != got[1]:
+            raise AssertionError(f"kv find twins differ on {data.hex()}: {got[0]} != {got[1]}")
+        before = bool(height & 1)
+        twins = (leaf_items_image, native.leaf_items)
+        got = [_outcome(lambda f=f: f(images, 2, height, key or None, before, page_count)) for f in twins]  # type: ignore[misc]
+        if got[0] != got[1]:
+            raise AssertionError(f"kv leaf_items twins differ on {data.hex()}: {got[0]} != {got[1]}")
+
+    return one
+
+
 EXTENT_AT = 3  # engine.applog.batch.EXTENT (imported by the target, inside atheris' instrumentation)
 
 
@@ -308,6 +342,7 @@ BUILDERS = {
     "queue_put": queue_put_target,
     "events": events_target,
     "kv": kv_target,
+    "kv_find": kv_find_target,
     "applog": applog_target,
 }
 

@@ -24,17 +24,17 @@ class Backend(Protocol):
 
     max_key: int
 
-    def _get(self, name: bytes, key: bytes) -> bytes | None: ...
+    def tree_get(self, name: bytes, key: bytes) -> bytes | None: ...
 
-    def _count(self, name: bytes) -> int: ...
+    def tree_count(self, name: bytes) -> int: ...
 
-    def _items(
+    def tree_items(
         self, name: bytes, start: bytes | None, stop: bytes | None, reverse: bool
     ) -> Iterator[tuple[bytes, bytes]]: ...
 
-    def _put(self, name: bytes, key: bytes, value: bytes) -> None: ...
+    def tree_put(self, name: bytes, key: bytes, value: bytes) -> None: ...
 
-    def _delete(self, name: bytes, key: bytes) -> bool: ...
+    def tree_delete(self, name: bytes, key: bytes) -> bool: ...
 
 
 def as_bytes(value: object, what: str, *, serializers: bool = False) -> bytes:
@@ -147,12 +147,12 @@ class TreeAPI(MutableMapping[Any, Any]):
         return ((kd(k), vd(v)) for k, v in pairs)
 
     def _scan(self, lo: bytes | None, hi: bytes | None, reverse: bool) -> Iterator[tuple[Any, Any]]:
-        return self._decoded(self._backend._items(self._name, lo, hi, reverse))
+        return self._decoded(self._backend.tree_items(self._name, lo, hi, reverse))
 
     def __getitem__(self, key: Any) -> Any:
         # the common case (a bytes key short enough, no key codec) without _key's call
         raw = key if type(key) is bytes and len(key) <= self._key_max else self._key(key)
-        value = self._backend._get(self._name, raw)
+        value = self._backend.tree_get(self._name, raw)
         if value is None:
             raise KeyError(key)
         loads = self._loads
@@ -160,7 +160,7 @@ class TreeAPI(MutableMapping[Any, Any]):
 
     def get(self, key: Any, default: Any = None) -> Any:
         raw = key if type(key) is bytes and len(key) <= self._key_max else self._key(key)
-        value = self._backend._get(self._name, raw)
+        value = self._backend.tree_get(self._name, raw)
         if value is None:
             return default
         loads = self._loads
@@ -169,13 +169,13 @@ class TreeAPI(MutableMapping[Any, Any]):
     def __contains__(self, key: object) -> bool:
         # (A key of the wrong type is a TypeError that says so, not False: a str
         # looked up in a store of bytes keys is a mistake, never an answer.)
-        return self._backend._get(self._name, self._key(key)) is not None
+        return self._backend.tree_get(self._name, self._key(key)) is not None
 
     def __len__(self) -> int:
-        return self._backend._count(self._name)
+        return self._backend.tree_count(self._name)
 
     def __iter__(self) -> Iterator[Any]:
-        pairs = self._backend._items(self._name, None, None, False)
+        pairs = self._backend.tree_items(self._name, None, None, False)
         codec = self._coding.keys
         if codec is None:
             return (k for k, _ in pairs)
@@ -206,18 +206,19 @@ class TreeAPI(MutableMapping[Any, Any]):
     def __setitem__(self, key: Any, value: Any) -> None:
         raw = value if type(value) is bytes and self._dumps is None and len(value) <= MAX_VALUE else self._value(value)
         # the common case (a bytes key short enough, no key codec) without _key's call
-        self._backend._put(self._name, key if type(key) is bytes and len(key) <= self._key_max else self._key(key), raw)
+        raw_key = key if type(key) is bytes and len(key) <= self._key_max else self._key(key)
+        self._backend.tree_put(self._name, raw_key, raw)
 
     def put(self, key: Any, value: Any) -> None:
         self[key] = value
 
     def __delitem__(self, key: Any) -> None:
-        if not self._backend._delete(self._name, self._key(key)):
+        if not self._backend.tree_delete(self._name, self._key(key)):
             raise KeyError(key)
 
     def delete(self, key: Any) -> bool:
         """Remove ``key``; False if it was not there."""
-        return self._backend._delete(self._name, self._key(key))
+        return self._backend.tree_delete(self._name, self._key(key))
 
     @overload
     def pop(self, key: Any) -> Any: ...
@@ -229,28 +230,28 @@ class TreeAPI(MutableMapping[Any, Any]):
         """Remove ``key`` and return its value; ``default`` if it was not there,
         else KeyError (as ``dict.pop``)."""
         raw = self._key(key)
-        value = self._backend._get(self._name, raw)
+        value = self._backend.tree_get(self._name, raw)
         if value is None:
             if default is _MISSING:
                 raise KeyError(key)
             return default
-        self._backend._delete(self._name, raw)
+        self._backend.tree_delete(self._name, raw)
         loads = self._loads
         return value if loads is None else loads(value)
 
     def popitem(self) -> tuple[Any, Any]:
         """Remove and return the first (smallest key's) item; KeyError when empty.
         (A dict pops its newest item: a tree has no insertion order, so the first.)"""
-        for raw, value in self._backend._items(self._name, None, None, False):
-            self._backend._delete(self._name, raw)
+        for raw, value in self._backend.tree_items(self._name, None, None, False):
+            self._backend.tree_delete(self._name, raw)
             codec, loads = self._coding.keys, self._loads
             return (raw if codec is None else codec.decode(raw)), (value if loads is None else loads(value))
         raise KeyError("popitem(): the tree is empty")
 
     def clear(self) -> None:
         """Remove every key of this tree."""
-        for raw in [k for k, _ in self._backend._items(self._name, None, None, False)]:
-            self._backend._delete(self._name, raw)
+        for raw in [k for k, _ in self._backend.tree_items(self._name, None, None, False)]:
+            self._backend.tree_delete(self._name, raw)
 
     def setdefault(self, key: Any, default: Any = None) -> Any:
         """``self[key]`` if present, else store ``default`` and return it."""
@@ -334,7 +335,7 @@ class _Items(ItemsView[Any, Any]):
     def __len__(self) -> int:
         if self._whole():
             return len(self._mapping)
-        return sum(1 for _ in self._mapping._backend._items(self._mapping._name, self._lo, self._hi, False))
+        return sum(1 for _ in self._mapping._backend.tree_items(self._mapping._name, self._lo, self._hi, False))
 
     def __contains__(self, item: object) -> bool:
         if not isinstance(item, tuple) or len(item) != 2:

@@ -16,7 +16,7 @@ free list, then asks the page store to cut them off (``PageStore.shrink``).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Any
 
 from engine.errors import CorruptFileError
 from engine.kv import node as nodes
@@ -27,24 +27,11 @@ from engine.kv.tree import Source, checked, corrupt
 META_PAGE = 1
 
 
-class _ReadPage(Protocol):
-    def __call__(self, page: int) -> bytes: ...
-
-
-def _reader_of(src: Any) -> tuple[_ReadPage, int]:
-    """A raw page reader of ``src`` (writer, transaction or reader) and its page count."""
-    if hasattr(src, "_ptx"):
-        return src._ptx.read, src._ptx.page_count
-    if hasattr(src, "_pr"):
-        return src._pr.read, src._page_count
-    return src._pages.read, src._pages.page_count
-
-
 def verify_trees(src: Source, infos: Iterable[TreeInfo], page_count: int, free_pages: list[int]) -> list[str]:
     """Check every tree of ``src`` and the page accounting; CorruptFileError on a problem."""
     ps = src.page_size
     minimum = ps // 4
-    read, _ = _reader_of(src)
+    read, _ = src.page_reader()
     owner: dict[int, str] = {META_PAGE: "the meta page"}
 
     def claim(page: int, what: str) -> None:
@@ -123,20 +110,19 @@ def compact(kv: Any) -> int:
     if free and min(free) <= live:
         with kv.transaction() as tx:
             _relocate(tx, live, len(free))
-        kv._cache.clear()
+        kv.drop_cache()
     return pages.shrink() * ps
 
 
 def _relocate(tx: Any, live: int, free_count: int) -> None:
     """Inside ``tx``: move the live pages above ``live`` into free pages at or below it."""
-    ptx = tx._ptx
-    popped = [ptx.allocate() for _ in range(free_count)]
+    popped = [tx.allocate() for _ in range(free_count)]
     targets = sorted(p for p in popped if p <= live)
     ps = tx.page_size
-    read, page_count = _reader_of(tx)
+    read, page_count = tx.page_reader()
     node_pages: list[int] = []
     chains: list[list[tuple[int, bytes]]] = []
-    for info in tx._trees.values():
+    for info in tx.tree_infos():
         stack = [info.root]
         while stack:
             page = stack.pop()
@@ -167,14 +153,13 @@ def _relocate(tx: Any, live: int, free_count: int) -> None:
             new.vals = [
                 Overflow(moved.get(v.page, v.page), v.length) if isinstance(v, Overflow) else v for v in new.vals
             ]
-        tx._dirty.pop(page, None)
-        tx._dirty[moved.get(page, page)] = new
+        tx.move_node(page, moved.get(page, page), new)
     for chain in chains:
         for i, (page, chunk) in enumerate(chain):
             nxt = chain[i + 1][0] if i + 1 < len(chain) else 0
             if page in moved or nxt in moved:
-                ptx.write(moved.get(page, page), 0, nodes.encode_overflow(chunk, moved.get(nxt, nxt), ps))
-    for info in tx._trees.values():
+                tx.write_page(moved.get(page, page), nodes.encode_overflow(chunk, moved.get(nxt, nxt), ps))
+    for info in tx.tree_infos():
         info.root = moved.get(info.root, info.root)
     for page in range(live + 1, live + free_count + 1):
         tx.free_page(page)

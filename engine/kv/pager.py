@@ -13,7 +13,8 @@ from itertools import islice
 
 from engine.errors import ConfigError, CorruptFileError, FormatError
 from engine.kv import node as nodes
-from engine.kv.node import Leaf, Node, NodeError, Overflow, TreeInfo
+from engine.kv.descent import Found, LeafItems, find_image, leaf_items_image
+from engine.kv.node import Leaf, Node, NodeError, Overflow, TreeInfo, Value
 from engine.native import load
 from engine.pages import PageError
 
@@ -31,6 +32,23 @@ _branch_image: Callable[[int, list[bytes], list[int], int], bytes] = (
 )
 
 
+#: The descents' compiled twins (``engine/kv/_native_descent.c``), chosen the same way.
+_DESCENT = load("engine.kv._native_descent")
+#: find(images, root, height, key, page_count): a get over verified page images in
+#: one call (:func:`engine.kv.descent.find_image` or its compiled twin).
+find: Callable[[dict[int, bytes], int, int, bytes, int], Found] = (
+    find_image if _DESCENT is None else _DESCENT.find
+)
+
+
+#: leaf_items(images, root, height, seek, before, page_count): one leaf of a scan
+#: over verified page images in one call (:func:`engine.kv.descent.leaf_items_image`
+#: or its compiled twin).
+leaf_items: Callable[[dict[int, bytes], int, int, bytes | None, bool, int], LeafItems] = (
+    leaf_items_image if _DESCENT is None else _DESCENT.leaf_items
+)
+
+
 def encode_node(node: Node, page_size: int) -> bytes:
     """A node's page image (:func:`engine.kv.node.leaf_image` / ``branch_image``
     or their compiled twins)."""
@@ -40,7 +58,14 @@ def encode_node(node: Node, page_size: int) -> bytes:
 
 #: Decoded nodes kept by default: a tree of ~1.4 million 16-byte keys with
 #: 100-byte values (a 4 KiB leaf of them costs 6-7 KiB: its page, which a lazy
-#: leaf keeps, and its keys as bytes objects), ~420 MB at most.
+#: leaf keeps and :class:`NodeCache` keeps as its image too, and its keys as
+#: bytes objects), ~420 MB at most; a node that was decoded from something else
+#: than its page (a branch, a node this writer changed) keeps its page image
+#: besides, at most one page more per node (+256 MiB with 4 KiB pages, the bound
+#: for a writer that rewrote every cached node).  Nothing else grows with the
+#: store but the page store's checksums (4 bytes a page, read at open with the
+#: header, free list and meta page; not the file whole), and a
+#: get reads the pages on its path.
 DEFAULT_CACHE_NODES = 65536
 
 
@@ -51,46 +76,59 @@ def check_cache_nodes(value: object) -> None:
 
 
 class NodeCache:
-    """Decoded nodes by page id; evicts the oldest entries past ``capacity``.
+    """Decoded nodes by page id, and their verified page images (for :data:`find`,
+    which descends over the images in one call); evicts the oldest entries past
+    ``capacity``.
 
-    Cached nodes are never changed (transactions change copies), so one object
-    may be handed to many readers.
+    Cached nodes and images are never changed (transactions change copies), so
+    one object may be handed to many readers.  An image is in ``images`` only
+    while its node is cached, and only if it passed :func:`decode_node` (CRC and
+    key order) or the writer encoded it.
     """
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self._nodes: dict[int, Node] = {}
+        #: Page images by page id: what :data:`find` reads (never changed in place).
+        self.images: dict[int, bytes] = {}
         #: The node at a page, or None (the dict's own ``get``: no Python frame).
         self.get: Callable[[int], Node | None] = self._nodes.get
 
-    def put(self, page: int, node: Node) -> None:
+    def put(self, page: int, node: Node, image: bytes) -> None:
+        """Keep ``node``, decoded (and so verified) from ``image``."""
         if not self.capacity:
             return
         nodes_ = self._nodes
         nodes_[page] = node
+        self.images[page] = image
         if len(nodes_) > self.capacity:
             self._evict()
 
     def _evict(self) -> None:
         """Drop the oldest entries: down to 7/8 of the capacity (one pass per eighth, not per put)."""
-        nodes_ = self._nodes
+        nodes_, images = self._nodes, self.images
         drop = len(nodes_) - self.capacity + max(1, self.capacity // 8)
         for old in list(islice(nodes_, drop)):
             del nodes_[old]
+            images.pop(old, None)
 
-    def update(self, changed: dict[int, Node], freed: Iterable[int]) -> None:
-        """After a commit: the transaction's nodes replace the old ones, freed pages go."""
+    def update(self, changed: dict[int, Node], freed: Iterable[int], images: dict[int, bytes]) -> None:
+        """After a commit: the transaction's nodes and their images replace the old
+        ones, freed pages go."""
         nodes_ = self._nodes
         for page in freed:
             nodes_.pop(page, None)
+            self.images.pop(page, None)
         if not self.capacity:
             return
         nodes_.update(changed)  # one C-level update (a page already cached keeps its place)
+        self.images.update(images)
         if len(nodes_) > self.capacity:
             self._evict()
 
     def clear(self) -> None:
         self._nodes.clear()
+        self.images.clear()
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -111,6 +149,45 @@ def read_node(path: str, page: int, read: Callable[[int], bytes], page_count: in
     except PageError as exc:
         raise CorruptFileError(path, exc.offset, "a pointer to a live node page", exc.reason) from exc
     return decode_page(path, page, data, page_count)
+
+
+def load_node(path: str, page: int, read: Callable[[int], bytes], page_count: int, cache: NodeCache) -> Node:
+    """:func:`read_node`, and the node and its page image kept in ``cache``."""
+    try:
+        data = read(page)
+    except PageError as exc:
+        raise CorruptFileError(path, exc.offset, "a pointer to a live node page", exc.reason) from exc
+    found = decode_page(path, page, data, page_count)
+    cache.put(page, found, data if type(data) is bytes else bytes(data))
+    return found
+
+
+def leaf_of(
+    path: str, images: dict[int, bytes], tree: TreeInfo, seek: bytes | None, before: bool, page_count: int
+) -> LeafItems:
+    """:data:`leaf_items` over ``images``, its errors as CorruptFileError naming ``path``."""
+    try:
+        return leaf_items(images, tree.root, tree.height, seek, before, page_count)
+    except NodeError as exc:
+        raise CorruptFileError(path, exc.offset, exc.expected, exc.found) from exc
+
+
+def resolved(
+    got: tuple[list[bytes], list[bytes | tuple[int, int]], bytes | None, bytes | None], value: Callable[[Value], bytes]
+) -> tuple[list[bytes], list[bytes], bytes | None, bytes | None]:
+    """A leaf from :func:`leaf_of` with its overflow values read (through ``value``)."""
+    keys, vals, lo, hi = got
+    if not all(type(v) is bytes for v in vals):
+        vals = [v if type(v) is bytes else value(Overflow(*v)) for v in vals]
+    return keys, vals, lo, hi  # type: ignore[return-value]
+
+
+def lookup(path: str, images: dict[int, bytes], tree: TreeInfo, key: bytes, page_count: int) -> Found:
+    """:data:`find` over ``images``, its errors as CorruptFileError naming ``path``."""
+    try:
+        return find(images, tree.root, tree.height, key, page_count)
+    except NodeError as exc:
+        raise CorruptFileError(path, exc.offset, exc.expected, exc.found) from exc
 
 
 def read_overflow(path: str, ref: Overflow, read: Callable[[int], bytes], page_size: int, page_count: int) -> bytes:

@@ -31,7 +31,18 @@ from engine.kv.api import DEFAULT_TREE, TreeAPI, TreeView, tree_label, tree_name
 from engine.kv.coding import PLAIN, Coding
 from engine.kv.maint import verify_trees
 from engine.kv.node import Node, Overflow, TreeInfo, Value
-from engine.kv.pager import DEFAULT_CACHE_NODES, NodeCache, check_cache_nodes, read_meta, read_node, read_overflow
+from engine.kv.pager import (
+    DEFAULT_CACHE_NODES,
+    NodeCache,
+    check_cache_nodes,
+    leaf_of,
+    load_node,
+    lookup,
+    read_meta,
+    read_overflow,
+    resolved,
+)
+from engine.kv.tree import Fetch
 from engine.pages import PageReader
 from engine.pages.backup import copy_store
 
@@ -170,8 +181,7 @@ class KVReader(TreeAPI):
     def node(self, page: int) -> Node:
         found = self._cache.get(page)
         if found is None:
-            found = read_node(self.path, page, self._pr.read, self._page_count)
-            self._cache.put(page, found)
+            found = load_node(self.path, page, self._pr.read, self._page_count, self._cache)
         return found
 
     def value(self, value: Value) -> bytes:
@@ -180,22 +190,34 @@ class KVReader(TreeAPI):
         assert isinstance(value, Overflow)
         return read_overflow(self.path, value, self._pr.read, self.page_size, self._page_count)
 
+    def page_reader(self) -> tuple[Callable[[int], bytes], int]:
+        return self._pr.read, self._page_count
+
     # -- Backend ----------------------------------------------------------------------------
     def _check_open(self) -> None:
         if self._pr.closed:
             raise ClosedError(f"{self.path}: key-value store is closed")
 
-    def _get(self, name: bytes, key: bytes) -> bytes | None:
+    def tree_get(self, name: bytes, key: bytes) -> bytes | None:
         self._check_open()
         with self._snap():
-            return trees.get(self, self._trees.get(name), key)
+            tree = self._trees.get(name)
+            if tree is None:
+                return None
+            # one call over the cached page images, or the decoded descent for a page not at hand
+            hit = lookup(self.path, self._cache.images, tree, key, self._page_count)
+            if hit is None or type(hit) is bytes:
+                return hit
+            if type(hit) is tuple:
+                return self.value(Overflow(*hit))
+            return trees.get(self, tree, key)
 
-    def _count(self, name: bytes) -> int:
+    def tree_count(self, name: bytes) -> int:
         with self._snap():
             info = self._trees.get(name)
             return 0 if info is None else info.count
 
-    def _items(
+    def tree_items(
         self, name: bytes, start: bytes | None, stop: bytes | None, reverse: bool
     ) -> Iterator[tuple[bytes, bytes]]:
         self._check_open()
@@ -203,12 +225,26 @@ class KVReader(TreeAPI):
             info = self._trees.get(name)
             if info is None:
                 return
-            yield from trees.scan(trees.fetcher(self, info), start, stop, reverse)
+            yield from trees.scan(self._fetcher(info), start, stop, reverse)
 
-    def _put(self, name: bytes, key: bytes, value: bytes) -> NoReturn:
+    def _fetcher(self, info: TreeInfo) -> Fetch:
+        """Leaves of ``info`` in one call each over the cached page images, or by
+        the decoded descent for a page not at hand (inside a snapshot)."""
+        decoded = trees.fetcher(self, info)
+        images = self._cache.images
+
+        def fetch(seek: bytes | None, before: bool) -> tuple[list[bytes], list[bytes], bytes | None, bytes | None]:
+            got = leaf_of(self.path, images, info, seek, before, self._page_count)
+            if type(got) is int:
+                return decoded(seek, before)
+            return resolved(got, self.value)  # type: ignore[arg-type]
+
+        return fetch
+
+    def tree_put(self, name: bytes, key: bytes, value: bytes) -> NoReturn:
         raise ConfigError(f"{self.path}: opened read-only")
 
-    def _delete(self, name: bytes, key: bytes) -> NoReturn:
+    def tree_delete(self, name: bytes, key: bytes) -> NoReturn:
         raise ConfigError(f"{self.path}: opened read-only")
 
     def transaction(self) -> NoReturn:

@@ -40,10 +40,13 @@ from engine.kv.pager import (
     DEFAULT_CACHE_NODES,
     NodeCache,
     check_cache_nodes,
+    leaf_of,
+    load_node,
+    lookup,
     overflow_chain,
     read_meta,
-    read_node,
     read_overflow,
+    resolved,
 )
 from engine.kv.reader import KVReader, kv_stats
 from engine.pages import PageStore, Transaction
@@ -90,20 +93,19 @@ class KVTransaction(TreeAPI):
         if self.state != "new":
             raise ClosedError(f"{self.path}: a transaction can be entered once")
         kv = self._kv
-        kv._lock.acquire()
-        try:
-            kv._check_open()
-            self._ptx: Transaction = kv._pages.transaction().__enter__()
-        except BaseException:
-            kv._lock.release()
-            raise
+        # the writer's lock held from here to __exit__; the committed state as of now
+        self._ptx: Transaction
+        self._ptx, self._txid, self._committed = kv.begin_changes()
+        self._committed_cached, self._committed_node = kv.cached, kv.node
         self._dirty: dict[int, Node] = {}
         self.cached = self._dirty.get
         # (entries, size) of each changed node as committed: an unchanged shape means
         # values overwritten in place, worth journalling as the bytes that changed
         self._shape: dict[int, tuple[int, int]] = {}
         self._freed: set[int] = set()
-        self._trees = {name: t.copy() for name, t in kv._trees.items()}
+        #: The page images of the changed nodes, encoded on commit (for the cache).
+        self._images: dict[int, bytes] = {}
+        self._trees = {name: t.copy() for name, t in self._committed.items()}
         self._catalogue_changed = False
         self.state = "open"
         return self
@@ -120,7 +122,7 @@ class KVTransaction(TreeAPI):
             try:
                 self._ptx.__exit__(exc_type, exc, tb)
             finally:
-                self._kv._lock.release()
+                self._kv.end_changes()
 
     def _check(self) -> None:
         if self.state != "open":
@@ -133,11 +135,12 @@ class KVTransaction(TreeAPI):
         ptx = self._ptx
         changed = self._dirty
         ps = self.page_size
-        if changed or self._freed or self._trees != kv._trees:
+        if changed or self._freed or self._trees != self._committed:
             try:
                 shape = self._shape
+                images = self._images = {}
                 for page, node in changed.items():
-                    image = pager.encode_node(node, ps)
+                    image = images[page] = pager.encode_node(node, ps)
                     if shape.get(page) == (len(node.keys), node.size):
                         _write_changes(ptx, page, image)
                     else:  # new, or entries added or removed: the arrays moved
@@ -149,26 +152,22 @@ class KVTransaction(TreeAPI):
                 if ptx.state == "open":
                     ptx.rollback()  # failed before the page store commit: nothing may reach it
                 raise
-            kv._cache.update(changed, self._freed)
-            kv._trees = self._trees
-            kv._txid += 1
-            kv.commits += 1
+            kv.install(changed, self._freed, self._images, self._trees)
         self.state = "committed"
 
     def _write_meta(self) -> None:
         """The meta page: whole when the set of trees changed, else only its CRC,
         commit counter and the entries of the trees that changed (a few dozen bytes
         of journal instead of two page images)."""
-        kv = self._kv
         ordered = list(self._trees.values())
         if self._catalogue_changed:
-            self._ptx.write(META_PAGE, 0, nodes.encode_meta(kv._txid + 1, ordered, self.page_size))
+            self._ptx.write(META_PAGE, 0, nodes.encode_meta(self._txid + 1, ordered, self.page_size))
             return
-        image = nodes.encode_meta_used(kv._txid + 1, ordered)
+        image = nodes.encode_meta_used(self._txid + 1, ordered)
         crc_at = nodes.META_CRC_AT
         self._ptx.write(META_PAGE, crc_at, image[crc_at : nodes.META_HEAD.size])
         for at, t in zip(nodes.tree_entry_offsets(ordered), ordered, strict=True):
-            if kv._trees[t.name] != t:
+            if self._committed[t.name] != t:
                 self._ptx.write(META_PAGE, at, image[at : at + nodes.TREE_ENTRY.size])
 
     def rollback(self) -> None:
@@ -220,15 +219,15 @@ class KVTransaction(TreeAPI):
         return info
 
     # -- the Backend protocol ------------------------------------------------------------------
-    def _get(self, name: bytes, key: bytes) -> bytes | None:
+    def tree_get(self, name: bytes, key: bytes) -> bytes | None:
         self._check()
         return trees.get(self, self._trees.get(name), key)
 
-    def _count(self, name: bytes) -> int:
+    def tree_count(self, name: bytes) -> int:
         info = self._trees.get(name)
         return 0 if info is None else info.count
 
-    def _items(
+    def tree_items(
         self, name: bytes, start: bytes | None, stop: bytes | None, reverse: bool
     ) -> Iterator[tuple[bytes, bytes]]:
         self._check()
@@ -237,14 +236,14 @@ class KVTransaction(TreeAPI):
             return iter(())
         return trees.scan(trees.fetcher(self, info), start, stop, reverse)
 
-    def _put(self, name: bytes, key: bytes, value: bytes) -> None:
+    def tree_put(self, name: bytes, key: bytes, value: bytes) -> None:
         if self.state != "open":
             self._check()
         info = self._trees.get(name) or self._info(name, True)
         assert info is not None
         trees.insert(self, info, key, value, 4 + len(key) + len(value) <= self.max_entry)
 
-    def _delete(self, name: bytes, key: bytes) -> bool:
+    def tree_delete(self, name: bytes, key: bytes) -> bool:
         self._check()
         info = self._trees.get(name)
         return info is not None and trees.delete(self, info, key)
@@ -253,23 +252,39 @@ class KVTransaction(TreeAPI):
     def node(self, page: int) -> Node:
         found = self._dirty.get(page)
         if found is None:
-            kv = self._kv
-            found = kv._cached(page)
+            found = self._committed_cached(page)
             if found is None:
-                found = kv._node(page)
+                found = self._committed_node(page)
         return found
 
     def mutable(self, page: int) -> Node:
         found = self._dirty.get(page)
         if found is None:
-            kv = self._kv
-            committed = kv._cached(page)
+            committed = self._committed_cached(page)
             if committed is None:
-                committed = kv._node(page)
+                committed = self._committed_node(page)
             self._shape[page] = (len(committed.keys), committed.size)
             found = committed.copy()
             self._dirty[page] = found
         return found
+
+    # -- for compaction (engine.kv.maint) ------------------------------------------------------
+    def tree_infos(self) -> list[TreeInfo]:
+        """This transaction's own tree entries (changing one changes what commits)."""
+        return list(self._trees.values())
+
+    def allocate(self) -> int:
+        """A page off the free list (or the file's end), for the caller to fill."""
+        return self._ptx.allocate()
+
+    def write_page(self, page: int, image: bytes) -> None:
+        """Write a whole page image (an overflow page moved by compaction)."""
+        self._ptx.write(page, 0, image)
+
+    def move_node(self, page: int, to: int, node: Node) -> None:
+        """``node`` (a changed copy of the node at ``page``) is to be written at ``to``."""
+        self._dirty.pop(page, None)
+        self._dirty[to] = node
 
     def new_page(self, node: Node) -> int:
         page = self._ptx.allocate()
@@ -288,6 +303,10 @@ class KVTransaction(TreeAPI):
         assert isinstance(value, Overflow)
         ptx = self._ptx
         return read_overflow(self.path, value, ptx.read, self.page_size, ptx.page_count)
+
+    def page_reader(self) -> tuple[Callable[[int], bytes], int]:
+        ptx = self._ptx
+        return ptx.read, ptx.page_count
 
     def store_value(self, value: bytes, inline: bool) -> Value:
         if inline:
@@ -351,6 +370,7 @@ class KV(TreeAPI):
         self._lock = threading.RLock()
         self._cache = NodeCache(cache_nodes)
         self.cached = self._cached = self._cache.get
+        self._images = self._cache.images
         self._txid = txid
         self._trees = {t.name: t for t in infos}
         self._closed = False
@@ -496,15 +516,38 @@ class KV(TreeAPI):
         with self.transaction() as tx:
             tx.update(other, **kwargs)
 
-    # -- committed reads -------------------------------------------------------------------------
-    def _node(self, page: int) -> Node:
-        found = self._cached(page)
-        if found is None:
-            pages = self._pages
-            found = read_node(self.path, page, self._committed, pages.page_count)
-            self._cache.put(page, found)
-        return found
+    # -- what a transaction needs of its store ----------------------------------------------------
+    def begin_changes(self) -> tuple[Transaction, int, dict[bytes, TreeInfo]]:
+        """For :class:`KVTransaction`: take the writer's lock (held until
+        :meth:`end_changes`) and start a page store transaction; returns it, the
+        commit counter and the committed trees (not to be changed)."""
+        self._lock.acquire()
+        try:
+            self._check_open()
+            return self._pages.transaction().__enter__(), self._txid, self._trees
+        except BaseException:
+            self._lock.release()
+            raise
 
+    def end_changes(self) -> None:
+        """Release the writer's lock :meth:`begin_changes` took."""
+        self._lock.release()
+
+    def install(
+        self, changed: dict[int, Node], freed: set[int], images: dict[int, bytes], infos: dict[bytes, TreeInfo]
+    ) -> None:
+        """After a transaction's page store commit: its nodes, their images and its
+        trees become the committed state (under the lock :meth:`begin_changes` took)."""
+        self._cache.update(changed, freed, images)
+        self._trees = infos
+        self._txid += 1
+        self.commits += 1
+
+    def drop_cache(self) -> None:
+        """Forget every cached node (after pages moved: ``compact``)."""
+        self._cache.clear()
+
+    # -- committed reads -------------------------------------------------------------------------
     def _committed(self, page: int) -> bytes:
         """The committed image of ``page`` without the copy and checks of
         ``PageStore.read``: node ids are range-checked when their parent is
@@ -513,12 +556,12 @@ class KV(TreeAPI):
         return data if type(data) is bytes else bytes(data)
 
     def node(self, page: int) -> Node:
-        """For :class:`engine.kv.tree.Source`: the committed node at ``page``
-        (:meth:`_node`, written out: one call per level of a get)."""
+        """For :class:`engine.kv.tree.Source` (and a transaction's reads of
+        unchanged nodes): the committed node at ``page``, read, checked and kept
+        if it is not cached."""
         found = self._cached(page)
         if found is None:
-            found = read_node(self.path, page, self._committed, self._pages.page_count)
-            self._cache.put(page, found)
+            found = load_node(self.path, page, self._committed, self._pages.page_count, self._cache)
         return found
 
     def value(self, value: Value) -> bytes:
@@ -528,20 +571,33 @@ class KV(TreeAPI):
         pages = self._pages
         return read_overflow(self.path, value, pages.read, self.page_size, pages.page_count)
 
-    def _get(self, name: bytes, key: bytes) -> bytes | None:
+    def page_reader(self) -> tuple[Callable[[int], bytes], int]:
+        pages = self._pages
+        return pages.read, pages.page_count
+
+    def tree_get(self, name: bytes, key: bytes) -> bytes | None:
         with self._lock:
             if self._closed:
                 self._check_open()
             tree = self._trees.get(name)
-            found = None if tree is None else trees.find(self, tree, key)
+            if tree is None:
+                return None
+            # one call over the cached page images (no Python frame per level) ...
+            hit = lookup(self.path, self._images, tree, key, self._pages.page_count)
+            if hit is None or type(hit) is bytes:
+                return hit
+            if type(hit) is tuple:
+                return self.value(Overflow(*hit))
+            # ... or a page not at hand: the decoded descent reads (and keeps) it
+            found = trees.find(self, tree, key)
             return found if found is None or type(found) is bytes else self.value(found)
 
-    def _count(self, name: bytes) -> int:
+    def tree_count(self, name: bytes) -> int:
         with self._lock:
             info = self._trees.get(name)
             return 0 if info is None else info.count
 
-    def _items(
+    def tree_items(
         self, name: bytes, start: bytes | None, stop: bytes | None, reverse: bool
     ) -> Iterator[tuple[bytes, bytes]]:
         def fetch(seek: bytes | None, before: bool) -> tuple[list[bytes], list[bytes], bytes | None, bytes | None]:
@@ -550,17 +606,21 @@ class KV(TreeAPI):
                 info = self._trees.get(name)
                 if info is None:
                     return [], [], None, None
-                return trees.fetcher(self, info)(seek, before)
+                # one call over the cached page images, or the decoded descent for a page not at hand
+                got = leaf_of(self.path, self._images, info, seek, before, self._pages.page_count)
+                if type(got) is int:
+                    return trees.fetcher(self, info)(seek, before)
+                return resolved(got, self.value)  # type: ignore[arg-type]
 
         return trees.scan(fetch, start, stop, reverse)
 
-    def _put(self, name: bytes, key: bytes, value: bytes) -> None:
+    def tree_put(self, name: bytes, key: bytes, value: bytes) -> None:
         with self.transaction() as tx:
-            tx._put(name, key, value)
+            tx.tree_put(name, key, value)
 
-    def _delete(self, name: bytes, key: bytes) -> bool:
+    def tree_delete(self, name: bytes, key: bytes) -> bool:
         with self.transaction() as tx:
-            return tx._delete(name, key)
+            return tx.tree_delete(name, key)
 
     # -- snapshots, maintenance ---------------------------------------------------------------------
     @contextmanager

@@ -60,6 +60,10 @@ class Source(Protocol):
         """An inline value as it is, an overflow value read from its chain."""
         ...
 
+    def page_reader(self) -> tuple[Callable[[int], bytes], int]:
+        """(read a page's raw bytes, page count) of this state (for checks and compaction)."""
+        ...
+
 
 class Writer(Source, Protocol):
     """A transaction's write access."""

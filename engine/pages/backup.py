@@ -7,7 +7,8 @@ only under the exclusive lock, so the copy is the store exactly as of one flush
 meanwhile: the writer puts its flushes off while the lock is shared (see
 ``PageStore._flush``).  The destination gets no journal (a fresh, empty one is
 created by its first writable open); both files are written under temporary
-names, synced and renamed, so a crash leaves either no copy or a whole one.
+names, synced and renamed (the store first, then its checksums), so a crash
+leaves either no copy or a whole one.
 """
 
 from __future__ import annotations
@@ -59,14 +60,20 @@ def copy_store(fs: FileSystem, path: str, dest: str, *, wait: float | None = DEF
                 out.fsync()
         finally:
             src.unlock()
+    stmp = sums_path(dest) + ".partial"
     if sums:
-        stmp = sums_path(dest) + ".partial"
         _remove_leftover(fs, stmp)
         with create_file(fs, stmp, sums) as out:
             out.fsync()
-        fs.rename(stmp, sums_path(dest))
+    # Data, fsync, then what points at it: the store first (a store without its
+    # checksums file opens, the checksums rebuilt from it), its rename made durable
+    # before the checksums' rename, so no crash leaves ``<dest>-sums`` without ``<dest>``.
+    directory = parent_dir(dest)
     fs.rename(tmp, dest)
-    fs.fsync_dir(parent_dir(dest))
+    fs.fsync_dir(directory)
+    if sums:
+        fs.rename(stmp, sums_path(dest))
+        fs.fsync_dir(directory)
     return size
 
 

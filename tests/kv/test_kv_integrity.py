@@ -74,3 +74,34 @@ def test_a_commit_on_a_full_disk_is_disk_full_error() -> None:
     kv.close()
     with KV.open("/db/s", fs=sim) as reopened:
         assert reopened.get(b"k") is None
+
+
+def test_a_backup_killed_at_any_point_leaves_no_checksums_without_a_store() -> None:
+    """Issue 28: the backup renamed ``<dest>-sums`` into place before ``<dest>``, so a
+    kill between the two left an orphan checksums file and no store.  In every crash
+    state of a backup: either no ``<dest>`` and no ``<dest>-sums``, or a ``<dest>``
+    that opens with every key."""
+    sim = SimFS()
+    make_dirs(sim, "/db")
+    kv = KV.open("/db/s", page_size=512, fs=sim)
+    with kv.transaction() as tx:
+        for i in range(40):
+            tx[b"k%03d" % i] = b"v" * 30
+    kv.checkpoint()
+    sim.mark("before")
+    kv.backup("/db/copy")
+    kv.close()
+    seen = {"none": 0, "whole": 0}
+    for state in sim.crash_states(limit=200, seed=3):
+        if "before" not in state.marks:
+            continue
+        fs = state.fs()
+        if not fs.exists("/db/copy"):
+            assert not fs.exists("/db/copy-sums"), "a checksums file with no store"
+            seen["none"] += 1
+            continue
+        with KV.open("/db/copy", fs=fs) as copy:
+            assert len(copy) == 40 and copy[b"k039"] == b"v" * 30
+            copy.verify()
+        seen["whole"] += 1
+    assert seen["none"] and seen["whole"]

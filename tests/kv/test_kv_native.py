@@ -1,5 +1,7 @@
 """The node codec's compiled twins (``engine/kv/_native.c``: decode_node,
-encode_leaf, encode_branch) against their pure-Python references in
+encode_leaf, encode_branch; and ``engine/kv/_native_descent.c``: find /
+leaf_items, a get and a scan's leaf over page images, against
+:mod:`engine.kv.descent`) against their pure-Python references in
 :mod:`engine.kv.node` (decode_node, leaf_image, branch_image): the same objects,
 the same bytes, the same errors (type, offset, message) on valid, damaged and
 hostile pages.
@@ -25,6 +27,7 @@ from hypothesis import strategies as st
 
 from engine.kv import KV, pager
 from engine.kv import node as nodes
+from engine.kv.descent import find_image, leaf_items_image
 from engine.native import pure_python_forced
 from engine.pages import crc32c
 
@@ -38,6 +41,17 @@ def _native() -> ModuleType | None:
 
 NATIVE = _native()
 needs_native = pytest.mark.skipif(NATIVE is None, reason="engine.kv._native is not built")
+
+
+def _descent() -> ModuleType | None:
+    try:
+        return importlib.import_module("engine.kv._native_descent")
+    except ImportError:
+        return None
+
+
+DESCENT = _descent()
+needs_descent = pytest.mark.skipif(DESCENT is None, reason="engine.kv._native_descent is not built")
 
 
 def _shape(node: object) -> tuple[Any, ...]:
@@ -236,6 +250,10 @@ def test_the_store_uses_the_kernel_unless_pure_python_is_forced() -> None:
         assert pager.decode_node is NATIVE.decode_node
         assert pager._leaf_image is NATIVE.encode_leaf
         assert pager._branch_image is NATIVE.encode_branch
+    if pure_python_forced() or DESCENT is None:
+        assert pager.find is find_image and pager.leaf_items is leaf_items_image
+    else:
+        assert pager.find is DESCENT.find and pager.leaf_items is DESCENT.leaf_items
 
 
 @needs_native
@@ -261,3 +279,134 @@ def test_a_store_written_with_one_twin_reads_with_the_other(tmp_path: Any, monke
                 else:
                     assert dict(kv.items()) == model
                     assert kv.verify()
+
+
+# -- find: a get over page images (engine.kv.descent.find_image and its twin) ----------------
+def _images_of(tmp_path: Any, count: int, page_size: int = 512) -> tuple[dict[int, bytes], Any, int, list[bytes]]:
+    """The verified page images of a store of ``count`` keys (some on overflow pages),
+    its default tree and page count, and its keys."""
+    rng = random.Random(count)
+    with KV.open(str(tmp_path / f"f{count}.kv"), page_size=page_size) as kv:
+        with kv.transaction() as tx:
+            for i in range(count):
+                tx[rng.randbytes(rng.randrange(1, 24))] = rng.randbytes(200 if i % 17 == 0 else rng.randrange(0, 40))
+        kv._cache.clear()
+        keys = [k for k, _ in kv.items()]  # every node read and verified: its image kept
+        return dict(kv._cache.images), kv._trees[b""], kv.pages.page_count, keys
+
+
+def _same_find(images: dict[int, bytes], root: int, height: int, key: bytes, page_count: int) -> tuple[str, Any]:
+    """find's twins agree on ``key``, and leaf_items' on it as a seek (and on no seek), both ways."""
+    assert DESCENT is not None
+    ref = _outcome(lambda: find_image(images, root, height, key, page_count))
+    got = _outcome(lambda: DESCENT.find(images, root, height, key, page_count))
+    assert got == ref, f"find twins differ for key {key.hex()}"
+    for seek in (key, None):
+        for before in (False, True):
+            leaf_ref = _outcome(lambda: leaf_items_image(images, root, height, seek, before, page_count))  # noqa: B023
+            leaf_got = _outcome(lambda: DESCENT.leaf_items(images, root, height, seek, before, page_count))  # noqa: B023
+            assert leaf_got == leaf_ref, f"leaf_items twins differ for seek {seek!r}, before={before}"
+    return ref
+
+
+@needs_descent
+def test_find_twins_agree_on_a_whole_store(tmp_path: Any) -> None:
+    images, tree, page_count, keys = _images_of(tmp_path, 600)
+    assert tree.height >= 3
+    with KV.open(str(tmp_path / "f600.kv")) as kv:
+        for key in keys[::7]:
+            kind, found = _same_find(images, tree.root, tree.height, key, page_count)
+            assert kind == "ok"
+            value = kv[key]
+            assert found == value or (type(found) is tuple and len(value) == found[1] and len(value) == 200)
+    for key in (b"", b"\xff" * 30, keys[3] + b"\x00"):
+        assert _same_find(images, tree.root, tree.height, key, page_count) == ("ok", None)
+    partial = dict(images)
+    del partial[tree.root]
+    assert _same_find(partial, tree.root, tree.height, keys[0], page_count) == ("ok", tree.root)
+    # a whole scan, leaf by leaf, gives every key in order
+    assert DESCENT is not None
+    seen: list[bytes] = []
+    seek: bytes | None = None
+    while True:
+        kind, (leaf_keys, _vals, _lo, hi) = _outcome(
+            lambda: DESCENT.leaf_items(images, tree.root, tree.height, seek, False, page_count)  # noqa: B023
+        )
+        seen += leaf_keys
+        if hi is None:
+            break
+        seek = hi
+    assert seen == keys
+
+
+@needs_descent
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_find_twins_agree_on_damaged_images(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
+    global _DAMAGE_BASE
+    if _DAMAGE_BASE is None:
+        _DAMAGE_BASE = _images_of(tmp_path_factory.mktemp("find"), 300)
+    images, tree, page_count, keys = _DAMAGE_BASE
+    damaged = dict(images)
+    pages = sorted(damaged)
+    for _ in range(data.draw(st.integers(1, 4))):
+        page = data.draw(st.sampled_from(pages))
+        raw = bytearray(damaged[page])
+        if raw:
+            raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+        if data.draw(st.booleans()):
+            raw = raw[: data.draw(st.integers(0, len(raw)))]  # short images too
+        damaged[page] = bytes(raw)
+    for key in data.draw(st.lists(st.sampled_from(keys) | st.binary(max_size=24), min_size=1, max_size=8)):
+        _same_find(damaged, tree.root, tree.height, key, data.draw(st.sampled_from([page_count, 2, 3, 1 << 46])))
+
+
+_DAMAGE_BASE: tuple[dict[int, bytes], Any, int, list[bytes]] | None = None
+
+
+@needs_descent
+@settings(max_examples=600, deadline=None)
+@given(
+    kind=st.sampled_from([nodes.LEAF, nodes.BRANCH, 0, 0x4F]),
+    level=st.integers(0, 3),
+    count=st.integers(0, 40),
+    used=st.integers(0, 600),
+    body=st.binary(max_size=600),
+    height=st.integers(1, 3),
+    key=st.binary(max_size=8),
+    page_count=st.integers(2, 12),
+    size=st.sampled_from([10, 20, 512]),
+)
+def test_find_twins_agree_on_hostile_images(
+    kind: int, level: int, count: int, used: int, body: bytes, height: int, key: bytes, page_count: int, size: int
+) -> None:
+    """Pages whose bytes say anything (every page the same hostile image: a descent
+    that follows its children meets it again, one level down)."""
+    raw = bytearray(size)
+    head = struct.pack("<BBHI", kind, level, count, used)
+    raw[: min(8, size)] = head[: min(8, size)]
+    raw[20:] = body[: max(0, size - 20)].ljust(max(0, size - 20), b"\x00")
+    image = bytes(raw[:size])
+    images = {p: image for p in range(2, page_count + 1)}
+    _same_find(images, 2, height, key, page_count)
+
+
+@needs_descent
+def test_find_refuses_what_is_not_a_page_map() -> None:
+    assert DESCENT is not None
+    cases: list[tuple[Any, ...]] = [
+        ({2: bytearray(512)}, 2, 1, b"k", 9),
+        ({}, 2, 0, b"k", 9),
+        ({}, 1, 1, b"k", 9),
+        ({}, 2, 49, b"k", 9),
+    ]
+    for args in cases:
+        ref = _outcome(lambda: find_image(*args))  # noqa: B023
+        got = _outcome(lambda: DESCENT.find(*args))  # noqa: B023
+        assert ref[0] == got[0] == "error" and ref[1][0] is got[1][0], (args, ref, got)
+    with pytest.raises(TypeError):
+        DESCENT.find([], 2, 1, b"k", 9)
+    with pytest.raises(TypeError):
+        DESCENT.leaf_items({}, 2, 1, "k", False, 9)
+    with pytest.raises(TypeError):
+        DESCENT.leaf_items({}, 2, 1, b"k", 0, 9)

@@ -10,7 +10,7 @@ import random
 import pytest
 
 from engine.errors import ConfigError, CorruptFileError
-from engine.kv import KV
+from engine.kv import KV, pager
 from engine.kv import node as nodes
 from engine.kv.pager import DEFAULT_CACHE_NODES, NodeCache
 from engine.kv.store import COMMIT_CHECKPOINT_BYTES
@@ -130,10 +130,11 @@ def test_the_descent_checks_levels_and_ranges_on_every_path(path: str) -> None:
         model = _fill(kv, 400)
         info = kv._trees[b""]
         assert info.height >= 3
-        root = kv._node(info.root)
+        root = kv.node(info.root)
         assert type(root) is nodes.Branch
         bad = nodes.Branch(root.level, root.keys[:], [info.root] * len(root.children), root.size)
-        kv._cache.put(info.root, bad)  # a damaged root as if decoded: every child is the root
+        # a damaged root as if decoded and verified: every child is the root
+        kv._cache.put(info.root, bad, pager.encode_node(bad, kv.page_size))
         key = next(iter(model))
         with pytest.raises(CorruptFileError, match="level"):
             kv[key]
@@ -147,15 +148,17 @@ def test_the_node_cache_drops_its_oldest_eighth() -> None:
     cache = NodeCache(16)
     leaf = nodes.Leaf([], [], nodes.HEAD)
     for page in range(2, 19):
-        cache.put(page, leaf)
+        cache.put(page, leaf, b"")
     assert len(cache) == 14  # past 16: down to 7/8 of it, the oldest first
     assert cache.get(4) is None and cache.get(5) is leaf and cache.get(18) is leaf
-    cache.update({19: leaf, 20: leaf, 21: leaf}, [5])
-    assert len(cache) == 16 and cache.get(5) is None
-    cache.update({22: leaf}, [])
+    assert sorted(cache.images) == list(range(5, 19))  # images go with their nodes
+    cache.update({19: leaf, 20: leaf, 21: leaf}, [5], {19: b"", 20: b"", 21: b""})
+    assert len(cache) == 16 and cache.get(5) is None and 5 not in cache.images
+    cache.update({22: leaf}, [], {22: b""})
     assert len(cache) == 14 and cache.get(8) is None and cache.get(9) is leaf
+    assert sorted(cache.images) == sorted(cache._nodes)
     cache.clear()
-    assert cache.get(18) is None  # the bound get follows the same dict
+    assert cache.get(18) is None and not cache.images  # the bound get follows the same dict
     none = NodeCache(0)
-    none.put(2, leaf)
+    none.put(2, leaf, b"")
     assert len(none) == 0
