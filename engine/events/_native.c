@@ -55,8 +55,30 @@
 
 #include "crc32.h"
 
-/* engine.events.runs.Event (a NamedTuple: a tuple subclass), set by setup(). */
-static PyTypeObject *event_type = NULL;
+#include "native.h"
+
+/* engine.events.codec.Event (a NamedTuple: a tuple subclass), bound at the
+ * first read_runs call (engine/native.h) and checked to be a tuple subclass. */
+static PyObject *event_class;
+static PyTypeObject *event_type;
+static int event_bound;
+static const native_ref event_refs[] = {{"Event", &event_class}, {NULL, NULL}};
+
+static int
+load_event(void)
+{
+    if (event_bound)
+        return 0;
+    if (native_bind(&event_bound, "engine.events.codec", event_refs) < 0)
+        return -1;
+    if (!PyType_Check(event_class) || !PyType_IsSubtype((PyTypeObject *)event_class, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "engine.events.codec.Event is not a tuple type");
+        event_bound = 0;
+        return -1;
+    }
+    event_type = (PyTypeObject *)event_class;
+    return 0;
+}
 
 static long long
 be32(const unsigned char *p)
@@ -303,8 +325,7 @@ read_runs(PyObject *self, PyObject *args)
         covered = n ? q_at(&sm.ends, n - 1) : 0;
         sums_release(&sm);
     }
-    if (event_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "engine.events._native.setup(Event) was not called");
+    if (load_event() < 0) {
         return NULL;
     }
     PyObject *events = PyList_New(0);
@@ -542,24 +563,6 @@ error:
     return NULL;
 }
 
-PyDoc_STRVAR(setup_doc,
-"setup(event_type)\n"
-"--\n\n"
-"Register the Event NamedTuple class the decoder builds (a tuple subclass).");
-
-static PyObject *
-setup(PyObject *self, PyObject *arg)
-{
-    (void)self;
-    if (!PyType_Check(arg) || !PyType_IsSubtype((PyTypeObject *)arg, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "setup() needs a tuple subclass");
-        return NULL;
-    }
-    Py_INCREF(arg);
-    Py_XSETREF(event_type, (PyTypeObject *)arg);
-    Py_RETURN_NONE;
-}
-
 /* ---- batch_crcs: CRC-32 of data.crc batches ---------------------------------
  *
  * batch_crcs(buf, base, ends, lasts, i, j) -> bytes: for k in [i, j), the CRC-32
@@ -625,7 +628,6 @@ done:
 
 static PyMethodDef methods[] = {
     {"read_runs", read_runs, METH_VARARGS, read_runs_doc},
-    {"setup", setup, METH_O, setup_doc},
     {"batch_crcs", batch_crcs, METH_VARARGS, batch_crcs_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -1,7 +1,7 @@
 """Reading runs of one id's linked data blocks: replay's hot loop.
 
-Split off so that it has a C twin (``engine/events/_native.c``, loaded through
-:func:`engine.native.load`): the pure-Python :func:`read_runs_py` below is the
+Split off so that it has a C twin (``engine/events/_native.c``, bound through
+``engine.native.kernel("events.read_runs")``): the pure-Python :func:`read_runs_py` below is the
 reference, and :data:`read_runs` is the native version when it is built and
 allowed, else the reference.  Both take the same arguments, make the same
 ``read_at`` calls and return equal results on every input
@@ -26,35 +26,14 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from engine.errors import CorruptFileError
-from engine.events.codec import BLOCK_HEADER, BLOCK_HEADER_SIZE, DATA_HEADER_SIZE
+from engine.events.codec import BLOCK_HEADER, BLOCK_HEADER_SIZE, DATA_HEADER_SIZE, Event
 from engine.events.sums import batch_crc
-from engine.native import load
+from engine.native import kernel
 
-
-class Event(NamedTuple):
-    """One replayed event: its sequence number and its payload as stored (bytes).
-
-    ``data`` is the payload too (the queue's name for the stored bytes); ``value``
-    is the event as written: the journal's ``serializer=`` ``loads(data)`` when it
-    has one (see :func:`engine.events.payloads.event_class`), else ``data``.
-    """
-
-    sequence_nr: int
-    payload: bytes
-
-    @property
-    def data(self) -> bytes:
-        """The payload as stored (bytes)."""
-        return self.payload
-
-    @property
-    def value(self) -> Any:
-        """The event as written (``data`` itself when the journal has no serializer)."""
-        return self.payload
-
+__all__ = ["Event"]  # re-exported: defined in engine.events.codec (the C twin builds it)
 
 #: ``status``: ``hi`` was reached; the replay is complete.
 RUN_DONE = 0
@@ -256,18 +235,7 @@ def run_error(status: int, detail: Any, offset: int, prev: int, expected: int, l
     raise ValueError(f"not an error status: {status}")
 
 
-def _load_native() -> Callable[..., RunResult] | None:
-    """The C walker, set up with :class:`Event`, or ``None`` (not built, or
-    ``ENGINE_PURE_PYTHON=1``)."""
-    native = load("engine.events._native")
-    if native is None:
-        return None
-    native.setup(Event)
-    fn: Callable[..., RunResult] = native.read_runs
-    return fn
-
-
 #: The C twin of :func:`read_runs_py`, or ``None`` when it is not available.
-read_runs_native = _load_native()
+read_runs_native: Callable[..., RunResult] | None = kernel("events.read_runs")
 #: The walker replay uses: the C twin when available, else the reference.
 read_runs: Callable[..., RunResult] = read_runs_native if read_runs_native is not None else read_runs_py

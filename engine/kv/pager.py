@@ -14,20 +14,19 @@ from itertools import islice
 from engine.errors import ConfigError, CorruptFileError, FormatError
 from engine.kv import node as nodes
 from engine.kv.node import Leaf, Node, NodeError, Overflow, TreeInfo
-from engine.native import load
+from engine.native import kernel
 from engine.pages import PageError
 
 #: The node codec's compiled twins (``engine/kv/_native.c``) when built and not
 #: switched off (``ENGINE_PURE_PYTHON``), else the pure functions of
 #: :mod:`engine.kv.node`; chosen once per process, here.
-_NATIVE = load("engine.kv._native")
 #: decode_node(data, page_count) -> Node (see :func:`engine.kv.node.decode_node`).
-decode_node: Callable[[bytes, int], Node] = nodes.decode_node if _NATIVE is None else _NATIVE.decode_node
+decode_node: Callable[[bytes, int], Node] = kernel("kv.decode_node") or nodes.decode_node
 _leaf_image: Callable[[list[bytes], list[nodes.Value], int], bytes] = (
-    nodes.leaf_image if _NATIVE is None else _NATIVE.encode_leaf
+    kernel("kv.encode_leaf") or nodes.leaf_image
 )
 _branch_image: Callable[[int, list[bytes], list[int], int], bytes] = (
-    nodes.branch_image if _NATIVE is None else _NATIVE.encode_branch
+    kernel("kv.encode_branch") or nodes.branch_image
 )
 
 

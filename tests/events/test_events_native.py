@@ -206,11 +206,16 @@ def test_native_walker_equals_reference_when_reads_fail(seed: int, fail_at: int,
 
 
 @native
-def test_native_walker_rejects_a_non_tuple_event_type() -> None:
-    from engine.events import _native  # type: ignore[attr-defined]
+def test_native_walker_builds_the_reference_event_class() -> None:
+    # The C walker binds engine.events.codec.Event at its first call (engine/native.h):
+    # the very class the reference builds, re-exported by engine.events.runs.
+    from engine.events.codec import Event as CodecEvent
+    from engine.events.runs import Event
 
-    with pytest.raises(TypeError):
-        _native.setup(dict)
+    blob, offsets = _chain(random.Random(7), 3, 1, 10)
+    assert read_runs_native is not None
+    walked = read_runs_native(lambda at, n: blob[at : at + n], offsets[0], ANY_PREVIOUS, 1, 3, len(blob), 200, 100, 100)
+    assert Event is CodecEvent and walked[0] and all(type(e) is CodecEvent for e in walked[0])
 
 
 @pytest.mark.parametrize("pure", [False, True])
