@@ -63,7 +63,8 @@ KERNELS: dict[str, Kernel] = {
         "the CRC-32 of every batch in a buffer (the `data.crc` entries)"),
     "events.read_runs": Kernel(
         "engine.events._native", "read_runs", "engine.events.runs.read_runs_py",
-        "walks one id's chain of blocks into runs of events, or the first damage's status (still reads through a `read_at` callback)"),
+        "walks one id's chain of blocks into runs of events, or the first damage's status "
+        "(still reads through a `read_at` callback)"),
     "kv.decode_node": Kernel(
         "engine.kv._native", "decode_node", "engine.kv.node.decode_node",
         "decodes a leaf or branch page, checking every offset"),

@@ -55,6 +55,9 @@ def test_every_c_module_is_in_the_registry() -> None:
     assert sources == {kernel.module for kernel in KERNELS.values()}
 
 
+_BINDS_NATIVE = r"import\s+_native\b|\._native\b[\"']|import_module\([^)]*_native"
+
+
 def test_only_the_registry_binds_kernels() -> None:
     # Every binding site goes through engine.native.kernel(); no other module
     # imports a ``_native`` module (by statement or by string).
@@ -62,6 +65,6 @@ def test_only_the_registry_binds_kernels() -> None:
         str(path.relative_to(ROOT))
         for path in (ROOT / "engine").rglob("*.py")
         if path.name != "native.py"
-        and re.search(r"import\s+_native\b|\._native\b[\"']|import_module\([^)]*_native", path.read_text(encoding="utf-8"))
+        and re.search(_BINDS_NATIVE, path.read_text(encoding="utf-8"))
     ]
     assert not offenders
