@@ -61,10 +61,10 @@ KERNELS: dict[str, Kernel] = {
     "events.batch_crcs": Kernel(
         "engine.events._native", "batch_crcs", "engine.events.sums.batch_crcs_py",
         "the CRC-32 of every batch in a buffer (the `data.crc` entries)"),
-    "events.read_runs": Kernel(
-        "engine.events._native", "read_runs", "engine.events.runs.read_runs_py",
-        "walks one id's chain of blocks into runs of events, or the first damage's status "
-        "(still reads through a `read_at` callback)"),
+    "events.walk_runs": Kernel(
+        "engine.events._native", "walk_runs", "engine.events.runs.walk_runs_py",
+        "walks one id's chain of blocks through a window of the file's bytes into events, "
+        "stopping at the first damage or at the next window to read"),
     "kv.decode_node": Kernel(
         "engine.kv._native", "decode_node", "engine.kv.node.decode_node",
         "decodes a leaf or branch page, checking every offset"),

@@ -1,16 +1,18 @@
 /* C twins of two pure functions of engine.events:
  *
- * - read_runs (engine/events/runs.py: read_runs_py), replay's hot loop;
+ * - walk_runs (engine/events/runs.py: walk_runs_py), replay's hot loop;
  * - batch_crcs (engine/events/sums.py: batch_crcs_py), the checksums of a run
  *   of data.crc batches (see the end of this file).
  *
- * The pure-Python read_runs_py is the reference; this function must return
- * equal results and make the same read_at calls on every input
- * (tests/events/test_events_native.py compares them on random valid and
- * corrupted files).  It reads only through the read_at callable it is given
- * (the engine/fs seam, so fault injection and closed handles behave as in
- * Python) and never raises for bad data: like the reference it reports why it
- * stopped, and the Python caller raises the typed error.
+ * Both are pure functions of bytes (and of the data.crc arrays).  The
+ * pure-Python walk_runs_py is the reference; this function must return equal
+ * results on every input (tests/events/test_events_native.py compares them on
+ * random valid, corrupted and hostile input).  It walks the window ``buf`` it
+ * is given; when the chain leaves it, it returns RUN_READ with the window to
+ * read next, and the Python driver (read_runs_with) reads it through the file
+ * system seam and calls again.  It never raises for bad data: like the
+ * reference it reports why it stopped, and the Python caller raises the typed
+ * error.
  *
  * Data block layout (big-endian, the file journal):
  *   i32 size (24 + payload) | i32 own offset | i32 previous | i32 next
@@ -24,13 +26,12 @@
  * else RUN_SUM (the caller records the failure).
  * Every entry used is checked first: 8 <= start <= last <= end - 24, end <= limit
  * (else ValueError, as the reference), and the CRC reads only [start, end)
- * inside the window.  The arrays' buffers are held only during a lookup, never
- * across a read_at call (a writer thread may append to them meanwhile).
+ * inside the window.  The arrays' buffers are held only during a lookup (a
+ * writer thread may append to them between two calls).
  *
- * Bounds: every offset read from the buffer is a signed 32-bit value and every
- * position is computed in long long (the first block is always reached through
- * a read, whose offset is checked against [8, limit - need] first, so later
- * offsets, bases and sizes are all below 2^31 in magnitude); a header is read
+ * Bounds: the window must lie in [0, limit) (base >= 0, base + len <= limit,
+ * else ValueError, as the reference); every offset read from the buffer is a
+ * signed 32-bit value and every position is computed in long long; a header is read
  * only when rel >= 0 and rel + 24 <= len, a payload only when rel + size <= len
  * with size >= 24.  Arguments from the caller are only compared, except where
  * noted (sequence numbers).
@@ -52,6 +53,7 @@
 #define DATA_HEADER_SIZE 8
 
 #define RUN_SUM 5
+#define RUN_READ 6
 
 #include "crc32.h"
 
@@ -123,46 +125,14 @@ make_event(long long seq, const unsigned char *payload, Py_ssize_t n)
     return event;
 }
 
-/* Build the result tuple; steals ``events`` and ``detail`` (both new references). */
+/* Build the result (events, (offset, prev, expected, want, bs, be), status,
+ * detail); steals ``events`` and ``detail`` (both new references). */
 static PyObject *
-result(PyObject *events, long long offset, long long prev, long long expected, long long want, int status,
-       PyObject *detail)
+result(PyObject *events, long long offset, long long prev, long long expected, long long want, long long bs,
+       long long be, int status, PyObject *detail)
 {
-    return Py_BuildValue("(NLLLLiN)", events, offset, prev, expected, want, status, detail);
+    return Py_BuildValue("(N(LLLLLL)iN)", events, offset, prev, expected, want, bs, be, status, detail);
 }
-
-/* read_at(offset, n) through the caller's callable; returns a new reference to
- * the bytes read, or NULL with an exception set (non-bytes results are refused,
- * as in the reference). */
-static PyObject *
-call_read(PyObject *read_at, long long offset, long long n)
-{
-    PyObject *args[2];
-    args[0] = PyLong_FromLongLong(offset);
-    if (args[0] == NULL) {
-        return NULL;
-    }
-    args[1] = PyLong_FromLongLong(n);
-    if (args[1] == NULL) {
-        Py_DECREF(args[0]);
-        return NULL;
-    }
-    PyObject *got = PyObject_Vectorcall(read_at, args, 2, NULL);
-    Py_DECREF(args[0]);
-    Py_DECREF(args[1]);
-    if (got != NULL && !PyBytes_CheckExact(got)) {
-        /* type(got).__name__, as the reference words it */
-        PyObject *name = PyType_GetName(Py_TYPE(got));
-        if (name != NULL) {
-            PyErr_Format(PyExc_TypeError, "read_at must return bytes, not %U", name);
-            Py_DECREF(name);
-        }
-        Py_DECREF(got);
-        return NULL;
-    }
-    return got;
-}
-
 
 /* ---- the data.crc entries the walker checks (see read_runs_py's ``sums``) ----
  *
@@ -263,7 +233,7 @@ sums_take(PyObject *sums, Sums *sm, int equal)
     }
     if (sm->ends.len != n * 8 || sm->lasts.len != n * 8 || sm->crcs.len != n * 4) {
         sums_release(sm);
-        PyErr_SetString(PyExc_ValueError, "read_runs: data.crc arrays of different lengths");
+        PyErr_SetString(PyExc_ValueError, "walk_runs: data.crc arrays of different lengths");
         return -1;
     }
     return n;
@@ -292,22 +262,36 @@ bisect_ends(const Py_buffer *ends, Py_ssize_t n, long long x)
     return lo;
 }
 
-PyDoc_STRVAR(read_runs_doc,
-"read_runs(read_at, offset, prev, expected, hi, limit, cap, want, max_events, sums=None)\n"
+PyDoc_STRVAR(walk_runs_doc,
+"walk_runs(buf, base, fresh, state, hi, limit, cap, max_events, sums=None)\n"
 "--\n\n"
-"C twin of engine.events.runs.read_runs_py (see there): returns\n"
-"(events, offset, prev, expected, want, status, detail).");
+"C twin of engine.events.runs.walk_runs_py (see there): returns\n"
+"(events, (offset, prev, expected, want, bs, be), status, detail).");
 
 static PyObject *
-read_runs(PyObject *self, PyObject *args)
+walk_runs(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *read_at;
-    long long offset, prev, expected, hi, limit, cap, want;
+    PyObject *buf_obj, *state_obj;
+    long long base, fresh, offset, prev, expected, hi, limit, cap, want, bs, be;
     Py_ssize_t max_events;
     PyObject *sums = Py_None;
-    if (!PyArg_ParseTuple(args, "OLLLLLLLn|O:read_runs", &read_at, &offset, &prev, &expected, &hi, &limit, &cap,
-                          &want, &max_events, &sums)) {
+    if (!PyArg_ParseTuple(args, "OLLOLLLn|O:walk_runs", &buf_obj, &base, &fresh, &state_obj, &hi, &limit, &cap,
+                          &max_events, &sums)) {
+        return NULL;
+    }
+    if (!PyBytes_CheckExact(buf_obj)) {
+        PyErr_SetString(PyExc_TypeError, "walk_runs: buf must be bytes");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(state_obj, "LLLLLL:walk_runs", &offset, &prev, &expected, &want, &bs, &be)) {
+        return NULL;
+    }
+    const unsigned char *buf = (const unsigned char *)PyBytes_AS_STRING(buf_obj);
+    const long long blen = (long long)PyBytes_GET_SIZE(buf_obj);
+    /* base >= 0 and base + blen <= limit: every position below is then in range. */
+    if (base < 0 || (blen && (blen > limit || base > limit - blen))) {
+        PyErr_SetString(PyExc_ValueError, "walk_runs: the window is not inside [0, limit)");
         return NULL;
     }
     Sums sm = {.held = 0, .held_vals = 0};
@@ -315,7 +299,7 @@ read_runs(PyObject *self, PyObject *args)
     int checking = sums != Py_None;
     if (checking) {
         if (!PyTuple_Check(sums) || PyTuple_GET_SIZE(sums) != 4) {
-            PyErr_SetString(PyExc_ValueError, "read_runs: sums must be (ends, lasts, crcs, checked)");
+            PyErr_SetString(PyExc_ValueError, "walk_runs: sums must be (ends, lasts, crcs, checked)");
             return NULL;
         }
         Py_ssize_t n = sums_take(sums, &sm, 1);
@@ -332,18 +316,39 @@ read_runs(PyObject *self, PyObject *args)
     if (events == NULL) {
         return NULL;
     }
-    PyObject *buf_obj = NULL;            /* the current window (bytes), owned */
-    const unsigned char *buf = NULL;
-    long long base = 0, blen = 0;
     long long served = 0;                /* end in buf of the last block decoded from it */
     long long last_size = 0;             /* size of the last block decoded */
     int status;
     PyObject *detail = NULL;
-    long long bs = 0, be = 0;            /* the batch last checked or found checked */
     long long ps = 0, pe = 0;            /* the unchecked batch a window must cover */
-    Py_ssize_t pk = 0;
+    /* The window answers a RUN_READ: it must hold what was asked for. */
+    if (fresh < 0) {
+        if (!(checking && offset >= DATA_HEADER_SIZE && offset < covered)) {
+            PyErr_SetString(PyExc_ValueError, "walk_runs: fresh -1 without a data.crc batch at offset");
+            goto error;
+        }
+        if (sums_take_index(sums, &sm) < 0) {
+            goto error;
+        }
+        Py_ssize_t k = bisect_ends(&sm.ends, sm.ends.len / 8, offset);
+        long long e = q_at(&sm.ends, k);
+        sums_release(&sm);
+        if (base + blen < e) {
+            detail = Py_BuildValue("(ni)", k, -1);
+            if (detail == NULL) {
+                goto error;
+            }
+            return result(events, offset, prev, expected, want, bs, be, RUN_SUM, detail);
+        }
+    }
+    else if (fresh > 0 && blen < fresh) {
+        detail = PyLong_FromLongLong(fresh);
+        if (detail == NULL) {
+            goto error;
+        }
+        return result(events, offset, prev, expected, want, bs, be, RUN_SHORT, detail);
+    }
     for (;;) {
-        long long rel = offset - base;
         long long need = 0;
         if (checking && offset >= DATA_HEADER_SIZE && offset < covered && !(bs <= offset && offset < be)) {
             Py_ssize_t n = sums_take_index(sums, &sm);
@@ -353,7 +358,7 @@ read_runs(PyObject *self, PyObject *args)
             Py_ssize_t k = bisect_ends(&sm.ends, sm.ends.len / 8, offset);
             if (k >= n) {
                 sums_release(&sm);
-                PyErr_SetString(PyExc_ValueError, "read_runs: data.crc entries do not cover their end");
+                PyErr_SetString(PyExc_ValueError, "walk_runs: data.crc entries do not cover their end");
                 goto error;
             }
             unsigned char *chk = (unsigned char *)sm.checked.buf;
@@ -370,7 +375,7 @@ read_runs(PyObject *self, PyObject *args)
                 }
                 if (k >= nv) {
                     sums_release(&sm);
-                    PyErr_SetString(PyExc_ValueError, "read_runs: data.crc entries do not cover their end");
+                    PyErr_SetString(PyExc_ValueError, "walk_runs: data.crc entries do not cover their end");
                     goto error;
                 }
                 last = q_at(&sm.lasts, k);
@@ -378,7 +383,7 @@ read_runs(PyObject *self, PyObject *args)
             }
             if (bad) {
                 sums_release(&sm);
-                PyErr_Format(PyExc_ValueError, "read_runs: data.crc entry %zd is not a batch inside [8, %lld)",
+                PyErr_Format(PyExc_ValueError, "walk_runs: data.crc entry %zd is not a batch inside [8, %lld)",
                              k, limit);
                 goto error;
             }
@@ -396,7 +401,6 @@ read_runs(PyObject *self, PyObject *args)
                     need = -1;  /* a window over the batch */
                     ps = s;
                     pe = e;
-                    pk = k;
                 }
                 else {
                     /* s - base >= 0 and e - base <= blen: inside buf; s <= last, last + 24 <= e */
@@ -427,10 +431,11 @@ read_runs(PyObject *self, PyObject *args)
         if (need) {
             /* a window over an unchecked batch: below */
         }
-        else if (rel < 0 || rel > blen - HEADER_SIZE) {
+        else if (offset < base || offset - base > blen - HEADER_SIZE) {
             need = HEADER_SIZE;
         }
         else {
+            const long long rel = offset - base;
             const unsigned char *h = buf + rel;
             long long size = be32(h);
             long long own = be32(h + 4);
@@ -525,39 +530,19 @@ read_runs(PyObject *self, PyObject *args)
                 stop = be;  /* the rest of a checked batch: its blocks are likely this id's run */
             }
         }
-        Py_XDECREF(buf_obj);
-        buf_obj = call_read(read_at, start, stop - start);
-        if (buf_obj == NULL) {
+        detail = Py_BuildValue("(LLL)", start, stop - start, over ? -1LL : need);
+        if (detail == NULL) {
             goto error;
         }
-        buf = (const unsigned char *)PyBytes_AS_STRING(buf_obj);
-        blen = (long long)PyBytes_GET_SIZE(buf_obj);
-        base = start;
-        if (over && blen < pe - start) {
-            detail = Py_BuildValue("(ni)", pk, -1);
-            if (detail == NULL) {
-                goto error;
-            }
-            status = RUN_SUM;
-            break;
-        }
-        if (!over && blen < need) {
-            detail = PyLong_FromLongLong(need);
-            if (detail == NULL) {
-                goto error;
-            }
-            status = RUN_SHORT;
-            break;
-        }
+        status = RUN_READ;
+        break;
     }
-    Py_XDECREF(buf_obj);
     if (detail == NULL) {
         detail = Py_NewRef(Py_None);
     }
-    return result(events, offset, prev, expected, want, status, detail);
+    return result(events, offset, prev, expected, want, bs, be, status, detail);
 
 error:
-    Py_XDECREF(buf_obj);
     Py_XDECREF(detail);
     Py_DECREF(events);
     return NULL;
@@ -627,7 +612,7 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"read_runs", read_runs, METH_VARARGS, read_runs_doc},
+    {"walk_runs", walk_runs, METH_VARARGS, walk_runs_doc},
     {"batch_crcs", batch_crcs, METH_VARARGS, batch_crcs_doc},
     {NULL, NULL, 0, NULL},
 };
