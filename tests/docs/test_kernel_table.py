@@ -6,12 +6,15 @@ reference named there is a callable that exists."""
 from __future__ import annotations
 
 import importlib
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from engine.native import KERNELS
+from engine.native import KERNELS, kernel
 
 ROOT = Path(__file__).resolve().parents[2]
 ROW = re.compile(r"^\| `([\w.]+)` \| `([\w.]+)` \| (.+) \|$")
@@ -68,3 +71,17 @@ def test_only_the_registry_binds_kernels() -> None:
         and re.search(_BINDS_NATIVE, path.read_text(encoding="utf-8"))
     ]
     assert not offenders
+
+
+def test_the_switches_are_read_at_import() -> None:
+    # ENGINE_PURE_PYTHON=1: no kernel bound; with ENGINE_REQUIRE_NATIVE=1 as well,
+    # the registry refuses to import (a sanitizer run must fail, not fall back).
+    probe = "from engine.native import KERNELS, kernel; print(sum(kernel(n) is not None for n in KERNELS))"
+    env = dict(os.environ, ENGINE_PURE_PYTHON="1", ENGINE_REQUIRE_NATIVE="")
+    pure = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert pure.stdout.strip() == "0"
+    env["ENGINE_REQUIRE_NATIVE"] = "1"
+    both = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    assert both.returncode != 0 and "contradict" in both.stderr
+    with pytest.raises(KeyError):
+        kernel("no.such_kernel")
