@@ -45,17 +45,17 @@ def test_the_docs_table_is_the_registry(doc: str) -> None:
 
 
 def test_every_kernel_names_its_module_and_a_reference_that_exists() -> None:
-    for name, kernel in KERNELS.items():
+    for name, entry in KERNELS.items():
         store, _, function = name.partition(".")
-        assert kernel.module == f"engine.{store}._native" and kernel.function == function, name
+        assert entry.module == f"engine.{store}._native" and entry.function == function, name
         assert (ROOT / "engine" / store / "_native.c").is_file(), name
-        module, _, attr = kernel.reference.rpartition(".")
-        assert callable(getattr(importlib.import_module(module), attr)), kernel.reference
+        module, _, attr = entry.reference.rpartition(".")
+        assert callable(getattr(importlib.import_module(module), attr)), entry.reference
 
 
 def test_every_c_module_is_in_the_registry() -> None:
     sources = {f"engine.{p.parent.name}._native" for p in (ROOT / "engine").glob("*/_native.c")}
-    assert sources == {kernel.module for kernel in KERNELS.values()}
+    assert sources == {entry.module for entry in KERNELS.values()}
 
 
 _BINDS_NATIVE = r"import\s+_native\b|\._native\b[\"']|import_module\([^)]*_native"
