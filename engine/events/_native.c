@@ -131,7 +131,45 @@ static PyObject *
 result(PyObject *events, long long offset, long long prev, long long expected, long long want, long long bs,
        long long be, int status, PyObject *detail)
 {
-    return Py_BuildValue("(N(LLLLLL)iN)", events, offset, prev, expected, want, bs, be, status, detail);
+    /* Built by hand: replay calls the walker at least twice per id, and
+     * Py_BuildValue's format parsing was a good part of a short replay. */
+    const long long fields[6] = {offset, prev, expected, want, bs, be};
+    PyObject *state = PyTuple_New(6);
+    PyObject *out = PyTuple_New(4);
+    PyObject *code = PyLong_FromLong(status);
+    if (state == NULL || out == NULL || code == NULL)
+        goto fail;
+    for (int i = 0; i < 6; i++) {
+        PyObject *v = PyLong_FromLongLong(fields[i]);
+        if (v == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(state, i, v);
+    }
+    PyTuple_SET_ITEM(out, 0, events);
+    PyTuple_SET_ITEM(out, 1, state);
+    PyTuple_SET_ITEM(out, 2, code);
+    PyTuple_SET_ITEM(out, 3, detail);
+    return out;
+fail:
+    Py_XDECREF(state);
+    Py_XDECREF(out);
+    Py_XDECREF(code);
+    Py_DECREF(events);
+    Py_DECREF(detail);
+    return NULL;
+}
+
+/* An int argument as long long: -1 with an exception when it is not an int or
+ * does not fit (TypeError / OverflowError). */
+static int
+ll_arg(PyObject *obj, long long *out)
+{
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "walk_runs: an int is required, not %.100s", Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *out = PyLong_AsLongLong(obj);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
 /* ---- the data.crc entries the walker checks (see read_runs_py's ``sums``) ----
@@ -269,24 +307,35 @@ PyDoc_STRVAR(walk_runs_doc,
 "(events, (offset, prev, expected, want, bs, be), status, detail).");
 
 static PyObject *
-walk_runs(PyObject *self, PyObject *args)
+walk_runs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    PyObject *buf_obj, *state_obj;
-    long long base, fresh, offset, prev, expected, hi, limit, cap, want, bs, be;
-    Py_ssize_t max_events;
-    PyObject *sums = Py_None;
-    if (!PyArg_ParseTuple(args, "OLLOLLLn|O:walk_runs", &buf_obj, &base, &fresh, &state_obj, &hi, &limit, &cap,
-                          &max_events, &sums)) {
+    long long base, fresh, offset, prev, expected, hi, limit, cap, want, bs, be, events_max;
+    if (nargs != 8 && nargs != 9) {
+        PyErr_Format(PyExc_TypeError, "walk_runs() takes 8 or 9 positional arguments but %zd were given", nargs);
         return NULL;
     }
+    PyObject *buf_obj = args[0], *state_obj = args[3];
+    PyObject *sums = nargs == 9 ? args[8] : Py_None;
     if (!PyBytes_CheckExact(buf_obj)) {
         PyErr_SetString(PyExc_TypeError, "walk_runs: buf must be bytes");
         return NULL;
     }
-    if (!PyArg_ParseTuple(state_obj, "LLLLLL:walk_runs", &offset, &prev, &expected, &want, &bs, &be)) {
+    if (!PyTuple_CheckExact(state_obj) || PyTuple_GET_SIZE(state_obj) != 6) {
+        PyErr_SetString(PyExc_TypeError, "walk_runs: state must be a tuple of 6 ints");
         return NULL;
     }
+    if (ll_arg(args[1], &base) < 0 || ll_arg(args[2], &fresh) < 0 || ll_arg(args[4], &hi) < 0
+            || ll_arg(args[5], &limit) < 0 || ll_arg(args[6], &cap) < 0 || ll_arg(args[7], &events_max) < 0
+            || ll_arg(PyTuple_GET_ITEM(state_obj, 0), &offset) < 0 || ll_arg(PyTuple_GET_ITEM(state_obj, 1), &prev) < 0
+            || ll_arg(PyTuple_GET_ITEM(state_obj, 2), &expected) < 0
+            || ll_arg(PyTuple_GET_ITEM(state_obj, 3), &want) < 0 || ll_arg(PyTuple_GET_ITEM(state_obj, 4), &bs) < 0
+            || ll_arg(PyTuple_GET_ITEM(state_obj, 5), &be) < 0) {
+        return NULL;
+    }
+    /* (a count: compared with the list's length, a Py_ssize_t) */
+    const Py_ssize_t max_events = events_max < PY_SSIZE_T_MIN ? PY_SSIZE_T_MIN
+                                  : events_max > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : (Py_ssize_t)events_max;
     const unsigned char *buf = (const unsigned char *)PyBytes_AS_STRING(buf_obj);
     const long long blen = (long long)PyBytes_GET_SIZE(buf_obj);
     /* base >= 0 and base + blen <= limit: every position below is then in range. */
@@ -612,7 +661,7 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"walk_runs", walk_runs, METH_VARARGS, walk_runs_doc},
+    {"walk_runs", (PyCFunction)(void (*)(void))walk_runs, METH_FASTCALL, walk_runs_doc},
     {"batch_crcs", batch_crcs, METH_VARARGS, batch_crcs_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -26,6 +26,7 @@ every good event before the bad block, as with a block-at-a-time loop.
 from __future__ import annotations
 
 from bisect import bisect_right
+from functools import partial
 from collections.abc import Callable
 from typing import Any
 
@@ -135,6 +136,8 @@ def walk_runs_py(buf: bytes, base: int, fresh: int, state: WalkState, hi: int, l
     """
     if type(buf) is not bytes:
         raise TypeError("walk_runs: buf must be bytes")
+    if type(state) is not tuple or len(state) != 6:
+        raise TypeError("walk_runs: state must be a tuple of 6 ints")
     offset, prev, expected, want, bs, be = state
     blen = len(buf)
     if base < 0 or (blen and (blen > limit or base > limit - blen)):
@@ -299,14 +302,9 @@ def run_error(status: int, detail: Any, offset: int, prev: int, expected: int, l
 walk_runs_native: Walker | None = kernel("events.walk_runs")
 
 
-def _read_runs_native(read_at: ReadAt, offset: int, prev: int, expected: int, hi: int, limit: int,
-                      cap: int, want: int, max_events: int, sums: Sums | None = None) -> RunResult:
-    """:func:`read_runs_with` the C walker."""
-    assert walk_runs_native is not None
-    return read_runs_with(walk_runs_native, read_at, offset, prev, expected, hi, limit, cap, want, max_events, sums)
-
-
-#: :func:`read_runs_py` with the C walker, or ``None`` when it is not available.
-read_runs_native: Callable[..., RunResult] | None = None if walk_runs_native is None else _read_runs_native
+#: :func:`read_runs_py` with the C walker, or ``None`` when it is not available
+#: (a ``partial``: no Python frame of its own, replay calls it once per id).
+read_runs_native: Callable[..., RunResult] | None = (
+    None if walk_runs_native is None else partial(read_runs_with, walk_runs_native))
 #: The chain walk replay uses: the C walker when available, else the reference.
 read_runs: Callable[..., RunResult] = read_runs_native if read_runs_native is not None else read_runs_py
