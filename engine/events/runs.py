@@ -26,8 +26,8 @@ every good event before the bad block, as with a block-at-a-time loop.
 from __future__ import annotations
 
 from bisect import bisect_right
-from functools import partial
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from engine.errors import CorruptFileError
