@@ -88,7 +88,7 @@ KERNELS: dict[str, Kernel] = {
         "encodes one PUT record"),
     "streams.crc64": Kernel(
         "engine.streams._native", "crc64", "engine.streams.codec.crc64_reference",
-        "the CRC-64 of a record (ECMA-182 polynomial, reflected)"),
+        "the CRC-64/GO-ISO check code of a record (crcmod's semantics, `crc` chaining)"),
 }
 
 
