@@ -39,8 +39,8 @@ NATIVE = [
     Extension(
         source[: -len(".c")].replace("/", "."),
         [source],
-        include_dirs=["engine"],  # engine/crc32.h: the CRC-32 every twin shares
-        depends=["engine/crc32.h"],
+        include_dirs=["engine"],  # engine/crc32.h (the CRC-32 every twin shares), engine/native.h
+        depends=["engine/crc32.h", "engine/native.h"],
         optional=True,
         extra_compile_args=["-O2", "-std=c99", "-Wall", "-Wextra", "-Wno-unused-parameter"],
     )

@@ -19,7 +19,7 @@
  * negative, ~left: -1 when all were encoded and LOG_OUT reached REPORT_AT,
  * ~left when ``left`` items did not fit the segment.  One record may be
  * passed as bytes (no tuple to build for append).  engine.applog.writer picks
- * it once per process at import (engine.native.load) and calls it under the
+ * it once per process at import (engine.native, the kernel registry) and calls it under the
  * writer's lock, exactly where it would call the Python function.
  *
  * Layouts (engine/applog/codec.py), all little-endian:

@@ -51,9 +51,7 @@ from engine.applog.batch import encode_batch as encode_batch_reference
 from engine.applog.codec import CRC_MAGIC, HEADER_SIZE, IDX_MAGIC, INT64_MIN, LOG_MAGIC, encode_header
 from engine.applog.segment import Segment, crc_path, idx_path, log_path
 from engine.fs import FileHandle, FileSystem, crashpoint, create_file
-from engine.native import load as load_native
-
-_native = load_native("engine.applog._native")
+from engine.native import kernel
 
 _TIME = struct.Struct("<q")  # an index entry's first field: i64 time_ns (8 bytes)
 assert _TIME.size == 8
@@ -63,9 +61,7 @@ assert _TIME.size == 8
 #: Any arguments: what is not what it takes is refused (TypeError, ValueError),
 #: which the store's ``append`` relies on (its write state is None once the log
 #: takes no record).
-encode_batch: Callable[[Any, Any, Any, Any], int] = (
-    _native.encode_batch if _native is not None else encode_batch_reference
-)
+encode_batch: Callable[[Any, Any, Any, Any], int] = kernel("applog.encode_batch") or encode_batch_reference
 
 
 def create_segment(fs: FileSystem, directory: str, base: int, ttl_ns: int) -> Segment:

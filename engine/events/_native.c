@@ -1,16 +1,18 @@
 /* C twins of two pure functions of engine.events:
  *
- * - read_runs (engine/events/runs.py: read_runs_py), replay's hot loop;
+ * - walk_runs (engine/events/runs.py: walk_runs_py), replay's hot loop;
  * - batch_crcs (engine/events/sums.py: batch_crcs_py), the checksums of a run
  *   of data.crc batches (see the end of this file).
  *
- * The pure-Python read_runs_py is the reference; this function must return
- * equal results and make the same read_at calls on every input
- * (tests/events/test_events_native.py compares them on random valid and
- * corrupted files).  It reads only through the read_at callable it is given
- * (the engine/fs seam, so fault injection and closed handles behave as in
- * Python) and never raises for bad data: like the reference it reports why it
- * stopped, and the Python caller raises the typed error.
+ * Both are pure functions of bytes (and of the data.crc arrays).  The
+ * pure-Python walk_runs_py is the reference; this function must return equal
+ * results on every input (tests/events/test_events_native.py compares them on
+ * random valid, corrupted and hostile input).  It walks the window ``buf`` it
+ * is given; when the chain leaves it, it returns RUN_READ with the window to
+ * read next, and the Python driver (read_runs_with) reads it through the file
+ * system seam and calls again.  It never raises for bad data: like the
+ * reference it reports why it stopped, and the Python caller raises the typed
+ * error.
  *
  * Data block layout (big-endian, the file journal):
  *   i32 size (24 + payload) | i32 own offset | i32 previous | i32 next
@@ -24,13 +26,12 @@
  * else RUN_SUM (the caller records the failure).
  * Every entry used is checked first: 8 <= start <= last <= end - 24, end <= limit
  * (else ValueError, as the reference), and the CRC reads only [start, end)
- * inside the window.  The arrays' buffers are held only during a lookup, never
- * across a read_at call (a writer thread may append to them meanwhile).
+ * inside the window.  The arrays' buffers are held only during a lookup (a
+ * writer thread may append to them between two calls).
  *
- * Bounds: every offset read from the buffer is a signed 32-bit value and every
- * position is computed in long long (the first block is always reached through
- * a read, whose offset is checked against [8, limit - need] first, so later
- * offsets, bases and sizes are all below 2^31 in magnitude); a header is read
+ * Bounds: the window must lie in [0, limit) (base >= 0, base + len <= limit,
+ * else ValueError, as the reference); every offset read from the buffer is a
+ * signed 32-bit value and every position is computed in long long; a header is read
  * only when rel >= 0 and rel + 24 <= len, a payload only when rel + size <= len
  * with size >= 24.  Arguments from the caller are only compared, except where
  * noted (sequence numbers).
@@ -52,11 +53,34 @@
 #define DATA_HEADER_SIZE 8
 
 #define RUN_SUM 5
+#define RUN_READ 6
 
 #include "crc32.h"
 
-/* engine.events.runs.Event (a NamedTuple: a tuple subclass), set by setup(). */
-static PyTypeObject *event_type = NULL;
+#include "native.h"
+
+/* engine.events.codec.Event (a NamedTuple: a tuple subclass), bound at the
+ * first read_runs call (engine/native.h) and checked to be a tuple subclass. */
+static PyObject *event_class;
+static PyTypeObject *event_type;
+static int event_bound;
+static const native_ref event_refs[] = {{"Event", &event_class}, {NULL, NULL}};
+
+static int
+load_event(void)
+{
+    if (event_bound)
+        return 0;
+    if (native_bind(&event_bound, "engine.events.codec", event_refs) < 0)
+        return -1;
+    if (!PyType_Check(event_class) || !PyType_IsSubtype((PyTypeObject *)event_class, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "engine.events.codec.Event is not a tuple type");
+        event_bound = 0;
+        return -1;
+    }
+    event_type = (PyTypeObject *)event_class;
+    return 0;
+}
 
 static long long
 be32(const unsigned char *p)
@@ -101,46 +125,52 @@ make_event(long long seq, const unsigned char *payload, Py_ssize_t n)
     return event;
 }
 
-/* Build the result tuple; steals ``events`` and ``detail`` (both new references). */
+/* Build the result (events, (offset, prev, expected, want, bs, be), status,
+ * detail); steals ``events`` and ``detail`` (both new references). */
 static PyObject *
-result(PyObject *events, long long offset, long long prev, long long expected, long long want, int status,
-       PyObject *detail)
+result(PyObject *events, long long offset, long long prev, long long expected, long long want, long long bs,
+       long long be, int status, PyObject *detail)
 {
-    return Py_BuildValue("(NLLLLiN)", events, offset, prev, expected, want, status, detail);
+    /* Built by hand: replay calls the walker at least twice per id, and
+     * Py_BuildValue's format parsing was a good part of a short replay. */
+    const long long fields[6] = {offset, prev, expected, want, bs, be};
+    PyObject *state = PyTuple_New(6);
+    PyObject *out = PyTuple_New(4);
+    PyObject *code = PyLong_FromLong(status);
+    if (state == NULL || out == NULL || code == NULL)
+        goto fail;
+    for (int i = 0; i < 6; i++) {
+        PyObject *v = PyLong_FromLongLong(fields[i]);
+        if (v == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(state, i, v);
+    }
+    PyTuple_SET_ITEM(out, 0, events);
+    PyTuple_SET_ITEM(out, 1, state);
+    PyTuple_SET_ITEM(out, 2, code);
+    PyTuple_SET_ITEM(out, 3, detail);
+    return out;
+fail:
+    Py_XDECREF(state);
+    Py_XDECREF(out);
+    Py_XDECREF(code);
+    Py_DECREF(events);
+    Py_DECREF(detail);
+    return NULL;
 }
 
-/* read_at(offset, n) through the caller's callable; returns a new reference to
- * the bytes read, or NULL with an exception set (non-bytes results are refused,
- * as in the reference). */
-static PyObject *
-call_read(PyObject *read_at, long long offset, long long n)
+/* An int argument as long long: -1 with an exception when it is not an int or
+ * does not fit (TypeError / OverflowError). */
+static int
+ll_arg(PyObject *obj, long long *out)
 {
-    PyObject *args[2];
-    args[0] = PyLong_FromLongLong(offset);
-    if (args[0] == NULL) {
-        return NULL;
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "walk_runs: an int is required, not %.100s", Py_TYPE(obj)->tp_name);
+        return -1;
     }
-    args[1] = PyLong_FromLongLong(n);
-    if (args[1] == NULL) {
-        Py_DECREF(args[0]);
-        return NULL;
-    }
-    PyObject *got = PyObject_Vectorcall(read_at, args, 2, NULL);
-    Py_DECREF(args[0]);
-    Py_DECREF(args[1]);
-    if (got != NULL && !PyBytes_CheckExact(got)) {
-        /* type(got).__name__, as the reference words it */
-        PyObject *name = PyType_GetName(Py_TYPE(got));
-        if (name != NULL) {
-            PyErr_Format(PyExc_TypeError, "read_at must return bytes, not %U", name);
-            Py_DECREF(name);
-        }
-        Py_DECREF(got);
-        return NULL;
-    }
-    return got;
+    *out = PyLong_AsLongLong(obj);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
 }
-
 
 /* ---- the data.crc entries the walker checks (see read_runs_py's ``sums``) ----
  *
@@ -241,7 +271,7 @@ sums_take(PyObject *sums, Sums *sm, int equal)
     }
     if (sm->ends.len != n * 8 || sm->lasts.len != n * 8 || sm->crcs.len != n * 4) {
         sums_release(sm);
-        PyErr_SetString(PyExc_ValueError, "read_runs: data.crc arrays of different lengths");
+        PyErr_SetString(PyExc_ValueError, "walk_runs: data.crc arrays of different lengths");
         return -1;
     }
     return n;
@@ -270,22 +300,47 @@ bisect_ends(const Py_buffer *ends, Py_ssize_t n, long long x)
     return lo;
 }
 
-PyDoc_STRVAR(read_runs_doc,
-"read_runs(read_at, offset, prev, expected, hi, limit, cap, want, max_events, sums=None)\n"
+PyDoc_STRVAR(walk_runs_doc,
+"walk_runs(buf, base, fresh, state, hi, limit, cap, max_events, sums=None)\n"
 "--\n\n"
-"C twin of engine.events.runs.read_runs_py (see there): returns\n"
-"(events, offset, prev, expected, want, status, detail).");
+"C twin of engine.events.runs.walk_runs_py (see there): returns\n"
+"(events, (offset, prev, expected, want, bs, be), status, detail).");
 
 static PyObject *
-read_runs(PyObject *self, PyObject *args)
+walk_runs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    PyObject *read_at;
-    long long offset, prev, expected, hi, limit, cap, want;
-    Py_ssize_t max_events;
-    PyObject *sums = Py_None;
-    if (!PyArg_ParseTuple(args, "OLLLLLLLn|O:read_runs", &read_at, &offset, &prev, &expected, &hi, &limit, &cap,
-                          &want, &max_events, &sums)) {
+    long long base, fresh, offset, prev, expected, hi, limit, cap, want, bs, be, events_max;
+    if (nargs != 8 && nargs != 9) {
+        PyErr_Format(PyExc_TypeError, "walk_runs() takes 8 or 9 positional arguments but %zd were given", nargs);
+        return NULL;
+    }
+    PyObject *buf_obj = args[0], *state_obj = args[3];
+    PyObject *sums = nargs == 9 ? args[8] : Py_None;
+    if (!PyBytes_CheckExact(buf_obj)) {
+        PyErr_SetString(PyExc_TypeError, "walk_runs: buf must be bytes");
+        return NULL;
+    }
+    if (!PyTuple_CheckExact(state_obj) || PyTuple_GET_SIZE(state_obj) != 6) {
+        PyErr_SetString(PyExc_TypeError, "walk_runs: state must be a tuple of 6 ints");
+        return NULL;
+    }
+    if (ll_arg(args[1], &base) < 0 || ll_arg(args[2], &fresh) < 0 || ll_arg(args[4], &hi) < 0
+            || ll_arg(args[5], &limit) < 0 || ll_arg(args[6], &cap) < 0 || ll_arg(args[7], &events_max) < 0
+            || ll_arg(PyTuple_GET_ITEM(state_obj, 0), &offset) < 0 || ll_arg(PyTuple_GET_ITEM(state_obj, 1), &prev) < 0
+            || ll_arg(PyTuple_GET_ITEM(state_obj, 2), &expected) < 0
+            || ll_arg(PyTuple_GET_ITEM(state_obj, 3), &want) < 0 || ll_arg(PyTuple_GET_ITEM(state_obj, 4), &bs) < 0
+            || ll_arg(PyTuple_GET_ITEM(state_obj, 5), &be) < 0) {
+        return NULL;
+    }
+    /* (a count: compared with the list's length, a Py_ssize_t) */
+    const Py_ssize_t max_events = events_max < PY_SSIZE_T_MIN ? PY_SSIZE_T_MIN
+                                  : events_max > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : (Py_ssize_t)events_max;
+    const unsigned char *buf = (const unsigned char *)PyBytes_AS_STRING(buf_obj);
+    const long long blen = (long long)PyBytes_GET_SIZE(buf_obj);
+    /* base >= 0 and base + blen <= limit: every position below is then in range. */
+    if (base < 0 || (blen && (blen > limit || base > limit - blen))) {
+        PyErr_SetString(PyExc_ValueError, "walk_runs: the window is not inside [0, limit)");
         return NULL;
     }
     Sums sm = {.held = 0, .held_vals = 0};
@@ -293,7 +348,7 @@ read_runs(PyObject *self, PyObject *args)
     int checking = sums != Py_None;
     if (checking) {
         if (!PyTuple_Check(sums) || PyTuple_GET_SIZE(sums) != 4) {
-            PyErr_SetString(PyExc_ValueError, "read_runs: sums must be (ends, lasts, crcs, checked)");
+            PyErr_SetString(PyExc_ValueError, "walk_runs: sums must be (ends, lasts, crcs, checked)");
             return NULL;
         }
         Py_ssize_t n = sums_take(sums, &sm, 1);
@@ -303,26 +358,46 @@ read_runs(PyObject *self, PyObject *args)
         covered = n ? q_at(&sm.ends, n - 1) : 0;
         sums_release(&sm);
     }
-    if (event_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "engine.events._native.setup(Event) was not called");
+    if (load_event() < 0) {
         return NULL;
     }
     PyObject *events = PyList_New(0);
     if (events == NULL) {
         return NULL;
     }
-    PyObject *buf_obj = NULL;            /* the current window (bytes), owned */
-    const unsigned char *buf = NULL;
-    long long base = 0, blen = 0;
     long long served = 0;                /* end in buf of the last block decoded from it */
     long long last_size = 0;             /* size of the last block decoded */
     int status;
     PyObject *detail = NULL;
-    long long bs = 0, be = 0;            /* the batch last checked or found checked */
     long long ps = 0, pe = 0;            /* the unchecked batch a window must cover */
-    Py_ssize_t pk = 0;
+    /* The window answers a RUN_READ: it must hold what was asked for. */
+    if (fresh < 0) {
+        if (!(checking && offset >= DATA_HEADER_SIZE && offset < covered)) {
+            PyErr_SetString(PyExc_ValueError, "walk_runs: fresh -1 without a data.crc batch at offset");
+            goto error;
+        }
+        if (sums_take_index(sums, &sm) < 0) {
+            goto error;
+        }
+        Py_ssize_t k = bisect_ends(&sm.ends, sm.ends.len / 8, offset);
+        long long e = q_at(&sm.ends, k);
+        sums_release(&sm);
+        if (base + blen < e) {
+            detail = Py_BuildValue("(ni)", k, -1);
+            if (detail == NULL) {
+                goto error;
+            }
+            return result(events, offset, prev, expected, want, bs, be, RUN_SUM, detail);
+        }
+    }
+    else if (fresh > 0 && blen < fresh) {
+        detail = PyLong_FromLongLong(fresh);
+        if (detail == NULL) {
+            goto error;
+        }
+        return result(events, offset, prev, expected, want, bs, be, RUN_SHORT, detail);
+    }
     for (;;) {
-        long long rel = offset - base;
         long long need = 0;
         if (checking && offset >= DATA_HEADER_SIZE && offset < covered && !(bs <= offset && offset < be)) {
             Py_ssize_t n = sums_take_index(sums, &sm);
@@ -332,7 +407,7 @@ read_runs(PyObject *self, PyObject *args)
             Py_ssize_t k = bisect_ends(&sm.ends, sm.ends.len / 8, offset);
             if (k >= n) {
                 sums_release(&sm);
-                PyErr_SetString(PyExc_ValueError, "read_runs: data.crc entries do not cover their end");
+                PyErr_SetString(PyExc_ValueError, "walk_runs: data.crc entries do not cover their end");
                 goto error;
             }
             unsigned char *chk = (unsigned char *)sm.checked.buf;
@@ -349,7 +424,7 @@ read_runs(PyObject *self, PyObject *args)
                 }
                 if (k >= nv) {
                     sums_release(&sm);
-                    PyErr_SetString(PyExc_ValueError, "read_runs: data.crc entries do not cover their end");
+                    PyErr_SetString(PyExc_ValueError, "walk_runs: data.crc entries do not cover their end");
                     goto error;
                 }
                 last = q_at(&sm.lasts, k);
@@ -357,7 +432,7 @@ read_runs(PyObject *self, PyObject *args)
             }
             if (bad) {
                 sums_release(&sm);
-                PyErr_Format(PyExc_ValueError, "read_runs: data.crc entry %zd is not a batch inside [8, %lld)",
+                PyErr_Format(PyExc_ValueError, "walk_runs: data.crc entry %zd is not a batch inside [8, %lld)",
                              k, limit);
                 goto error;
             }
@@ -375,7 +450,6 @@ read_runs(PyObject *self, PyObject *args)
                     need = -1;  /* a window over the batch */
                     ps = s;
                     pe = e;
-                    pk = k;
                 }
                 else {
                     /* s - base >= 0 and e - base <= blen: inside buf; s <= last, last + 24 <= e */
@@ -406,10 +480,11 @@ read_runs(PyObject *self, PyObject *args)
         if (need) {
             /* a window over an unchecked batch: below */
         }
-        else if (rel < 0 || rel > blen - HEADER_SIZE) {
+        else if (offset < base || offset - base > blen - HEADER_SIZE) {
             need = HEADER_SIZE;
         }
         else {
+            const long long rel = offset - base;
             const unsigned char *h = buf + rel;
             long long size = be32(h);
             long long own = be32(h + 4);
@@ -504,60 +579,22 @@ read_runs(PyObject *self, PyObject *args)
                 stop = be;  /* the rest of a checked batch: its blocks are likely this id's run */
             }
         }
-        Py_XDECREF(buf_obj);
-        buf_obj = call_read(read_at, start, stop - start);
-        if (buf_obj == NULL) {
+        detail = Py_BuildValue("(LLL)", start, stop - start, over ? -1LL : need);
+        if (detail == NULL) {
             goto error;
         }
-        buf = (const unsigned char *)PyBytes_AS_STRING(buf_obj);
-        blen = (long long)PyBytes_GET_SIZE(buf_obj);
-        base = start;
-        if (over && blen < pe - start) {
-            detail = Py_BuildValue("(ni)", pk, -1);
-            if (detail == NULL) {
-                goto error;
-            }
-            status = RUN_SUM;
-            break;
-        }
-        if (!over && blen < need) {
-            detail = PyLong_FromLongLong(need);
-            if (detail == NULL) {
-                goto error;
-            }
-            status = RUN_SHORT;
-            break;
-        }
+        status = RUN_READ;
+        break;
     }
-    Py_XDECREF(buf_obj);
     if (detail == NULL) {
         detail = Py_NewRef(Py_None);
     }
-    return result(events, offset, prev, expected, want, status, detail);
+    return result(events, offset, prev, expected, want, bs, be, status, detail);
 
 error:
-    Py_XDECREF(buf_obj);
     Py_XDECREF(detail);
     Py_DECREF(events);
     return NULL;
-}
-
-PyDoc_STRVAR(setup_doc,
-"setup(event_type)\n"
-"--\n\n"
-"Register the Event NamedTuple class the decoder builds (a tuple subclass).");
-
-static PyObject *
-setup(PyObject *self, PyObject *arg)
-{
-    (void)self;
-    if (!PyType_Check(arg) || !PyType_IsSubtype((PyTypeObject *)arg, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "setup() needs a tuple subclass");
-        return NULL;
-    }
-    Py_INCREF(arg);
-    Py_XSETREF(event_type, (PyTypeObject *)arg);
-    Py_RETURN_NONE;
 }
 
 /* ---- batch_crcs: CRC-32 of data.crc batches ---------------------------------
@@ -624,8 +661,7 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"read_runs", read_runs, METH_VARARGS, read_runs_doc},
-    {"setup", setup, METH_O, setup_doc},
+    {"walk_runs", (PyCFunction)(void (*)(void))walk_runs, METH_FASTCALL, walk_runs_doc},
     {"batch_crcs", batch_crcs, METH_VARARGS, batch_crcs_doc},
     {NULL, NULL, 0, NULL},
 };

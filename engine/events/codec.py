@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from engine.errors import CorruptFileError, FormatError
 
@@ -264,3 +265,25 @@ def sector_crossing(offset: int, length: int, sector: int = 512) -> bool:
     simulator's model); the journal uses this to decide how to update meta fields.
     """
     return offset // sector != (offset + length - 1) // sector
+
+
+class Event(NamedTuple):
+    """One replayed event: its sequence number and its payload as stored (bytes).
+
+    ``data`` is the payload too (the queue's name for the stored bytes); ``value``
+    is the event as written: the journal's ``serializer=`` ``loads(data)`` when it
+    has one (see :func:`engine.events.payloads.event_class`), else ``data``.
+    """
+
+    sequence_nr: int
+    payload: bytes
+
+    @property
+    def data(self) -> bytes:
+        """The payload as stored (bytes)."""
+        return self.payload
+
+    @property
+    def value(self) -> Any:
+        """The event as written (``data`` itself when the journal has no serializer)."""
+        return self.payload

@@ -1,60 +1,41 @@
 """Reading runs of one id's linked data blocks: replay's hot loop.
 
-Split off so that it has a C twin (``engine/events/_native.c``, loaded through
-:func:`engine.native.load`): the pure-Python :func:`read_runs_py` below is the
-reference, and :data:`read_runs` is the native version when it is built and
-allowed, else the reference.  Both take the same arguments, make the same
-``read_at`` calls and return equal results on every input
-(tests/events/test_events_native.py runs both on random valid and corrupted
-files).
+Two parts.  :func:`walk_runs_py` is the walker, a pure function of bytes: it walks
+the chain through a window of the file it is given and, when the chain leaves the
+window, says which window to read next (:data:`RUN_READ`).  It has a C twin
+(``engine/events/_native.c``, bound through ``engine.native.kernel("events.walk_runs")``)
+that returns equal results on every input (tests/events/test_events_native.py
+runs both on random valid, damaged and hostile input).  :func:`read_runs_with` is
+the driver: it reads the windows the walker asks for through the ``read_at``
+callable it is given (the journal's :class:`engine.fs.FileHandle` method, so every
+read goes through the file system seam; errors raised by ``read_at`` itself, a
+closed handle or an OSError, propagate as they are).  :data:`read_runs` is the
+driver with the C walker when it is built and allowed, else with the reference.
 
 The walker also checks each batch it decodes blocks of against ``data.crc``
-(the ``sums`` it is given: see :func:`read_runs_py`), once per journal instance:
+(the ``sums`` it is given: see :func:`walk_runs_py`), once per journal instance:
 that check is on the first replay's every window, so it lives in the walker
 (and its C twin) rather than in a Python wrapper around each read.
 
-The walker reads through the ``read_at`` callable it is given (the journal's
-:class:`engine.fs.FileHandle` method, so every read still goes through the file
-system seam) and never raises for bad data: it returns the events decoded so far
-and *why* it stopped, and the caller (``EventJournal._runs``) hands the events
-out and then raises the typed error from :func:`run_error` -- so a consumer sees
-every good event before the bad block, as with a block-at-a-time loop.  Errors
-raised by ``read_at`` itself (a closed handle, an OSError) propagate as they are.
+The walker never raises for bad data: it returns the events decoded so far and
+*why* it stopped, and the caller (``EventJournal._runs``) hands the events out
+and then raises the typed error from :func:`run_error` -- so a consumer sees
+every good event before the bad block, as with a block-at-a-time loop.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from functools import partial
+from typing import Any
 
 from engine.errors import CorruptFileError
-from engine.events.codec import BLOCK_HEADER, BLOCK_HEADER_SIZE, DATA_HEADER_SIZE
+from engine.events.codec import BLOCK_HEADER, BLOCK_HEADER_SIZE, DATA_HEADER_SIZE, Event
 from engine.events.sums import batch_crc
-from engine.native import load
+from engine.native import kernel
 
-
-class Event(NamedTuple):
-    """One replayed event: its sequence number and its payload as stored (bytes).
-
-    ``data`` is the payload too (the queue's name for the stored bytes); ``value``
-    is the event as written: the journal's ``serializer=`` ``loads(data)`` when it
-    has one (see :func:`engine.events.payloads.event_class`), else ``data``.
-    """
-
-    sequence_nr: int
-    payload: bytes
-
-    @property
-    def data(self) -> bytes:
-        """The payload as stored (bytes)."""
-        return self.payload
-
-    @property
-    def value(self) -> Any:
-        """The event as written (``data`` itself when the journal has no serializer)."""
-        return self.payload
-
+__all__ = ["Event"]  # re-exported: defined in engine.events.codec (the C twin builds it)
 
 #: ``status``: ``hi`` was reached; the replay is complete.
 RUN_DONE = 0
@@ -80,13 +61,24 @@ MIN_WINDOW = 4096
 _unpack = BLOCK_HEADER.unpack_from
 _tuple_new = tuple.__new__
 
-#: Result of a walker call: (events, offset, prev, expected, want, status, detail).
+#: Result of a :func:`read_runs` call: (events, offset, prev, expected, want, status, detail).
 RunResult = tuple[list[Event], int, int, int, int, int, Any]
 ReadAt = Callable[[int, int], bytes]
+#: ``status`` of the walker (never of :func:`read_runs`): it needs a window;
+#: ``detail`` is ``(start, size, fresh)``: read ``size`` bytes at ``start`` and call
+#: again with them, ``base=start`` and that ``fresh``.
+RUN_READ = 6
+#: The walk's state between walker calls: ``(offset, prev, expected, want, bs, be)``
+#: (the block to decode next, its sequence number and previous link, the next
+#: window's size, and the ``data.crc`` batch ``[bs, be)`` last found checked).
+WalkState = tuple[int, int, int, int, int, int]
+#: Result of a walker call: (events, state, status, detail).
+WalkResult = tuple[list[Event], WalkState, int, Any]
 #: ``data.crc`` as the walker checks it: ``(ends, lasts, crcs, checked)``, the
 #: arrays of :class:`engine.events.sumfiles.DataSums` (``array("q")``,
 #: ``array("q")``, ``array("I")``, ``bytearray``: 0 unchecked, 1 good, 2 bad).
 Sums = tuple[Any, Any, Any, bytearray]
+Walker = Callable[[bytes, int, int, WalkState, int, int, int, int, "Sums | None"], WalkResult]
 
 
 def _batch_of(ends: Any, offset: int) -> int:
@@ -94,20 +86,30 @@ def _batch_of(ends: Any, offset: int) -> int:
     return bisect_right(ends, offset)
 
 
-def read_runs_py(read_at: ReadAt, offset: int, prev: int, expected: int, hi: int, limit: int,
-                 cap: int, want: int, max_events: int, sums: Sums | None = None) -> RunResult:
-    """Walk one id's chain from the block at ``offset`` to sequence number ``hi``.
+def walk_runs_py(buf: bytes, base: int, fresh: int, state: WalkState, hi: int, limit: int, cap: int,
+                 max_events: int, sums: Sums | None = None) -> WalkResult:
+    """Walk one id's chain through the window ``buf`` (the file's bytes from
+    ``base``) from ``state`` to sequence number ``hi``: a pure function of bytes.
 
+    ``state`` is ``(offset, prev, expected, want, bs, be)`` (:data:`WalkState`).
     The block at ``offset`` must have sequence number ``expected`` and (unless
     ``prev`` is :data:`ANY_PREVIOUS`) link back to ``prev``; the walk follows
     ``next`` links.  ``hi`` is at most the snapshot's highest, so the last
     block's link is never followed.  Every block must name its own offset, carry
     the expected sequence number and previous link, and have a size in
     ``[24, limit - offset]`` (``limit`` is the committed length: nothing at or
-    past it is read).
+    past it is asked for).  The window must lie in ``[0, limit)`` (``base >= 0``).
 
-    Read-ahead: each read is ``want`` bytes (at least what the block needs,
-    never past ``limit``).  A batch's blocks are adjacent, another id's are not,
+    When the next block is not all in the window, the walker stops with
+    :data:`RUN_READ` and ``(start, size, fresh)``: the caller (:func:`read_runs`)
+    reads that window and calls again with it and ``fresh``, which says what the
+    window must hold (``need`` bytes, or ``-1``: all of the unchecked batch at
+    ``offset``); a shorter one stops the walk with :data:`RUN_SHORT` or
+    :data:`RUN_SUM` ``(k, -1)``.  ``fresh`` 0: no such promise (the first call,
+    with an empty window).
+
+    Read-ahead (each window is ``want`` bytes, at least what the block needs,
+    never past ``limit``): a batch's blocks are adjacent, another id's are not,
     so after a window served blocks, the next ``want`` is what it served (from
     its start to the end of the last block decoded) when the chain then jumps
     elsewhere -- runs tend to be alike -- and twice that when the chain runs on
@@ -127,82 +129,96 @@ def read_runs_py(read_at: ReadAt, offset: int, prev: int, expected: int, hi: int
     this one's replay).  Committed bytes never change, so a batch is checked
     once per journal instance.
 
-    Returns ``(events, offset, prev, expected, want, status, detail)``: the
-    events decoded (at most ``max_events``), the state to continue from, and
-    ``status`` (one of the ``RUN_*`` constants) with its ``detail``.
+    Returns ``(events, state, status, detail)``: the events decoded (at most
+    ``max_events``; at least one before :data:`RUN_MORE`), the state to continue
+    from, and ``status`` (one of the ``RUN_*`` constants) with its ``detail``.
+    Never raises for bad data; ``ValueError`` / ``TypeError`` for bad arguments.
     """
+    if type(buf) is not bytes:
+        raise TypeError("walk_runs: buf must be bytes")
+    if type(state) is not tuple or len(state) != 6:
+        raise TypeError("walk_runs: state must be a tuple of 6 ints")
+    offset, prev, expected, want, bs, be = state
+    blen = len(buf)
+    if base < 0 or (blen and (blen > limit or base > limit - blen)):
+        raise ValueError("walk_runs: the window is not inside [0, limit)")
     events: list[Event] = []
     append = events.append
-    buf = b""
-    base = blen = 0
     served = 0  # end (in buf) of the last block decoded from this window, 0 if none
     last_size = 0  # size of the last block decoded
     if sums is not None:
         if type(sums) is not tuple or len(sums) != 4:
-            raise ValueError("read_runs: sums must be (ends, lasts, crcs, checked)")
+            raise ValueError("walk_runs: sums must be (ends, lasts, crcs, checked)")
         ends, lasts, crcs, checked = sums
         if not len(ends) == len(lasts) == len(crcs) == len(checked):
-            raise ValueError("read_runs: data.crc arrays of different lengths")
+            raise ValueError("walk_runs: data.crc arrays of different lengths")
         covered = ends[-1] if ends else 0
     else:
         ends = lasts = crcs = None
         checked = bytearray()
         covered = 0
-    bs = be = 0  # the batch last checked or found checked: [bs, be)
+    if fresh < 0:  # the window asked for over the unchecked batch at ``offset``
+        if not DATA_HEADER_SIZE <= offset < covered:
+            raise ValueError("walk_runs: fresh -1 without a data.crc batch at offset")
+        k = _batch_of(ends, offset)
+        if base + blen < ends[k]:
+            return events, state, RUN_SUM, (k, -1)
+    elif fresh > 0 and blen < fresh:
+        return events, state, RUN_SHORT, fresh
     while True:
-        rel = offset - base
         need = 0
         if DATA_HEADER_SIZE <= offset < covered and not bs <= offset < be:
             k = _batch_of(ends, offset)
             if k >= len(ends):
-                raise ValueError("read_runs: data.crc entries do not cover their end")
-            state = checked[k]
+                raise ValueError("walk_runs: data.crc entries do not cover their end")
+            batch_state = checked[k]
             s = ends[k - 1] if k else DATA_HEADER_SIZE
             e = ends[k]
             # An entry's last-block offset is looked at (and checked) only when the
             # batch is checked: a batch checked before needs its extent alone.
             bad = not DATA_HEADER_SIZE <= s <= e - 24 or e > limit
-            if not bad and state == 0:
+            if not bad and batch_state == 0:
                 if k >= min(len(lasts), len(crcs)):
-                    raise ValueError("read_runs: data.crc entries do not cover their end")
+                    raise ValueError("walk_runs: data.crc entries do not cover their end")
                 bad = not s <= lasts[k] <= e - 24
             if bad:
-                raise ValueError(f"read_runs: data.crc entry {k} is not a batch inside [8, {limit})")
-            if state == 2:
-                return events, offset, prev, expected, want, RUN_SUM, (k, None)
-            if state == 0:
+                raise ValueError(f"walk_runs: data.crc entry {k} is not a batch inside [8, {limit})")
+            if batch_state == 2:
+                return events, (offset, prev, expected, want, bs, be), RUN_SUM, (k, None)
+            if batch_state == 0:
                 if s < base or e > base + blen:
                     need = -1  # a window over the batch
                 else:
                     got = batch_crc(buf, s - base, lasts[k] - base, e - base)
                     if got != crcs[k]:
-                        return events, offset, prev, expected, want, RUN_SUM, (k, got)
+                        return events, (offset, prev, expected, want, bs, be), RUN_SUM, (k, got)
                     checked[k] = 1
                     bs, be = s, e
             else:
                 bs, be = s, e
         if need:
             pass
-        elif rel < 0 or rel + 24 > blen:
+        elif offset < base or offset - base > blen - 24:
             need = 24
         else:
+            rel = offset - base
             size, own, previous, nxt, seq = _unpack(buf, rel)
             if own != offset or seq != expected or (previous != prev and prev != ANY_PREVIOUS) \
                     or size < 24 or offset + size > limit:
-                return events, offset, prev, expected, want, RUN_BAD, buf[rel : rel + 24]
+                return events, (offset, prev, expected, want, bs, be), RUN_BAD, buf[rel : rel + 24]
             end = rel + size
             if end > blen:
                 need = size
             else:
                 append(_tuple_new(Event, (seq, buf[rel + 24 : end])))
                 if seq >= hi:
-                    return events, offset, prev, expected, want, RUN_DONE, None
+                    return events, (offset, prev, expected, want, bs, be), RUN_DONE, None
                 served, last_size = end, size
                 prev = offset
                 offset = nxt
                 expected = seq + 1
                 if len(events) >= max_events:
-                    return events, offset, prev, expected, want, RUN_MORE, None
+                    return events, (offset, prev, expected, want, bs, be), RUN_MORE, None
                 continue
         # A new window at ``offset``, holding at least ``need`` bytes.
         if served:
@@ -211,30 +227,56 @@ def read_runs_py(read_at: ReadAt, offset: int, prev: int, expected: int, hi: int
             grow = 2 * served if offset == base + served else served
             want = min(grow, (hi - expected + 1) * last_size, cap)
             served = 0
-        over_batch = need < 0
-        if over_batch:
+        if need < 0:
             # The window starts at the unchecked batch holding ``offset`` (found
-            # above: ``s``, ``e``, ``k``) and reaches at least its end.
-            need = 24
+            # above: ``s``, ``e``) and reaches at least its end.
             start = s
-            stop = limit if max(want, need) > limit - offset else offset + max(want, need)
+            stop = limit if max(want, 24) > limit - offset else offset + max(want, 24)
             if stop < e:
                 stop = e
         else:
             if offset < DATA_HEADER_SIZE or offset + need > limit:
-                return events, offset, prev, expected, want, RUN_LINK, need
+                return events, (offset, prev, expected, want, bs, be), RUN_LINK, need
             start = offset
             stop = offset + min(max(want, need), limit - offset)
             if bs <= offset < be and stop < be:
                 stop = be  # the rest of a checked batch: its blocks are likely this id's run
-        buf = read_at(start, stop - start)
+        return events, (offset, prev, expected, want, bs, be), RUN_READ, (start, stop - start, need)
+
+
+def read_runs_with(walker: Walker, read_at: ReadAt, offset: int, prev: int, expected: int, hi: int, limit: int,
+                   cap: int, want: int, max_events: int, sums: Sums | None = None) -> RunResult:
+    """Walk one id's chain from the block at ``offset`` to ``hi`` with ``walker``
+    (:func:`walk_runs_py` or its C twin), reading the windows it asks for through
+    ``read_at`` (the journal's :class:`engine.fs.FileHandle` method: every read
+    goes through the file-system seam, and its errors propagate as they are).
+
+    Returns ``(events, offset, prev, expected, want, status, detail)``: at most
+    ``max_events`` events and the state to call again from (``RUN_MORE``), or why
+    the walk stopped (see :func:`walk_runs_py`).
+    """
+    events: list[Event] = []
+    state: WalkState = (offset, prev, expected, want, 0, 0)
+    buf, base, fresh = b"", 0, 0
+    while True:
+        got, state, status, detail = walker(buf, base, fresh, state, hi, limit, cap, max_events - len(events), sums)
+        if events:
+            events += got
+        else:
+            events = got
+        if status != RUN_READ:
+            offset, prev, expected, want, _bs, _be = state
+            return events, offset, prev, expected, want, status, detail
+        base, size, fresh = detail
+        buf = read_at(base, size)
         if type(buf) is not bytes:
             raise TypeError(f"read_at must return bytes, not {type(buf).__name__}")
-        base, blen = start, len(buf)
-        if over_batch and blen < e - start:
-            return events, offset, prev, expected, want, RUN_SUM, (k, -1)
-        if not over_batch and blen < need:
-            return events, offset, prev, expected, want, RUN_SHORT, need
+
+
+def read_runs_py(read_at: ReadAt, offset: int, prev: int, expected: int, hi: int, limit: int,
+                 cap: int, want: int, max_events: int, sums: Sums | None = None) -> RunResult:
+    """:func:`read_runs_with` the pure walker, :func:`walk_runs_py`."""
+    return read_runs_with(walk_runs_py, read_at, offset, prev, expected, hi, limit, cap, want, max_events, sums)
 
 
 def run_error(status: int, detail: Any, offset: int, prev: int, expected: int, limit: int,
@@ -256,18 +298,13 @@ def run_error(status: int, detail: Any, offset: int, prev: int, expected: int, l
     raise ValueError(f"not an error status: {status}")
 
 
-def _load_native() -> Callable[..., RunResult] | None:
-    """The C walker, set up with :class:`Event`, or ``None`` (not built, or
-    ``ENGINE_PURE_PYTHON=1``)."""
-    native = load("engine.events._native")
-    if native is None:
-        return None
-    native.setup(Event)
-    fn: Callable[..., RunResult] = native.read_runs
-    return fn
+#: The C twin of :func:`walk_runs_py`, or ``None`` when it is not available.
+walk_runs_native: Walker | None = kernel("events.walk_runs")
 
 
-#: The C twin of :func:`read_runs_py`, or ``None`` when it is not available.
-read_runs_native = _load_native()
-#: The walker replay uses: the C twin when available, else the reference.
+#: :func:`read_runs_py` with the C walker, or ``None`` when it is not available
+#: (a ``partial``: no Python frame of its own, replay calls it once per id).
+read_runs_native: Callable[..., RunResult] | None = (
+    None if walk_runs_native is None else partial(read_runs_with, walk_runs_native))
+#: The chain walk replay uses: the C walker when available, else the reference.
 read_runs: Callable[..., RunResult] = read_runs_native if read_runs_native is not None else read_runs_py

@@ -11,7 +11,7 @@ guarantees those are whole).  A journal written before the side files existed
 gets them the same way the first time a writer opens it.
 
 Checking is lazy and remembered (``DataSums.checked``): replay's walker
-(:func:`engine.events.runs.read_runs_py`, in C when built) checks the batch of
+(:func:`engine.events.runs.walk_runs_py`, in C when built) checks the batch of
 each block it decodes the first time the journal instance reaches it, ``verify``
 checks them all (:meth:`DataSums.check_all`), and no batch is checked again
 (committed bytes never change).
@@ -251,7 +251,7 @@ class DataSums:
     @property
     def walk_sums(self) -> tuple[array[int], array[int], array[int], bytearray] | None:
         """The entries as replay's walker checks them (``sums`` of
-        :func:`engine.events.runs.read_runs_py`), ``None`` without ``data.crc``."""
+        :func:`engine.events.runs.walk_runs_py`), ``None`` without ``data.crc``."""
         if self.handle is None:
             return None
         return self.ends, self.lasts, self.crcs, self.checked

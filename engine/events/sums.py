@@ -48,7 +48,7 @@ import zlib
 from array import array
 from collections.abc import Callable
 
-from engine.native import load
+from engine.native import kernel
 
 # Side-file header: magic[4] | u32 version (1).
 SUMS_HEADER = struct.Struct(">4sI")
@@ -134,16 +134,8 @@ def batch_crcs_py(buf: bytes | bytearray | memoryview, base: int, ends: array[in
     return out.tobytes()
 
 
-def _batch_crcs() -> Callable[..., bytes]:
-    native = load("engine.events._native")
-    if native is None:
-        return batch_crcs_py
-    fn: Callable[..., bytes] = native.batch_crcs
-    return fn
-
-
 #: :func:`batch_crcs_py`, or its C twin when built (``ENGINE_PURE_PYTHON=1``: never).
-batch_crcs: Callable[..., bytes] = _batch_crcs()
+batch_crcs: Callable[..., bytes] = kernel("events.batch_crcs") or batch_crcs_py
 assert array("I").itemsize == 4
 
 

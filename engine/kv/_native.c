@@ -12,7 +12,7 @@
  * I/O, no Python code called but the constructors of engine.kv.node's own
  * classes, every length and offset read from a page checked against the page
  * before it is used.  engine.kv.pager picks them once per process at import
- * (engine.native.load) and calls them where it would call the Python ones,
+ * (the registry, engine/native.py) and calls them where it would call the Python ones,
  * under the same locks.
  *
  * Layouts (little-endian; docs/formats/kv.md):
@@ -30,6 +30,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "native.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <nmmintrin.h>
@@ -127,46 +129,28 @@ static PyObject *leaf_type;      /* engine.kv.node.Leaf */
 static PyObject *branch_type;    /* engine.kv.node.Branch */
 static PyObject *overflow_type;  /* engine.kv.node.Overflow */
 static PyObject *node_error;     /* engine.kv.node.NodeError */
-static PyObject *array_type;     /* array.array */
+static PyObject *array_type;     /* array.array, as engine.kv.node imports it */
 static PyObject *typecode_I;     /* "I" */
+static int node_bound;
 
+static const native_ref node_refs[] = {
+    {"Leaf", &leaf_type},
+    {"Branch", &branch_type},
+    {"Overflow", &overflow_type},
+    {"NodeError", &node_error},
+    {"array", &array_type},
+    {NULL, NULL},
+};
+
+/* The node module's objects (engine/native.h), bound at the first call. */
 static int
 load_node_module(void)
 {
-    if (leaf_type != NULL)
+    if (node_bound)
         return 0;
-    PyObject *mod = PyImport_ImportModule("engine.kv.node");
-    if (mod == NULL)
+    if (typecode_I == NULL && (typecode_I = PyUnicode_InternFromString("I")) == NULL)
         return -1;
-    PyObject *arr = PyImport_ImportModule("array");
-    if (arr == NULL) {
-        Py_DECREF(mod);
-        return -1;
-    }
-    PyObject *l = PyObject_GetAttrString(mod, "Leaf");
-    PyObject *b = PyObject_GetAttrString(mod, "Branch");
-    PyObject *o = PyObject_GetAttrString(mod, "Overflow");
-    PyObject *e = PyObject_GetAttrString(mod, "NodeError");
-    PyObject *a = PyObject_GetAttrString(arr, "array");
-    PyObject *t = PyUnicode_InternFromString("I");
-    Py_DECREF(mod);
-    Py_DECREF(arr);
-    if (l == NULL || b == NULL || o == NULL || e == NULL || a == NULL || t == NULL) {
-        Py_XDECREF(l);
-        Py_XDECREF(b);
-        Py_XDECREF(o);
-        Py_XDECREF(e);
-        Py_XDECREF(a);
-        Py_XDECREF(t);
-        return -1;
-    }
-    branch_type = b;
-    overflow_type = o;
-    node_error = e;
-    array_type = a;
-    typecode_I = t;
-    leaf_type = l; /* last: the "loaded" flag */
-    return 0;
+    return native_bind(&node_bound, "engine.kv.node", node_refs);
 }
 
 /* Raise NodeError(offset, expected, found) (found NULL: None); returns NULL. */

@@ -24,6 +24,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "native.h"
+
 #define HEAD 20
 #define LEAF 0x4C
 #define BRANCH 0x42
@@ -50,19 +52,19 @@ le64(const unsigned char *p)
     return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
 }
 
-static PyObject *node_error; /* engine.kv.node.NodeError, fetched once */
+static PyObject *node_error; /* engine.kv.node.NodeError */
+static int node_bound;
 
+static const native_ref node_refs[] = {
+    {"NodeError", &node_error},
+    {NULL, NULL},
+};
+
+/* The node module's objects (engine/native.h), bound at the first call. */
 static int
 load_node_module(void)
 {
-    if (node_error != NULL)
-        return 0;
-    PyObject *mod = PyImport_ImportModule("engine.kv.node");
-    if (mod == NULL)
-        return -1;
-    node_error = PyObject_GetAttrString(mod, "NodeError");
-    Py_DECREF(mod);
-    return node_error == NULL ? -1 : 0;
+    return native_bind(&node_bound, "engine.kv.node", node_refs);
 }
 
 /* Raise NodeError(offset, expected, found) (found NULL: None); returns NULL. */

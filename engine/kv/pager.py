@@ -15,37 +15,32 @@ from engine.errors import ConfigError, CorruptFileError, FormatError
 from engine.kv import node as nodes
 from engine.kv.descent import Found, LeafItems, find_image, leaf_items_image
 from engine.kv.node import Leaf, Node, NodeError, Overflow, TreeInfo, Value
-from engine.native import load
+from engine.native import kernel
 from engine.pages import PageError
 
 #: The node codec's compiled twins (``engine/kv/_native.c``) when built and not
 #: switched off (``ENGINE_PURE_PYTHON``), else the pure functions of
 #: :mod:`engine.kv.node`; chosen once per process, here.
-_NATIVE = load("engine.kv._native")
 #: decode_node(data, page_count) -> Node (see :func:`engine.kv.node.decode_node`).
-decode_node: Callable[[bytes, int], Node] = nodes.decode_node if _NATIVE is None else _NATIVE.decode_node
+decode_node: Callable[[bytes, int], Node] = kernel("kv.decode_node") or nodes.decode_node
 _leaf_image: Callable[[list[bytes], list[nodes.Value], int], bytes] = (
-    nodes.leaf_image if _NATIVE is None else _NATIVE.encode_leaf
+    kernel("kv.encode_leaf") or nodes.leaf_image
 )
 _branch_image: Callable[[int, list[bytes], list[int], int], bytes] = (
-    nodes.branch_image if _NATIVE is None else _NATIVE.encode_branch
+    kernel("kv.encode_branch") or nodes.branch_image
 )
 
 
-#: The descents' compiled twins (``engine/kv/_native_descent.c``), chosen the same way.
-_DESCENT = load("engine.kv._native_descent")
 #: find(images, root, height, key, page_count): a get over verified page images in
 #: one call (:func:`engine.kv.descent.find_image` or its compiled twin).
-find: Callable[[dict[int, bytes], int, int, bytes, int], Found] = (
-    find_image if _DESCENT is None else _DESCENT.find
-)
+find: Callable[[dict[int, bytes], int, int, bytes, int], Found] = kernel("kv.find") or find_image
 
 
 #: leaf_items(images, root, height, seek, before, page_count): one leaf of a scan
 #: over verified page images in one call (:func:`engine.kv.descent.leaf_items_image`
 #: or its compiled twin).
 leaf_items: Callable[[dict[int, bytes], int, int, bytes | None, bool, int], LeafItems] = (
-    leaf_items_image if _DESCENT is None else _DESCENT.leaf_items
+    kernel("kv.leaf_items") or leaf_items_image
 )
 
 

@@ -4,7 +4,7 @@
  * write) and of engine.queue.codec.encode_put (the writer's PUT of each item).
  *
  * Each replaces one pure codec function, chosen once per process at import by
- * engine.queue.segments (engine.native.load); the Python function is the reference
+ * engine.native (the registry: kernel("queue.decode_batch") ...); the Python function is the reference
  * that ENGINE_PURE_PYTHON=1 runs and that tests/queue/test_queue_native.py compares
  * each one against: the same PUT tuples appended to ``out``, the same return value
  * (bytes; the same PutColumns), the same exceptions.  Layouts (little-endian, see
@@ -25,45 +25,50 @@
 
 #include "crc32.h"
 
+#include "native.h"
+
 static PyObject *put_type;         /* engine.queue.codec.Put */
 static PyObject *decode_record;    /* engine.queue.codec.decode_record */
 static PyObject *incomplete_exc;   /* engine.queue.codec.Incomplete */
 static PyObject *bad_record_exc;   /* engine.queue.codec.BadRecord */
 static PyObject *mismatch_exc;     /* engine.queue.codec.ChecksumMismatch */
 static PyObject *columns_type;     /* engine.queue.codec.PutColumns */
-static long long max_errors;       /* engine.queue.codec.MAX_ERROR_COUNT */
+static PyObject *max_errors_obj;   /* engine.queue.codec.MAX_ERROR_COUNT */
+static PyObject *ref_encode_check; /* engine.queue.codec.encode_check (odd input) */
+static PyObject *ref_encode_put;   /* engine.queue.codec.encode_put (odd input) */
+static long long max_errors;       /* max_errors_obj's value */
+static int codec_bound;
 
+static const native_ref codec_refs[] = {
+    {"Put", &put_type},
+    {"decode_record", &decode_record},
+    {"Incomplete", &incomplete_exc},
+    {"BadRecord", &bad_record_exc},
+    {"ChecksumMismatch", &mismatch_exc},
+    {"PutColumns", &columns_type},
+    {"MAX_ERROR_COUNT", &max_errors_obj},
+    {"encode_check", &ref_encode_check},
+    {"encode_put", &ref_encode_put},
+    {NULL, NULL},
+};
+
+/* The codec's objects (engine/native.h), bound at the first call; also checks
+ * what this file assumes of them (Put a tuple type, the limit an int). */
 static int
 load_codec(void)
 {
-    if (put_type != NULL)
+    if (codec_bound)
         return 0;
-    PyObject *codec = PyImport_ImportModule("engine.queue.codec");
-    if (codec == NULL)
+    if (native_bind(&codec_bound, "engine.queue.codec", codec_refs) < 0)
         return -1;
-    PyObject *limit = PyObject_GetAttrString(codec, "MAX_ERROR_COUNT");
-    decode_record = PyObject_GetAttrString(codec, "decode_record");
-    incomplete_exc = PyObject_GetAttrString(codec, "Incomplete");
-    bad_record_exc = PyObject_GetAttrString(codec, "BadRecord");
-    mismatch_exc = PyObject_GetAttrString(codec, "ChecksumMismatch");
-    columns_type = PyObject_GetAttrString(codec, "PutColumns");
-    put_type = PyObject_GetAttrString(codec, "Put");
-    Py_DECREF(codec);
-    if (limit == NULL || decode_record == NULL || incomplete_exc == NULL || bad_record_exc == NULL ||
-        mismatch_exc == NULL || columns_type == NULL || put_type == NULL) {
-        Py_XDECREF(limit);
-        Py_CLEAR(put_type);
-        return -1;
-    }
-    max_errors = PyLong_AsLongLong(limit);
-    Py_DECREF(limit);
+    max_errors = PyLong_AsLongLong(max_errors_obj);
     if (max_errors == -1 && PyErr_Occurred()) {
-        Py_CLEAR(put_type);
+        codec_bound = 0;
         return -1;
     }
     if (!PyType_Check(put_type) || !PyType_IsSubtype((PyTypeObject *)put_type, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "engine.queue.codec.Put is not a tuple type");
-        Py_CLEAR(put_type);
+        codec_bound = 0;
         return -1;
     }
     return 0;
@@ -477,12 +482,9 @@ encode_check(PyObject *self, PyObject *arg)
         return NULL;
     if ((unsigned long long)view.len > 0xFFFFFFFFULL) {
         PyBuffer_Release(&view);
-        PyObject *codec = PyImport_ImportModule("engine.queue.codec");
-        if (codec == NULL)
+        if (load_codec() < 0)
             return NULL;
-        PyObject *result = PyObject_CallMethod(codec, "encode_check", "O", arg);
-        Py_DECREF(codec);
-        return result;
+        return PyObject_CallOneArg(ref_encode_check, arg);
     }
     const uint32_t crc = crc32_of((const unsigned char *)view.buf, (size_t)view.len);
     const uint32_t length = (uint32_t)view.len;
@@ -503,16 +505,9 @@ encode_check(PyObject *self, PyObject *arg)
 static PyObject *
 reference_encode_put(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    PyObject *codec = PyImport_ImportModule("engine.queue.codec");
-    if (codec == NULL)
+    if (load_codec() < 0)
         return NULL;
-    PyObject *fn = PyObject_GetAttrString(codec, "encode_put");
-    Py_DECREF(codec);
-    if (fn == NULL)
-        return NULL;
-    PyObject *result = PyObject_Vectorcall(fn, args, (size_t)nargs, kwnames);
-    Py_DECREF(fn);
-    return result;
+    return PyObject_Vectorcall(ref_encode_put, args, (size_t)nargs, kwnames);
 }
 
 static int

@@ -32,7 +32,7 @@ from typing import Protocol, TypeVar
 
 from engine.errors import CorruptFileError
 from engine.fs import FileHandle, FileSystem, probe_lock
-from engine.native import load
+from engine.native import kernel
 from engine.queue import codec, naming
 from engine.queue.segments import RecordScanner, Segment, corrupt, list_segments, open_segment_handle
 
@@ -44,8 +44,7 @@ _first = operator.itemgetter(0)
 #: The batch readers' columnar decoder: the compiled twin of
 #: :func:`codec.decode_columns` when it is built (``engine/queue/_native.c``), chosen
 #: once per process; the pure function otherwise, and always with ``ENGINE_PURE_PYTHON=1``.
-_NATIVE = load("engine.queue._native")
-decode_columns = codec.decode_columns if _NATIVE is None else _NATIVE.decode_columns
+decode_columns = kernel("queue.decode_columns") or codec.decode_columns
 
 
 class JournalSource(Protocol):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from engine.errors import CorruptFileError, FormatError
 from engine.fs import FileHandle, FileSystem, create_file
-from engine.native import load
+from engine.native import kernel
 from engine.queue import codec, naming
 
 log = logging.getLogger("engine.queue")
@@ -24,11 +24,10 @@ CHUNK = 256 * 1024
 #: The readers' decoder: the compiled twin of :func:`codec.decode_batch` when it is
 #: built (``engine/queue/_native.c``), chosen once per process; the pure function
 #: otherwise, and always with ``ENGINE_PURE_PYTHON=1``.
-_NATIVE = load("engine.queue._native")
-decode_batch = codec.decode_batch if _NATIVE is None else _NATIVE.decode_batch
+decode_batch = kernel("queue.decode_batch") or codec.decode_batch
 #: The writer's CHECK record of each write (its CRC-32 over up to 64 KiB), chosen
 #: the same way: the compiled twin of :func:`codec.encode_check` or the function.
-encode_check = codec.encode_check if _NATIVE is None else _NATIVE.encode_check
+encode_check = kernel("queue.encode_check") or codec.encode_check
 
 
 @dataclass

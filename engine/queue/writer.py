@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from engine.errors import ClosedError, ConfigError, PoisonedError
 from engine.fs import FileHandle, FileSystem, HeldLock, OpenMode, RecoveryReport, SyncPolicy, crashpoint
 from engine.fs.latch import FailureLatch
-from engine.native import load
+from engine.native import kernel
 from engine.queue import codec, naming
 from engine.queue.cursor import WakeUps
 from engine.queue.recover import Recovered, resync
@@ -40,8 +40,7 @@ from engine.queue.shared import Facts, SharedState, SharedView, last_to_leave, y
 #: The PUT encoder of every put: the compiled twin of :func:`codec.encode_put` when
 #: it is built (``engine/queue/_native.c``), chosen once per process; the function
 #: itself otherwise, and always with ``ENGINE_PURE_PYTHON=1``.
-_NATIVE = load("engine.queue._native")
-encode_put = codec.encode_put if _NATIVE is None else _NATIVE.encode_put
+encode_put = kernel("queue.encode_put") or codec.encode_put
 
 log = logging.getLogger("engine.queue")
 

@@ -37,12 +37,11 @@ from engine.applog.codec import (
 )
 from engine.applog.codec import crc_failures as _crc_failures_reference
 from engine.errors import ConfigError, CorruptFileError
-from engine.native import load as load_native
+from engine.native import kernel
 
-_native = load_native("engine.applog._native")
 #: The batch ``.crc`` check: the compiled twin when it is built (and not
 #: ``ENGINE_PURE_PYTHON``), else the pure reference; chosen once, here.
-crc_failures = getattr(_native, "crc_failures", None) or _crc_failures_reference
+crc_failures = kernel("applog.crc_failures") or _crc_failures_reference
 
 #: numpy view of one index entry (:data:`engine.applog.codec.INDEX_ENTRY`, "<qQq":
 #: i64 time, u64 record index, i64 offset of the record in the .log file).

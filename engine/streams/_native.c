@@ -13,7 +13,7 @@
  *
  * It is a codec function: no I/O, no state, no Python code called for bytes
  * and int arguments.  engine.streams.codec picks it once per process at import
- * (engine.native.load) and calls it wherever it would call crcmod.
+ * (engine.native, the kernel registry) and calls it wherever it would call crcmod.
  *
  * Method: the polynomial is sparse, x^64 = Q = x^4 + x^3 + x + 1 (mod P), so
  * multiplying the 64-bit register by x^64 (one 8-byte step of a reflected CRC)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import crcmod
 
 from engine.errors import CorruptFileError, FormatError
-from engine.native import load as load_native
+from engine.native import kernel
 
 MAGIC = b"journald"
 VERSION = 2
@@ -85,12 +85,11 @@ MIN_PAGES = 4
 crc64_reference = crcmod.mkCrcFun(0x1000000000000001B, rev=True, initCrc=0, xorOut=0xFFFFFFFFFFFFFFFF)
 assert crc64_reference(b"123456789") == 0xB90956C775A41001
 
-_native = load_native(f"{__package__}._native")  # engine/streams/_native.c
 #: The check code function every record goes through: the compiled twin
 #: (``engine/streams/_native.c``, 15-30x crcmod, which works a byte at a time) when
 #: it is built and ``ENGINE_PURE_PYTHON`` is not set, else crcmod; chosen once,
 #: here.  Same arguments, results and errors (tests/streams/test_streams_native.py).
-crc64 = getattr(_native, "crc64", None) or crc64_reference
+crc64 = kernel("streams.crc64") or crc64_reference
 assert crc64(b"123456789") == 0xB90956C775A41001
 
 

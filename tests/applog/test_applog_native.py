@@ -4,7 +4,7 @@ written with either: same results, same errors, same bytes; and the batch
 checksum check's twin against :func:`engine.applog.codec.crc_failures` on
 valid, damaged and hostile runs.
 
-The native module is imported directly (not through ``engine.native.load``), so
+The native module is imported directly (not through ``engine.native.kernel``), so
 these comparisons also run under ``ENGINE_PURE_PYTHON=1``; they are skipped only
 when the extension is not built.
 """

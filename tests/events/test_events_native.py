@@ -1,9 +1,13 @@
 """The C replay walker (engine/events/_native.c) against its pure-Python reference.
 
-``read_runs_native`` must return what ``read_runs_py`` returns -- the same events
-(Event objects), state, status and detail -- make the same ``read_at`` calls, and
-raise the same errors, on valid chains and on corrupted, truncated and hostile
-bytes.  Skipped when the extension is not built (or ENGINE_PURE_PYTHON=1); the
+The walker is a pure function of bytes: ``walk_runs_native`` must return what
+``walk_runs_py`` returns -- the same events (Event objects), state, status and
+detail, the same ``checked`` marks -- and raise the same errors, for any window,
+state and ``data.crc`` arrays (the direct tests at the end).  Driven by
+:func:`engine.events.runs.read_runs_with`, which reads the windows it asks for,
+``read_runs_native`` must return what ``read_runs_py`` returns and make the same
+``read_at`` calls, on valid chains and on corrupted, truncated and hostile bytes.
+Skipped when the extension is not built (or ENGINE_PURE_PYTHON=1); the
 journal tests then run the reference alone.
 """
 
@@ -26,6 +30,7 @@ from engine.events.runs import (
     RUN_DONE,
     RUN_LINK,
     RUN_MORE,
+    RUN_READ,
     RUN_SHORT,
     RUN_SUM,
     Event,
@@ -33,6 +38,8 @@ from engine.events.runs import (
     read_runs_native,
     read_runs_py,
     run_error,
+    walk_runs_native,
+    walk_runs_py,
 )
 from engine.events.sums import batch_crc
 
@@ -206,11 +213,16 @@ def test_native_walker_equals_reference_when_reads_fail(seed: int, fail_at: int,
 
 
 @native
-def test_native_walker_rejects_a_non_tuple_event_type() -> None:
-    from engine.events import _native  # type: ignore[attr-defined]
+def test_native_walker_builds_the_reference_event_class() -> None:
+    # The C walker binds engine.events.codec.Event at its first call (engine/native.h):
+    # the very class the reference builds, re-exported by engine.events.runs.
+    from engine.events.codec import Event as CodecEvent
+    from engine.events.runs import Event
 
-    with pytest.raises(TypeError):
-        _native.setup(dict)
+    blob, offsets = _chain(random.Random(7), 3, 1, 10)
+    assert read_runs_native is not None
+    walked = read_runs_native(lambda at, n: blob[at : at + n], offsets[0], ANY_PREVIOUS, 1, 3, len(blob), 200, 100, 100)
+    assert Event is CodecEvent and walked[0] and all(type(e) is CodecEvent for e in walked[0])
 
 
 @pytest.mark.parametrize("pure", [False, True])
@@ -365,3 +377,88 @@ def test_replay_checks_each_batch_once_and_reports_damage(tmp_path: Any, monkeyp
         checked = bytes(j._dsums.checked)
         # id1's later batches are never reached (its replay stops at the bad one).
         assert checked.count(2) == 1 and checked.count(0) == 3 and checked.count(1) == 8
+
+
+def _walk_both(buf: bytes, base: int, fresh: int, state: tuple[int, ...], hi: int, limit: int, cap: int,
+               max_events: int, sums: Sums | None = None) -> Any:
+    """Both walkers on one window (each with its own copy of ``sums``): equal
+    outcomes and ``checked`` marks; returns the reference's outcome."""
+    outcomes = []
+    assert walk_runs_native is not None  # the callers are marked @native
+    walkers: tuple[Any, Any] = (walk_runs_py, walk_runs_native)
+    for walk in walkers:
+        mine = _copy(sums)
+        try:
+            outcome: Any = ("ok", walk(buf, base, fresh, state, hi, limit, cap, max_events, mine))
+        except Exception as exc:  # compared below: type and text
+            outcome = ("error", type(exc), str(exc))
+        outcomes.append((outcome, None if mine is None else bytes(mine[3])))
+    assert outcomes[1] == outcomes[0]
+    if outcomes[0][0][0] == "ok":
+        assert all(type(e) is Event for e in outcomes[1][0][1][0])
+    return outcomes[0][0]
+
+
+@native
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32), events=st.integers(1, 30), flips=st.integers(0, 6), data=st.data())
+def test_native_walker_equals_reference_on_any_window(seed: int, events: int, flips: int,
+                                                      data: st.DataObject) -> None:
+    # The walker alone, on a window cut anywhere from a valid or damaged file, any
+    # ``fresh`` promise and a state that may or may not fit it; with and without sums.
+    rng = random.Random(seed)
+    batches: list[tuple[int, int, int]] = []
+    blob, offsets = _chain(rng, events, 2, 300, batches)
+    damaged = bytearray(blob)
+    for _ in range(flips):
+        damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+    start = data.draw(st.integers(0, len(blob)))
+    stop = data.draw(st.integers(start, len(blob)))
+    window = bytes(damaged[start:stop])
+    at = data.draw(st.integers(0, events - 1))
+    offset = data.draw(st.sampled_from([offsets[at], rng.randrange(-30, len(blob) + 30)]))
+    prev = data.draw(st.sampled_from([ANY_PREVIOUS, offsets[at - 1] if at else 0]))
+    bs, be = data.draw(st.sampled_from([(0, 0), batches[rng.randrange(len(batches))][::2]]))
+    state = (offset, prev, at + 1, data.draw(st.sampled_from([24, 500, 4096])), bs, be)
+    fresh = data.draw(st.sampled_from([0, 0, 24, 300, -1]))
+    sums = _sums(blob, batches, bytes(rng.choice(b"\0\0\1\2") for _ in batches)) if data.draw(st.booleans()) else None
+    limit = data.draw(st.sampled_from([len(blob), stop, len(blob) + 10]))
+    result = _walk_both(window, start, fresh, state, data.draw(st.integers(at + 1, events + 2)), limit,
+                        data.draw(st.sampled_from([24, 500, 1 << 16])), data.draw(st.integers(-1, 40)), sums)
+    if result[0] == "ok" and result[1][2] == RUN_READ:
+        read_start, size, _fresh = result[1][3]
+        assert read_start >= 8 and size >= 0
+
+
+@native
+@settings(max_examples=300, deadline=None)
+@given(buf=st.binary(max_size=300), base=st.integers(*I64), fresh=st.integers(*I64),
+       state=st.tuples(*[st.integers(*I64)] * 6), hi=st.integers(*I64),
+       limit=st.one_of(st.integers(-10, 700), st.integers(*I64)), cap=st.integers(-5, 5000),
+       max_events=st.integers(-2, 10))
+def test_native_walker_equals_reference_on_hostile_arguments(buf: bytes, base: int, fresh: int,
+                                                             state: tuple[int, ...], hi: int, limit: int, cap: int,
+                                                             max_events: int) -> None:
+    _walk_both(buf, base, fresh, state, hi, limit, cap, max_events)
+
+
+@native
+@settings(max_examples=200, deadline=None)
+@given(buf=st.binary(max_size=400), base=st.integers(0, 200), fresh=st.integers(-3, 500),
+       offset=st.integers(-5, 700), bs=st.integers(-5, 700), be=st.integers(-5, 700), limit=st.integers(0, 800),
+       ends=st.lists(st.integers(-5, 800), max_size=6), lasts=st.lists(st.integers(-5, 800), max_size=6),
+       checked=st.binary(max_size=6).map(lambda b: bytes(x % 3 for x in b)))
+def test_native_walker_equals_reference_on_hostile_sums_and_windows(
+        buf: bytes, base: int, fresh: int, offset: int, bs: int, be: int, limit: int, ends: list[int],
+        lasts: list[int], checked: bytes) -> None:
+    n = min(len(ends), len(lasts), len(checked))
+    sums = (array("q", sorted(ends[:n])), array("q", lasts[:n]), array("I", [0] * n), bytearray(checked[:n]))
+    _walk_both(buf, base, fresh, (offset, ANY_PREVIOUS, 1, 100, bs, be), 5, limit, 4096, 10, sums)
+
+
+@native
+def test_native_walker_refuses_what_is_not_bytes() -> None:
+    walkers: tuple[Any, Any] = (walk_runs_py, walk_runs_native)
+    for walk in walkers:
+        with pytest.raises(TypeError, match="buf must be bytes"):
+            walk(bytearray(8), 0, 0, (8, ANY_PREVIOUS, 1, 100, 0, 0), 1, 100, 100, 10)

@@ -6,7 +6,7 @@ leaf_items, a get and a scan's leaf over page images, against
 the same bytes, the same errors (type, offset, message) on valid, damaged and
 hostile pages.
 
-The native module is imported directly (not through ``engine.native.load``), so
+The native module is imported directly (not through ``engine.native.kernel``), so
 these comparisons also run under ``ENGINE_PURE_PYTHON=1``; they are skipped only
 when the extension is not built.  The tox ``sanitize`` environment runs them under
 ASan and UBSan.
@@ -241,7 +241,7 @@ def test_lengths_past_a_u16_fail_alike(page_size: int) -> None:
 
 
 def test_the_store_uses_the_kernel_unless_pure_python_is_forced() -> None:
-    """engine.kv.pager picks the twins once, at import (engine.native.load)."""
+    """engine.kv.pager picks the twins once, at import (engine.native, the kernel registry)."""
     if pure_python_forced() or NATIVE is None:
         assert pager.decode_node is nodes.decode_node
         assert pager._leaf_image is nodes.leaf_image

@@ -10,7 +10,7 @@ prefixes, every damaged byte, hostile arguments, large records and random bytes.
 The writer's PUT encoder's twin against :func:`engine.queue.codec.encode_put`: the
 same record for every valid argument, the same result or error for hostile ones.
 
-The native module is imported directly (not through ``engine.native.load``), so
+The native module is imported directly (not through ``engine.native.kernel``), so
 these tests run it even under ``ENGINE_PURE_PYTHON=1``; they are skipped when it is
 not built.
 """

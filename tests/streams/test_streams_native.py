@@ -3,7 +3,7 @@ crcmod's CRC-64/GO-ISO (:data:`engine.streams.codec.crc64_reference`): same
 values for any bytes-like input and any chaining value, same exceptions (type
 and message) for hostile arguments, and the codec picks it once at import.
 
-The native module is imported directly (not through ``engine.native.load``), so
+The native module is imported directly (not through ``engine.native.kernel``), so
 these comparisons also run under ``ENGINE_PURE_PYTHON=1``; they are skipped only
 when the extension is not built.
 """
