@@ -175,7 +175,7 @@ def count_type(option: str) -> Callable[[str], int]:
 def _walk(parser: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, argparse.ArgumentParser]]:
     """``(command words, parser)`` for ``parser`` and every sub-command's parser under it."""
     yield path, parser
-    for action in parser._actions:
+    for action in parser._actions:  # (argparse has no public list of a parser's actions)
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():
                 yield from _walk(sub, f"{path} {name}".strip())
@@ -192,7 +192,7 @@ def _settle_commands(parser: argparse.ArgumentParser) -> None:
             continue
         if not any(isinstance(a, argparse._SubParsersAction) for a in sub._actions):
             sub.set_defaults(command=path)
-        for action in sub._actions:
+        for action in sub._actions:  # (argparse has no public list of a parser's actions)
             if action.metavar == "COUNT" and action.type is int:
                 name = action.option_strings[-1] if action.option_strings else action.metavar
                 action.type = count_type(name)

@@ -202,7 +202,7 @@ class EventJournal(EventView):
                                           durable=policy.always))
             journal = cls(core, data, metafile, max_data_size=max_data_size, readahead=readahead,
                           preallocate=preallocate, serializer=codec)
-            journal._recover(salvage)
+            journal._recover(salvage)  # (this class's own object, being built)
         core.opened(journal, log)
         return journal
 

@@ -66,7 +66,7 @@ class EventReader(EventView):
                             durable=False)
             core.keep(meta)
             reader = cls(core, data, meta, readahead=readahead, serializer=codec)
-            reader._load_snapshot()
+            reader._load_snapshot()  # (this class's own object, being built)
         core.opened(reader)
         return reader
 

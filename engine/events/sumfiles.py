@@ -125,7 +125,7 @@ class DataSums:
         """End of the last entry: data below it is checksummed."""
         return self.ends[-1] if self.ends else DATA_HEADER_SIZE
 
-    def _parse(self, raw: bytes, limit: int, *, writer: bool) -> int:
+    def parse(self, raw: bytes, limit: int, *, writer: bool) -> int:
         """Take the entries up to the committed end ``limit``; returns the file
         offset after the last entry taken.
 
@@ -311,7 +311,7 @@ def load_data_sums(fs: FileSystem, path: str, data: FileHandle, data_path: str, 
         return sums
     try:
         raw = sums.handle.read_all()
-        taken = sums._parse(raw, end, writer=writer and not salvage)
+        taken = sums.parse(raw, end, writer=writer and not salvage)
         if writer:
             assert report is not None
             # Entries past the synced count may be torn (a power cut during their

@@ -146,8 +146,21 @@ class TreeAPI(MutableMapping[Any, Any]):
         vd = loads if loads is not None else _same
         return ((kd(k), vd(v)) for k, v in pairs)
 
-    def _scan(self, lo: bytes | None, hi: bytes | None, reverse: bool) -> Iterator[tuple[Any, Any]]:
+    def scan_stored(self, lo: bytes | None, hi: bytes | None, reverse: bool = False) -> Iterator[tuple[Any, Any]]:
+        """(key, value), decoded, for stored keys ``lo <= key < hi`` (bounds as
+        stored: encoded; None: open), in key order or ``reverse`` (the views' scan)."""
         return self._decoded(self._backend.tree_items(self._name, lo, hi, reverse))
+
+    def count_stored(self, lo: bytes | None, hi: bytes | None) -> int:
+        """How many stored keys ``lo <= key < hi`` (bounds as stored)."""
+        if lo is None and hi is None:
+            return len(self)
+        return sum(1 for _ in self._backend.tree_items(self._name, lo, hi, False))
+
+    def stored_key(self, key: object) -> bytes:
+        """``key`` as stored (encoded by the key codec; TypeError / ConfigError as
+        ``[]`` raises them)."""
+        return self._key(key)
 
     def __getitem__(self, key: Any) -> Any:
         # the common case (a bytes key short enough, no key codec) without _key's call
@@ -183,7 +196,7 @@ class TreeAPI(MutableMapping[Any, Any]):
         return (decode(k) for k, _ in pairs)
 
     def __reversed__(self) -> Iterator[Any]:
-        return (k for k, _ in self._scan(None, None, True))
+        return (k for k, _ in self.scan_stored(None, None, True))
 
     def keys(self) -> KeysView[Any]:
         """The keys, in order: a live view (``len``, ``in``, iteration)."""
@@ -310,7 +323,7 @@ class _Values(ValuesView[Any]):
     _mapping: TreeAPI
 
     def __iter__(self) -> Iterator[Any]:
-        return (v for _, v in self._mapping._scan(None, None, False))
+        return (v for _, v in self._mapping.scan_stored(None, None, False))
 
 
 class _Items(ItemsView[Any, Any]):
@@ -327,15 +340,13 @@ class _Items(ItemsView[Any, Any]):
         return self._lo is None and self._hi is None
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
-        return self._mapping._scan(self._lo, self._hi, self._reverse)
+        return self._mapping.scan_stored(self._lo, self._hi, self._reverse)
 
     def __reversed__(self) -> Iterator[tuple[Any, Any]]:
-        return self._mapping._scan(self._lo, self._hi, not self._reverse)
+        return self._mapping.scan_stored(self._lo, self._hi, not self._reverse)
 
     def __len__(self) -> int:
-        if self._whole():
-            return len(self._mapping)
-        return sum(1 for _ in self._mapping._backend.tree_items(self._mapping._name, self._lo, self._hi, False))
+        return self._mapping.count_stored(self._lo, self._hi)
 
     def __contains__(self, item: object) -> bool:
         if not isinstance(item, tuple) or len(item) != 2:
@@ -343,7 +354,7 @@ class _Items(ItemsView[Any, Any]):
         key, value = item
         tree = self._mapping
         try:
-            raw = tree._key(key)
+            raw = tree.stored_key(key)
         except TypeError:
             return False
         if (self._lo is not None and raw < self._lo) or (self._hi is not None and raw >= self._hi):

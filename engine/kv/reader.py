@@ -164,6 +164,12 @@ class KVReader(TreeAPI):
             assert self._txid is not None
             return self._txid
 
+    def tree_info(self, name: bytes) -> TreeInfo | None:
+        """The stored entry of tree ``name`` (root, height, count) in the commit this
+        reader sees, or None (for planners: ``engine.spark.kvsource``)."""
+        with self._snap():
+            return self._trees.get(name)
+
     def trees(self) -> list[str]:
         """The names of the store's trees, as :meth:`KV.trees <engine.kv.store.KV.trees>`."""
         with self._snap():

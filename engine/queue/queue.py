@@ -112,7 +112,7 @@ class Queue:
         self._keeper: Queue = keeper_of(self)  # what threads, readers, finalizer hold (see lifetime)
         self._face = DefaultConsumer(self._keeper.reader, config.max_items)  # get / task_done / qsize ...
         if config.max_items is not None or config.max_size is not None:
-            writer.make_room = self._keeper._make_room
+            writer.make_room = self._keeper._make_room  # (the keeper: this class's own object)
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -162,9 +162,9 @@ class Queue:
             ))
             writer.start(alone, start)
         queue = cls(core, directory, name, cfg, clock, presence, writer, start.burnt)
-        keeper = queue._keeper
-        keeper._start_threads()
-        core.opened(queue, log, close=keeper._close_dropped, threads=keeper.background_threads,
+        keeper = queue._keeper  # (the keeper is this class's own object: engine.lifetime)
+        keeper._start_threads()  # (this class's own object)
+        core.opened(queue, log, close=keeper._close_dropped, threads=keeper.background_threads,  # (its own)
                     name=f"queue {name!r} in {directory!r}")
         return queue
 
@@ -333,7 +333,7 @@ class Queue:
             config=self.config,
             lock=lock,
             clock=self._clock,
-            punt=keeper._punt,
+            punt=keeper._punt,  # (the keeper: this class's own object)
             tail=keeper.current_tail,
         )
         if report.repaired:

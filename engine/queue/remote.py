@@ -60,6 +60,7 @@ class RemoteReader(Reader):
         self._punt_queues: dict[str, MovedItemSink] = {}
         self.checkpoint_failure: BaseException | None = None
         self._keeper: RemoteReader = keeper_of(self)
+        # (the keeper is this class's own object: engine.lifetime)
         self._thread = threading.Thread(target=self._keeper._loop, name=f"queue-reader-{self.name}", daemon=True)
         self._thread.start()
         # Dropped, or left open at exit: checkpointed and unlocked, with a ResourceWarning.
@@ -180,7 +181,7 @@ def open_remote_reader(
         open_queue=open_queue,
         recovery=report,
     )
-    holder.append(reader._keeper)  # the closures above must not keep ``reader`` alive
+    holder.append(reader._keeper)  # (its own keeper) the closures above must not keep ``reader`` alive
     if report.repaired:
         reader.mark_dirty()
     return reader

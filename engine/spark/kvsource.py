@@ -99,7 +99,7 @@ def split_points(reader: KVReader, tree: bytes, start: bytes | None, stop: bytes
     if parts <= 1:
         return []
     with reader.snapshot():
-        info = reader._trees.get(tree)
+        info = reader.tree_info(tree)
         if info is None or info.height == 1:
             return []
         level = [info.root]
