@@ -386,7 +386,9 @@ class Reader:
         does not wait.  The item stays "open" until :meth:`confirm` (gone for this
         reader) or :meth:`abort` (comes back).
         """
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # (not ``with``: that builds two bound methods per get)
+        try:
             # Most gets: the next decoded record is the next item in order (head + 1),
             # already claimed (claims are taken a run ahead), nothing aborted or
             # peeked before it, no expiry or open-read timeout to look at.  Taken
@@ -408,6 +410,8 @@ class Reader:
                     item = self._item(*put)  # Put's fields are Item's, in the same order
                     self._open[xid] = item
                     return item
+        finally:
+            lock.release()
         wait = aio.wait_seconds(timeout)
         deadline = None
         while True:
@@ -499,7 +503,9 @@ class Reader:
     def confirm(self, ids: int | Iterable[int]) -> int:
         """Confirm open reads (any order); returns how many were confirmed."""
         if isinstance(ids, int):  # the common case, kept short
-            with self._lock:
+            lock = self._lock
+            lock.acquire()  # (not ``with``: that builds two bound methods per confirm)
+            try:
                 if self._closed:
                     self._check_open()
                 if self._open.pop(ids, None) is None:
@@ -513,6 +519,8 @@ class Reader:
                     return 0
                 self.confirm_count += 1  # (and so dirty: see _confirms_checkpointed)
                 return 1
+            finally:
+                lock.release()
         count = 0
         with self._lock:
             self._check_open()

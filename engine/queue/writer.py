@@ -242,7 +242,9 @@ class JournalWriter:
             raise _too_big(batch, self._max_item_size)
         if self.make_room is not None:
             self.make_room(len(batch), _payload_bytes(batch))
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # (not ``with``: that builds two bound methods per put)
+        try:
             if self._closed or self._latch.failure is not None:  # (every failure of the file trips it)
                 self.check_usable()
             if not self._held:
@@ -271,6 +273,8 @@ class JournalWriter:
                 if self._state.knock_value() != self._knock_seen:
                     self._release()  # another producer asked for the append lock
             target = self._end_l
+        finally:
+            lock.release()
         if self._always:
             self._sync_to(target)
         elif self.readers.waiters:
