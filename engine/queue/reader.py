@@ -64,10 +64,6 @@ class Item:
     expire_time_ms: int | None = None
     error_count: int = 0
 
-    @classmethod
-    def from_put(cls, put: codec.Put) -> Item:
-        return cls(*put)
-
     @property
     def value(self) -> Any:
         """The item as put: ``data`` itself when the queue has no serializer."""
