@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import inspect
+import types
 import typing
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ try:
     import engine.spark.io
     import engine.spark.sink
 
-    SPARK_MODULES: tuple[object, ...] = (engine.spark.io, engine.spark.sink)
+    SPARK_MODULES: tuple[types.ModuleType, ...] = (engine.spark.io, engine.spark.sink)
     NO_SPARK = ""
 except ImportError as exc:
     SPARK_MODULES = ()
