@@ -3,7 +3,7 @@
 Subcommands come from the stores: each ``engine.<store>.cli`` module has a
 ``register(subparsers)`` function.  This module adds the cross-format ones:
 ``inspect`` (what is this file?) and ``verify`` (run its self-check), which find
-the format through :mod:`engine.formats` and hand its handler the file system.
+the format through :mod:`engine.detection` and hand its handler the file system.
 
 Every store module is part of engine, so one that fails to import is an error
 naming it (exit status 2), never a command quietly missing from ``--help``.  The
@@ -26,8 +26,8 @@ from rich.table import Table
 
 import engine
 from engine.clireport import add_json_option, print_json
-from engine.errors import EngineError
-from engine.formats import UnknownFormatError, detect
+from engine.detection import detect
+from engine.errors import EngineError, UnknownFormatError
 from engine.fs import default_fs
 from engine.terminal import terminal_console
 

@@ -262,12 +262,6 @@ def decode_entry(buf: bytes | bytearray | memoryview, position: int) -> tuple[in
     return result
 
 
-def entry_time(buf: bytes | bytearray | memoryview, position: int) -> int:
-    """Just the time of entry ``position`` (used by the binary search)."""
-    value: int = struct.unpack_from("<q", buf, entry_offset(position))[0]
-    return value
-
-
 def bisect_time(buf: bytes | bytearray | memoryview, count: int, t0: int) -> int:
     """The position of the first of ``count`` entries whose time is >= ``t0``
     (``count`` if none is): a binary search, valid because times never go down."""

@@ -57,10 +57,6 @@ class SegmentScan:
     torn_records: int = 0  # 1 if the walk stopped at a record whose checksum failed
     crc_dropped: int = 0  # bytes of the .crc file past the kept records' entries
 
-    @property
-    def idx_end(self) -> int:
-        """Byte length of the repaired index file."""
-        return HEADER_SIZE + ENTRY_SIZE * self.count
 
     @property
     def crc_end(self) -> int:

@@ -286,12 +286,6 @@ class Segment:
             )
         return time_ns, index, offset, end
 
-    def time_at(self, position: int) -> int:
-        raw = self._idx_bytes(position, 8)
-        if len(raw) < 8:
-            raise CorruptFileError(self.idx_path, entry_offset(position), "an index entry", "end of file")
-        value: int = _TIME.unpack_from(raw, 0)[0]
-        return value
 
     def bisect_time(self, t0: int) -> int:
         """Position of the first visible record with time >= ``t0`` (``count`` if

@@ -31,10 +31,7 @@ import struct
 import sys
 import time
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from engine.fs.base import FileHandle
+from typing import Protocol
 
 #: One word: u32, little-endian (the mapped words are native, which is the same on
 #: every platform :class:`MappedWords` runs on).  Two words at an even index make
@@ -192,6 +189,18 @@ class MappedWords(SharedWords):
         self._map.close()
 
 
+class WordFile(Protocol):
+    """What :class:`FileWords` needs of a file: positioned reads and writes.
+
+    :class:`engine.fs.FileHandle` is one; naming the two methods here instead of
+    importing it keeps ``engine.fs.words`` below ``engine.fs.base`` (which maps
+    its words through this module), so the two do not import each other."""
+
+    def read_at(self, offset: int, size: int) -> bytes: ...
+
+    def write_at(self, offset: int, data: bytes) -> None: ...
+
+
 class FileWords(SharedWords):
     """The words read and written through a file handle; sleeps poll."""
 
@@ -199,7 +208,7 @@ class FileWords(SharedWords):
     FIRST_LOOK = 0.00005
     LONGEST_LOOK = 0.001
 
-    def __init__(self, handle: FileHandle, count: int) -> None:
+    def __init__(self, handle: WordFile, count: int) -> None:
         self.count = count
         self._handle = handle
 

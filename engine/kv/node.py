@@ -423,11 +423,6 @@ def meta_crc(page: bytes | bytearray, trees: list[TreeInfo]) -> bytes:
     return _CRC.pack(page_crc(page, META_CRC_AT, meta_end(trees)))
 
 
-def encode_tree_entry(t: TreeInfo) -> bytes:
-    """The fixed part of a tree's entry (root, count, height; the name stays)."""
-    return TREE_ENTRY.pack(t.root, t.count, t.height, 0, len(t.name))
-
-
 def is_meta(data: bytes) -> bool:
     return data[:8] == META_MAGIC
 

@@ -74,11 +74,6 @@ class LogDir:
     path: str
 
 
-def is_log_dir(fs: FileSystem, path: str) -> bool:
-    """Whether ``path`` is a directory holding at least one log segment."""
-    return fs.isdir(path) and any(SEGMENT_RE.match(n) for n in fs.listdir(path))
-
-
 #: How deep :func:`dataset_logs` looks for logs under a directory.
 MAX_DEPTH = 6
 

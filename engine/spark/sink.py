@@ -422,12 +422,6 @@ def cleanup(dataset: str | os.PathLike[str], fs: FileSystem | None = None) -> li
         lock.release()
 
 
-def shard_stats(path: str, fs: FileSystem | None = None) -> int:
-    """How many segments a shard directory holds (for tests and the CLI)."""
-    fs = resolve(fs)
-    return sum(1 for n in fs.listdir(path) if SEGMENT_RE.match(n))
-
-
 def verify_dataset(dataset: str | os.PathLike[str], fs: FileSystem | None = None) -> list[str]:
     """Check a sink dataset (``engine verify DATASET``): the manifest parses, every
     listed shard exists and passes the append log's own self-check.  Raises an

@@ -49,7 +49,7 @@ def test_a_store_cli_module_that_does_not_import_is_an_error(monkeypatch, tmp_pa
 def test_a_format_handler_that_does_not_import_is_an_error(monkeypatch, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     import pytest
 
-    from engine.formats import detect, handlers
+    from engine.detection import detect, handlers
 
     p = tmp_path / "foreign.bin"
     p.write_bytes(b"\x7fELF not any engine format")

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from engine.detection import detect
 from engine.errors import LockedError
-from engine.formats import detect
 from engine.fs import RecoveryReport, make_dirs
 from engine.queue import Queue, codec
 from engine.queue.attach import lock_reader, lock_writer

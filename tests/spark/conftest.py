@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+#: The spark extra's packages (setup.cfg); every module here needs them.
+SPARK_EXTRA = ("pyspark", "pyarrow", "numpy", "pandas")
+MISSING = [name for name in SPARK_EXTRA if importlib.util.find_spec(name) is None]
+
+
+class _WithoutTheExtra(pytest.Module):
+    """A test module of this directory when the spark extra is not installed: it
+    is reported skipped, with the reason, instead of failing to import."""
+
+    def collect(self) -> list[Any]:
+        pytest.skip(f"needs the spark extra (pip install -e '.[spark]'): {', '.join(MISSING)} not installed")
+
+
+def pytest_pycollect_makemodule(module_path: Path, parent: Any) -> pytest.Module | None:
+    if MISSING and module_path.name.startswith("test_"):
+        return _WithoutTheExtra.from_parent(parent, path=module_path)
+    return None
 
 
 @pytest.fixture(scope="session")
