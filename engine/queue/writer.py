@@ -277,9 +277,25 @@ class JournalWriter:
             lock.release()
         if self._always:
             self._sync_to(target)
+            if self._held:  # (a look without the lock; _let_go looks again under it)
+                self._let_go()
         elif self.readers.waiters:
             self.readers.notify()  # (after a write, it woke them itself)
         return first
+
+    def _let_go(self) -> None:
+        """After a durable put: never keep the append lock when this put is done.
+        Another thread's put may have taken it after the leader wrote and been
+        covered by that leader's fsync (which counted its bytes) without leading
+        one itself; held then, with no write to come, nobody would let it go and a
+        producer waiting for it would wait for ever (``sync="always"`` has no
+        background thread to flush)."""
+        lock = self._lock
+        lock.acquire()
+        try:
+            self.flush_locked()
+        finally:
+            lock.release()
 
     def _release_if_knocked(self) -> None:
         """After a write: let the append lock go if another producer asked for it

@@ -9,6 +9,7 @@ next one to take the append lock.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -452,3 +453,35 @@ def test_a_failed_fsync_ends_the_lead(tmp_path: Path) -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_no_durable_put_leaves_the_append_lock_held(tmp_path: Path) -> None:
+    """A thread whose put another thread's fsync covered returned holding the
+    append lock (taken after the leader let it go, before the leader counted the
+    bytes written); with sync="always" nothing would let it go, and a second
+    producer opening then waited for ever (a hang .ci/run saw).  After every round
+    of concurrent durable puts the lock is free: another open file description
+    gets it at once."""
+    d = str(tmp_path)
+    with Queue.open(d, "q", sync="always", **NOCKPT) as q:
+        real = q._writer._handle.fdatasync
+
+        def slow() -> None:  # fsyncs long enough for the other threads to write meanwhile
+            time.sleep(0.002)
+            real()
+
+        q._writer._handle.fdatasync = slow  # type: ignore[method-assign]
+
+        def work(tag: bytes) -> None:
+            for i in range(10):
+                q.put(b"%s-%d" % (tag, i))
+
+        for round_ in range(30):
+            threads = [threading.Thread(target=work, args=(b"%d-%d" % (round_, k),)) for k in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            with open(os.path.join(d, "q.state"), "rb") as probe:
+                fcntl.flock(probe.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError if still held
+                fcntl.flock(probe.fileno(), fcntl.LOCK_UN)
