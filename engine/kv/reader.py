@@ -22,9 +22,9 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, NoReturn
 
-from engine.conventions import warn_unclosed
 from engine.errors import ClosedError, ConfigError
 from engine.fs import FileSystem, as_path, resolve
+from engine.fs.core import StoreCore
 from engine.kv import node as nodes
 from engine.kv import tree as trees
 from engine.kv.api import DEFAULT_TREE, TreeAPI, TreeView, tree_label, tree_name
@@ -71,7 +71,8 @@ class KVReader(TreeAPI):
     #: For :class:`engine.kv.tree.Source`: the decoded-node cache's lookup.
     cached: Callable[[int], Node | None]
 
-    def __init__(self, reader: PageReader, cache_nodes: int, coding: Coding = PLAIN) -> None:
+    def __init__(self, core: StoreCore, reader: PageReader, cache_nodes: int, coding: Coding = PLAIN) -> None:
+        self._core = core
         self._pr = reader
         self._fs = reader.fs
         self.path = reader.path
@@ -87,8 +88,6 @@ class KVReader(TreeAPI):
         self._depth = 0
         #: Readers never repair anything.
         self.recovery = reader.recovery
-        # Closed if collected or still open at exit, with a ResourceWarning.
-        self._finalizer = warn_unclosed(self, reader.close, f"key-value store reader {self.path!r}")
 
     @classmethod
     def open(
@@ -105,18 +104,18 @@ class KVReader(TreeAPI):
         :meth:`KV.open <engine.kv.store.KV.open>` takes them."""
         check_cache_nodes(cache_nodes)
         coding = Coding.parse(keys, serializer)
-        reader = PageReader.open(as_path(path, "path"), fs=resolve(fs))
-        try:
-            self = cls(reader, cache_nodes, coding)
-        except BaseException:
-            reader.close()
-            raise
-        try:
+        path = as_path(path, "path")
+        fs = resolve(fs)
+        # The store core's open sequence for a reader: the page store's reader (its
+        # own core) is the one resource kept, released by close.
+        core = StoreCore(fs, path, "key-value store", writer=False)
+        with core.opening():
+            reader = core.keep(PageReader.open(path, fs=fs))
+            self = cls(core, reader, cache_nodes, coding)
             with self._snap():
                 pass  # checks the meta page
-        except BaseException:
-            self.close()
-            raise
+        # Closed if collected or still open at exit, with a ResourceWarning.
+        core.opened(self, close=reader.close, name=f"key-value store reader {path!r}")
         return self
 
     # -- snapshots ------------------------------------------------------------------------
@@ -201,7 +200,7 @@ class KVReader(TreeAPI):
 
     # -- Backend ----------------------------------------------------------------------------
     def _check_open(self) -> None:
-        if self._pr.closed:
+        if self._core.closed or self._pr.closed:
             raise ClosedError(f"{self.path}: key-value store is closed")
 
     def tree_get(self, name: bytes, key: bytes) -> bytes | None:
@@ -280,9 +279,9 @@ class KVReader(TreeAPI):
 
     def close(self) -> None:
         """Release the store file (closing twice is fine)."""
-        self._finalizer.detach()
-        self._cache.clear()
-        self._pr.close()
+        if self._core.begin_close():
+            self._cache.clear()
+            self._core.finish_close()
 
     def __enter__(self) -> KVReader:
         return self

@@ -26,9 +26,9 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
-from engine.conventions import warn_unclosed
 from engine.errors import ClosedError, ConfigError, LockedError
 from engine.fs import FileSystem, RecoveryReport, as_path, resolve
+from engine.fs.core import StoreCore
 from engine.kv import node as nodes
 from engine.kv import pager
 from engine.kv import tree as trees
@@ -358,8 +358,10 @@ class KV(TreeAPI):
     _txid: int
 
     def __init__(
-        self, pages: PageStore, txid: int, infos: list[TreeInfo], cache_nodes: int, coding: Coding = PLAIN
+        self, core: StoreCore, pages: PageStore, txid: int, infos: list[TreeInfo], cache_nodes: int,
+        coding: Coding = PLAIN,
     ) -> None:
+        self._core = core
         self._pages = pages
         self._fs: FileSystem = pages.fs
         self.path = pages.path
@@ -373,13 +375,9 @@ class KV(TreeAPI):
         self._images = self._cache.images
         self._txid = txid
         self._trees = {t.name: t for t in infos}
-        self._closed = False
         self.commits = 0
         #: What opening the page store repaired (an ``engine.fs.RecoveryReport``).
         self.recovery: RecoveryReport = pages.recovery
-        # Closed cleanly (checkpointed) if collected or still open at exit, with a
-        # ResourceWarning; through the page store, so that this object can be collected.
-        self._finalizer = warn_unclosed(self, pages.close, f"key-value store {self.path!r}")
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -435,12 +433,18 @@ class KV(TreeAPI):
             close = difflib.get_close_matches(unknown[0], [*_KV_OPTIONS, *_PAGE_OPTIONS], 1)
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise TypeError(f"KV.open() got an unexpected keyword argument {unknown[0]!r}{hint}")
-        try:
-            pages = PageStore.open(path, page_size, create=create, reader_wait=reader_wait, fs=fs, **page_options)
-        except LockedError as exc:
-            raise LockedError(f"{path}: another writer has the key-value store open (lock file {exc.path})",
-                              exc.path) from None
-        try:
+        # The store core's open sequence; the files, the writer lock, recovery, the
+        # latch and the sync policy are the page store's (itself on a core), which
+        # this core keeps as its one resource and closes last.
+        core = StoreCore(fs, path, "key-value store")
+        with core.opening():
+            try:
+                pages = core.keep(
+                    PageStore.open(path, page_size, create=create, reader_wait=reader_wait, fs=fs, **page_options)
+                )
+            except LockedError as exc:
+                raise LockedError(f"{path}: another writer has the key-value store open (lock file {exc.path})",
+                                  exc.path) from None
             if pages.page_count == 0:
                 with pages.transaction() as ptx:
                     meta = ptx.allocate()
@@ -450,10 +454,11 @@ class KV(TreeAPI):
                     ptx.write(root, 0, nodes.encode_leaf(nodes.Leaf([], [], nodes.HEAD), ps))
                     ptx.write(meta, 0, nodes.encode_meta(0, [TreeInfo(DEFAULT_TREE, root, 0, 1)], ps))
             txid, infos = read_meta(pages.path, pages.read(META_PAGE), pages.page_count)
-        except BaseException:
-            pages.close()
-            raise
-        return cls(pages, txid, infos, cache_nodes, coding)
+            kv = cls(core, pages, txid, infos, cache_nodes, coding)
+        # Closed cleanly (checkpointed) if collected or still open at exit, with a
+        # ResourceWarning; through the page store, so that this object can be collected.
+        core.opened(kv, close=pages.close, name=f"key-value store {path!r}")
+        return kv
 
     @staticmethod
     def open_reader(
@@ -471,7 +476,7 @@ class KV(TreeAPI):
 
     # -- state -----------------------------------------------------------------------------
     def _check_open(self) -> None:
-        if self._closed:
+        if self._core.closed:
             raise ClosedError(f"{self.path}: key-value store is closed")
 
     @property
@@ -577,7 +582,7 @@ class KV(TreeAPI):
 
     def tree_get(self, name: bytes, key: bytes) -> bytes | None:
         with self._lock:
-            if self._closed:
+            if self._core.closed:
                 self._check_open()
             tree = self._trees.get(name)
             if tree is None:
@@ -688,11 +693,9 @@ class KV(TreeAPI):
 
     def close(self) -> None:
         with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._finalizer.detach()
+            if self._core.begin_close():
                 self._cache.clear()
-                self._pages.close()
+                self._core.finish_close()  # the page store: checkpointed and closed
 
     def __enter__(self) -> KV:
         return self
