@@ -255,22 +255,20 @@ def read_runs_with(walker: Walker, read_at: ReadAt, offset: int, prev: int, expe
     ``max_events`` events and the state to call again from (``RUN_MORE``), or why
     the walk stopped (see :func:`walk_runs_py`).
     """
-    events: list[Event] = []
-    state: WalkState = (offset, prev, expected, want, 0, 0)
-    buf, base, fresh = b"", 0, 0
-    while True:
-        got, state, status, detail = walker(buf, base, fresh, state, hi, limit, cap, max_events - len(events), sums)
-        if events:
-            events += got
-        else:
-            events = got
-        if status != RUN_READ:
-            offset, prev, expected, want, _bs, _be = state
-            return events, offset, prev, expected, want, status, detail
+    # (Kept flat: one pass of this loop per window, i.e. per block a replay reads.)
+    got, state, status, detail = walker(b"", 0, 0, (offset, prev, expected, want, 0, 0), hi, limit, cap,
+                                        max_events, sums)
+    events: list[Event] = got
+    while status == RUN_READ:
         base, size, fresh = detail
         buf = read_at(base, size)
         if type(buf) is not bytes:
             raise TypeError(f"read_at must return bytes, not {type(buf).__name__}")
+        got, state, status, detail = walker(buf, base, fresh, state, hi, limit, cap, max_events - len(events), sums)
+        if got:
+            events += got
+    offset, prev, expected, want, _bs, _be = state
+    return events, offset, prev, expected, want, status, detail
 
 
 def read_runs_py(read_at: ReadAt, offset: int, prev: int, expected: int, hi: int, limit: int,
