@@ -15,6 +15,7 @@
 #define ENGINE_NATIVE_H
 
 #include <Python.h>
+#include <stdint.h>
 
 typedef struct {
     const char *name; /* an attribute of the module */
@@ -47,6 +48,25 @@ native_bind(int *bound, const char *module, const native_ref *refs)
     }
     *bound = 1;
     return 0;
+}
+
+/* Little-endian loads, for the kernels that read the formats' integers. */
+static inline uint32_t
+le16(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8;
+}
+
+static inline uint32_t
+le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t
+le64(const unsigned char *p)
+{
+    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
 }
 
 #endif /* ENGINE_NATIVE_H */

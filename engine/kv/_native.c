@@ -105,24 +105,6 @@ crc32c_update(uint32_t crc, const unsigned char *p, size_t len, int hw)
     return crc32c_sw(crc, p, len);
 }
 
-/* ---- little-endian loads ------------------------------------------------------ */
-static uint32_t
-le16(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8;
-}
-
-static uint32_t
-le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t
-le64(const unsigned char *p)
-{
-    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
-}
 
 /* ---- engine.kv.node's classes, fetched once --------------------------------------- */
 static PyObject *leaf_type;      /* engine.kv.node.Leaf */

@@ -34,23 +34,6 @@
 #define MAX_HEIGHT 48
 #define MAX_PAGE 65536 /* engine.kv.node.MAX_PAGE */
 
-static uint32_t
-le16(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8;
-}
-
-static uint32_t
-le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t
-le64(const unsigned char *p)
-{
-    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
-}
 
 static PyObject *node_error; /* engine.kv.node.NodeError */
 static int node_bound;
