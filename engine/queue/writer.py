@@ -592,6 +592,11 @@ class JournalWriter:
                         continue
                 finally:
                     self._lead_lock.release()
+            if self._held:
+                # Never wait for another producer's fsync holding the append lock:
+                # that producer's leading thread may need it to be let go (one of its
+                # threads waits for it while holding what the leader needs).
+                self._let_go()
             state.follow(target)
 
     def _lead(self, target: int) -> None:

@@ -324,25 +324,37 @@ def test_a_second_producer_gets_in_while_a_lone_one_keeps_putting(tmp_path: Path
                 acked.append(xid)
             i += 1
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    # Daemons, and the second producer in a thread of its own: a deadlock between
+    # the two (once: the second one waited for the first's fsync holding the append
+    # lock a thread of the first needed) fails the test instead of hanging the run.
+    threads = [threading.Thread(target=work, args=(k,), daemon=True) for k in range(4)]
     for t in threads:
         t.start()
     watchdog = threading.Timer(20, stop.set)  # were the lock never yielded: stop, and fail below
     watchdog.start()
+    b_ids: list[int] = []
+
+    def second() -> None:
+        with Queue.open(d, "q", sync="always", **NOCKPT) as b:
+            b_ids.extend(b.put(b"b-%d" % i) for i in range(5))
+
     try:
         while len(acked) < 50:  # the first producer is busy
             time.sleep(0.001)
         started = time.monotonic()
-        with Queue.open(d, "q", sync="always", **NOCKPT) as b:
-            b_ids = [b.put(b"b-%d" % i) for i in range(5)]
+        opener = threading.Thread(target=second, daemon=True)
+        opener.start()
+        opener.join(60)
+        assert not opener.is_alive(), "the second producer never got in: deadlocked with the first"
         waited = time.monotonic() - started
         busy_meanwhile = not stop.is_set()
     finally:
         watchdog.cancel()
         stop.set()
         for t in threads:
-            t.join()
-        a.close()
+            t.join(60)
+        if not any(t.is_alive() for t in threads):
+            a.close()
     assert busy_meanwhile and waited < 20  # got in while the first kept putting
     got = drain(d)
     ids = [xid for xid, _ in got]
