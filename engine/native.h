@@ -50,6 +50,23 @@ native_bind(int *bound, const char *module, const native_ref *refs)
     return 0;
 }
 
+/* Raise cls(offset, expected, found) (found NULL: no third argument: the class's
+ * default), the (offset, expected, found) errors the codecs raise; returns NULL. */
+static PyObject *
+native_raise(PyObject *cls, long long offset, const char *expected, const char *found)
+{
+    PyObject *exc;
+    if (found == NULL)
+        exc = PyObject_CallFunction(cls, "Ls", offset, expected);
+    else
+        exc = PyObject_CallFunction(cls, "Lss", offset, expected, found);
+    if (exc != NULL) {
+        PyErr_SetObject(cls, exc);
+        Py_DECREF(exc);
+    }
+    return NULL;
+}
+
 /* Little-endian loads, for the kernels that read the formats' integers. */
 static inline uint32_t
 le16(const unsigned char *p)

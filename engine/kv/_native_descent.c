@@ -54,16 +54,7 @@ load_node_module(void)
 static PyObject *
 fail(long long offset, const char *expected, const char *found)
 {
-    PyObject *exc;
-    if (found == NULL)
-        exc = PyObject_CallFunction(node_error, "Ls", offset, expected);
-    else
-        exc = PyObject_CallFunction(node_error, "Lss", offset, expected, found);
-    if (exc != NULL) {
-        PyErr_SetObject(node_error, exc);
-        Py_DECREF(exc);
-    }
-    return NULL;
+    return native_raise(node_error, offset, expected, found);
 }
 
 /* ---- descents over page images (the twins of engine.kv.descent) ----------------------
