@@ -521,6 +521,12 @@ class KV(TreeAPI):
         with self.transaction() as tx:
             tx.update(other, **kwargs)
 
+    def clear(self) -> None:
+        """Remove every key of the default tree in one transaction (one commit,
+        not one per key)."""
+        with self.transaction() as tx:
+            tx.clear()
+
     # -- what a transaction needs of its store ----------------------------------------------------
     def begin_changes(self) -> tuple[Transaction, int, dict[bytes, TreeInfo]]:
         """For :class:`KVTransaction`: take the writer's lock (held until

@@ -155,3 +155,11 @@ if mapping_tests is not None:
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def test_clear_on_the_store_is_one_commit(tmp_path: Path) -> None:
+    with KV.open(tmp_path / "c.kv") as kv:
+        kv.update({b"%03d" % i: b"v" for i in range(100)})
+        before = kv.commits
+        kv.clear()
+        assert len(kv) == 0 and kv.commits == before + 1
