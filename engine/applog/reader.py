@@ -8,13 +8,17 @@ CorruptFileError naming the damaged file and offset, never a silent cut.  In the
 newest segment the reader trusts only index entries that agree with the log (the
 entry names record ``base + position``, the log holds a whole record at its
 offset with its time, and, in a segment with a ``.crc`` file, the record matches
-its checksum).  A partial entry at the end is one the writer is still writing;
-whole entries that do not agree are a crash tail the writer's next open will cut
-(or damage): the reader stops before them and reports them in ``recovery`` and
-as a warning.  Whole records the newest log holds past the last entry shown are
-reported the same way when no writer holds the log's lock (a live writer writes a
-record before its entry); an index missing or shorter than its header while the
-log holds records is CorruptFileError (the writer creates it before any record).
+its checksum).  A partial entry at the end is one the writer is still writing.
+Whole entries that do not agree, or whole records the newest log holds past the
+last entry, while no writer holds the log's lock (a live writer writes a record
+before its entry), are a crash tail or a damaged index: the reader shows the
+segment as the writer's next open will make it, through the writer's recovery
+(:func:`engine.applog.recovery.scan_segment`) applied to an index kept in memory
+(it never writes), and reports what that open will cut or rebuild in
+``recovery`` and as a warning; damage that is not a torn tail is
+CorruptFileError, as for the writer.  With a live writer they are not shown, and
+reported.  An index missing or shorter than its header while the log holds
+records is CorruptFileError (the writer creates it before any record).
 Every record returned is checked again when read
 (:meth:`engine.applog.segment.Segment.read`, ``iter_range``).
 
@@ -56,7 +60,7 @@ from engine.applog.codec import (
     parse_segment_name,
     record_crc,
 )
-from engine.applog.recovery import Mismatch, scan_sealed
+from engine.applog.recovery import Mismatch, scan_sealed, scan_segment
 from engine.applog.segment import Record, Segment, crc_path, idx_path, log_path, no_file_behind, record_class
 from engine.applog.view import LOCK_FILE, START_FILE, LogView, parse_start, read_headers
 from engine.conventions import serializer as parse_serializer
@@ -87,6 +91,9 @@ class LogReader(LogView):
         # on ``engine.applog``: what was reported, per segment.
         self._hidden: dict[int, tuple[int, int]] = {}  # base -> (kept, entries) reported
         self._hidden_log: dict[int, tuple[int, int]] = {}  # base -> (shown end, log size) reported
+        # The newest segment shown through an index rebuilt in memory (see
+        # _reconcile): base -> the sizes of its files then.
+        self._reconciled: dict[int, tuple[int, int, int]] = {}
 
     @classmethod
     def open(
@@ -181,7 +188,7 @@ class LogReader(LogView):
                 if n + 1 < len(keep):
                     self._check_sealed(seg, keep[n + 1], prev_time)
                 else:  # the newest as listed (deleted meanwhile if a newer one came first)
-                    self._update_count(seg)
+                    self._update_count(seg, prev_time)
             except (FileNotFoundError, CorruptFileError) as exc:
                 self._drop_deleted(seg, checked, exc)
                 checked, prev_time = [], None
@@ -338,18 +345,87 @@ class LogReader(LogView):
             f"{scan.idx_dropped} wrong, {len(scan.rebuilt)} missing, a partial entry of {scan.idx_partial} bytes",
         )
 
-    def _update_count(self, seg: Segment) -> None:
+    def _update_count(self, seg: Segment, prev_time: int | None) -> None:
         """Bring the newest segment's visible count up to date: the entries at
         the index's end that agree with the log (see the module docstring), then
-        :meth:`_check_unindexed` for records the log holds past them."""
-        self._count_entries(seg)
+        :meth:`_check_unindexed` for records the log holds past them.
+
+        Where the index and the log disagree (entries that do not agree, whole
+        records past the last entry) while no writer holds the log's lock, the
+        segment is shown as the writer's next open will make it
+        (:meth:`_reconcile`): a reader never returns other data than the writer.
+        With a live writer they are its records being written (or damage its
+        running writer does not repair): not shown, and reported."""
+        if seg.mem_idx is not None:
+            if self._reconciled.get(seg.base) == _sizes(seg):
+                return
+            self._forget_reconciled(seg)  # the files changed (a writer opened): count them again
+        hidden = self._count_entries(seg)
+        if (
+            (hidden is not None or self._unindexed(seg))
+            and seg.idx is not None
+            and seg.idx.size() >= HEADER_SIZE
+            and not probe_lock(self._fs, f"{self.directory}/{LOCK_FILE}")
+        ):
+            self._reconcile(seg, prev_time)
+            return
+        if hidden is not None:
+            self._report_hidden(seg, *hidden)
         self._check_unindexed(seg)
 
-    def _count_entries(self, seg: Segment) -> None:
+    def _reconcile(self, seg: Segment, prev_time: int | None) -> None:
+        """Show the newest segment as the writer's next open will make it: its
+        recovery's reconciliation of the index with the log
+        (:func:`engine.applog.recovery.scan_segment`, the one rule), applied to an
+        index kept in memory (a reader never writes).  Damage that is not a torn
+        tail raises CorruptFileError naming the file and offset, as the writer's
+        open does; what the writer would cut or rebuild is reported in
+        ``recovery`` and logged once."""
+        assert seg.idx is not None
+        log_bytes, idx_bytes = seg.log.read_all(), seg.idx.read_all()
+        crc_bytes = seg.crc.read_all() if seg.crc is not None else None
+        check_header(idx_bytes, IDX_MAGIC, seg.idx_path)
+        if crc_bytes is not None:
+            check_header(crc_bytes, CRC_MAGIC, seg.crc_path)
+        try:
+            scan = scan_segment(log_bytes, idx_bytes, seg.base, prev_time, crc_bytes)
+        except Mismatch as exc:
+            where = {"log": seg.log_path, "idx": seg.idx_path, "crc": seg.crc_path}[exc.where]
+            raise CorruptFileError(where, exc.offset, exc.expected, exc.found) from None
+        keep_end = entry_offset(scan.idx_keep)
+        seg.drop_cache()
+        seg.mem_idx = bytearray(idx_bytes[:keep_end]) + b"".join(scan.rebuilt)
+        seg.count, seg.log_size = scan.count, scan.log_end
+        seg.first_time, seg.last_time = scan.first_time, scan.last_time
+        self._reconciled[seg.base] = (len(log_bytes), len(idx_bytes), -1 if crc_bytes is None else len(crc_bytes))
+        report, words = self._core.report, "(the writer's next open does the same on disk)"
+        report.cut(seg.log_path, scan.log_end, scan.log_cut, f"a torn or zeroed tail, not shown {words}")
+        report.add("dropped", seg.idx_path, scan.idx_dropped, "entries", offset=keep_end,
+                   detail=f"disagreeing with the log, not used {words}")
+        report.add("rebuilt", seg.idx_path, len(scan.rebuilt), "entries", offset=keep_end,
+                   detail=f"from the log, in memory {words}")
+        if scan.log_cut or scan.idx_dropped or scan.rebuilt:
+            log.warning(
+                "%s: the index disagrees with the log: shown as the writer's next open repairs it (%d entries "
+                "dropped, %d rebuilt from the log; not shown: %d bytes of a torn tail from record %d on)",
+                seg.idx_path, scan.idx_dropped, len(scan.rebuilt), scan.log_cut, seg.base + scan.count,
+            )
+
+    def _forget_reconciled(self, seg: Segment) -> None:
+        """Back to the files' own index for ``seg`` (they changed since :meth:`_reconcile`)."""
+        self._reconciled.pop(seg.base, None)
+        seg.mem_idx = None
+        seg.drop_cache()
+        seg.count, seg.log_size, seg.first_time, seg.last_time = 0, HEADER_SIZE, None, None
+
+    def _count_entries(self, seg: Segment) -> tuple[int, int] | None:
+        """Count the newest segment's entries that agree with the log; ``(kept,
+        entries)`` when whole entries at the index's end do not agree (None when
+        every entry does)."""
         if seg.idx is None:
             seg.idx = self._open_listed(seg.idx_path)
             if seg.idx is None:
-                return
+                return None
         if seg.crc is None and seg.count == 0:
             seg.crc = self._open_listed(seg.crc_path)
         idx_size = seg.idx.size()
@@ -361,7 +437,7 @@ class LogReader(LogView):
             check_header(seg.idx.read_at(0, HEADER_SIZE), IDX_MAGIC, seg.idx_path)
         n = entry_count(idx_size)
         if n == seg.count:
-            return
+            return None
         log_size = seg.log.size()
         floor = 0 if n < seg.count else seg.count  # the writer cut a tail: look again
         position = n - 1
@@ -369,14 +445,13 @@ class LogReader(LogView):
         while position >= floor:
             found = self._entry_agrees(seg, position, log_size)
             if found is not None:
-                self._report_hidden(seg, position + 1, n)
                 seg.count = position + 1
                 seg.log_size = found[1]
                 seg.last_time = found[0]
                 if seg.first_time is None or floor == 0:
                     first = self._entry_agrees(seg, 0, log_size)
                     seg.first_time = first[0] if first is not None else None
-                return
+                return (position + 1, n) if position + 1 < n else None
             position -= 1
             steps += 1
             if steps > MAX_TAIL_STEPS:
@@ -385,8 +460,8 @@ class LogReader(LogView):
                     "index entries that agree with the log", f"{steps} disagreeing entries at the end",
                 )
         if floor == 0:
-            self._report_hidden(seg, 0, n)
             seg.count, seg.log_size, seg.first_time, seg.last_time = 0, HEADER_SIZE, None, None
+        return (seg.count, n)
 
     def _check_unindexed(self, seg: Segment) -> None:
         """Never hide records of the newest segment silently.  The writer creates
@@ -397,16 +472,10 @@ class LogReader(LogView):
         no writer holds the log's lock (a live writer writes a record before its
         entry), is a torn tail or a cut index: reported in ``recovery``
         (``dropped`` log bytes) and logged once, not shown."""
+        if not self._unindexed(seg):
+            return
         shown = seg.log_size if seg.idx is not None and seg.count else HEADER_SIZE
         log_size = seg.log.size()
-        if log_size < shown + RECORD_HEADER_SIZE:
-            return
-        head = seg.log.read_at(shown, RECORD_HEADER_SIZE)
-        if len(head) < RECORD_HEADER_SIZE:
-            return
-        size = RECORD_HEADER.unpack(head)[0]
-        if size == 0 or shown + RECORD_HEADER_SIZE + size > log_size:
-            return  # the zero-filled tail the original LOG/IDX writer leaves, or a record being written
         if seg.idx is None:
             # Looked for before the log was read: the writer may have created it
             # (and written records) since.  Count again; the next refresh checks.
@@ -432,6 +501,19 @@ class LogReader(LogView):
                   "a torn tail or a cut index (the writer's next open cuts or re-indexes them); not shown")
         self._core.report.add("dropped", seg.log_path, log_size - shown, "bytes", offset=shown, detail=detail)
         log.warning("%s: %s", seg.log_path, detail)
+
+    def _unindexed(self, seg: Segment) -> bool:
+        """Whether the newest segment's log holds a whole record past the last one shown."""
+        shown = seg.log_size if seg.idx is not None and seg.count else HEADER_SIZE
+        log_size = seg.log.size()
+        if log_size < shown + RECORD_HEADER_SIZE:
+            return False
+        head = seg.log.read_at(shown, RECORD_HEADER_SIZE)
+        if len(head) < RECORD_HEADER_SIZE:
+            return False
+        size = RECORD_HEADER.unpack(head)[0]
+        # Not when it is the zero-filled tail the original LOG/IDX writer leaves, or a record being written.
+        return bool(size) and shown + RECORD_HEADER_SIZE + size <= log_size
 
     def _report_hidden(self, seg: Segment, kept: int, n: int) -> None:
         """Report whole index entries at the newest segment's end that do not agree
@@ -481,3 +563,9 @@ class LogReader(LogView):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _sizes(seg: Segment) -> tuple[int, int, int]:
+    """The sizes of ``seg``'s log, index and ``.crc`` files (-1: none)."""
+    assert seg.idx is not None
+    return seg.log.size(), seg.idx.size(), -1 if seg.crc is None else seg.crc.size()

@@ -249,8 +249,20 @@ def _store_segments(path: str, fs: FileSystem) -> list[Segment]:
     try:
         infos = reader.segments()
         start = reader.first_index if infos else 0
+        rebuilt = [a for a in reader.recovery.actions if a.kind == "rebuilt"]
     finally:
         reader.close()
+    if rebuilt:
+        # The reader shows these records through an index rebuilt in memory from
+        # the log (as the writer's next open rebuilds it on disk); Spark reads the
+        # index file, which lacks them: fail, never a silently shorter log.
+        act = rebuilt[0]
+        raise CorruptFileError(
+            act.path, act.offset or 0,
+            f"index entries for the {act.count} records the log holds past this offset (the writer's next "
+            "open rebuilds them from the log; AppendLog.open_reader reads them meanwhile)",
+            "a cut or damaged index",
+        )
     out = []
     for info in infos:
         seg = Segment(info.log_path, info.idx_path, info.first_index, info.next_index - info.first_index,

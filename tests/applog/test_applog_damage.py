@@ -262,7 +262,9 @@ def test_index_cut_below_its_header_is_never_silent(
     no warning, while AppendLog.open rebuilds the index.  Cut to every length up
     to the header plus two: each read path returns exactly the records written,
     raises CorruptFileError naming the index, or (the newest segment only, header
-    whole) shows a prefix and reports the rest, with a warning."""
+    whole, no writer live) shows every record through the index rebuilt in memory
+    as the writer's open rebuilds it on disk, and reports it, with a warning (it
+    showed the prefix before that segment: records the writer shows, missing)."""
     d = str(tmp_path)
     clean = _make(d)
     ipath = os.path.join(d, segment_name(base, ".idx"))
@@ -275,10 +277,10 @@ def test_index_cut_below_its_header_is_never_silent(
             assert exc.offset == (min(length, 16) if length < 16 or base == 36 else 16)
             got = None
     if got is not None:
-        assert base == 36 and length >= 16, "only a newest segment's whole header may show a prefix"
-        assert got["scan"] == got["get"] == got["between"] == clean[:base]
-        assert got["next"] == base and got["repaired"]
-        assert any(segment_name(base, ".log") in r.getMessage() for r in caplog.records)
+        assert base == 36 and length >= 16, "only a newest segment's whole header may be read on"
+        assert got["scan"] == got["get"] == got["between"] == clean
+        assert got["next"] == len(clean) and got["repaired"]
+        assert any(segment_name(base, ".idx") in r.getMessage() for r in caplog.records)
     with AppendLog.open(d) as log:  # the writer rebuilds the index from the log
         assert [tuple(r) for r in log.scan()] == clean
     assert _read_paths(d)["scan"] == clean
@@ -356,3 +358,42 @@ def test_garbage_offsets_in_an_index_are_typed_errors_not_huge_reads(tmp_path, g
                 assert len(records) == 200 and all(r.data == bytes(50) for r in records)
             except EngineError:
                 pass
+
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["cut to the header", "cut mid-entry", "last entry zeroed", "an entry's time flipped", "last entry flipped"],
+)
+def test_reader_shows_what_the_writer_shows_when_the_newest_index_is_damaged(
+    tmp_path: os.PathLike[str], caplog: pytest.LogCaptureFixture, damage: str
+) -> None:
+    """The stress run's "damage" attack: the newest segment's .idx damaged (cut,
+    zeroed, flipped) while its log and checksums are whole, no writer live.
+    AppendLog.open rebuilds the index from the log; LogReader showed fewer records
+    (a prefix, with a warning).  Now the reader reconciles the index with the log
+    as the writer's recovery does, in memory: the same records, and no file
+    changed."""
+    d = str(tmp_path)
+    clean = _make(d, n=N + 3)  # newest segment 40: records 40, 41, 42
+    ipath = os.path.join(d, segment_name(40, ".idx"))
+    size = os.path.getsize(ipath)
+    if damage == "cut to the header":
+        os.truncate(ipath, 16)
+    elif damage == "cut mid-entry":
+        os.truncate(ipath, entry_offset(1) + 5)
+    elif damage == "last entry zeroed":
+        _patch(ipath, size - 24, bytes(24))
+    elif damage == "an entry's time flipped":
+        _patch(ipath, entry_offset(2), (1 << 40).to_bytes(8, "little"))
+    else:
+        _patch(ipath, size - 10, b"\xff" * 10)
+    before = _files(d)
+    with caplog.at_level(logging.WARNING, logger="engine.applog"):
+        got = _read_paths(d)
+    assert got["scan"] == got["between"] == clean and got["get"] == clean[:N]
+    assert got["next"] == len(clean) and got["repaired"]
+    assert any(segment_name(40, ".idx") in r.getMessage() for r in caplog.records)
+    assert _files(d) == before  # a reader never writes
+    with AppendLog.open(d) as log:
+        assert [tuple(r) for r in log.scan()] == clean

@@ -335,3 +335,27 @@ def test_store_reader_hides_an_entry_whose_record_is_zeros(tmp_path: object) -> 
         off = logfiles._entry_at(fs.open(seg.idx_path), 9)[2]
         h.write_at(off, bytes(seg.end_offset - off))
     assert logfiles.list_segments(shard)[0].count == 9
+
+
+def test_a_cut_newest_index_fails_the_read_never_a_shorter_log(tmp_path: object) -> None:
+    """The stress run's "damage" attack (spark LogReader): the newest segment's
+    .idx cut to its header, log and checksums whole, no writer live.  The store's
+    reader shows every record through the index rebuilt in memory (as the
+    writer's open rebuilds it); Spark reads the index file, so it fails naming it
+    and the offset, never returning the log without those records."""
+    import os
+
+    from engine.applog import AppendLog
+    from engine.applog.codec import segment_name
+
+    d = str(tmp_path) + "/log"
+    with AppendLog.open(d, segment_bytes=256) as log:
+        for i in range(20):
+            log.append(b"rec%d" % i, time_ns=1000 + i)
+        newest = log.segments()[-1].first_index
+    ipath = f"{d}/{segment_name(newest, '.idx')}"
+    os.truncate(ipath, 16)
+    reader = LogReader({"path": d}, LOG_SCHEMA)
+    with pytest.raises(CorruptFileError) as info:
+        [b for p in reader.partitions() for b in reader.read(p)]
+    assert info.value.path == ipath and info.value.offset == 16
