@@ -11,8 +11,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from engine.clireport import human_size
-from engine.errors import CorruptFileError, PageError
-from engine.fs import FileSystem, OpenMode, no_such
+from engine.errors import PageError
+from engine.fs import FileHandle, FileSystem, OpenMode, no_such
 from engine.pages import codec, store_codec
 from engine.pages import sums as sums_module
 from engine.pages.journal import JOURNAL_SUFFIX, JournalScan, journal_path, scan, scan_if_idle
@@ -48,9 +48,29 @@ def store_path_of(path: str) -> str:
     return path
 
 
+def _open_read(fs: FileSystem, path: str, what: str, file_what: str) -> FileHandle:
+    """``path`` opened for reading.  Nothing there: "PATH: no such <what>"
+    (FileNotFoundError); a name that leads to no file (a dangling symbolic link):
+    CorruptFileError naming it (``file_what``); a directory, a symbolic link loop,
+    no permission: the OS's own error, naming the path.  Creates nothing."""
+    try:
+        return fs.open(path, OpenMode.READ)
+    except FileNotFoundError:
+        raise _absent(fs, path, what, file_what) from None
+
+
+def _absent(fs: FileSystem, path: str, what: str, file_what: str) -> Exception:
+    """The error for no readable file at ``path``: the OS's own when its name
+    cannot be looked at (a symbolic link loop, no permission), CorruptFileError
+    naming a name that leads to no file (a dangling link), else "no such <what>"."""
+    if fs.lookup_error(path) is None:
+        file_present(fs, path, file_what)  # raises for a dangling link
+    return no_such(fs, path, what)
+
+
 def read_store(fs: FileSystem, path: str) -> StoreInfo:
     """Header, size and free list of the store file; typed errors on damage."""
-    with fs.open(path, OpenMode.READ) as handle:
+    with _open_read(fs, path, "page store", "the page store file") as handle:
         lock_store_shared(fs, path, handle, None)
         header = read_header(path, handle)
         size = handle.size()
@@ -60,36 +80,22 @@ def read_store(fs: FileSystem, path: str) -> StoreInfo:
 
 
 def _verify_sums(fs: FileSystem, info: StoreInfo) -> str:
-    """Check every page against ``<store>-sums``; a note saying what was checked."""
+    """Check every page against ``<store>-sums`` (:func:`iter_pages`, the readers'
+    check); a note saying what was checked."""
     spath = sums_path(info.path)
-    if not file_present(fs, spath, "the page checksum file"):
-        return f"{spath}: missing (rebuilt from the store on the next writable open)"
-    with fs.open(spath, OpenMode.READ) as handle:
-        loaded = sums_module.load(handle.read_all(), info.header.page_size)
+    # Not a pass when unusable: with its checksums unreadable, no page is checked.
+    loaded = sums_module.load_present(fs, info.path, info.header.page_size)
     if loaded is None:
-        # Not a pass: with its checksums unreadable, no page of the store is checked.
-        raise CorruptFileError(
-            spath,
-            0,
-            f"an ENGSUMS header for {info.header.page_size}-byte pages",
-            "a damaged or foreign header (the next writable open rebuilds the file from the store)",
-        )
-    values, page_sum = loaded
-    ps = info.header.page_size
-    checked = 0
-    with fs.open(info.path, OpenMode.READ) as handle:
-        lock_store_shared(fs, info.path, handle, None)
-        for page in range(1, min(len(values) - 1, info.header.page_count) + 1):
-            data = handle.read_at(page * ps, ps)
-            if page_sum(data) != values[page]:
-                raise CorruptFileError(info.path, page * ps, f"page {page} matching its checksum", "damaged")
-            checked += 1
+        return f"{spath}: missing (rebuilt from the store on the next writable open)"
+    checked = min(len(loaded[0]) - 1, info.header.page_count)
+    for _ in iter_pages(fs, info, range(1, checked + 1)):
+        pass
     return f"{spath}: {checked} page checksum(s) match"
 
 
 def read_journal(fs: FileSystem, jpath: str) -> JournalScan:
     """Scan the journal file (no repair)."""
-    with fs.open(jpath, OpenMode.READ) as handle:
+    with _open_read(fs, jpath, "page store journal", "the page store's JRNL journal file") as handle:
         return scan(jpath, handle.read_all())
 
 
@@ -106,29 +112,21 @@ def read_page(fs: FileSystem, path: str, page: int) -> bytes:
 
 def iter_pages(fs: FileSystem, info: StoreInfo, pages: Iterable[int]) -> Iterator[bytes]:
     """The bytes of ``pages`` (ids in 1..page_count) as the store file holds them,
-    each checked against its checksum when the sums file has one: a damaged page
-    is a CorruptFileError with its offset, never returned."""
+    each checked against its checksum as the store's readers check it
+    (:func:`engine.pages.sums.check_read`): a damaged page, or a sums file that is
+    there but unusable (no page could be checked), is a CorruptFileError with the
+    file and offset, never bytes returned."""
     path = info.path
     ps = info.header.page_size
-    loaded = None
-    spath = sums_path(path)
-    if file_present(fs, spath, "the page checksum file"):
-        with fs.open(spath, OpenMode.READ) as sh:
-            loaded = sums_module.load(sh.read_all(), ps)
-    with fs.open(path, OpenMode.READ) as handle:
+    sums, page_sum = sums_module.load_present(fs, path, ps) or (None, store_codec.page_sum)
+    with _open_read(fs, path, "page store", "the page store file") as handle:
         for page in pages:
             lock_store_shared(fs, path, handle, None)
             try:
                 data = handle.read_at(page * ps, ps)
             finally:
                 handle.unlock()
-            if len(data) < ps:
-                raise CorruptFileError(path, page * ps + len(data), f"page {page} of {ps} bytes", "end of file")
-            if loaded is not None and page < len(loaded[0]) and loaded[1](data) != loaded[0][page]:
-                raise CorruptFileError(
-                    path, page * ps, f"page {page} matching its checksum", "a different CRC (damaged)"
-                )
-            yield data
+            yield sums_module.check_read(path, page, data, ps, sums, page_sum)
 
 
 def _describe_flags(flags: int) -> str:
@@ -230,7 +228,13 @@ def file_stats(fs: FileSystem, path: str) -> dict[str, object]:
         out["entries"] = max(0, (size - store_codec.SUMS_HEADER_SIZE) // store_codec.SUM.size)
         return out
     if not fs.exists(path) and not (fs.exists(spath) or fs.exists(jpath)):
-        raise no_such(fs, path, "page store")
+        raise _absent(fs, path, "page store", "the page store file")
+    if not path.endswith(JOURNAL_SUFFIX) and not fs.exists(spath):
+        # Not "a journal without its store" when the store's name is there but
+        # cannot be followed (a symbolic link loop, a dangling link, no permission).
+        if fs.lookup_error(spath) is not None:
+            raise no_such(fs, spath, "page store")  # the OS's error, naming it
+        file_present(fs, spath, "the page store file")  # raises for a dangling link
     if path.endswith(JOURNAL_SUFFIX) or not fs.exists(spath):
         out["kind"] = "journal"
     else:

@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import NoReturn
 
 from engine.conventions import timeout_seconds
-from engine.errors import ConfigError, CorruptFileError, FormatError, LockedError
+from engine.errors import ConfigError, FormatError, LockedError
 from engine.fs import FileSystem, GatedLock, OpenMode, as_path, lock_handle, resolve
 from engine.fs.core import StoreCore
 from engine.lifetime import ClosedWhenDropped
@@ -208,15 +208,7 @@ class PageReader(ClosedWhenDropped):
     def _read_disk_page(self, page: int) -> bytes:
         """Page ``page`` from the store file, checked against its checksum if known."""
         ps = self.page_size
-        data = self._handle.read_at(page * ps, ps)
-        if len(data) < ps:
-            raise CorruptFileError(self.path, page * ps + len(data), f"page {page} of {ps} bytes", "end of file")
-        sums = self._sums
-        if sums is not None and page < len(sums) and self._sum(data) != sums[page]:
-            raise CorruptFileError(
-                self.path, page * ps, f"page {page} matching its checksum", "a different CRC (damaged)"
-            )
-        return data
+        return sums_module.check_read(self.path, page, self._handle.read_at(page * ps, ps), ps, self._sums, self._sum)
 
     @contextmanager
     def _shared(self) -> Iterator[None]:
@@ -313,14 +305,8 @@ class PageReader(ClosedWhenDropped):
                 self._refresh()
                 header = self._header
                 free = list(self._free_order)
-                spath = sums_path(self.path)
-                if self._sums is None and file_present(self._fs, spath, "the page checksum file"):
-                    raise CorruptFileError(
-                        spath,
-                        0,
-                        f"an ENGSUMS header for {header.page_size}-byte pages",
-                        "a damaged or foreign header (the next writable open rebuilds the file from the store)",
-                    )
+                if self._sums is None:
+                    sums_module.load_present(self._fs, self.path, self.page_size)  # raises if there but unusable
                 for page in range(1, header.page_count + 1):
                     self._read_disk_page(page)  # raises if it does not match its checksum
             notes = verify_journal(self._fs, self.journal_path, header)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 from engine.errors import CorruptFileError
 from engine.fs import FileHandle, FileSystem, OpenMode, RecoveryReport, crashpoint, create_file, parent_dir
@@ -54,6 +54,46 @@ def load(raw: bytes, page_size: int) -> tuple[array[int], store_codec.PageSum] |
         values.byteswap()
     values.insert(0, 0)
     return values, store_codec.sum_function(crc32c)
+
+
+def load_present(fs: FileSystem, store_path: str, page_size: int) -> tuple[array[int], store_codec.PageSum] | None:
+    """A reader's :func:`load` of ``<store>-sums``: None when there is no such file
+    (a store from before it, or a crash before it was made: nothing to check
+    against, and a writer's open rebuilds it); CorruptFileError naming it when it
+    is there but unusable, since then no page could be checked (a writer's open
+    rebuilds it too, but a reader must not read on as if every page were checked)."""
+    path = sums_path(store_path)
+    if not file_present(fs, path, "the page checksum file"):
+        return None
+    with fs.open(path, OpenMode.READ) as handle:
+        loaded = load(handle.read_all(), page_size)
+    if loaded is None:
+        raise CorruptFileError(
+            path,
+            0,
+            f"an ENGSUMS header for {page_size}-byte pages",
+            "a damaged or foreign header (the next writable open rebuilds the file from the store)",
+        )
+    return loaded
+
+
+def check_read(
+    store_path: str, page: int, data: bytes, page_size: int, sums: Sequence[int] | None, page_sum: store_codec.PageSum
+) -> bytes:
+    """``data``, page ``page`` as a reader read it from the store file, checked: a
+    short read or a page not matching its checksum in ``sums`` (entries past its
+    end: pages appended since the last checkpoint, not summed yet) is
+    CorruptFileError naming the store file and the page's offset, never bytes
+    returned.  The one check of every read-only path (readers, Spark, the CLI)."""
+    if len(data) < page_size:
+        raise CorruptFileError(
+            store_path, page * page_size + len(data), f"page {page} of {page_size} bytes", "end of file"
+        )
+    if sums is not None and page < len(sums) and page_sum(data) != sums[page]:
+        raise CorruptFileError(
+            store_path, page * page_size, f"page {page} matching its checksum", "a different CRC (damaged)"
+        )
+    return data
 
 
 class PageSums:

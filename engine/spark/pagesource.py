@@ -25,10 +25,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from engine.errors import CorruptFileError
 from engine.fs import OpenMode
 from engine.pages import PageReader, PageStore, sums
-from engine.pages.sums import sums_path
 from engine.spark.batches import guarded, record_batch, repeat_string
 from engine.spark.options import (
     check_options,
@@ -72,28 +70,16 @@ def check_free_pages(store: PageReader) -> list[int]:
     ones the list names.
     """
     path, fs, size = store.path, store.fs, store.page_size
-    spath = sums_path(path)
     with store.snapshot():
         free = store.free_pages
-        try:
-            with fs.open(spath, OpenMode.READ) as sh:
-                raw = sh.read_all()
-        except FileNotFoundError:
-            return free  # no sums (yet): the store's own reads check nothing either
-        loaded = sums.load(raw, size)
+        loaded = sums.load_present(fs, path, size)  # raises if there but unusable
         if loaded is None:
-            raise CorruptFileError(spath, 0, f"an ENGSUMS header for {size}-byte pages",
-                                   "a damaged or foreign header (the next writable open rebuilds it)")
+            return free  # no sums (yet): the store's own reads check nothing either
         values, page_sum = loaded
         with fs.open(path, OpenMode.READ) as handle:
             for page in free:
-                data = handle.read_at(page * size, size)
-                if len(data) < size:
-                    raise CorruptFileError(path, page * size + len(data), f"free page {page} of {size} bytes",
-                                           "end of file")
-                if page < len(values) and page_sum(data) != values[page]:
-                    raise CorruptFileError(path, page * size, f"free page {page} matching its checksum",
-                                           "a different CRC (damaged: its free-list link cannot be trusted)")
+                # The store's readers' check (a damaged free page: its link cannot be trusted).
+                sums.check_read(path, page, handle.read_at(page * size, size), size, values, page_sum)
     return free
 
 

@@ -174,3 +174,88 @@ def test_dump_never_prints_a_damaged_page(tmp_path: os.PathLike[str], capsys: py
         assert main(argv) != 0
         captured = capsys.readouterr()
         assert "42 41 41" not in captured.out and "offset 512" in flat(captured.err)
+
+
+def test_dump_never_prints_pages_it_cannot_check(
+    tmp_path: os.PathLike[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The stress run's "damage" attack: with ``-sums`` there but its header damaged,
+    ``engine pages dump`` printed the pages unchecked (a damaged one too), where
+    PageStore.open_reader's verify and the Spark source fail naming the sums file.
+    Now dump checks as the readers do (sums.load_present, sums.check_read)."""
+    path = os.path.join(str(tmp_path), "d.db")
+    with PageStore.open(path, page_size=512) as store:
+        with store.transaction() as tx:
+            tx.write(tx.allocate(), 0, b"A" * 512)
+    with open(path + "-sums", "r+b") as f:
+        f.write(b"XXXX")
+    with open(path, "r+b") as f:
+        f.seek(512)
+        f.write(b"B")
+    for argv in (["pages", "dump", path], ["pages", "dump", path, "1"], ["pages", "dump", path, "--json"]):
+        assert main(argv) == 2
+        captured = capsys.readouterr()
+        assert "42 41 41" not in captured.out and "424141" not in captured.out
+        assert flat(captured.err).startswith(f"engine pages dump: error: {path}-sums at offset 0: expected an ENGSUMS")
+
+
+def _place(path: str, how: str) -> None:
+    """Put ``how`` where the file ``path`` was."""
+    os.remove(path)
+    if how == "a directory":
+        os.mkdir(path)
+    elif how == "a symbolic link loop":
+        os.symlink(os.path.basename(path), path)
+    elif how == "a dangling symbolic link":
+        os.symlink("nowhere", path)
+
+
+@pytest.mark.parametrize("command", ["dump", "journal", "stats"])
+@pytest.mark.parametrize("how", ["nothing", "a directory", "a symbolic link loop", "a dangling symbolic link"])
+@pytest.mark.parametrize("which", ["store file", "journal", "both"])
+def test_a_missing_or_unreadable_file_is_one_line_naming_it(
+    tmp_path: os.PathLike[str], capsys: pytest.CaptureFixture[str], command: str, how: str, which: str
+) -> None:
+    """The stress run's "damage" and "paths" attacks: ``engine pages dump|journal|stats``
+    on a store whose file or journal is gone, a directory or a symbolic link that
+    leads nowhere.  Each command either reads what is there (the journal without
+    its store, the store without its journal) or fails with one line naming the
+    path in the user's words (exit 1: the OS's error or "no such page store";
+    exit 2: the typed error naming a dangling link), never a traceback, never a
+    "journal without its store" summary for a store name that cannot be followed,
+    and creates no file."""
+    path = os.path.join(str(tmp_path), "s.db")
+    with PageStore.open(path, page_size=512) as store:
+        with store.transaction() as tx:
+            tx.write(tx.allocate(), 0, b"hello")
+    for name in ("s.db-gate", "s.db-lock"):
+        os.remove(os.path.join(str(tmp_path), name))
+    jpath = journal_path(path)
+    if which in ("store file", "both"):
+        _place(path, how)
+    if which in ("journal", "both"):
+        _place(jpath, how)
+    before = sorted(os.listdir(str(tmp_path)))
+    status = main(["pages", command, path])
+    captured = capsys.readouterr()
+    assert sorted(os.listdir(str(tmp_path))) == before  # read-only: nothing created
+    assert "Traceback" not in captured.err
+    target = jpath if command == "journal" else path
+    broken = {"store file": {path}, "journal": {jpath}, "both": {path, jpath}}[which]
+    if command == "stats" and broken == {jpath} and how != "nothing":
+        target = jpath  # stats reads the journal too: a name there that leads nowhere is named
+    elif target not in broken or (command == "stats" and how == "nothing" and which != "both"):
+        # It reads what is there: the journal without its store file, the store without its journal.
+        assert status == 0, captured.err
+        return
+    err = flat(captured.err)
+    assert len(captured.err.strip().splitlines()) == 1, captured.err
+    assert err.startswith(f"engine pages {command}: error: {target}"), err
+    words = {
+        "nothing": f"{target}: no such page store",
+        "a directory": "directory",
+        "a symbolic link loop": "symbolic link",
+        "a dangling symbolic link": "symbolic link",
+    }[how]
+    assert words in err, err
+    assert status == (2 if how == "a dangling symbolic link" or (command == "stats" and target == jpath) else 1)
