@@ -28,29 +28,12 @@ from stress.stores import ADAPTER_MODULES
 SEED = int(os.environ.get("ENGINE_STRESS_SEED") or 20261122)
 
 #: (store, attack) -> {pattern of a violation's text: the defect it is}: defects the
-#: attacks found in a store that its own work has not fixed yet (the others they found,
-#: in the append log, the queue, the streams and the CLI, were fixed the same day; see
-#: docs/reliability.md, "Found by the new attacks").  A violation matching
-#: one makes the case an expected failure (xfail); any other violation fails it.
-#: Remove an entry once the store is fixed.
-KNOWN: dict[tuple[str, str], dict[str, str]] = {
-    ("pages", "damage"): {
-        r"traceback via engine pages (dump|journal|stats)": "engine pages dump/journal/stats print a traceback "
-        "when the store file or its journal is deleted or a symlink loop",
-        r"silent wrong data via engine pages dump": "engine pages dump prints page bytes without checking the "
-        "page checksums",
-        r"silent wrong data via spark PagesReader": "the Spark pages source reads a zeroed range of the store "
-        "file back silently, where PageStore.open and open_reader raise CorruptFileError",
-    },
-    ("applog", "damage"): {
-        r"silent wrong data via (spark )?LogReader": "LogReader reads an .idx file cut to its first bytes back "
-        "silently different, where AppendLog.open rebuilds the index",
-    },
-    ("pages", "paths"): {
-        r"traceback via engine pages (dump|journal|stats)": "engine pages dump/journal/stats print a traceback "
-        "for a missing store file, a directory or a symlink loop in its place",
-    },
-}
+#: attacks found in a store that its own work has not fixed yet (every one they have
+#: found so far is fixed: see docs/reliability.md, "Found by the new attacks").  A
+#: violation matching one makes the case an expected failure (xfail); any other
+#: violation fails it.  Add an entry for a defect found and not fixed at once; remove
+#: it once the store is fixed.
+KNOWN: dict[tuple[str, str], dict[str, str]] = {}
 
 
 def _cases() -> list[object]:
