@@ -291,6 +291,10 @@ class LogReader(LogView):
         the damaged file and offset (never a silent cut: a sealed segment holds
         acknowledged records only).  FileNotFoundError if its index is gone."""
         expected = nxt.base - seg.base
+        if seg.mem_idx is not None:
+            # Shown reconciled while it was the newest: a writer has opened (and
+            # repaired it) since; check it as the files now are.
+            self._forget_reconciled(seg)
         if seg.sealed == expected:
             return
         if seg.idx is None:

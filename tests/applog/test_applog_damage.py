@@ -397,3 +397,21 @@ def test_reader_shows_what_the_writer_shows_when_the_newest_index_is_damaged(
     assert _files(d) == before  # a reader never writes
     with AppendLog.open(d) as log:
         assert [tuple(r) for r in log.scan()] == clean
+
+
+def test_a_reconciled_reader_follows_the_writer_that_repairs_the_index(tmp_path: os.PathLike[str]) -> None:
+    """A reader showing a damaged newest segment through its in-memory index reads
+    the files again once a writer has opened (repairing them) and appended past it."""
+    d = str(tmp_path)
+    clean = _make(d, n=N + 3)
+    os.truncate(os.path.join(d, segment_name(40, ".idx")), 16)
+    with LogReader.open(d) as reader:
+        assert [tuple(r) for r in reader.scan()] == clean
+        with AppendLog.open(d, segment_bytes=SEG) as log:
+            for k in range(N + 3, N + 12):
+                log.append(b"payload-%d" % (k % 10), flags=k, time_ns=100 + k)
+            everything = [tuple(r) for r in log.scan()]
+        reader.refresh()
+        assert len(everything) == N + 12 and reader.next_index == N + 12
+        assert [tuple(r) for r in reader.scan()] == everything
+        assert [tuple(reader.get(i)) for i in range(N + 12)] == everything
