@@ -415,6 +415,18 @@ class LogReader(LogView):
                 seg.idx_path, scan.idx_dropped, len(scan.rebuilt), scan.log_cut, seg.base + scan.count,
             )
 
+    def rebuilt_index(self, first_index: int) -> bytes | None:
+        """The index of segment ``first_index`` as this reader shows it, when that
+        is not its file: rebuilt in memory from the log (see the module docstring;
+        the writer's next open writes the same); None when the file is what it
+        shows.  For readers of the files themselves (the Spark log source), so that
+        they show the same records, never a shorter log."""
+        with self._lock:
+            for seg in self._segments:
+                if seg.base == first_index and seg.base in self._reconciled and seg.mem_idx is not None:
+                    return bytes(seg.mem_idx)
+            return None
+
     def _forget_reconciled(self, seg: Segment) -> None:
         """Back to the files' own index for ``seg`` (they changed since :meth:`_reconcile`)."""
         self._reconciled.pop(seg.base, None)

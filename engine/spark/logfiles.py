@@ -56,6 +56,9 @@ class Segment:
     first_time_ns: int | None
     last_time_ns: int | None
     min_pos: int = 0  # first visible position (records below were truncated away)
+    #: The index as the store's reader rebuilt it in memory when its file is torn or
+    #: damaged (see LogReader.rebuilt_index), read instead of the file; None: the file.
+    rebuilt_index: bytes | None = None
 
     @property
     def stop_index(self) -> int:
@@ -139,7 +142,31 @@ def logs_of(paths: list[str], fs: FileSystem | None = None) -> list[LogDir]:
     return [LogDir(posixpath.relpath(ld.path, parent) if parent else ld.path, ld.path) for ld in logs]
 
 
-def _entry_at(h: FileHandle, pos: int) -> tuple[int, int, int]:
+class _IndexInMemory:
+    """A segment's index rebuilt in memory (``Segment.rebuilt_index``), read as its file is."""
+
+    def __init__(self, path: str, raw: bytes) -> None:
+        self.path = path
+        self._raw = raw
+
+    def read_at(self, offset: int, n: int) -> bytes:
+        return self._raw[offset : offset + n]
+
+    def __enter__(self) -> _IndexInMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _open_index(fs: FileSystem, seg: Segment) -> FileHandle | _IndexInMemory:
+    """``seg``'s index for reading: its file, or the index the store's reader rebuilt."""
+    if seg.rebuilt_index is not None:
+        return _IndexInMemory(seg.idx_path, seg.rebuilt_index)
+    return fs.open(seg.idx_path)
+
+
+def _entry_at(h: FileHandle | _IndexInMemory, pos: int) -> tuple[int, int, int]:
     raw = h.read_at(HEADER_SIZE + ENTRY_SIZE * pos, ENTRY_SIZE)
     if len(raw) < ENTRY_SIZE:
         raise CorruptFileError(h.path, HEADER_SIZE + ENTRY_SIZE * pos, "a whole index entry",
@@ -238,7 +265,7 @@ def _from_start(fs: FileSystem, seg: Segment, start: int) -> Segment | None:
     if start >= seg.stop_index:
         return None
     pos = start - seg.first_index
-    with fs.open(seg.idx_path) as idx:
+    with _open_index(fs, seg) as idx:
         t0 = _entry_at(idx, pos)[0]
     return dataclasses.replace(seg, min_pos=pos, first_time_ns=t0)
 
@@ -249,24 +276,16 @@ def _store_segments(path: str, fs: FileSystem) -> list[Segment]:
     try:
         infos = reader.segments()
         start = reader.first_index if infos else 0
-        rebuilt = [a for a in reader.recovery.actions if a.kind == "rebuilt"]
+        # A newest segment the reader shows through an index rebuilt in memory (a
+        # torn or damaged index, no writer live): read through that index too.
+        rebuilt = {info.first_index: reader.rebuilt_index(info.first_index) for info in infos}
     finally:
         reader.close()
-    if rebuilt:
-        # The reader shows these records through an index rebuilt in memory from
-        # the log (as the writer's next open rebuilds it on disk); Spark reads the
-        # index file, which lacks them: fail, never a silently shorter log.
-        act = rebuilt[0]
-        raise CorruptFileError(
-            act.path, act.offset or 0,
-            f"index entries for the {act.count} records the log holds past this offset (the writer's next "
-            "open rebuilds them from the log; AppendLog.open_reader reads them meanwhile)",
-            "a cut or damaged index",
-        )
     out = []
     for info in infos:
         seg = Segment(info.log_path, info.idx_path, info.first_index, info.next_index - info.first_index,
-                      info.log_bytes, info.ttl_ns, info.first_time_ns, info.last_time_ns)
+                      info.log_bytes, info.ttl_ns, info.first_time_ns, info.last_time_ns,
+                      rebuilt_index=rebuilt[info.first_index])
         trimmed = _from_start(fs, seg, start)
         if trimmed is not None:
             out.append(trimmed)
@@ -279,7 +298,7 @@ def position_at_time(fs: FileSystem, seg: Segment, t_ns: int) -> int:
     Times never go backwards within a log, so the entries are sorted by time; this
     reads about log2(count) entries.
     """
-    with fs.open(seg.idx_path) as idx:
+    with _open_index(fs, seg) as idx:
 
         class _Times:
             def __len__(self) -> int:
@@ -322,7 +341,7 @@ def entry_offsets(fs: FileSystem, seg: Segment, start: int, stop: int) -> list[i
     when the index ends first)."""
     if start >= stop:
         return []
-    with fs.open(seg.idx_path) as idx:
+    with _open_index(fs, seg) as idx:
         entries = lc.decode_index(idx.read_at(HEADER_SIZE + ENTRY_SIZE * start, ENTRY_SIZE * (stop - start)))
     return [int(o) for o in entries["offset"]]
 
@@ -340,7 +359,7 @@ def read_index_range(
     :func:`engine.spark.logcodec.decode_index_run`; the LOG is not read."""
     if start >= stop:
         return
-    with fs.open(seg.idx_path) as idx:
+    with _open_index(fs, seg) as idx:
         pos = start
         prev_offset: int | None = None
         prev_time: int | None = None
@@ -374,7 +393,7 @@ def read_range(
     crc_file = crc_path(seg)
     crc = fs.open(crc_file) if fs.exists(crc_file) else None
     try:
-        with fs.open(seg.idx_path) as idx, fs.open(seg.log_path) as log:
+        with _open_index(fs, seg) as idx, fs.open(seg.log_path) as log:
             if crc is not None:
                 check_header(crc.read_at(0, HEADER_SIZE), CRC_MAGIC, crc_file)
             pos = start
