@@ -153,6 +153,23 @@ def test_a_flipped_bit_is_never_a_row(spark: Any, tmp_path: Any) -> None:
     assert not summary.of_kind("log")
 
 
+def test_a_cut_newest_index_reads_every_record(spark: Any, tmp_path: Any) -> None:
+    """The newest segment's .idx cut to its header, no writer live: the query reads
+    every record the writer shows (through the index the store's reader rebuilds in
+    memory), not the log without that segment."""
+    from engine.applog import AppendLog
+    from engine.applog.codec import segment_name
+
+    log_dir = str(tmp_path / "clicks")
+    with AppendLog.open(log_dir, segment_bytes=512, sync="never") as log:
+        for i in range(60):
+            log.append(b"rec%d" % i, time_ns=10**18 + i * 10**6)
+        newest = log.segments()[-1].first_index
+    os.truncate(os.path.join(log_dir, segment_name(newest, ".idx")), 16)
+    rows = spark.read.format("engine-log").load(log_dir).orderBy("index").collect()
+    assert 0 < newest < 59 and [r["data"] for r in rows] == [b"rec%d" % i for i in range(60)]
+
+
 def test_damage_in_other_stores_follows_the_mode(spark: Any, tmp_path: Any) -> None:
     from engine.pages import PageStore
 
