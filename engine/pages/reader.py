@@ -38,14 +38,12 @@ from engine.pages.storefile import (
     RecoveryNeededError,
     check_live,
     check_store_size,
-    file_present,
     gate_path,
     journal_present,
     missing_journal_error,
     read_header,
     slice_page,
 )
-from engine.pages.sums import sums_path
 
 
 def not_visible_words(beyond: bool, count: int) -> str:
@@ -257,12 +255,11 @@ class PageReader(ClosedWhenDropped):
         self._free_order = walk_free_list(self.path, header, self._handle.read_at)
         self._free = set(self._free_order)
         self._sums = None
-        spath = sums_path(self.path)
-        if file_present(self._fs, spath, "the page checksum file"):
-            with self._fs.open(spath, OpenMode.READ) as sh:
-                loaded = sums_module.load(sh.read_all(), self.page_size)
-            if loaded is not None:
-                self._sums, self._sum = loaded[0].tolist(), loaded[1]
+        # A sums file there but unusable is CorruptFileError (no page could be
+        # checked): a reader never reads on as if every page were checked.
+        loaded = sums_module.load_present(self._fs, self.path, self.page_size)
+        if loaded is not None:
+            self._sums, self._sum = loaded[0].tolist(), loaded[1]
         self._key = key
 
     def stats(self) -> dict[str, int]:
@@ -305,8 +302,6 @@ class PageReader(ClosedWhenDropped):
                 self._refresh()
                 header = self._header
                 free = list(self._free_order)
-                if self._sums is None:
-                    sums_module.load_present(self._fs, self.path, self.page_size)  # raises if there but unusable
                 for page in range(1, header.page_count + 1):
                     self._read_disk_page(page)  # raises if it does not match its checksum
             notes = verify_journal(self._fs, self.journal_path, header)

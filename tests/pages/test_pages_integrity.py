@@ -208,6 +208,25 @@ def test_verify_fails_when_the_checksums_file_header_is_damaged(tmp_path: Path) 
         store.verify()
 
 
+def test_a_reader_never_reads_pages_it_cannot_check(tmp_path: Path) -> None:
+    """With ``-sums`` there but its header damaged, ``PageReader.read`` returned page
+    bytes unchecked (a damaged page too), where verify, dump and Spark failed naming
+    the sums file: now every read fails the same way until a writer rebuilds it."""
+    path = str(tmp_path / "s.db")
+    with PageStore.open(path, page_size=512) as store:
+        with store.transaction() as tx:
+            tx.write(tx.allocate(), 0, b"A" * 512)
+    with open(path + "-sums", "r+b") as f:
+        f.write(b"XXXX")
+    with open(path, "r+b") as f:
+        f.seek(512)
+        f.write(b"B")
+    with PageStore.open_reader(path) as reader:
+        with pytest.raises(CorruptFileError) as info:
+            reader.read(1)
+        assert info.value.path == path + "-sums" and info.value.offset == 0
+
+
 def test_in_every_crash_state_a_clear_flag_means_the_store_file_has_every_commit() -> None:
     """The invariant behind JOURNAL_LIVE: delete the journal from any crash image;
     the open either refuses (flag set) or finds every acknowledged commit."""
