@@ -5,7 +5,7 @@ Layout of a dataset written by the sink (this engine's, around LOG/IDX logs, doc
 
     DATASET/
       _SHARDS.json                 manifest: {"version": 1, "shards": ["job-<id>/shard-...", ...]}
-      _LOCK                        taken while a job commits or cleans up
+      _LOCK                        record-locked (fcntl, byte 0) while a job commits or cleans up
       job-<id>/shard-<part>-<attempt>/   one append log (LOG/IDX segments with their
                                          .crc files) per task, written by the
                                          store's own segment writer
@@ -43,7 +43,17 @@ import pyarrow as pa
 from engine.applog.codec import MAX_RECORD_SIZE, RECORD_HEADER_SIZE
 from engine.applog.writer import SegmentWriter, create_segment
 from engine.errors import ConfigError
-from engine.fs import FileSystem, HeldLock, as_path, atomic_write, crashpoint, make_dirs, no_such, resolve, take_lock
+from engine.fs import (
+    FileSystem,
+    HeldLock,
+    as_path,
+    atomic_write,
+    crashpoint,
+    make_dirs,
+    no_such,
+    resolve,
+    take_record_lock,
+)
 from engine.spark.logfiles import SEGMENT_RE
 from engine.spark.manifest import JOB_PREFIX, MANIFEST, join, read_manifest
 
@@ -275,8 +285,12 @@ def _streams(fs: FileSystem, dataset: str) -> dict[str, int]:
 
 
 def _lock(fs: FileSystem, dataset: str) -> HeldLock:
-    """The dataset's commit lock (waits for another job's commit or cleanup)."""
-    return take_lock(fs, join(dataset, LOCK), wait=None, what="commit lock of the sink dataset")
+    """The dataset's commit lock (waits for another job's commit or cleanup).
+
+    A record lock (:func:`engine.fs.take_record_lock`), not a ``flock``: the JVM
+    connector's driver commit takes it with ``FileChannel.lock``, a POSIX
+    record lock, which only a record lock excludes."""
+    return take_record_lock(fs, join(dataset, LOCK), wait=None, what="commit lock of the sink dataset")
 
 
 def listed_name(c: ShardCommit) -> str:
