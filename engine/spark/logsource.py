@@ -1,4 +1,10 @@
-"""``engine-log``: append logs as a Spark batch source, streaming source and sink.
+"""The Python reference reader of ``engine-log`` (batch and streaming), without Spark.
+
+Spark's ``engine-log`` (reads and the sink) is the JVM connector
+(``engine.spark.LogSource``, ``engine/spark/java``); this module is no Spark
+data source any more.  Its readers are the reference the connector's byte-level
+parity tests compare it with (record for record, error for error), driven
+directly as below, and what ``stress/readpaths`` reads through.
 
 Batch (a log directory, a sink dataset, a directory holding logs, globs, or
 several paths; the ``log`` column says which log a row is from)::
@@ -12,10 +18,6 @@ Streaming (offsets are the next index per log; ``maxRecordsPerTrigger`` /
 existed when the query started)::
 
     spark.readStream.format("engine-log").option("maxRecordsPerTrigger", 10000).load(path)
-
-Sink (each task writes its own shard, the driver publishes them atomically)::
-
-    df.write.format("engine-log").mode("append").save("/data/out")
 
 Partitions follow the data: one per segment, and segments with more than
 ``recordsPerPartition`` records are split by index ranges (``minPartitions``
@@ -36,18 +38,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceArrowWriter,
     DataSourceReader,
-    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
     InputPartition,
-    WriterCommitMessage,
 )
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -60,7 +57,7 @@ from pyspark.sql.types import StructType
 from engine.applog.codec import RECORD_HEADER_SIZE
 from engine.errors import ConfigError
 from engine.fs import resolve
-from engine.spark import logfiles, sink
+from engine.spark import logfiles
 from engine.spark.logplan import (
     LogPartition,
     LogSpan,
@@ -77,7 +74,6 @@ from engine.spark.options import (
     int_option,
     lower,
     mode_option,
-    one_path,
     read_schema,
     user_schema,
 )
@@ -107,10 +103,7 @@ STREAM_OPTIONS = (
     "recordsPerPartition", "batchRecords", "mode", "failOnDataLoss", "maxRecordsPerTrigger",
     "maxBytesPerTrigger", "startingOffsets", "startingTimestamp", "startingOffsetsByTimestamp",
 )
-#: Options of the sink (batch and streaming).
-WRITE_OPTIONS = ("segmentBytes", "ttlSeconds", "streamName")
-
-__all__ = ["EngineLogDataSource", "LogPartition", "LogReader", "LogStreamReader", "plan"]
+__all__ = ["LogPartition", "LogReader", "LogStreamReader", "plan"]
 
 
 def _logs(opts: dict[str, str]) -> list[logfiles.LogDir]:
@@ -296,126 +289,3 @@ def _span_bytes(span: LogSpan, a: int, b: int) -> int:
         end = logfiles.entry_offsets(fs, seg, hi - seg.first_index, hi - seg.first_index + 1)
         total += (end[0] if end else seg.end_offset) - offs[0]
     return total
-
-
-@dataclass
-class ShardMessage(WriterCommitMessage):
-    commit: sink.ShardCommit
-
-
-class LogWriter(DataSourceArrowWriter):
-    """The sink: one shard per task, published atomically by the driver's commit."""
-
-    def __init__(self, options: dict[str, str], overwrite: bool) -> None:
-        opts = lower(options)
-        check_options(SOURCE, opts, WRITE_OPTIONS)
-        self.path = one_path(SOURCE, opts)
-        sink.check_target(resolve(None), self.path)
-        self.overwrite = overwrite
-        self.job_id = sink.new_job_id()
-        self.segment_bytes = int_option(opts, "segmentBytes", sink.DEFAULT_SEGMENT_BYTES) or 1
-        ttl = opts.get("ttlseconds")
-        try:
-            self.ttl_ns = 0 if ttl is None else int(float(ttl) * 1e9)
-        except ValueError as exc:
-            raise ConfigError(f"ttlSeconds={ttl!r} is not a number") from exc
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        part, attempt = (ctx.partitionId(), ctx.attemptNumber()) if ctx is not None else (0, 0)
-        writer = sink.ShardWriter(self.path, self.job_id, sink.shard_name(self.job_id, part, attempt),
-                                  segment_bytes=self.segment_bytes, ttl_ns=self.ttl_ns)
-        try:
-            for batch in iterator:
-                sink.write_batch(writer, batch)
-            return ShardMessage(writer.finish())
-        except BaseException:
-            writer.abort()
-            raise
-
-    def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
-        commits = [m.commit for m in messages if isinstance(m, ShardMessage)]
-        sink.commit_job(self.path, commits, overwrite=self.overwrite)
-
-    def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
-        sink.abort_job(self.path, self.job_id)
-
-
-class LogStreamWriter(DataSourceStreamArrowWriter):
-    """Streaming sink: each micro-batch's tasks write shards; the driver publishes
-    them with the batch id in the manifest, so a re-run batch is published once.
-
-    One streaming query per (dataset, ``streamName``); the name (default
-    ``"default"``) keys the last published batch id in the manifest.
-    """
-
-    def __init__(self, options: dict[str, str]) -> None:
-        opts = lower(options)
-        check_options(SOURCE, opts, WRITE_OPTIONS)
-        self.path = one_path(SOURCE, opts)
-        sink.check_target(resolve(None), self.path)
-        self.stream = opts.get("streamname", "default")
-        self.job_id = "stream-" + sink.new_job_id()
-        self.segment_bytes = int_option(opts, "segmentBytes", sink.DEFAULT_SEGMENT_BYTES) or 1
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        import uuid
-
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        part, attempt = (ctx.partitionId(), ctx.attemptNumber()) if ctx is not None else (0, 0)
-        # A new shard per task per micro-batch (the batch id is not known here).
-        name = f"shard-{uuid.uuid4().hex[:12]}-{part:05d}-{attempt}"
-        writer = sink.ShardWriter(self.path, self.job_id, name, segment_bytes=self.segment_bytes)
-        try:
-            for batch in iterator:
-                sink.write_batch(writer, batch)
-            return ShardMessage(writer.finish())
-        except BaseException:
-            writer.abort()
-            raise
-
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
-        commits = [m.commit for m in messages if isinstance(m, ShardMessage)]
-        sink.commit_stream_batch(self.path, commits, stream=self.stream, batch_id=batchId)
-
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
-        sink.abort_shards(self.path, [m.commit for m in messages if isinstance(m, ShardMessage)])
-
-
-class EngineLogDataSource(DataSource):
-    """``engine-log``: see the module docstring."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "engine-log"
-
-    def schema(self) -> StructType:
-        """The engine-log schema (with ``_corrupt_record`` in PERMISSIVE mode).
-
-        Spark calls this when the DataFrame is defined (``load()``), so the
-        read options are checked here: a misspelt or malformed option fails the
-        definition, not the first query."""
-        opts = lower(self.options)
-        check_options(SOURCE, opts, set(BATCH_OPTIONS) | set(STREAM_OPTIONS))
-        for key in ("recordsPerPartition", "batchRecords", "minPartitions", "maxRecordsPerTrigger",
-                    "maxBytesPerTrigger"):
-            int_option(opts, key, None)
-        bool_option(opts, "failOnDataLoss", True)
-        input_paths(SOURCE, opts)
-        return read_schema(LOG_SCHEMA, opts)
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        return LogReader(dict(self.options), schema)
-
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return LogStreamReader(dict(self.options), schema)
-
-    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
-        return LogWriter(dict(self.options), overwrite)
-
-    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
-        return LogStreamWriter(dict(self.options))

@@ -89,7 +89,7 @@ public final class LogSink {
             List<String> names = new ArrayList<>(VALID);
             names.sort(String.CASE_INSENSITIVE_ORDER);
             TreeSet<String> unknown = new TreeSet<>();
-            for (String k : given.keySet()) {
+            for (String k : opts.keySet()) {  // lower case, as engine.spark.options.check_options names them
                 if (names.stream().noneMatch(n -> n.equalsIgnoreCase(k))) {
                     unknown.add(k);
                 }
