@@ -154,3 +154,18 @@ def test_a_jvm_holder_blocks_python(tmp_path: Path) -> None:
         proc.stdin.close()
         assert proc.wait(60) == 0
     take_record_lock(resolve(None), path).release()
+
+
+def test_the_pipeline_names_a_jvm_error_by_its_engine_type() -> None:
+    """Spark wraps the connector's exception in a stage failure; the pipeline's summary
+    line is the connector's error, typed as the Python reader's."""
+    from engine.spark.pipeline import first_line
+
+    text = ("org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 95.0 failed 1 "
+            "times, most recent failure: Lost task 0.0 (executor driver): engine.spark.CorruptFileException: "
+            "/d/0.log at offset 3030: expected record 142 matching its checksum (/d/0.crc), found a record that "
+            "does not\n\tat engine.spark.LogBatchReader.next(LogBatchReader.java:1)")
+    assert first_line(Exception(text)) == ("CorruptFileError: /d/0.log at offset 3030: expected record 142 matching "
+                                           "its checksum (/d/0.crc), found a record that does not")
+    assert first_line(Exception("x: engine.spark.ConfigException: option mode='X': use one of")) == (
+        "ConfigError: option mode='X': use one of")
