@@ -16,6 +16,7 @@ Skipped where the connector cannot be built (no JDK).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -29,7 +30,8 @@ from engine.applog import AppendLog, LogReader
 from engine.errors import ConfigError, LockedError
 from engine.fs import resolve, take_lock, take_record_lock
 from engine.spark import jvmbuild
-from engine.spark.sink import ShardWriter
+from engine.spark.manifest import read_manifest
+from engine.spark.sink import ShardWriter, cleanup, commit_job, verify_dataset
 
 pytestmark = pytest.mark.skipif(jvmbuild.missing() is not None, reason=str(jvmbuild.missing()))
 T0 = 1_700_000_000_000_000_000
@@ -45,9 +47,9 @@ def _java(*args: str, stdin: str = "", timeout: float = 120) -> str:
     return done.stdout
 
 
-def java_shard(dataset: str, shard: str, rows: Rows, segment_bytes: int, ttl_ns: int = 0) -> str:
+def java_shard(dataset: str, shard: str, rows: Rows, segment_bytes: int, ttl_ns: int = 0, job: str = "j") -> str:
     lines = "".join(f"{t} {f} {d.hex()}\n" for t, f, d in rows)
-    return _java("engine.spark.ShardWriter", dataset, "j", shard, str(segment_bytes), str(ttl_ns),
+    return _java("engine.spark.ShardWriter", dataset, job, shard, str(segment_bytes), str(ttl_ns),
                  stdin=lines).strip()
 
 
@@ -169,3 +171,53 @@ def test_the_pipeline_names_a_jvm_error_by_its_engine_type() -> None:
                                            "its checksum (/d/0.crc), found a record that does not")
     assert first_line(Exception("x: engine.spark.ConfigException: option mode='X': use one of")) == (
         "ConfigError: option mode='X': use one of")
+
+
+def _sink(*args: str) -> str:
+    return _java("engine.spark.SinkDataset", *args).strip()
+
+
+def _rows(tag: str, n: int) -> Rows:
+    return [(T0 + i, 0, f"{tag}-{i}".encode()) for i in range(n)]
+
+
+def test_the_java_commit_keeps_the_python_protocol(tmp_path: Path) -> None:
+    """SinkDataset's commit, overwrite, abort and stream batches, checked with the Python
+    side (manifest reader, verify, cleanup, commit_job) on the same dataset."""
+    ds = str(tmp_path / "out")
+    fs = resolve(None)
+    for job, shard, tag in (("1", "s0", "a"), ("1", "s1", "b"), ("2", "s0", "c"), ("2", "s0-retry", "c")):
+        java_shard(ds, shard, _rows(tag, 5), 4096, job=job)
+    assert _sink("commit", ds, "append", "1/s1", "1/s0") == ""
+    assert read_manifest(fs, ds) == ["job-1/s0", "job-1/s1"]
+    assert _sink("commit", ds, "append", "2/s0") == ""  # the failed attempt's shard goes
+    assert read_manifest(fs, ds) == ["job-1/s0", "job-1/s1", "job-2/s0"]
+    assert sorted(os.listdir(f"{ds}/job-2")) == ["s0"]
+    verify_dataset(ds)
+    with open(f"{ds}/_SHARDS.json", "rb") as f:
+        raw = f.read()
+    assert raw == json.dumps(json.loads(raw), indent=1).encode() + b"\n"  # as Python writes it
+    java_shard(ds, "s0", _rows("d", 3), 4096, job="3")
+    assert _sink("commit", ds, "overwrite", "3/s0") == ""
+    assert read_manifest(fs, ds) == ["job-3/s0"] and sorted(os.listdir(ds)) == ["_LOCK", "_SHARDS.json", "job-3"]
+    assert "job 3 is already committed" in _sink("abort-job", ds, "3")
+    java_shard(ds, "s0", _rows("e", 3), 4096, job="4")
+    assert _sink("abort-job", ds, "4") == "" and not os.path.exists(f"{ds}/job-4")
+    # Streams: a batch id is published once, also across a Python commit in between.
+    for shard in ("b0", "b1", "b1-rerun"):
+        java_shard(ds, shard, _rows(shard, 2), 4096, job="st")
+    assert _sink("commit-stream", ds, "q", "0", "st/b0") == "published"
+    assert _sink("commit-stream", ds, "q", "1", "st/b1") == "published"
+    assert _sink("commit-stream", ds, "q", "1", "st/b1-rerun") == "dropped"
+    assert sorted(os.listdir(f"{ds}/job-st")) == ["b0", "b1"]
+    w = ShardWriter(ds, "5", "s0")
+    w.write(pa.array([b"x"]), np.array([T0]))
+    commit_job(ds, [w.finish()], overwrite=False)
+    assert _sink("commit-stream", ds, "q", "1") == "dropped"
+    assert read_manifest(fs, ds) == ["job-3/s0", "job-st/b0", "job-st/b1", "job-5/s0"]
+    verify_dataset(ds)
+    assert cleanup(ds) == []
+    # The target checks are the Python sink's.
+    plain = str(tmp_path / "plain")
+    AppendLog.open(plain).close()
+    assert "a plain append log" in _sink("commit", plain, "append")

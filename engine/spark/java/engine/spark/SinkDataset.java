@@ -387,4 +387,44 @@ final class SinkDataset {
             fsyncDir(dataset);
         }
     }
+
+    /**
+     * For the protocol tests, without Spark ({@code SinkDataset OP DATASET ...}, shards named
+     * {@code JOB/SHARD} as written by {@code ShardWriter}'s test entry; records and bytes are
+     * not used by the commit): {@code commit DATASET append|overwrite JOB/SHARD...},
+     * {@code commit-stream DATASET STREAM BATCH_ID JOB/SHARD...} (prints {@code published} or
+     * {@code dropped}), {@code abort-job DATASET JOB}, {@code abort-shards DATASET JOB/SHARD...}.
+     * Errors print {@code ERROR ConfigError: <message>}.
+     */
+    public static void main(String[] args) {
+        Path dataset = Paths.get(args[1]);
+        int first = args[0].equals("commit") ? 3 : args[0].equals("commit-stream") ? 4 : 2;
+        List<LogSink.ShardCommit> commits = new ArrayList<>();
+        for (int i = first; i < args.length; i++) {
+            String[] js = args[i].split("/", 2);
+            commits.add(new LogSink.ShardCommit(js[0], js.length > 1 ? js[1] : "", 0, 0));
+        }
+        try {
+            switch (args[0]) {
+                case "commit":
+                    commitJob(dataset, commits, args[2].equals("overwrite"));
+                    break;
+                case "commit-stream":
+                    boolean done = commitStreamBatch(dataset, commits, args[2], Long.parseLong(args[3]));
+                    System.out.println(done ? "published" : "dropped");
+                    break;
+                case "abort-job":
+                    abortJob(dataset, args[2]);
+                    break;
+                case "abort-shards":
+                    abortShards(dataset, commits);
+                    break;
+                default:
+                    System.err.println("usage: SinkDataset commit|commit-stream|abort-job|abort-shards DATASET ...");
+                    System.exit(2);
+            }
+        } catch (ConfigException e) {
+            System.out.println("ERROR ConfigError: " + e.getMessage());
+        }
+    }
 }
