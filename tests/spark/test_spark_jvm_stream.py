@@ -99,3 +99,21 @@ def test_data_loss_fails_unless_allowed(spark: Any, tmp_path: object) -> None:
         run(spark, JVM, d, f"{tmp_path}/chk")
     kept = run(spark, "engine-log", d, f"{tmp_path}/chk2", failOnDataLoss="false", startingOffsets='{"lossy": 100}')
     assert (kept[0], kept[1]) == (list(KEPT[0]), KEPT[1])
+
+
+def test_positions_below_the_first_live_index_and_a_tiny_byte_budget(spark: Any, tmp_path: object) -> None:
+    """A start below what truncation left fails the query's definition; a start inside the
+    live records is honoured; maxBytesPerTrigger smaller than a record still moves one
+    record per micro-batch (ported from the retired Python stream reader's tests)."""
+    d = f"{tmp_path}/trunc"
+    append(d, 0, 100, segment_bytes=500)
+    log = AppendLog.open(d, segment_bytes=500)
+    log.truncate_before(42)
+    log.close()
+    with pytest.raises(Exception, match="is below its first live index 42"):
+        run(spark, "engine-log", d, f"{tmp_path}/chk0", startingOffsets='{"trunc": 10}')
+    seen, last = run(spark, "engine-log", d, f"{tmp_path}/chk1", startingOffsets='{"trunc": 60}')
+    assert [(n, lo, hi) for _b, n, lo, hi in seen] == [(40, 60, 99)] and last == '{"trunc": {"index": 100}}'
+    seen, last = run(spark, "engine-log", d, f"{tmp_path}/chk2", startingOffsets='{"trunc": 96}',
+                     maxBytesPerTrigger="1")
+    assert [(n, lo) for _b, n, lo, _hi in seen] == [(1, 96), (1, 97), (1, 98), (1, 99)]
