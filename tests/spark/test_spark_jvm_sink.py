@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -142,6 +143,37 @@ def test_a_python_holder_blocks_the_jvm_and_a_flock_would_not(tmp_path: Path) ->
         assert _java("engine.spark.SinkLock", "probe", path).strip() == "free"
     finally:
         flocked.release()
+
+
+def _waiters(path: str) -> int:
+    """Lock requests blocked on ``path`` now (the kernel's /proc/locks ``->`` lines)."""
+    inode = os.stat(path).st_ino
+    with open("/proc/locks") as f:
+        return sum(1 for line in f if "->" in line and line.split()[6].endswith(f":{inode}"))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs Linux's /proc/locks")
+def test_a_jvm_commit_lock_waits_for_a_python_holder(tmp_path: Path) -> None:
+    """The JVM's blocking take (what its driver commit does) queues behind Python's lock
+    and gets it once Python lets go."""
+    path = str(tmp_path / "_LOCK")
+    held = take_record_lock(resolve(None), path, what="commit lock of the sink dataset")
+    cp = os.pathsep.join([jvmbuild.connector_jar(), *jvmbuild.spark_jars()])
+    proc = subprocess.Popen([jvmbuild._tool("java") or "java", "-cp", cp, "engine.spark.SinkLock", "hold", path],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        for _ in range(2400):  # the JVM starting up, then blocking in fcntl(F_SETLKW)
+            if _waiters(path) or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert _waiters(path) == 1 and proc.poll() is None
+        held.release()
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+    finally:
+        held.release()
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(60)
 
 
 def test_a_jvm_holder_blocks_python(tmp_path: Path) -> None:
