@@ -90,6 +90,8 @@ def test_refused_options_and_modes(spark: Any, tmp_path: Path) -> None:
         df.write.format("engine-log").option("segmentByte", 1).mode("append").save(str(tmp_path / "out"))
     with pytest.raises(Exception, match=r"option segmentBytes='x' is not an integer"):
         df.write.format("engine-log").option("segmentBytes", "x").mode("append").save(str(tmp_path / "out"))
+    with pytest.raises(Exception, match=r"the sink writes local \(or mounted\) paths only"):
+        df.write.format("engine-log").mode("append").save("hdfs://namenode:8020/out")
     t0 = time.time_ns()
     df.write.format("engine-log").mode("append").save(str(tmp_path / "out"))  # no time column: the clock
     got = spark.read.format("engine-log").load(str(tmp_path / "out")).collect()
