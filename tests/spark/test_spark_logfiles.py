@@ -111,7 +111,7 @@ def test_time_pushdown_reads_log_n_index_entries(tmp_path: object, monkeypatch: 
     seg = logfiles.list_segments(shard)[0]
     calls = []
     real = logfiles._entry_at
-    monkeypatch.setattr(logfiles, "_entry_at", lambda h, pos: calls.append(pos) or real(h, pos))
+    monkeypatch.setattr(logfiles, "_entry_at", lambda h, pos: (calls.append(pos), real(h, pos))[1])
     a, b = logfiles.positions_for(logfiles.resolve(None), seg, None, None, 1_000_000_000 + 1000 * 1234, None)
     assert (a, b) == (1234, 5000)
     assert len(calls) <= 14  # ~log2(5000)
