@@ -109,9 +109,14 @@ def test_positions_index_and_time_ranges_are_exact(tmp_path: object) -> None:
 def test_time_pushdown_reads_log_n_index_entries(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
     _, shard = make(tmp_path, 5000)
     seg = logfiles.list_segments(shard)[0]
-    calls = []
+    calls: list[int] = []
     real = logfiles._entry_at
-    monkeypatch.setattr(logfiles, "_entry_at", lambda h, pos: (calls.append(pos), real(h, pos))[1])
+
+    def counted(h: object, pos: int) -> object:
+        calls.append(pos)
+        return real(h, pos)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(logfiles, "_entry_at", counted)
     a, b = logfiles.positions_for(logfiles.resolve(None), seg, None, None, 1_000_000_000 + 1000 * 1234, None)
     assert (a, b) == (1234, 5000)
     assert len(calls) <= 14  # ~log2(5000)
