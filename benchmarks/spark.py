@@ -51,8 +51,8 @@ RESULTS_CLUSTER = os.path.join(os.path.dirname(__file__), "results", "spark_clus
 PAYLOAD = 80
 #: The user schema of the pruned reads: only IDX columns, so the LOG is not read.
 INDEX_SCHEMA = "index long, time timestamp"
-#: The JVM engine-log connector, by class name until it takes over the short name
-#: (engine/spark/jvmbuild.py REGISTERED).
+#: The JVM engine-log connector by class name; since it took over the short name
+#: (engine/spark/jvmbuild.py REGISTERED), "engine-log" is the same provider.
 JVM_LOG = "engine.spark.LogSource"
 
 

@@ -8,7 +8,7 @@ The parts every store's write side is built from live here, once:
 * the seam itself (:class:`FileSystem`, :class:`FileHandle`; poisoning and the
   typed disk-full error in the handle base class);
 * the writer lock and the shared read lock (:func:`take_lock`, :func:`lock_handle`,
-  :func:`probe_lock`);
+  :func:`probe_lock`), and the record lock other runtimes respect (:func:`take_record_lock`);
 * the recovery report every ``open()`` leaves in ``store.recovery``
   (:class:`RecoveryReport`);
 * the sync policy and group commit (:class:`SyncPolicy`, :class:`GroupCommit`;
@@ -31,7 +31,7 @@ from engine.fs.durable import (
     make_dirs,
     parent_dir,
 )
-from engine.fs.lock import GatedLock, HeldLock, lock_handle, probe_lock, take_lock
+from engine.fs.lock import GatedLock, HeldLock, lock_handle, probe_lock, take_lock, take_record_lock
 from engine.fs.osfs import OsFileSystem
 from engine.fs.paths import as_path, no_such
 from engine.fs.recovery import RecoveryAction, RecoveryReport
@@ -76,4 +76,5 @@ __all__ = [
     "resolve",
     "set_crashpoint_hook",
     "take_lock",
+    "take_record_lock",
 ]

@@ -22,6 +22,16 @@ gate is a second, empty lock file every locker passes through (shared for
 readers, for an instant; exclusive for a writer, until it holds the file), so
 once a writer is waiting, new snapshots queue behind it and the ones already
 running drain (SQLite's PENDING lock plays the same part).
+
+A lock that processes of other runtimes take too uses :func:`take_record_lock`:
+an exclusive fcntl record lock of the file's first byte, taken through the
+handle's range lock (an open-file-description lock on Linux).  ``flock`` and
+fcntl record locks do not conflict with each other, and the JVM's
+``FileChannel.lock`` takes classic POSIX record locks, so a lock the JVM must
+respect cannot be a ``flock``; OFD locks do conflict with classic POSIX locks
+(fcntl(2)), so both sides exclude each other.  The engine-log Spark sink's
+manifest lock (``_LOCK``, taken by the connector's driver commit and by
+``engine spark cleanup``) is one.
 """
 
 from __future__ import annotations
@@ -203,6 +213,44 @@ def take_lock(
         handle.close()
         raise
     return HeldLock(path, handle, exclusive)
+
+
+def take_record_lock(
+    fs: FileSystem,
+    path: str,
+    *,
+    wait: float | datetime.timedelta | None = 0.0,
+    what: str = "lock",
+) -> HeldLock:
+    """Open ``path`` (creating it) and take an exclusive record lock of its first
+    byte, the kind other runtimes' locks conflict with (see the module docstring).
+
+    Needs a file system with range locks (:attr:`FileHandle.supports_range_locks`;
+    on the OS, 64-bit Linux): elsewhere it raises :class:`ConfigError` rather
+    than take a lock that would not exclude the JVM.  ``wait`` as for
+    :func:`take_lock`; released by :meth:`HeldLock.release` (closing the handle).
+    """
+    seconds = wait_seconds(wait)
+    handle = fs.open(path, OpenMode.CREATE)
+    try:
+        if not handle.supports_range_locks:
+            raise ConfigError(f"{path}: the {what} is a record lock, which this file system does not offer")
+        if seconds is None:
+            handle.lock_range(0, 1, exclusive=True, blocking=True)
+            return HeldLock(path, handle, True)
+        deadline = time.monotonic() + seconds
+        delay = 0.001
+        while not handle.lock_range(0, 1, exclusive=True, blocking=False):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                waited = f" (waited {seconds:g} s)" if seconds else ""
+                raise LockedError(f"{path}: the {what} is held by another process or handle{waited}", path)
+            time.sleep(min(delay, left))
+            delay = min(delay * 2, _MAX_POLL)
+    except BaseException:
+        handle.close()
+        raise
+    return HeldLock(path, handle, True)
 
 
 def probe_lock(fs: FileSystem, path: str) -> bool:

@@ -42,11 +42,13 @@ HASH_ENTRY = "engine-spark.hash"
 SERVICES = "META-INF/services/org.apache.spark.sql.sources.DataSourceRegister"
 #: The JVM providers registered under a short name (``spark.read.format("engine-log")``).
 #: A format is listed here in the same commit that retires its Python data
-#: source: Spark prefers a JVM provider to a Python one of the same name, so a
-#: format listed here is served by the JVM only (one implementation per format).
-#: Until then the JVM provider is reachable by its class name, e.g.
+#: source: Spark refuses two providers of one short name, so a format listed
+#: here is served by the JVM only (one implementation per format).  Every
+#: provider is also reachable by its class name, e.g.
 #: ``spark.read.format("engine.spark.LogSource")``.
-REGISTERED: tuple[str, ...] = ()
+REGISTERED: tuple[str, ...] = ("engine.spark.LogSource",)
+#: The short names those providers register (their ``shortName()``).
+REGISTERED_NAMES: tuple[str, ...] = ("engine-log",)
 JAVA_RELEASE = "17"
 
 

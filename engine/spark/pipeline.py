@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -377,10 +378,21 @@ def _add_disk_bytes(summary: Summary, root: str, found: Found) -> None:
             log.warning("%s: disk usage unknown: %s", row["name"], exc)
 
 
+#: An exception of the JVM connector (engine.spark.*Exception) in Spark's text, and the
+#: engine.errors class each stands for.
+_JVM_ERROR = re.compile(r"\bengine\.spark\.(\w+)Exception: (.*)")
+_JVM_ERRORS = {"CorruptFile": "CorruptFileError", "Config": "ConfigError"}
+
+
 def first_line(exc: BaseException) -> str:
     """A one-line description of an error, without Spark's (Java or Python) stack trace."""
     text = str(exc).strip()
     lines = [line.strip() for line in text.splitlines()]
+    for line in lines:  # the JVM connector's own error, however deep Spark wrapped it
+        found = _JVM_ERROR.search(line)
+        if found:
+            kind = _JVM_ERRORS.get(found.group(1), found.group(1) + "Exception")
+            return f"{kind}: {found.group(2)}"[:300]
     for line in reversed(lines):  # a Python error inside a Spark task: its last line is the cause
         if "Error:" in line or "error:" in line:
             return line[:300]

@@ -1,7 +1,11 @@
 """Registering the engine data sources with a SparkSession.
 
-Every source is part of engine: one whose module fails to import is an error
-naming it, never a source silently missing from ``spark.read.format(...)``.
+Two kinds: the formats the JVM connector serves (``engine-log``:
+:data:`engine.spark.jvmbuild.REGISTERED_NAMES`, registered by the jar's
+``META-INF/services`` once the jar is on the session's class path) and the
+Python Data Sources registered here.  Every source is part of engine: one whose
+module fails to import is an error naming it, never a source silently missing
+from ``spark.read.format(...)``.
 """
 
 from __future__ import annotations
@@ -9,14 +13,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from engine.spark.jvmbuild import REGISTERED_NAMES
 from engine.spark.shipping import ship_package
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-#: (short name, module, class) of every source.
+#: (short name, module, class) of every Python source (engine-log is the JVM connector's).
 SOURCES = (
-    ("engine-log", "engine.spark.logsource", "EngineLogDataSource"),
     ("engine-queue", "engine.spark.queuesource", "EngineQueueDataSource"),
     ("engine-streams", "engine.spark.streamsource", "EngineStreamsDataSource"),
     ("engine-events", "engine.spark.eventsource", "EngineEventsDataSource"),
@@ -35,10 +39,11 @@ def _source(module: str, cls: str) -> type:
 
 
 def available_sources() -> list[str]:
-    """The short names of every engine source (each is checked to import)."""
+    """The short names of every engine source, the JVM connector's first (each
+    Python one is checked to import)."""
     for _name, module, cls in SOURCES:
         _source(module, cls)
-    return [name for name, _module, _cls in SOURCES]
+    return [*REGISTERED_NAMES, *(name for name, _module, _cls in SOURCES)]
 
 
 def register(spark: SparkSession, ship: str | None = None) -> list[str]:
@@ -52,7 +57,7 @@ def register(spark: SparkSession, ship: str | None = None) -> list[str]:
     auto/always/never, default the ``spark.engine.shipPackage`` setting or auto).
     """
     ship_package(spark, ship or spark.conf.get("spark.engine.shipPackage", "auto") or "auto")
-    names = []
+    names = list(REGISTERED_NAMES)  # served by the connector jar on the session's class path
     for name, module, cls in SOURCES:
         spark.dataSource.register(_source(module, cls))
         names.append(name)

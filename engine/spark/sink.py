@@ -1,11 +1,19 @@
-"""The shard/commit/abort protocol of the append-log sink (no Spark needed).
+"""The shard/commit/abort protocol of the engine-log sink, on the Python side (no Spark).
+
+Spark's ``engine-log`` sink is the JVM connector's (``engine.spark.LogSink``,
+``ShardWriter`` and ``SinkDataset`` in ``engine/spark/java``); it writes the same
+files (byte for byte: ``tests/spark/test_spark_jvm_sink.py``) and commits by
+the same protocol under the same lock.  This module writes sink datasets
+without Spark (:class:`ShardWriter`, :func:`commit_job`: tests, benchmarks and
+the crash-simulator tests of the protocol), and :func:`cleanup` and
+:func:`verify_dataset` serve ``engine spark cleanup`` and ``engine verify``.
 
 Layout of a dataset written by the sink (this engine's, around LOG/IDX logs, documented in
 ``docs/pipeline.md``)::
 
     DATASET/
       _SHARDS.json                 manifest: {"version": 1, "shards": ["job-<id>/shard-...", ...]}
-      _LOCK                        taken while a job commits or cleans up
+      _LOCK                        record-locked (fcntl, byte 0) while a job commits or cleans up
       job-<id>/shard-<part>-<attempt>/   one append log (LOG/IDX segments with their
                                          .crc files) per task, written by the
                                          store's own segment writer
@@ -43,16 +51,23 @@ import pyarrow as pa
 from engine.applog.codec import MAX_RECORD_SIZE, RECORD_HEADER_SIZE
 from engine.applog.writer import SegmentWriter, create_segment
 from engine.errors import ConfigError
-from engine.fs import FileSystem, HeldLock, as_path, atomic_write, crashpoint, make_dirs, no_such, resolve, take_lock
+from engine.fs import (
+    FileSystem,
+    HeldLock,
+    as_path,
+    atomic_write,
+    crashpoint,
+    make_dirs,
+    no_such,
+    resolve,
+    take_record_lock,
+)
 from engine.spark.logfiles import SEGMENT_RE
 from engine.spark.manifest import JOB_PREFIX, MANIFEST, join, read_manifest
 
 log = logging.getLogger("engine.spark")
 
 LOCK = "_LOCK"
-#: Columns the sink reads; ``log``/``segment``/``index`` (what the source adds) are ignored.
-WRITE_COLUMNS = {"data", "time", "time_ns", "flags"}
-IGNORED_COLUMNS = {"log", "segment", "index"}
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 #: Encoded bytes a shard writer keeps before writing them (also written at the end
 #: of every batch).
@@ -233,36 +248,6 @@ class ShardWriter:
             pass  # another task of the job created its shard meanwhile: the job's abort or cleanup() removes it
 
 
-def write_batch(writer: ShardWriter, batch: pa.RecordBatch) -> None:
-    """Write one Arrow batch of the sink's input (columns data, time/time_ns, flags)."""
-    names = set(batch.schema.names)
-    unknown = names - WRITE_COLUMNS - IGNORED_COLUMNS
-    if unknown or "data" not in names:
-        raise ConfigError(
-            f"engine-log sink: the DataFrame needs a 'data' column (binary or string) and may have "
-            f"'time' (timestamp), 'time_ns' (long) and 'flags'; unexpected: {sorted(unknown)}")
-    data = batch.column("data")
-    if pa.types.is_string(data.type) or pa.types.is_large_string(data.type):
-        data = data.cast(pa.binary())
-    times: np.ndarray | None = None
-    if "time_ns" in names:
-        col = batch.column("time_ns")
-        if col.null_count:
-            raise ConfigError("engine-log sink: time_ns must not be null")
-        times = col.cast(pa.int64()).to_numpy()
-    elif "time" in names:
-        col = batch.column("time")
-        if col.null_count:
-            raise ConfigError("engine-log sink: time must not be null")
-        us = col.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_numpy()
-        times = us * 1000
-    flags = None
-    if "flags" in names:
-        fcol = batch.column("flags")
-        flags = fcol.fill_null(0).cast(pa.int64()).to_numpy()
-    writer.write(data, times, flags)
-
-
 def _streams(fs: FileSystem, dataset: str) -> dict[str, int]:
     """The per-stream last published batch ids kept in the manifest."""
     mpath = join(dataset, MANIFEST)
@@ -275,8 +260,12 @@ def _streams(fs: FileSystem, dataset: str) -> dict[str, int]:
 
 
 def _lock(fs: FileSystem, dataset: str) -> HeldLock:
-    """The dataset's commit lock (waits for another job's commit or cleanup)."""
-    return take_lock(fs, join(dataset, LOCK), wait=None, what="commit lock of the sink dataset")
+    """The dataset's commit lock (waits for another job's commit or cleanup).
+
+    A record lock (:func:`engine.fs.take_record_lock`), not a ``flock``: the JVM
+    connector's driver commit takes it with ``FileChannel.lock``, a POSIX
+    record lock, which only a record lock excludes."""
+    return take_record_lock(fs, join(dataset, LOCK), wait=None, what="commit lock of the sink dataset")
 
 
 def listed_name(c: ShardCommit) -> str:
@@ -315,50 +304,6 @@ def commit_job(dataset: str, commits: list[ShardCommit], *, overwrite: bool,
         return shards
     finally:
         lock.release()
-
-
-def commit_stream_batch(dataset: str, commits: list[ShardCommit], *, stream: str, batch_id: int,
-                        fs: FileSystem | None = None) -> bool:
-    """Publish one micro-batch of a streaming write, exactly once per ``batch_id``.
-
-    The manifest records, per stream name, the last batch id it published, in
-    the same atomic replacement that lists the batch's shards.  Spark re-runs a
-    batch after a failure with the same id; if the manifest already has it, the
-    re-run's shards are deleted instead of published.  Returns whether it published.
-    """
-    fs = resolve(fs)
-    check_target(fs, dataset)
-    make_dirs(fs, dataset)
-    lock = _lock(fs, dataset)
-    try:
-        mpath = join(dataset, MANIFEST)
-        old = read_manifest(fs, dataset) or []
-        streams = _streams(fs, dataset)
-        if int(streams.get(stream, -1)) >= batch_id:
-            log.info("%s: batch %d of stream %r was already published; dropping the re-run",
-                     dataset, batch_id, stream)
-            for c in commits:
-                remove_tree(fs, join(dataset, listed_name(c)))
-            fs.fsync_dir(dataset)
-            return False
-        streams[stream] = batch_id
-        new = sorted(listed_name(c) for c in commits)
-        shards = old + [s for s in new if s not in old]
-        out = {"version": 1, "shards": shards, "streams": streams, "committed_ns": time.time_ns()}
-        crashpoint("spark.sink.stream-commit.before-manifest")
-        atomic_write(fs, mpath, json.dumps(out, indent=1).encode() + b"\n")
-        return True
-    finally:
-        lock.release()
-
-
-def abort_shards(dataset: str, commits: list[ShardCommit], fs: FileSystem | None = None) -> None:
-    """Remove the given (unpublished) shards: a failed micro-batch's output."""
-    fs = resolve(fs)
-    listed = set(read_manifest(fs, dataset) or [])
-    for c in commits:
-        if listed_name(c) not in listed:
-            remove_tree(fs, join(dataset, listed_name(c)))
 
 
 def _remove_unlisted(fs: FileSystem, dataset: str, listed: set[str], jobs: set[str] | None) -> list[str]:

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from engine.errors import ConfigError, LockedError
-from engine.fs import OsFileSystem, RecoveryReport, lock_handle, probe_lock, take_lock
+from engine.fs import OsFileSystem, RecoveryReport, lock_handle, probe_lock, take_lock, take_record_lock
 from engine.fs.base import OpenMode
 from engine.fs.recovery import KINDS, RecoveryAction
 
@@ -130,3 +130,44 @@ def test_recovery_kinds_are_checked() -> None:
     assert "cut" in KINDS and "redone" in KINDS
     with pytest.raises(ValueError, match="unknown recovery kind"):
         RecoveryReport("/x").add("fixed", "/x", 1, "bytes")
+
+
+_POSIX_HOLDER = """
+import fcntl, sys
+with open(sys.argv[1], "r+b") as f:
+    if sys.argv[2] == "hold":
+        fcntl.lockf(f, fcntl.LOCK_EX)  # a classic POSIX record lock, as the JVM's FileChannel.lock takes
+        print("held", flush=True)
+        sys.stdin.read()
+    else:
+        try:
+            fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+            print("free")
+        except OSError:
+            print("held")
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="open-file-description locks are Linux's")
+def test_record_lock_excludes_other_handles_and_posix_record_locks(tmp_path, fs) -> None:  # type: ignore[no-untyped-def]
+    path = str(tmp_path / "_LOCK")
+    with take_record_lock(fs, path, what="commit lock of the sink dataset") as held:
+        assert held.held and held.exclusive
+        with pytest.raises(LockedError, match="commit lock of the sink dataset is held") as info:
+            take_record_lock(fs, path, what="commit lock of the sink dataset")  # another handle, same process
+        assert info.value.path == path
+        probe = subprocess.run([sys.executable, "-c", _POSIX_HOLDER, path, "probe"], capture_output=True, text=True,
+                               check=True)
+        assert probe.stdout.strip() == "held"
+        take_lock(fs, path).release()  # a flock is another lock altogether: why a record lock is used
+    child = subprocess.Popen([sys.executable, "-c", _POSIX_HOLDER, path, "hold"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "held"
+        with pytest.raises(LockedError):
+            take_record_lock(fs, path)
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(30)
+    take_record_lock(fs, path).release()

@@ -141,3 +141,33 @@ def test_pipeline_and_every_source_on_a_standalone_cluster(cluster: tuple[str, P
     assert all((r["records"] or r["backlog"] or r["events"] or r["pages"] or 0) > 0
                for r in summary if r["kind"] != "queue")
     assert not list((tmp_path / "tmp").iterdir())  # nothing shipped (engine is installed), nothing left behind
+
+
+SINK_ON_CLUSTER = r'''
+import sys
+from engine.spark.session import build_session
+
+spark = build_session(sys.argv[1], "engine-sink-on-cluster")
+df = spark.range(0, 1000, numPartitions=4).selectExpr("cast(id as string) as data", "id * 1000 as time_ns")
+df.write.format("engine-log").mode("append").save("ds")
+df.write.format("engine-log").mode("append").save("ds")
+back = spark.read.format("engine-log").load("ds")
+print(back.count(), back.select("log").distinct().count(), back.where("index < 10").count())
+spark.stop()
+'''
+
+
+def test_the_engine_log_sink_on_a_standalone_cluster(cluster: tuple[str, Path], tmp_path: Path) -> None:
+    """The JVM sink's tasks run on the executor and write a *relative* dataset path,
+    made absolute on the driver; the executor needs the connector jar only (shipped
+    by spark.jars), so the driver runs this tree (PYTHONPATH) whatever is installed."""
+    from engine.spark.sink import verify_dataset
+
+    url, ctmp = cluster
+    env = dict(_env(ctmp), PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    run = subprocess.run([sys.executable, "-c", SINK_ON_CLUSTER, url], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=RUN_TIMEOUT)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert run.stdout.split() == ["2000", "8", "80"]  # two jobs of four tasks, one shard each
+    notes = verify_dataset(str(tmp_path / "ds"))
+    assert sum("250 records" in n for n in notes) == 8

@@ -1,16 +1,20 @@
 """The JVM engine-log connector (engine.spark.LogSource) in Spark: every pushdown gives
-the answer Spark gets by filtering and aggregating the Python source's rows itself."""
+the answer Spark gets by filtering and aggregating the Python reference reader's rows itself."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from engine.applog import AppendLog
 from engine.fs import OpenMode, resolve
 from engine.spark import jvmbuild, logfiles
+from engine.spark.logsource import LogReader
+from engine.spark.options import lower, read_schema
+from engine.spark.schemas import LOG_SCHEMA
 
 pytestmark = pytest.mark.skipif(jvmbuild.missing() is not None, reason=str(jvmbuild.missing()))
 JVM = "engine.spark.LogSource"
@@ -32,10 +36,22 @@ def plan(df: Any) -> str:
     return str(df._jdf.queryExecution().executedPlan().toString())
 
 
+def python_df(spark: Any, path: str, options: dict[str, str]) -> Any:
+    """A DataFrame of what the Python reference reader (engine.spark.logsource.LogReader) reads."""
+    opts = {"path": path, **options}
+    schema = read_schema(LOG_SCHEMA, lower(opts))
+    reader = LogReader(dict(opts), schema)
+    batches = [b for p in reader.partitions() for b in reader.read(p)]
+    if not batches:
+        return spark.createDataFrame([], schema)
+    return spark.createDataFrame(pa.Table.from_batches(batches), schema)
+
+
 def same(spark: Any, path: str, query: str, **options: str) -> list[Any]:
-    """The query's rows over the JVM source and over the Python source (sorted)."""
+    """The query's rows over the JVM source and over the Python reference reader's rows,
+    which Spark filters and aggregates itself (sorted)."""
     jvm = spark.read.format(JVM).options(**options).load(path)
-    py = spark.read.format("engine-log").options(**options).load(path)
+    py = python_df(spark, path, options)
     jvm.createOrReplaceTempView("jvm_log")
     py.createOrReplaceTempView("py_log")
     a = sorted(map(tuple, spark.sql(query.format(t="jvm_log")).collect()), key=repr)

@@ -44,14 +44,30 @@ def test_a_changed_source_rebuilds(tmp_path: object, monkeypatch: pytest.MonkeyP
     jvmbuild.build(jar=jar)
     monkeypatch.setattr(jvmbuild, "JAVA_RELEASE", "17")  # same release: same hash
     assert jvmbuild.built_hash(jar) == jvmbuild.source_hash()
-    monkeypatch.setattr(jvmbuild, "REGISTERED", ("engine.spark.LogSource",))
+    with zipfile.ZipFile(jar) as z:
+        assert z.read(jvmbuild.SERVICES).decode() == "engine.spark.LogSource\n"  # engine-log is the JVM's
+    monkeypatch.setattr(jvmbuild, "REGISTERED", ())
     assert jvmbuild.built_hash(jar) != jvmbuild.source_hash()
     jvmbuild.build(jar=jar)
     with zipfile.ZipFile(jar) as z:
-        assert z.read(jvmbuild.SERVICES).decode() == "engine.spark.LogSource\n"
+        assert jvmbuild.SERVICES not in z.namelist()
 
 
 @needs_jdk
 def test_the_session_carries_the_jar(spark: object) -> None:
     jars = spark.conf.get("spark.jars")  # type: ignore[attr-defined]
     assert jvmbuild.JAR in jars.split(",")
+
+
+def test_first_spark_use_without_a_jdk_fails_in_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
+    """engine-log is served by the connector only: without a jar and a JDK to build it,
+    building a session fails at once saying what to install (no silent Python fallback)."""
+    from engine.spark import session
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setattr(jvmbuild, "built_hash", lambda jar=jvmbuild.JAR: None)  # no jar built
+    assert "engine-log" in jvmbuild.REGISTERED_NAMES
+    with pytest.raises(jvmbuild.ConnectorUnavailable, match="JDK 17") as info:
+        session.connector_jar()
+    assert "\n" not in str(info.value)

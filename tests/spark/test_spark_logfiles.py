@@ -10,7 +10,7 @@ from engine.errors import ConfigError, CorruptFileError
 from engine.fs import OpenMode, make_dirs
 from engine.spark import logfiles
 from engine.spark.logplan import spans
-from engine.spark.logsource import LogPartition, LogReader, LogStreamReader, plan
+from engine.spark.logsource import LogPartition, LogReader, plan
 from engine.spark.schemas import LOG_SCHEMA
 from engine.spark.sink import ShardWriter, commit_job
 from stress.simfs import SimFS
@@ -109,9 +109,14 @@ def test_positions_index_and_time_ranges_are_exact(tmp_path: object) -> None:
 def test_time_pushdown_reads_log_n_index_entries(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
     _, shard = make(tmp_path, 5000)
     seg = logfiles.list_segments(shard)[0]
-    calls = []
+    calls: list[int] = []
     real = logfiles._entry_at
-    monkeypatch.setattr(logfiles, "_entry_at", lambda h, pos: calls.append(pos) or real(h, pos))
+
+    def counted(h: object, pos: int) -> object:
+        calls.append(pos)
+        return real(h, pos)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(logfiles, "_entry_at", counted)
     a, b = logfiles.positions_for(logfiles.resolve(None), seg, None, None, 1_000_000_000 + 1000 * 1234, None)
     assert (a, b) == (1234, 5000)
     assert len(calls) <= 14  # ~log2(5000)
@@ -162,63 +167,6 @@ def test_start_index_file_hides_truncated_records(tmp_path: object) -> None:
         h.write_at(0, b"42\n")
     r = LogReader({"path": shard}, LOG_SCHEMA)
     assert rows(r) == list(range(42, 100))
-
-
-def test_stream_data_loss_fails_unless_allowed(tmp_path: object) -> None:
-    """Records TTL expiry / truncation removed before a stream read them: an error
-    by default (failOnDataLoss, as in Spark's Kafka source), a warning when allowed."""
-    _, shard = make(tmp_path, 100, segment_bytes=500)
-    name = shard.rsplit("/", 1)[-1]
-    fs = logfiles.resolve(None)
-    with fs.open(shard + "/" + logfiles.START_FILE, OpenMode.CREATE) as h:
-        h.write_at(0, b"42\n")
-    start, end = {name: {"index": 0}}, {name: {"index": 100}}
-    with pytest.raises(ConfigError, match=r"records 0\.\.100 .* 42 lost .*failOnDataLoss=false"):
-        LogStreamReader({"path": shard}, LOG_SCHEMA).partitions(start, end)
-    lenient = LogStreamReader({"path": shard, "failOnDataLoss": "false"}, LOG_SCHEMA)
-    got = [i for p in lenient.partitions(start, end) for b in lenient.read(p) for i in b.column("index").to_pylist()]
-    assert got == list(range(42, 100))
-    with pytest.raises(ConfigError, match="below its first live index 42"):
-        LogStreamReader({"path": shard, "startingOffsets": f'{{"{name}": 10}}'}, LOG_SCHEMA)
-    s = LogStreamReader({"path": shard, "startingOffsets": f'{{"{name}": 60}}'}, LOG_SCHEMA)
-    assert s.initialOffset() == {name: {"index": 60}}
-
-
-def test_stream_max_bytes_per_trigger(tmp_path: object) -> None:
-    from pyspark.sql.streaming.datasource import ReadAllAvailable
-
-    ds, _ = make(tmp_path, 100, segment_bytes=600)
-    name = "job-j/x"
-    record = 16 + len(b"rec10")  # header + payload of records 10..99
-    s = LogStreamReader({"path": ds, "maxBytesPerTrigger": str(10 * record)}, LOG_SCHEMA)
-    end = s.latestOffset({name: {"index": 10}}, ReadAllAvailable())
-    assert end == {name: {"index": 20}}
-    tiny = LogStreamReader({"path": ds, "maxBytesPerTrigger": "1"}, LOG_SCHEMA)
-    assert tiny.latestOffset({name: {"index": 10}}, ReadAllAvailable()) == {name: {"index": 11}}  # always moves
-
-
-def test_stream_offsets_limits_and_available_now(tmp_path: object) -> None:
-    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
-
-    ds, _ = make(tmp_path, 100, segment_bytes=600)
-    name = "job-j/x"
-    s = LogStreamReader({"path": ds, "maxRecordsPerTrigger": "30"}, LOG_SCHEMA)
-    start = s.initialOffset()
-    assert start == {name: {"index": 0}}
-    assert s.getDefaultReadLimit() == ReadMaxRows(30)
-    end = s.latestOffset(start, ReadMaxRows(30))
-    assert end == {name: {"index": 30}}
-    parts = s.partitions(start, end)
-    got = [i for p in parts for b in s.read(p) for i in b.column("index").to_pylist()]
-    assert got == list(range(30))
-    assert s.latestOffset(end, ReadAllAvailable()) == {name: {"index": 100}}
-    s.prepareForTriggerAvailableNow()
-    write_more = ShardWriter(ds, "j2", "extra")  # more data appears in another log: not in the target
-    write_more.write(pa.array([b"x"]))
-    commit_job(ds, [write_more.finish()], overwrite=False)
-    after = s.latestOffset({name: {"index": 100}}, ReadAllAvailable())
-    assert after == {name: {"index": 100}, "job-j2/extra": {"index": 0}}
-    assert s.partitions(end, end) == []
 
 
 def test_partition_objects_pickle(tmp_path: object) -> None:

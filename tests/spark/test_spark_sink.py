@@ -1,4 +1,5 @@
-"""The sink's shard/commit/abort protocol: crash states, injected faults, modes (no Spark)."""
+"""The sink's shard/commit/abort protocol on the Python side (engine.spark.sink): crash states,
+injected faults, modes (no Spark).  The JVM sink's twin of it: test_spark_jvm_sink.py."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from engine.errors import ConfigError, EngineError, PoisonedError
 from engine.fs import FileSystem, make_dirs
 from engine.spark import logfiles
-from engine.spark.sink import JOB_PREFIX, ShardWriter, abort_job, cleanup, commit_job, verify_dataset, write_batch
+from engine.spark.sink import JOB_PREFIX, ShardWriter, abort_job, cleanup, commit_job, verify_dataset
 from stress.faults import FaultyFS
 from stress.simfs import SimFS
 
@@ -82,16 +83,13 @@ def test_abort_removes_the_job_and_failed_attempts_are_cleaned(tmp_path: object)
         abort_job(ds, "5")  # committed: abort refuses to delete it
 
 
-def test_times_must_not_go_backwards_and_columns_are_checked(tmp_path: object) -> None:
+def test_times_must_not_go_backwards(tmp_path: object) -> None:
     ds = str(tmp_path) + "/out"
     w = ShardWriter(ds, "1", "s")
     w.write(pa.array([b"a", b"b"]), np.array([5, 6]))
     with pytest.raises(ConfigError, match="backwards"):
         w.write(pa.array([b"c"]), np.array([4]))
-    with pytest.raises(ConfigError, match="'data' column"):
-        write_batch(w, pa.record_batch({"payload": pa.array([b"x"])}))
-    write_batch(w, pa.record_batch({"data": pa.array(["text"]), "time_ns": pa.array([7], pa.int64()),
-                                    "flags": pa.array([3], pa.int32()), "index": pa.array([0])}))
+    w.write(pa.array([b"text"]), np.array([7]), np.array([3]))
     c = w.finish()
     commit_job(ds, [c], overwrite=False)
     seg = logfiles.list_segments(ds + "/job-1/s")[0]
@@ -174,26 +172,6 @@ def test_fsync_failure_poisons_the_shard_writer() -> None:
         w.write(pa.array([b"b"]), np.array([2]))
     w.abort()
     assert not sim.exists("/db/out/job-1/s0")
-
-
-def test_stream_batches_are_published_once() -> None:
-    from engine.spark.sink import commit_stream_batch
-
-    sim = SimFS()
-    make_dirs(sim, "/db")
-    c0 = write_shard(sim, "/db/out", "s", "b0", "a", 3)
-    assert commit_stream_batch("/db/out", [c0], stream="q", batch_id=0, fs=sim)  # type: ignore[list-item]
-    c1 = write_shard(sim, "/db/out", "s", "b1", "b", 2)
-    assert commit_stream_batch("/db/out", [c1], stream="q", batch_id=1, fs=sim)  # type: ignore[list-item]
-    # Spark re-runs batch 1 after a failure: the re-run's shard is dropped, not published twice.
-    again = write_shard(sim, "/db/out", "s", "b1-rerun", "b", 2)
-    assert not commit_stream_batch("/db/out", [again], stream="q", batch_id=1, fs=sim)  # type: ignore[list-item]
-    assert dataset_content(sim, "/db/out") == {"job-s/b0": payloads("a", 3), "job-s/b1": payloads("b", 2)}
-    assert not sim.exists("/db/out/job-s/b1-rerun")
-    # a batch job appending to the same dataset keeps the stream's record
-    c2 = write_shard(sim, "/db/out", "j", "x", "c", 1)
-    commit_job("/db/out", [c2], overwrite=False, fs=sim)  # type: ignore[list-item]
-    assert not commit_stream_batch("/db/out", [], stream="q", batch_id=1, fs=sim)
 
 
 def test_shards_are_written_by_the_store_segment_writer(tmp_path: object) -> None:

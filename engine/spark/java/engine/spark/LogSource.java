@@ -13,6 +13,7 @@ import org.apache.spark.SparkContext;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.catalog.SupportsWrite;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.catalog.TableProvider;
@@ -30,6 +31,8 @@ import org.apache.spark.sql.connector.read.SupportsPushDownLimit;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
 import org.apache.spark.sql.connector.read.SupportsPushDownV2Filters;
 import org.apache.spark.sql.connector.read.SupportsReportStatistics;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.connector.expressions.filter.Predicate;
 import org.apache.spark.sql.sources.DataSourceRegister;
 import org.apache.spark.sql.types.DataTypes;
@@ -42,7 +45,8 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 /**
  * {@code engine-log} on the JVM: append logs as a DataSource V2 batch source with column
  * pruning, index/time range pushdown answered from the IDX files, COUNT/MIN/MAX from
- * metadata, LIMIT, statistics and columnar batches.  See docs/pipeline.md.
+ * metadata, LIMIT, statistics and columnar batches; and the engine-log sink, batch and streaming
+ * ({@link LogSink}).  See docs/pipeline.md.
  */
 public final class LogSource implements TableProvider, DataSourceRegister {
     @Override
@@ -84,11 +88,15 @@ public final class LogSource implements TableProvider, DataSourceRegister {
         return true;
     }
 
+    /**
+     * The table of a read or a write: Spark passes a read's schema (inferred or given with
+     * .schema(...)) and a write's input schema the same way, so what is checked depends on
+     * what is asked of the table: a scan checks the read options and schema
+     * ({@link LogTable#newScanBuilder}), a write its own ({@link LogSink}).
+     */
     @Override
     public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
-        LogOptions o = new LogOptions(properties);
-        StructType full = fullSchema(o.permissive());
-        return new LogTable(userSchema(full, schema, o.permissive()));
+        return new LogTable(schema, properties);
     }
 
     /** options.user_schema: a schema given with .schema(...) must be some of the source's columns. */
@@ -134,11 +142,20 @@ public final class LogSource implements TableProvider, DataSourceRegister {
         return given;
     }
 
-    static final class LogTable implements Table, SupportsRead {
-        private final StructType schema;
+    static final class LogTable implements Table, SupportsRead, SupportsWrite {
+        private final StructType given;
+        private final Map<String, String> properties;
+        private StructType schema;
 
-        LogTable(StructType schema) {
-            this.schema = schema;
+        LogTable(StructType given, Map<String, String> properties) {
+            this.given = given;
+            this.properties = properties;
+        }
+
+        /** The read schema: the given one once checked against the source's columns. */
+        private StructType readSchema() {
+            LogOptions o = new LogOptions(properties);
+            return userSchema(fullSchema(o.permissive()), given, o.permissive());
         }
 
         @Override
@@ -146,19 +163,33 @@ public final class LogSource implements TableProvider, DataSourceRegister {
             return LogOptions.SOURCE;
         }
 
+        /** A read's checked schema; a write's input schema when it is not one (checked by the sink). */
         @Override
         public StructType schema() {
+            if (schema == null) {
+                try {
+                    schema = readSchema();
+                } catch (ConfigException e) {
+                    return given;
+                }
+            }
             return schema;
         }
 
         @Override
         public Set<TableCapability> capabilities() {
-            return EnumSet.of(TableCapability.BATCH_READ, TableCapability.MICRO_BATCH_READ);
+            return EnumSet.of(TableCapability.BATCH_READ, TableCapability.MICRO_BATCH_READ,
+                TableCapability.BATCH_WRITE, TableCapability.TRUNCATE, TableCapability.STREAMING_WRITE);
         }
 
         @Override
         public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-            return new LogScanBuilder(schema, new LogOptions(options.asCaseSensitiveMap()));
+            return new LogScanBuilder(readSchema(), new LogOptions(options.asCaseSensitiveMap()));
+        }
+
+        @Override
+        public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+            return new LogSink.Builder(info);
         }
     }
 
