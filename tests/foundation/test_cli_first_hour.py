@@ -37,7 +37,8 @@ def files(root: Path) -> list[str]:
 
 
 def make_stores(root: Path) -> None:
-    """An append log, an event journal, a page store and a stream journal in ``root``."""
+    """An append log, an event journal, a page store, a stream journal, a key-value
+    store and a queue directory in ``root``."""
     with engine.AppendLog.open(root / "log") as log:
         log.append(b"x")
     with engine.EventJournal.open(root / "events") as journal:
@@ -46,6 +47,10 @@ def make_stores(root: Path) -> None:
         tx.allocate()
     with engine.StreamJournal.open(root / "s.jnl", size=1 << 16) as sj:
         sj.open_stream("a").close()
+    with engine.KV.open(root / "k.kv") as kv:
+        kv[b"a"] = b"1"
+    with engine.Queue.open(root / "q", "jobs") as q:
+        q.put(b"x")
 
 
 # -- argument errors: exit 2, one line -----------------------------------------------------------------
@@ -91,6 +96,12 @@ MISSING = [
     ("log", "stats", "nosuch"),
     ("streams", "stats", "nosuch"),
     ("streams", "dump", "nosuch"),
+    ("kv", "get", "nosuch", "a"),
+    ("kv", "stats", "nosuch"),
+    ("kv", "scan", "nosuch"),
+    ("queue", "stats", "nosuch", "jobs"),
+    ("queue", "get", "nosuch", "jobs"),
+    ("queue", "dump", "nosuch", "jobs"),
     ("inspect", "nosuch"),
     ("verify", "nosuch"),
 ]
@@ -161,7 +172,11 @@ def test_permission_denied_is_called_so(tmp_path: Path, monkeypatch: pytest.Monk
         locked.chmod(0)
     try:
         for args in (("log", "tail", "locked/log"), ("events", "replay", "locked/events", "a"),
-                     ("pages", "stats", "locked/p.db"), ("streams", "stats", "locked/s.jnl")):
+                     ("pages", "stats", "locked/p.db"), ("streams", "stats", "locked/s.jnl"),
+                     ("kv", "get", "locked/k.kv", "a"), ("kv", "stats", "locked/k.kv"),
+                     ("queue", "stats", "locked/q", "jobs"), ("queue", "get", "locked/q", "jobs"),
+                     # inspect and verify asked exists(), which says False here too: "no such file"
+                     ("inspect", "locked/p.db"), ("verify", "locked/log"), ("inspect", "locked/q")):
             assert main(list(args)) == 1, args
             err = capsys.readouterr().err
             assert "permission denied" in err and "locked/" in err, err
@@ -210,7 +225,9 @@ def test_read_only_commands_create_no_file(tmp_path: Path) -> None:
     for args in (("log", "tail", "log"), ("log", "stats", "log"), ("events", "replay", "events", "a"),
                  ("events", "stats", "events"), ("pages", "stats", "p.db"), ("pages", "dump", "p.db"),
                  ("streams", "stats", "s.jnl"), ("streams", "list", "s.jnl"), ("inspect", "log", "events", "p.db"),
-                 ("verify", "log", "events", "p.db", "s.jnl")):
+                 ("verify", "log", "events", "p.db", "s.jnl"), ("kv", "get", "k.kv", "a"), ("kv", "scan", "k.kv"),
+                 ("kv", "stats", "k.kv"), ("queue", "stats", "q", "jobs"), ("queue", "dump", "q", "jobs"),
+                 ("queue", "readers", "q", "jobs"), ("inspect", "k.kv", "q"), ("verify", "k.kv", "q")):
         done = run(*args, cwd=tmp_path)
         assert done.returncode == 0, done
     assert files(tmp_path) == before
