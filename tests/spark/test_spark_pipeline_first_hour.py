@@ -78,8 +78,8 @@ def test_pipeline_over_kv_unreadable_dirs_and_instants(spark: Any, tmp_path: Pat
 def test_summary_tables_say_utc_and_errors_go_to_stderr_without_markup() -> None:
     import datetime as dt
 
-    row = {c: None for c in ("kind", "name", "records", "bytes", "first_time", "last_time", "span_seconds",
-                             "per_minute")}
+    row: dict[str, Any] = dict.fromkeys(("kind", "name", "records", "bytes", "first_time", "last_time",
+                                         "span_seconds", "per_minute"))
     row.update(kind="log", name="clicks", records=3, bytes=9, span_seconds=0.0,
                first_time=dt.datetime(2026, 11, 24, 1, 0, 5, tzinfo=dt.UTC),
                last_time=dt.datetime(2026, 11, 24, 1, 0, 5, tzinfo=dt.UTC))
