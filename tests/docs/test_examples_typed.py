@@ -67,12 +67,12 @@ def test_docs_examples_are_mypy_strict_clean(tmp_path: Path) -> None:
         found = _ERROR.match(line)
         if found is None:
             continue
-        doc = names[found["file"]]
-        known = [key for key in KNOWN_ELSEWHERE if key[0] == doc and key[1] in found["text"]]
+        doc_name = names[found["file"]]
+        known = [key for key in KNOWN_ELSEWHERE if key[0] == doc_name and key[1] in found["text"]]
         if known:
             matched.update(known)
             continue
-        errors.append(f"{doc}:{found['line']}: {found['text']}")
+        errors.append(f"{doc_name}:{found['line']}: {found['text']}")
     assert not errors, "mypy --strict on the docs' examples:\n" + "\n".join(errors)
     stale = sorted(set(KNOWN_ELSEWHERE) - matched)
     assert not stale, f"fixed: remove from KNOWN_ELSEWHERE: {stale}"
