@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import importlib.util
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -63,6 +64,9 @@ def make_stores(root: Path) -> None:
     ("events", "replay", "D", "x", "--max", "-1"),
     ("demo", "D", "--scale", "-5"),
     ("log", "tail", "D", "-n", "0"),
+    # past the 64-bit nanoseconds the stores keep: an OverflowError traceback
+    ("queue", "put", "D", "q", "x", "--expire-at", "99999999999999999999"),
+    ("queue", "put", "D", "q", "x", "--expire-at", "9999-12-31"),
     ("streams", "serve"),
     ("pages", "stats"),
 ])
@@ -193,6 +197,34 @@ def test_streams_serve_with_a_size_too_small_leaves_no_lock(tmp_path: Path) -> N
     assert done.returncode == 2
     assert "at least 4 pages" in done.stderr
     assert files(tmp_path) == []
+
+
+@pytest.mark.parametrize("size", ["99999999999999999999", "free+10G"])
+def test_streams_serve_with_a_size_larger_than_the_disk_writes_nothing(tmp_path: Path, size: str) -> None:
+    """A new journal is preallocated with zeros: a size the disk cannot hold
+    wrote until it was full (gigabytes in seconds) and left ``s.jnl.creating``."""
+    if size.startswith("free+"):
+        free = os.statvfs(tmp_path)
+        size = str(free.f_bavail * free.f_frsize + (10 << 30))
+    # Were the check lost, the file-size limit stops the preallocation at 64 MiB
+    # (SIGXFSZ) instead of letting it fill the machine's disk.
+    done = subprocess.run([sys.executable, "-m", "engine", "streams", "serve", "sock", "s.jnl", "--size", size],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 20, 64 << 20)))
+    assert done.returncode == 2, done
+    assert len(done.stderr.splitlines()) == 1
+    assert "at most" in done.stderr or "does not fit" in done.stderr, done.stderr
+    assert files(tmp_path) == []
+
+
+def test_kv_put_into_a_foreign_file_or_a_directory_creates_nothing(tmp_path: Path) -> None:
+    (tmp_path / "garbage.bin").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "adir").mkdir()
+    done = run("kv", "put", "garbage.bin", "a", "b", cwd=tmp_path)
+    assert done.returncode == 2 and "garbage.bin" in done.stderr and len(done.stderr.splitlines()) == 1, done
+    done = run("kv", "put", "adir", "a", "b", cwd=tmp_path)
+    assert done.returncode == 1 and "adir: is a directory" in done.stderr, done
+    assert files(tmp_path) == ["adir", "garbage.bin"]
 
 
 def test_streams_serve_refused_by_a_live_socket_creates_no_journal(tmp_path: Path) -> None:
