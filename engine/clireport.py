@@ -212,7 +212,10 @@ def parse_duration_ns(text: str, option: str = "DURATION") -> int:
             "500ms, 90s, 15m, 1h, 7d)"
         )
     number, unit = match.groups()
-    return _scaled(number, _UNITS_NS[unit or "s"])
+    ns = _scaled(number, _UNITS_NS[unit or "s"])
+    if ns >= 1 << 63:  # (as for instants: 64-bit nanoseconds, about 292 years)
+        raise argparse.ArgumentTypeError(f"{option}: {text!r} is out of range (at most about 292 years)")
+    return ns
 
 
 def _scaled(number: str, factor: int) -> int:

@@ -67,6 +67,12 @@ def make_stores(root: Path) -> None:
     # past the 64-bit nanoseconds the stores keep: an OverflowError traceback
     ("queue", "put", "D", "q", "x", "--expire-at", "99999999999999999999"),
     ("queue", "put", "D", "q", "x", "--expire-at", "9999-12-31"),
+    ("queue", "put", "D", "q", "x", "--expire-in", "99999999999999999999"),  # a struct.error traceback
+    ("top", "D", "--once", "--interval", "99999999999999999999"),  # an OverflowError traceback
+    # a width or a sequence number below 0: all but the last byte shown, an empty replay
+    ("log", "tail", "D", "--width", "-1"),
+    ("events", "replay", "D", "x", "--to", "-1"),
+    ("streams", "serve", "sock", "s.jnl", "--size", "1M", "--page-size", "-1"),
     ("streams", "serve"),
     ("pages", "stats"),
 ])
