@@ -223,6 +223,28 @@ def test_streams_serve_with_a_size_larger_than_the_disk_writes_nothing(tmp_path:
     assert files(tmp_path) == []
 
 
+@pytest.mark.parametrize("args", [
+    ("metrics", ".", "--port", "0", "--host", "{host}"),
+    ("dashboard", ".", "--port", "0", "--host", "{host}"),
+    ("streams", "serve", "sock", "s.jnl", "--size", "1M", "--metrics-port", "0", "--metrics-host", "{host}"),
+    ("queue", "serve", "q", "--port", "0", "--host", "{host}"),
+    ("queue", "serve", "q", "--port", "0", "--metrics-port", "0", "--metrics-host", "{host}"),
+], ids=lambda a: " ".join(a[:2]))
+@pytest.mark.parametrize("host, words", [
+    ("no-such-host.invalid", "host 'no-such-host.invalid': "),
+    ("192.0.2.1", "host '192.0.2.1' is not an address of this machine"),  # TEST-NET-1: nobody's
+])
+def test_a_bad_host_is_named_and_nothing_is_created(tmp_path: Path, args: tuple[str, ...], host: str,
+                                                     words: str) -> None:
+    """``engine metrics``/``dashboard --host`` said "name or service not known"
+    (which host?), exit 1; ``streams serve --metrics-host`` said the same after
+    creating its journal and lock file."""
+    done = run(*(a.format(host=host) for a in args), cwd=tmp_path)
+    assert done.returncode == 2, done
+    assert words in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
+    assert files(tmp_path) == []
+
+
 def test_kv_put_into_a_foreign_file_or_a_directory_creates_nothing(tmp_path: Path) -> None:
     (tmp_path / "garbage.bin").write_bytes(bytes(range(256)) * 4)
     (tmp_path / "adir").mkdir()
