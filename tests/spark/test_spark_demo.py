@@ -143,6 +143,8 @@ def test_spark_phase_spinner_follows_the_steps(monkeypatch: pytest.MonkeyPatch) 
     console = Console(record=True, force_terminal=False, width=100)
     assert demo.run_spark_phase(object(), "/r", "/o", console) == "done"
     assert seen == ["reading 2 append logs", "writing summary.parquet"]
+    # Not a terminal (piped): no spinner, and none of the blank lines it left above the tables.
+    assert console.export_text() == ""
 
 
 def test_pipeline_quiet_and_json_send_progress_away_from_stdout(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
