@@ -156,20 +156,24 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help shows the usage)\n")
 
 
-def count_type(option: str) -> Callable[[str], int]:
-    """An argparse ``type`` for a COUNT: a whole number, 1 or more; the error
-    names ``option`` and what was typed."""
+def count_type(option: str, minimum: int = 1) -> Callable[[str], int]:
+    """An argparse ``type`` for a COUNT: a whole number, ``minimum`` (1) or more;
+    the error names ``option`` and what was typed."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {minimum} or more, got {value}")
         return value
 
     return parse
+
+
+#: Placeholders of whole-number options and the least value each takes.
+_AT_LEAST = {"COUNT": 1, "BYTES": 0, "SEQ": 0}
 
 
 def _walk(parser: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, argparse.ArgumentParser]]:
@@ -184,18 +188,20 @@ def _walk(parser: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, arg
 def _settle_commands(parser: argparse.ArgumentParser) -> None:
     """The rules every sub-command shares, applied once over the whole parser:
     each command knows its full name (``args.command``: ``"streams serve"``, for
-    its messages), and every option whose placeholder is ``COUNT`` takes a whole
+    its messages), every option whose placeholder is ``COUNT`` takes a whole
     number, 1 or more (``--count 0``, ``--limit -1``, ``--scale -5`` are
-    argument errors, exit 2)."""
+    argument errors, exit 2), and one whose placeholder is ``BYTES`` or ``SEQ``
+    (a width, a page size, a sequence number) 0 or more (``--width -1`` showed
+    all but the last byte, ``--to -1`` an empty replay)."""
     for path, sub in _walk(parser, ""):
         if not path:
             continue
         if not any(isinstance(a, argparse._SubParsersAction) for a in sub._actions):
             sub.set_defaults(command=path)
         for action in sub._actions:  # (argparse has no public list of a parser's actions)
-            if action.metavar == "COUNT" and action.type is int:
+            if action.metavar in _AT_LEAST and action.type is int:
                 name = action.option_strings[-1] if action.option_strings else action.metavar
-                action.type = count_type(name)
+                action.type = count_type(name, _AT_LEAST[action.metavar])
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -178,7 +178,7 @@ def parse_instant_ns(text: str, option: str = "TIME") -> int:
                 f"{option}: {text!r} is not a time (a date like 2026-11-24T01:00, seconds since the epoch, "
                 "or a count with ns/us/ms/s)"
             )
-        return _scaled(number, _UNITS_NS[unit])
+        return _in_range(_scaled(number, _UNITS_NS[unit]), text, option)
     try:
         stamp = _dt.datetime.fromisoformat(raw)
     except ValueError:
@@ -189,7 +189,16 @@ def parse_instant_ns(text: str, option: str = "TIME") -> int:
     if stamp.tzinfo is None:
         stamp = stamp.replace(tzinfo=_dt.UTC)
     delta = stamp - _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
-    return (delta.days * 86400 + delta.seconds) * NS_PER_S + delta.microseconds * 1000
+    return _in_range((delta.days * 86400 + delta.seconds) * NS_PER_S + delta.microseconds * 1000, text, option)
+
+
+def _in_range(ns: int, text: str, option: str) -> int:
+    """``ns`` if a store can keep it: instants are 64-bit nanoseconds (1677 to
+    2262); further out is a typo, not a time (it ended in an OverflowError
+    traceback)."""
+    if not -(1 << 63) <= ns < 1 << 63:
+        raise argparse.ArgumentTypeError(f"{option}: {text!r} is out of range (a time from 1677 to 2262)")
+    return ns
 
 
 def parse_duration_ns(text: str, option: str = "DURATION") -> int:
@@ -203,7 +212,10 @@ def parse_duration_ns(text: str, option: str = "DURATION") -> int:
             "500ms, 90s, 15m, 1h, 7d)"
         )
     number, unit = match.groups()
-    return _scaled(number, _UNITS_NS[unit or "s"])
+    ns = _scaled(number, _UNITS_NS[unit or "s"])
+    if ns >= 1 << 63:  # (as for instants: 64-bit nanoseconds, about 292 years)
+        raise argparse.ArgumentTypeError(f"{option}: {text!r} is out of range (at most about 292 years)")
+    return ns
 
 
 def _scaled(number: str, factor: int) -> int:

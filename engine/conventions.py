@@ -26,17 +26,20 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import errno
 import json
 import math
 import operator
 import os
 import pickle
+import socket
 import sys
 import threading
 import types
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -322,6 +325,25 @@ def warn_resource(message: str, opened_at: Site | None) -> None:
     warnings.warn_explicit(message, ResourceWarning, filename, lineno, module=module)
 
 
+# -- listening sockets -----------------------------------------------------------------
+
+
+@contextmanager
+def naming_the_host(host: str, what: str = "host") -> Iterator[None]:
+    """Bind a listening socket to ``host`` inside this block: a name that does not
+    resolve, or an address that is not this machine's, is a ConfigError naming
+    ``host`` (the OS says "name or service not known" or "cannot assign requested
+    address", without saying which host); any other OSError as it is."""
+    try:
+        yield
+    except socket.gaierror as exc:  # (an OSError: first)
+        raise ConfigError(f"{what} {host!r}: {exc.strerror}") from None
+    except OSError as exc:
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise ConfigError(f"{what} {host!r} is not an address of this machine") from None
+        raise
+
+
 __all__ = [
     "SERIALIZERS",
     "Serializer",
@@ -332,6 +354,7 @@ __all__ = [
     "instant_ms",
     "instant_ns",
     "instant_seconds",
+    "naming_the_host",
     "require_byte_counts",
     "require_bytes",
     "serializer",

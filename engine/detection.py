@@ -46,9 +46,15 @@ def handlers() -> list[FormatHandler]:
 
 
 def detect(path: str, fs: FileSystem | None = None) -> FormatHandler:
-    """The handler that recognises ``path``; raises UnknownFormatError otherwise."""
+    """The handler that recognises ``path``; raises UnknownFormatError otherwise
+    (OSError when ``path`` cannot be looked at, e.g. permission denied)."""
     fs = resolve(fs)
     if not fs.exists(path):
+        # exists() says False for a path behind a directory we may not search as
+        # well: that is "permission denied" (the OS's error), not "no such file".
+        denied = fs.lookup_error(path)
+        if denied is not None:
+            raise denied
         raise UnknownFormatError(f"{path}: no such file or directory")
     is_dir = fs.isdir(path)
     head = b""

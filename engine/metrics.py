@@ -64,6 +64,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from engine.conventions import naming_the_host
 from engine.fs import FileSystem, as_path, resolve, timing
 from engine.stores import KINDS, discover, disk_usage
 
@@ -387,7 +388,8 @@ class MetricsServer:
     """``/metrics`` over HTTP for ``registry`` (:func:`serve_metrics`); :meth:`stop` ends it."""
 
     def __init__(self, registry: CollectorRegistry, port: int, host: str) -> None:
-        self._httpd, self._thread = start_http_server(port, addr=host, registry=registry)
+        with naming_the_host(host):
+            self._httpd, self._thread = start_http_server(port, addr=host, registry=registry)
         self.host = host
         self.port: int = self._httpd.server_port
 

@@ -503,3 +503,10 @@ class FileSystem(ABC):
         directory), at least the OS page size.  The stream journal sizes its pages
         by it, as journald does.  Simulated file systems answer 4096."""
         return 4096
+
+    def free_bytes(self, path: str) -> int | None:
+        """Bytes an unprivileged writer may still add to the file system holding
+        ``path`` (a directory), or None when unknown (simulated file systems).
+        A store that preallocates its file asks before writing a byte, so a size
+        larger than the disk is refused instead of filling it."""
+        return None

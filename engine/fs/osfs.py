@@ -317,3 +317,9 @@ class OsFileSystem(FileSystem):
     def block_size(self, path: str) -> int:
         page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
         return max(page, os.stat(path or ".").st_blksize)
+
+    def free_bytes(self, path: str) -> int | None:
+        if not hasattr(os, "statvfs"):
+            return None
+        found = os.statvfs(path or ".")
+        return found.f_bavail * found.f_frsize

@@ -36,6 +36,8 @@ class Backend(Protocol):
 
     def tree_delete(self, name: bytes, key: bytes) -> bool: ...
 
+    def tree_clear(self, name: bytes) -> None: ...
+
 
 def as_bytes(value: object, what: str, *, serializers: bool = False) -> bytes:
     """``value`` as ``bytes`` (bytes, bytearray and memoryview accepted); a
@@ -262,9 +264,10 @@ class TreeAPI(MutableMapping[Any, Any]):
         raise KeyError("popitem(): the tree is empty")
 
     def clear(self) -> None:
-        """Remove every key of this tree."""
-        for raw in [k for k, _ in self._backend.tree_items(self._name, None, None, False)]:
-            self._backend.tree_delete(self._name, raw)
+        """Remove every key of this tree, in one transaction (one commit, not one
+        per key as the mapping mixin's clear would) when called on the store or
+        one of its trees."""
+        self._backend.tree_clear(self._name)
 
     def setdefault(self, key: Any, default: Any = None) -> Any:
         """``self[key]`` if present, else store ``default`` and return it."""

@@ -252,6 +252,9 @@ class KVReader(TreeAPI):
     def tree_delete(self, name: bytes, key: bytes) -> NoReturn:
         raise ConfigError(f"{self.path}: opened read-only")
 
+    def tree_clear(self, name: bytes) -> NoReturn:
+        raise ConfigError(f"{self.path}: opened read-only")
+
     def transaction(self) -> NoReturn:
         raise ConfigError(f"{self.path}: opened read-only")
 

@@ -248,6 +248,10 @@ class KVTransaction(TreeAPI):
         info = self._trees.get(name)
         return info is not None and trees.delete(self, info, key)
 
+    def tree_clear(self, name: bytes) -> None:
+        for key in [k for k, _ in self.tree_items(name, None, None, False)]:
+            self.tree_delete(name, key)
+
     # -- the tree.Writer protocol --------------------------------------------------------------
     def node(self, page: int) -> Node:
         found = self._dirty.get(page)
@@ -521,12 +525,6 @@ class KV(TreeAPI):
         with self.transaction() as tx:
             tx.update(other, **kwargs)
 
-    def clear(self) -> None:
-        """Remove every key of the default tree in one transaction (one commit,
-        not one per key)."""
-        with self.transaction() as tx:
-            tx.clear()
-
     # -- what a transaction needs of its store ----------------------------------------------------
     def begin_changes(self) -> tuple[Transaction, int, dict[bytes, TreeInfo]]:
         """For :class:`KVTransaction`: take the writer's lock (held until
@@ -632,6 +630,12 @@ class KV(TreeAPI):
     def tree_delete(self, name: bytes, key: bytes) -> bool:
         with self.transaction() as tx:
             return tx.tree_delete(name, key)
+
+    def tree_clear(self, name: bytes) -> None:
+        """Every key of tree ``name`` removed in one transaction (``kv.clear()``,
+        ``kv.tree(name).clear()``): one commit, not one per key."""
+        with self.transaction() as tx:
+            tx.tree_clear(name)
 
     # -- snapshots, maintenance ---------------------------------------------------------------------
     @contextmanager

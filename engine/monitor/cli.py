@@ -88,7 +88,8 @@ def _cmd_top(args: argparse.Namespace) -> int:
             print_json(view)
         else:
             terminal_console().print(render(view))
-        return 0
+        # For scripts: a store or directory it could not read is not success.
+        return 1 if view["errors"] or any(s["error"] for s in view["stores"]) else 0
     if args.json:
         raise ConfigError("--json needs --once (the live view is for people)")
     try:

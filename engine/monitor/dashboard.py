@@ -20,6 +20,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from engine.conventions import naming_the_host
 from engine.metrics import LOOPBACK
 from engine.monitor.track import Tracker
 
@@ -92,7 +93,8 @@ class DashboardServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, tracker: Tracker, port: int, host: str = LOOPBACK, interval: float = 2.0) -> None:
-        super().__init__((host, port), _Handler)
+        with naming_the_host(host):
+            super().__init__((host, port), _Handler)
         self.tracker = tracker
         self.interval = interval
         self.page = PAGE.replace("INTERVAL_MS", str(int(interval * 1000))).encode()

@@ -205,7 +205,7 @@ class Transaction:
             self._touch_whole(page)  # redo zero-fills an appended page: write all of it
         return page
 
-    def write(self, page: int, offset: int, data: bytes) -> None:
+    def write(self, page: int, offset: int, data: bytes | bytearray | memoryview) -> None:
         """Write ``data`` at ``offset`` of a live page (must stay inside the page)."""
         buf = self.pages.get(page)
         if buf is None:

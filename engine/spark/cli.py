@@ -35,7 +35,11 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
     # Absolute on the driver: executors elsewhere resolve paths from their own directory.
     data_dir, out_dir = os.path.abspath(args.data_dir), os.path.abspath(args.out)
     # With --json, standard output carries only the JSON document: progress goes to stderr.
-    progress = Console(quiet=True) if args.quiet else err_console if args.json else console
+    # The progress is a spinner: only a terminal shows it (piped, it left blank lines
+    # above the tables).
+    progress = err_console if args.json else console
+    if args.quiet or not progress.is_terminal:
+        progress = Console(quiet=True)
     if not os.path.isdir(data_dir):
         raise no_such(resolve(None), data_dir, "data directory") if not os.path.exists(data_dir) else \
             NotADirectoryError(errno.ENOTDIR, "not a directory", data_dir)

@@ -427,8 +427,10 @@ def run_spark_phase(spark: Any, root: str, out: str, console: Console, *, chart:
 
 
 def _spark_progress(console: Console) -> Progress:
+    """A spinner saying what Spark does, on a terminal only: elsewhere (a pipe, a
+    file) a transient display leaves a blank line where it was."""
     return Progress(SpinnerColumn(), TextColumn("[bold]{task.description:<40}"), TimeElapsedColumn(),
-                    console=console, transient=True)
+                    console=console if console.is_terminal else Console(quiet=True), transient=True)
 
 
 def run_demo(root: str, out: str | None, master: str | None, scale: int, console: Console, *,

@@ -9,7 +9,8 @@ on Spark, and writes:
 * ``OUT_DIR/summary.png`` — a chart per kind of store;
 * a table per kind on the terminal.
 
-Per append log: records, payload bytes, time span and records per minute.  Per
+Per append log: records, payload bytes, time span and records per minute (none
+for a span under :data:`MIN_RATE_SPAN_SECONDS`).  Per
 queue and reader: backlog and oldest item.  Per stream journal: complete /
 aborted / open streams.  Per event journal: persistence ids and events.  Per page
 store: pages and free pages.
@@ -88,6 +89,20 @@ def _union(frames: Sequence[DataFrame]) -> DataFrame | None:
     return out
 
 
+#: The shortest span a rate is given for: records written within a second of
+#: each other (a batch, a test, one instant) have no meaningful per-minute rate
+#: (10 records 4 ms apart would be "148,000 a minute").
+MIN_RATE_SPAN_SECONDS = 1.0
+
+
+def per_minute(records: int, span_seconds: float) -> float | None:
+    """Records per minute over ``span_seconds``; None for a span shorter than
+    :data:`MIN_RATE_SPAN_SECONDS` (no rate rather than an absurd one)."""
+    if span_seconds < MIN_RATE_SPAN_SECONDS:
+        return None
+    return records / (span_seconds / 60.0)
+
+
 def summarize_logs(spark: SparkSession, root: str, paths: list[str]) -> list[dict[str, Any]]:
     from pyspark.sql import functions as F
 
@@ -106,7 +121,7 @@ def summarize_logs(spark: SparkSession, root: str, paths: list[str]) -> list[dic
     rows = []
     for r in (all_.collect() if all_ is not None else []):
         span = (r["t1"] - r["t0"]) / 1e9 if r["records"] else 0.0
-        per_min = r["records"] / (span / 60.0) if span > 0 else None  # no rate without a span
+        per_min = per_minute(r["records"], span)
         rows.append(_row("log", r["name"], records=r["records"], bytes=r["bytes"],
                          first_time=r["first_time"], last_time=r["last_time"],
                          span_seconds=span, per_minute=per_min))
@@ -309,8 +324,10 @@ def run_pipeline(spark: SparkSession, data_dir: str | os.PathLike[str], out_dir:
     found = discover(data_dir)
     sources = set(available_sources())
     summary = Summary(found=found)
-    for problem in found.errors:  # an unreadable corner: said, and the rest still summarised
-        log.warning("%s", problem)
+    # An unreadable corner: said (once, in summary.errors: the command line prints
+    # them; a warning here too printed each twice), and the rest still summarised.
+    for problem in found.errors:
+        log.info("%s", problem)
         summary.errors.append(_rel(data_dir, problem) if problem.startswith(data_dir) else problem)
     plan = [
         ("engine-log", found.logs, summarize_logs, "append log"),
@@ -337,7 +354,7 @@ def run_pipeline(spark: SparkSession, data_dir: str | os.PathLike[str], out_dir:
                     summary.rows.extend(fn(spark, data_dir, [path]))
                 except Exception as exc:
                     problem = first_line(exc)
-                    log.warning("%s: %s", path, problem)
+                    log.info("%s: %s", path, problem)
                     summary.errors.append(f"{_rel(data_dir, path)}: {problem}")
     _add_disk_bytes(summary, data_dir, found)
     make_dirs(resolve(None), out_dir)

@@ -82,13 +82,24 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         err_console.print(f"engine streams serve: {args.file}: no such journal; give --size BYTES to create it")
         return 2
     check_socket_free(args.socket)  # a live server there: refuse before creating the journal
-    journal = StreamJournal.open(
-        args.file,
-        size=args.size,
-        reset=args.reset,
-        page_size=args.page_size,
-        sync_delay=args.delay_ms / 1000.0,
-    )
+    metrics = live = None
+    if args.metrics_port is not None:  # a bad --metrics-host too: refused before any file is made
+        from engine.metrics import LiveCollector, serve_metrics
+
+        live = LiveCollector()
+        metrics = serve_metrics(live, port=args.metrics_port, host=args.metrics_host)
+    try:
+        journal = StreamJournal.open(
+            args.file,
+            size=args.size,
+            reset=args.reset,
+            page_size=args.page_size,
+            sync_delay=args.delay_ms / 1000.0,
+        )
+    except BaseException:
+        if metrics is not None:
+            metrics.stop()
+        raise
     if journal.recovery.repaired:
         err_console.print(f"engine streams serve: recovered: {journal.recovery.summary()}")
     try:
@@ -101,21 +112,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         )
     except BaseException:
         journal.close()  # another server holds the socket, say: leave its socket alone
+        if metrics is not None:
+            metrics.stop()
         raise
 
-    metrics = None
-    if args.metrics_port is not None:
-        from engine.metrics import LiveCollector, serve_metrics
-
-        live = LiveCollector()
+    if live is not None and metrics is not None:
         live.watch_server(args.socket, server)
         live.watch_store(args.file, journal)
-        try:
-            metrics = serve_metrics(live, port=args.metrics_port, host=args.metrics_host)
-        except BaseException:
-            server.stop()
-            journal.close()
-            raise
         err_console.print(f"engine streams serve: metrics at {metrics.url}")
 
     def _stop(signum: int, frame: FrameType | None) -> None:

@@ -49,7 +49,7 @@ from engine.fs import FileSystem, GroupCommit, RecoveryReport, SyncPolicy, as_pa
 from engine.fs.core import StoreCore
 from engine.lifetime import ClosedWhenDropped, weak_call
 from engine.streams import codec
-from engine.streams.opening import CREATING_SUFFIX, Start, check_geometry, default_page_size, open_ring
+from engine.streams.opening import CREATING_SUFFIX, Start, check_geometry, default_page_size, free_for, open_ring
 from engine.streams.reader import StreamReader
 from engine.streams.ring import Echo, RingFile
 from engine.streams.stream import Lane, Parts, Stream, stream_ident
@@ -228,7 +228,8 @@ class StreamJournal(ClosedWhenDropped):
         if not fs.exists(path):  # (checked again under the lock); bad arguments fail before it is created
             if not create:
                 raise no_such(fs, path, "stream journal")
-            check_geometry(page_size or default_page_size(fs, path), size, path)
+            check_geometry(page_size or default_page_size(fs, path), size, path,
+                           free=free_for(fs, path, preallocate))
         core = StoreCore(fs, path, "stream journal", policy=policy)
         with core.opening():
             core.lock(path + LOCK_SUFFIX, wait=lock_wait)

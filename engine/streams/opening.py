@@ -28,6 +28,8 @@ log = logging.getLogger("engine.streams")
 PREALLOC_CHUNK = 1 << 20
 #: Suffix of the temporary file a new journal is built in before its rename.
 CREATING_SUFFIX = ".creating"
+#: The largest journal: its offsets are signed 64-bit file offsets.
+MAX_SIZE = (1 << 63) - 1
 
 
 @dataclass(frozen=True)
@@ -46,15 +48,30 @@ class Start:
     orphans: tuple[Lane, ...] = ()
 
 
-def check_geometry(page: int, size: int | None, path: str = "") -> int:
-    """``size`` if a journal of ``page``-byte pages fits in it; else ConfigError."""
+def check_geometry(page: int, size: int | None, path: str = "", *, free: int | None = None) -> int:
+    """``size`` if a journal of ``page``-byte pages fits in it (and, for a new
+    preallocated journal, in the ``free`` bytes of its file system); else
+    ConfigError."""
     if size is None:
         raise ConfigError(f"{path}: a new journal needs size= (bytes)")
     if page < codec.MIN_PAGE_SIZE:
         raise ConfigError(f"page size must be at least {codec.MIN_PAGE_SIZE}, not {page}")
     if size // page < codec.MIN_PAGES:
         raise ConfigError(f"a journal needs at least {codec.MIN_PAGES} pages of {page} bytes, not {size} bytes")
+    # Refused before a byte is written: preallocating zeros up to a size the disk
+    # cannot hold (a typo, --size 99999999999999999999) filled it first.
+    if size > MAX_SIZE:
+        raise ConfigError(f"a journal is at most {MAX_SIZE} bytes (file offsets are signed 64-bit), not {size}")
+    if free is not None and size > free:
+        raise ConfigError(f"{path}: a journal of {size} bytes does not fit: {free} bytes are free on its "
+                          "file system (a new journal is preallocated whole)")
     return size
+
+
+def free_for(fs: FileSystem, path: str, preallocate: bool) -> int | None:
+    """What a new journal at ``path`` may take (None: no limit known, or not
+    preallocated: a sparse file takes its blocks as it is written)."""
+    return fs.free_bytes(parent_dir(path)) if preallocate else None
 
 
 def default_page_size(fs: FileSystem, path: str) -> int:
@@ -83,7 +100,7 @@ def open_ring(
         raise FileNotFoundError(path)
     if not exists:
         page = page_size or default_page_size(fs, path)
-        size = check_geometry(page, size, path)
+        size = check_geometry(page, size, path, free=None if blank else free_for(fs, path, preallocate))
         size -= size % page
         ring = RingFile(core.keep(_create(fs, path, page, size, preallocate, reuse=blank)), path, page, size)
         if blank:
@@ -135,7 +152,11 @@ def _create(fs: FileSystem, path: str, page: int, size: int, preallocate: bool, 
             handle.close()
             raise
     else:
-        handle = create_file(fs, path, first)
+        try:
+            handle = create_file(fs, path, first)
+        except BaseException:
+            _discard(fs, path)
+            raise
     try:
         if preallocate:
             # Real zeros rather than a hole: later fdatasyncs then need no
@@ -162,8 +183,21 @@ def _create(fs: FileSystem, path: str, page: int, size: int, preallocate: bool, 
             crashpoint("streams.create.after-dir-fsync")
     except BaseException:
         handle.close()
+        if not reuse and handle.path == path:  # not renamed yet
+            _discard(fs, path)
         raise
     return handle
+
+
+def _discard(fs: FileSystem, path: str) -> None:
+    """Remove the temporary file of a creation that failed (a full disk, Ctrl-C):
+    a failed open leaves nothing behind.  If even that fails, the next creation
+    removes it, as after a crash."""
+    try:
+        if fs.exists(path):
+            fs.unlink(path)
+    except OSError:
+        pass
 
 
 def _recover(core: StoreCore, handle: FileHandle) -> tuple[RingFile, Start]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import importlib.util
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -37,7 +38,8 @@ def files(root: Path) -> list[str]:
 
 
 def make_stores(root: Path) -> None:
-    """An append log, an event journal, a page store and a stream journal in ``root``."""
+    """An append log, an event journal, a page store, a stream journal, a key-value
+    store and a queue directory in ``root``."""
     with engine.AppendLog.open(root / "log") as log:
         log.append(b"x")
     with engine.EventJournal.open(root / "events") as journal:
@@ -46,6 +48,10 @@ def make_stores(root: Path) -> None:
         tx.allocate()
     with engine.StreamJournal.open(root / "s.jnl", size=1 << 16) as sj:
         sj.open_stream("a").close()
+    with engine.KV.open(root / "k.kv") as kv:
+        kv[b"a"] = b"1"
+    with engine.Queue.open(root / "q", "jobs") as q:
+        q.put(b"x")
 
 
 # -- argument errors: exit 2, one line -----------------------------------------------------------------
@@ -58,6 +64,15 @@ def make_stores(root: Path) -> None:
     ("events", "replay", "D", "x", "--max", "-1"),
     ("demo", "D", "--scale", "-5"),
     ("log", "tail", "D", "-n", "0"),
+    # past the 64-bit nanoseconds the stores keep: an OverflowError traceback
+    ("queue", "put", "D", "q", "x", "--expire-at", "99999999999999999999"),
+    ("queue", "put", "D", "q", "x", "--expire-at", "9999-12-31"),
+    ("queue", "put", "D", "q", "x", "--expire-in", "99999999999999999999"),  # a struct.error traceback
+    ("top", "D", "--once", "--interval", "99999999999999999999"),  # an OverflowError traceback
+    # a width or a sequence number below 0: all but the last byte shown, an empty replay
+    ("log", "tail", "D", "--width", "-1"),
+    ("events", "replay", "D", "x", "--to", "-1"),
+    ("streams", "serve", "sock", "s.jnl", "--size", "1M", "--page-size", "-1"),
     ("streams", "serve"),
     ("pages", "stats"),
 ])
@@ -91,6 +106,12 @@ MISSING = [
     ("log", "stats", "nosuch"),
     ("streams", "stats", "nosuch"),
     ("streams", "dump", "nosuch"),
+    ("kv", "get", "nosuch", "a"),
+    ("kv", "stats", "nosuch"),
+    ("kv", "scan", "nosuch"),
+    ("queue", "stats", "nosuch", "jobs"),
+    ("queue", "get", "nosuch", "jobs"),
+    ("queue", "dump", "nosuch", "jobs"),
     ("inspect", "nosuch"),
     ("verify", "nosuch"),
 ]
@@ -161,7 +182,11 @@ def test_permission_denied_is_called_so(tmp_path: Path, monkeypatch: pytest.Monk
         locked.chmod(0)
     try:
         for args in (("log", "tail", "locked/log"), ("events", "replay", "locked/events", "a"),
-                     ("pages", "stats", "locked/p.db"), ("streams", "stats", "locked/s.jnl")):
+                     ("pages", "stats", "locked/p.db"), ("streams", "stats", "locked/s.jnl"),
+                     ("kv", "get", "locked/k.kv", "a"), ("kv", "stats", "locked/k.kv"),
+                     ("queue", "stats", "locked/q", "jobs"), ("queue", "get", "locked/q", "jobs"),
+                     # inspect and verify asked exists(), which says False here too: "no such file"
+                     ("inspect", "locked/p.db"), ("verify", "locked/log"), ("inspect", "locked/q")):
             assert main(list(args)) == 1, args
             err = capsys.readouterr().err
             assert "permission denied" in err and "locked/" in err, err
@@ -178,6 +203,56 @@ def test_streams_serve_with_a_size_too_small_leaves_no_lock(tmp_path: Path) -> N
     assert done.returncode == 2
     assert "at least 4 pages" in done.stderr
     assert files(tmp_path) == []
+
+
+@pytest.mark.parametrize("size", ["99999999999999999999", "free+10G"])
+def test_streams_serve_with_a_size_larger_than_the_disk_writes_nothing(tmp_path: Path, size: str) -> None:
+    """A new journal is preallocated with zeros: a size the disk cannot hold
+    wrote until it was full (gigabytes in seconds) and left ``s.jnl.creating``."""
+    if size.startswith("free+"):
+        free = os.statvfs(tmp_path)
+        size = str(free.f_bavail * free.f_frsize + (10 << 30))
+    # Were the check lost, the file-size limit stops the preallocation at 64 MiB
+    # (SIGXFSZ) instead of letting it fill the machine's disk.
+    done = subprocess.run([sys.executable, "-m", "engine", "streams", "serve", "sock", "s.jnl", "--size", size],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 20, 64 << 20)))
+    assert done.returncode == 2, done
+    assert len(done.stderr.splitlines()) == 1
+    assert "at most" in done.stderr or "does not fit" in done.stderr, done.stderr
+    assert files(tmp_path) == []
+
+
+@pytest.mark.parametrize("args", [
+    ("metrics", ".", "--port", "0", "--host", "{host}"),
+    ("dashboard", ".", "--port", "0", "--host", "{host}"),
+    ("streams", "serve", "sock", "s.jnl", "--size", "1M", "--metrics-port", "0", "--metrics-host", "{host}"),
+    ("queue", "serve", "q", "--port", "0", "--host", "{host}"),
+    ("queue", "serve", "q", "--port", "0", "--metrics-port", "0", "--metrics-host", "{host}"),
+], ids=lambda a: " ".join(a[:2]))
+@pytest.mark.parametrize("host, words", [
+    ("no-such-host.invalid", "host 'no-such-host.invalid': "),
+    ("192.0.2.1", "host '192.0.2.1' is not an address of this machine"),  # TEST-NET-1: nobody's
+])
+def test_a_bad_host_is_named_and_nothing_is_created(tmp_path: Path, args: tuple[str, ...], host: str,
+                                                     words: str) -> None:
+    """``engine metrics``/``dashboard --host`` said "name or service not known"
+    (which host?), exit 1; ``streams serve --metrics-host`` said the same after
+    creating its journal and lock file."""
+    done = run(*(a.format(host=host) for a in args), cwd=tmp_path)
+    assert done.returncode == 2, done
+    assert words in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
+    assert files(tmp_path) == []
+
+
+def test_kv_put_into_a_foreign_file_or_a_directory_creates_nothing(tmp_path: Path) -> None:
+    (tmp_path / "garbage.bin").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "adir").mkdir()
+    done = run("kv", "put", "garbage.bin", "a", "b", cwd=tmp_path)
+    assert done.returncode == 2 and "garbage.bin" in done.stderr and len(done.stderr.splitlines()) == 1, done
+    done = run("kv", "put", "adir", "a", "b", cwd=tmp_path)
+    assert done.returncode == 1 and "adir: is a directory" in done.stderr, done
+    assert files(tmp_path) == ["adir", "garbage.bin"]
 
 
 def test_streams_serve_refused_by_a_live_socket_creates_no_journal(tmp_path: Path) -> None:
@@ -210,7 +285,9 @@ def test_read_only_commands_create_no_file(tmp_path: Path) -> None:
     for args in (("log", "tail", "log"), ("log", "stats", "log"), ("events", "replay", "events", "a"),
                  ("events", "stats", "events"), ("pages", "stats", "p.db"), ("pages", "dump", "p.db"),
                  ("streams", "stats", "s.jnl"), ("streams", "list", "s.jnl"), ("inspect", "log", "events", "p.db"),
-                 ("verify", "log", "events", "p.db", "s.jnl")):
+                 ("verify", "log", "events", "p.db", "s.jnl"), ("kv", "get", "k.kv", "a"), ("kv", "scan", "k.kv"),
+                 ("kv", "stats", "k.kv"), ("queue", "stats", "q", "jobs"), ("queue", "dump", "q", "jobs"),
+                 ("queue", "readers", "q", "jobs"), ("inspect", "k.kv", "q"), ("verify", "k.kv", "q")):
         done = run(*args, cwd=tmp_path)
         assert done.returncode == 0, done
     assert files(tmp_path) == before

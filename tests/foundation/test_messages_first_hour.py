@@ -84,3 +84,32 @@ def test_resource_warnings_point_at_the_users_line(tmp_path: Path) -> None:
     where = {line.split("unclosed ")[1].split(" ")[0]: int(line.split(":")[1]) for line in warnings}
     # Dropped by a del: that line; still open at exit: the line that opened it.
     assert where == {"append": 7, "event": 8, "stream": 5, "page": 6}, done.stderr
+
+
+def test_every_store_and_reader_left_open_is_warned_at_the_line_that_opened_it(tmp_path: Path) -> None:
+    """The queue and the key-value store too (their warnings pointed into
+    engine/conventions.py), and every store's reader."""
+    opens = [
+        'engine.Queue.open(d + "/q", "jobs")',
+        'engine.Queue.open_reader(d + "/q", "jobs")',
+        'engine.KV.open(d + "/k.kv")',
+        'engine.KV.open_reader(d + "/k.kv")',
+        'engine.AppendLog.open(d + "/log")',
+        'engine.AppendLog.open_reader(d + "/log")',
+        'engine.EventJournal.open(d + "/events")',
+        'engine.EventJournal.open_reader(d + "/events")',
+        'engine.PageStore.open(d + "/p.db")',
+        'engine.PageStore.open_reader(d + "/p.db")',
+        'engine.StreamJournal.open(d + "/s.jnl", size=1 << 16)',
+        'engine.StreamJournal.open_reader(d + "/s.jnl")',
+    ]
+    script = tmp_path / "user_code.py"
+    script.write_text("import engine\n" + f"d = {str(tmp_path)!r}\n"
+                      + "".join(f"h{i} = {call}\n" for i, call in enumerate(opens)) + 'print("end")\n')
+    done = subprocess.run([sys.executable, "-W", "always::ResourceWarning", str(script)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if "ResourceWarning" in line]
+    assert len(warnings) == len(opens), done.stderr
+    assert all(line.startswith(f"{script}:") for line in warnings), done.stderr
+    assert sorted(int(line.split(":")[1]) for line in warnings) == list(range(3, 3 + len(opens)))

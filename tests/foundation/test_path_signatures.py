@@ -109,6 +109,14 @@ def test_pathlib_paths_work_in_every_store(tmp_path: Path) -> None:
         assert store.path == str(tmp_path / "p.db")
     with engine.StreamJournal.open(tmp_path / "s.jnl", size=1 << 16) as sj:
         assert sj.path == str(tmp_path / "s.jnl")
+    with engine.Queue.open(tmp_path / "q", "jobs") as q:
+        q.put(b"x")
+    with engine.Queue.open_reader(tmp_path / "q", "jobs") as remote:
+        assert remote.stats()["items"] == 1
+    with engine.KV.open(tmp_path / "k.kv") as kv:
+        kv[b"a"] = b"1"
+    with engine.KV.open_reader(tmp_path / "k.kv") as kv_reader:
+        assert kv_reader.path == str(tmp_path / "k.kv")
 
 
 @pytest.mark.skipif(bool(NO_SPARK), reason=NO_SPARK)

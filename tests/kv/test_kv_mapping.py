@@ -163,3 +163,24 @@ def test_clear_on_the_store_is_one_commit(tmp_path: Path) -> None:
         before = kv.commits
         kv.clear()
         assert len(kv) == 0 and kv.commits == before + 1
+
+
+def test_clear_on_a_tree_is_one_commit(tmp_path: Path) -> None:
+    """``kv.tree(name).clear()`` committed once per key (the tree view's clear
+    deleted key by key through the store); now one transaction, as ``kv.clear()``."""
+    with KV.open(tmp_path / "c.kv") as kv:
+        users = kv.tree("users")
+        with kv.transaction() as tx:
+            tx.tree("users").update({b"%03d" % i: b"v" for i in range(100)})
+        kv[b"kept"] = b"1"
+        before = kv.commits
+        users.clear()
+        assert len(users) == 0 and kv.commits == before + 1
+        assert dict(kv) == {b"kept": b"1"} and kv.tree("users", create=False) == {}
+        with kv.transaction() as tx:  # inside a transaction: part of its one commit
+            tx.tree("users")[b"a"] = b"1"
+            tx.tree("users").clear()
+            tx[b"b"] = b"2"
+        assert kv.commits == before + 2 and len(users) == 0
+    with KV.open_reader(tmp_path / "c.kv") as reader, pytest.raises(ConfigError, match="read-only"):
+        reader.tree("users").clear()

@@ -8,6 +8,9 @@ import shlex
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 import engine
 from tests.monitor.monitor_helpers import engine_command, make_stores
@@ -73,3 +76,26 @@ def test_top_live_in_a_terminal(tmp_path: Path) -> None:
             time.sleep(0.2)
     finally:
         subprocess.run([*base, "kill-server"], capture_output=True, timeout=30)
+
+
+def test_top_once_exits_1_when_something_could_not_be_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """``could not read locked: permission denied`` was printed with exit status 0."""
+    from engine.cli import main
+
+    make_stores(tmp_path)
+    assert main(["top", str(tmp_path), "--once", "--json", "--interval", "0.1"]) == 0
+    assert json.loads(capsys.readouterr().out)["errors"] == []
+    locked = str(tmp_path / "locked")
+    os.mkdir(locked)
+    real = os.listdir
+
+    def listdir(path: Any) -> list[str]:  # what the OS says for a directory we may not read
+        if os.fspath(path) == locked:
+            raise PermissionError(13, "Permission denied", locked)
+        return real(path)
+
+    monkeypatch.setattr(os, "listdir", listdir)
+    assert main(["top", str(tmp_path), "--once", "--json", "--interval", "0.1"]) == 1
+    view = json.loads(capsys.readouterr().out)
+    assert view["errors"] == [f"{locked}: permission denied"] and len(view["stores"]) == 6

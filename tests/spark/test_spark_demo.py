@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import stat
@@ -12,6 +13,7 @@ from rich.console import Console
 
 from engine.cli import main
 from engine.errors import ConfigError
+from engine.spark import cli as spark_cli
 from engine.spark import demo
 
 
@@ -141,6 +143,8 @@ def test_spark_phase_spinner_follows_the_steps(monkeypatch: pytest.MonkeyPatch) 
     console = Console(record=True, force_terminal=False, width=100)
     assert demo.run_spark_phase(object(), "/r", "/o", console) == "done"
     assert seen == ["reading 2 append logs", "writing summary.parquet"]
+    # Not a terminal (piped): no spinner, and none of the blank lines it left above the tables.
+    assert console.export_text() == ""
 
 
 def test_pipeline_quiet_and_json_send_progress_away_from_stdout(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
@@ -170,6 +174,45 @@ def test_pipeline_quiet_and_json_send_progress_away_from_stdout(monkeypatch: pyt
     captured = capsys.readouterr()
     assert "progress" not in captured.out + captured.err
     assert json.loads(captured.out)["rows"] == [{"kind": "log", "name": "clicks", "records": 3}]
+    # A spinner is for a terminal: piped (as here, under capsys) there is none.
     assert main([*args, "--json"]) == 0
     captured = capsys.readouterr()
-    assert "progress" in captured.err and json.loads(captured.out)["errors"] == []
+    assert "progress" not in captured.out + captured.err and json.loads(captured.out)["errors"] == []
+    terminal = Console(file=io.StringIO(), force_terminal=True, width=100)
+    monkeypatch.setattr(spark_cli, "err_console", terminal)
+    assert main([*args, "--json"]) == 0
+    assert "progress" in terminal.file.getvalue()  # type: ignore[attr-defined]
+    assert json.loads(capsys.readouterr().out)["errors"] == []
+
+
+def test_pipeline_piped_prints_the_tables_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Piped, standard output is the tables and the file names, nothing before
+    them (the spinners left blank lines) and no markup; the problems go to
+    standard error, one plain line each, and the exit status is 1."""
+    from engine.cli import main
+    from engine.spark.pipeline import SUMMARY_COLUMNS, Summary
+
+    row: dict[str, Any] = dict.fromkeys(SUMMARY_COLUMNS)
+    row.update(kind="log", name="clicks", records=3, bytes=9, span_seconds=0.0)
+
+    class FakeSpark:
+        def stop(self) -> None:
+            pass
+
+    def fake_start(master: Any, app: str, console: Any, **kw: Any) -> FakeSpark:
+        console.print("progress: starting Spark")
+        return FakeSpark()
+
+    def fake_phase(spark: Any, data: str, out: str, console: Any, chart: bool = True) -> Summary:
+        console.print("progress: reading stores")
+        return Summary(rows=[row], errors=["locked: permission denied"], parquet=out + "/summary.parquet")
+
+    monkeypatch.setattr(demo, "start_spark", fake_start)
+    monkeypatch.setattr(demo, "run_spark_phase", fake_phase)
+    assert main(["pipeline", str(tmp_path), "--out", str(tmp_path / "out"), "--no-chart"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.startswith("Append logs\n"), captured.out
+    assert "clicks" in captured.out and "progress" not in captured.out and "[" not in captured.out
+    assert "\x1b" not in captured.out + captured.err
+    assert captured.err == "could not read locked: permission denied\n"

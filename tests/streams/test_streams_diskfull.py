@@ -12,9 +12,10 @@ import errno
 
 import pytest
 
-from engine.errors import DiskFullError
+from engine.errors import ConfigError, DiskFullError
 from engine.fs import make_dirs
 from engine.streams import StreamJournal
+from engine.streams.opening import check_geometry
 from stress.faults import FaultyFS, OpKind
 from stress.simfs import SimFS
 
@@ -80,3 +81,45 @@ def test_creating_a_preallocated_journal_on_a_full_disk() -> None:
         StreamJournal.open("/db/j", size=64 * PAGE, page_size=PAGE, fs=fs)
     assert isinstance(info.value, OSError) and info.value.errno == errno.ENOSPC
     assert not sim.exists("/db/j")  # built under a temporary name: nothing half-made in place
+
+
+class _SmallDisk(SimFS):
+    """A simulated file system that says how little room it has left."""
+
+    def free_bytes(self, path: str) -> int | None:
+        return 64 * PAGE
+
+
+def test_a_journal_larger_than_the_free_space_is_refused_before_a_byte_is_written() -> None:
+    """A new journal is preallocated with zeros: ``--size 99999999999999999999``
+    (or any size above the free space) wrote until the disk was full, and the
+    half-built ``.creating`` file stayed there."""
+    sim = _SmallDisk()
+    make_dirs(sim, "/db")
+    with pytest.raises(ConfigError, match=r"/db/j: a journal of 65536 bytes does not fit: 32768 bytes are free"):
+        StreamJournal.open("/db/j", size=128 * PAGE, page_size=PAGE, fs=sim)
+    # (Checked on the pure function: were the check lost, an open would preallocate 10**20 bytes.)
+    with pytest.raises(ConfigError, match="at most 9223372036854775807 bytes"):
+        check_geometry(PAGE, 99999999999999999999, "/db/j")
+    assert sim.listdir("/db") == []
+    # Not preallocated (a sparse file), it takes its blocks as it is written: allowed.
+    StreamJournal.open("/db/j", size=128 * PAGE, page_size=PAGE, fs=sim, preallocate=False).close()
+
+
+def test_a_creation_that_meets_a_full_disk_leaves_nothing() -> None:
+    """Wherever the ENOSPC hits while a new journal is built, its half-built
+    ``.creating`` file is removed (the lock file is the writer lock's, as after
+    any open)."""
+    failed = 0
+    for fail_at in range(1, 100):
+        sim = SimFS()
+        make_dirs(sim, "/db")
+        fs = FaultyFS(sim, fail_at=fail_at, errno=errno.ENOSPC, persistent=True, kinds=SPACE)
+        try:
+            StreamJournal.open("/db/j", size=16 * PAGE, page_size=PAGE, fs=fs).close()
+        except DiskFullError:
+            failed += 1
+            assert [name for name in sim.listdir("/db") if name != "j.lock"] == [], fail_at
+        else:
+            break
+    assert failed >= 3

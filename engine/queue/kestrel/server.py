@@ -15,10 +15,8 @@ connections, sets, and the other commands.
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
 import os
-import socket
 import threading
 import time
 from collections.abc import Iterable
@@ -28,7 +26,8 @@ from functools import partial
 from typing import Any
 
 from engine import __version__
-from engine.errors import ConfigError, EngineError
+from engine.conventions import naming_the_host
+from engine.errors import EngineError
 from engine.fs import FileSystem, as_path, default_fs, make_dirs
 from engine.queue.diagnose import queue_names
 from engine.queue.kestrel import protocol as p
@@ -124,14 +123,8 @@ class KestrelServer:
         self._pool = ThreadPoolExecutor(self.options.threads, thread_name_prefix="kestrel")
         host = self.options.host
         try:
-            try:
+            with naming_the_host(host):
                 self._server = await loop.create_server(lambda: Connection(self), host, self.options.port)
-            except socket.gaierror as exc:
-                raise ConfigError(f"host {host!r}: {exc.strerror}") from None
-            except OSError as exc:
-                if exc.errno == errno.EADDRNOTAVAIL:
-                    raise ConfigError(f"host {host!r} is not an address of this machine") from None
-                raise
             self.port = self._server.sockets[0].getsockname()[1]
             if self.options.metrics_port is not None:
                 self._start_metrics()
@@ -151,12 +144,9 @@ class KestrelServer:
         host, port = self.options.metrics_host, self.options.metrics_port
         assert port is not None
         try:
-            self._metrics = MetricsEndpoint(KestrelCollector(self.metrics_snapshot), host, port)
-        except socket.gaierror as exc:
-            raise ConfigError(f"metrics host {host!r}: {exc.strerror}") from None
+            with naming_the_host(host, "metrics host"):
+                self._metrics = MetricsEndpoint(KestrelCollector(self.metrics_snapshot), host, port)
         except OSError as exc:
-            if exc.errno == errno.EADDRNOTAVAIL:
-                raise ConfigError(f"metrics host {host!r} is not an address of this machine") from None
             raise OSError(exc.errno, f"cannot serve metrics on {host}:{port}: {exc.strerror}") from None
         self.metrics_address = self._metrics.address
 
