@@ -7,7 +7,8 @@ A handle is a :class:`TreeAPI` bound to a backend and a tree name; the backend
 
 from __future__ import annotations
 
-from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, MutableMapping, ValuesView
+import itertools
+from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, MutableMapping, ValuesView
 from typing import Any, Protocol, overload
 
 from engine.errors import ConfigError
@@ -37,6 +38,8 @@ class Backend(Protocol):
     def tree_delete(self, name: bytes, key: bytes) -> bool: ...
 
     def tree_clear(self, name: bytes) -> None: ...
+
+    def tree_put_many(self, name: bytes, pairs: Iterable[tuple[bytes, bytes]]) -> None: ...
 
 
 def as_bytes(value: object, what: str, *, serializers: bool = False) -> bytes:
@@ -279,19 +282,23 @@ class TreeAPI(MutableMapping[Any, Any]):
 
     def update(self, other: Any = (), /, **kwargs: Any) -> None:
         """Store every (key, value) of ``other`` (a mapping or pairs) and of
-        ``kwargs`` (str keys: with ``keys="str"``); in one transaction when called
-        on the store (see ``KV.update``)."""
+        ``kwargs`` (str keys: with ``keys="str"``): in one transaction (one
+        commit, not one per key as the mapping mixin's update would) when called
+        on the store or one of its trees; nothing of it if one pair fails."""
+        self._backend.tree_put_many(self._name, self._encoded(other, kwargs))
+
+    def _encoded(self, other: Any, kwargs: dict[str, Any]) -> Iterator[tuple[bytes, bytes]]:
+        """``update``'s pairs as stored bytes, read from ``other`` as
+        ``dict.update`` reads it (a mapping, anything with ``keys()`` and ``[]``,
+        or pairs), lazily: the backend consumes them inside its transaction."""
         if isinstance(other, Mapping):
-            for key, value in other.items():
-                self[key] = value
-        elif hasattr(other, "keys"):  # (as dict.update: anything with keys() and [])
-            for key in other.keys():  # noqa: SIM118 (keys() is what dict.update calls)
-                self[key] = other[key]
+            pairs: Iterable[tuple[Any, Any]] = other.items()
+        elif hasattr(other, "keys"):
+            pairs = ((key, other[key]) for key in other.keys())  # noqa: SIM118 (what dict.update calls)
         else:
-            for key, value in other:
-                self[key] = value
-        for key, value in kwargs.items():
-            self[key] = value
+            pairs = other
+        for key, value in itertools.chain(pairs, kwargs.items()):
+            yield self._key(key), self._value(value)
 
     def __eq__(self, other: object) -> bool:
         """Equal to any mapping with the same items (``kv == dict(kv)``)."""

@@ -255,6 +255,9 @@ class KVReader(TreeAPI):
     def tree_clear(self, name: bytes) -> NoReturn:
         raise ConfigError(f"{self.path}: opened read-only")
 
+    def tree_put_many(self, name: bytes, pairs: Iterable[tuple[bytes, bytes]]) -> NoReturn:
+        raise ConfigError(f"{self.path}: opened read-only")
+
     def transaction(self) -> NoReturn:
         raise ConfigError(f"{self.path}: opened read-only")
 

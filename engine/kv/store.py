@@ -21,7 +21,7 @@ import difflib
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
@@ -251,6 +251,10 @@ class KVTransaction(TreeAPI):
     def tree_clear(self, name: bytes) -> None:
         for key in [k for k, _ in self.tree_items(name, None, None, False)]:
             self.tree_delete(name, key)
+
+    def tree_put_many(self, name: bytes, pairs: Iterable[tuple[bytes, bytes]]) -> None:
+        for key, value in pairs:
+            self.tree_put(name, key, value)
 
     # -- the tree.Writer protocol --------------------------------------------------------------
     def node(self, page: int) -> Node:
@@ -519,12 +523,6 @@ class KV(TreeAPI):
     def transaction(self) -> KVTransaction:
         return KVTransaction(self)
 
-    def update(self, other: Any = (), /, **kwargs: Any) -> None:
-        """Store every (key, value) of ``other`` (a mapping or pairs) and of
-        ``kwargs`` in one transaction."""
-        with self.transaction() as tx:
-            tx.update(other, **kwargs)
-
     # -- what a transaction needs of its store ----------------------------------------------------
     def begin_changes(self) -> tuple[Transaction, int, dict[bytes, TreeInfo]]:
         """For :class:`KVTransaction`: take the writer's lock (held until
@@ -636,6 +634,12 @@ class KV(TreeAPI):
         ``kv.tree(name).clear()``): one commit, not one per key."""
         with self.transaction() as tx:
             tx.tree_clear(name)
+
+    def tree_put_many(self, name: bytes, pairs: Iterable[tuple[bytes, bytes]]) -> None:
+        """Every pair stored in one transaction (``kv.update``,
+        ``kv.tree(name).update``): one commit, and none of them if one fails."""
+        with self.transaction() as tx:
+            tx.tree_put_many(name, pairs)
 
     # -- snapshots, maintenance ---------------------------------------------------------------------
     @contextmanager

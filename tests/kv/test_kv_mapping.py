@@ -184,3 +184,28 @@ def test_clear_on_a_tree_is_one_commit(tmp_path: Path) -> None:
         assert kv.commits == before + 2 and len(users) == 0
     with KV.open_reader(tmp_path / "c.kv") as reader, pytest.raises(ConfigError, match="read-only"):
         reader.tree("users").clear()
+
+
+def test_update_on_a_tree_is_one_commit_and_all_or_nothing(tmp_path: Path) -> None:
+    """``kv.tree(name).update(...)`` committed once per key (the mapping mixin's
+    update through the store); now one transaction, as ``kv.update``, and a pair
+    that fails (a str value without a serializer) leaves none of the others."""
+    with KV.open(tmp_path / "u.kv") as kv:
+        users = kv.tree("users")
+        before = kv.commits
+        users.update({b"%03d" % i: b"v" for i in range(100)})
+        assert len(users) == 100 and kv.commits == before + 1
+        users.update([(b"x", b"1")])
+        users.update(((b"y", b"2") for _ in range(1)))
+        assert kv.commits == before + 3 and users[b"x"] == b"1" and users[b"y"] == b"2"
+        with pytest.raises(TypeError):
+            users.update([(b"z1", b"1"), (b"z2", "not bytes")])
+        with pytest.raises(TypeError):
+            kv.update([(b"z1", b"1"), (b"z2", "not bytes")])
+        assert b"z1" not in users and b"z1" not in kv and kv.commits == before + 3
+    with KV.open(tmp_path / "s.kv", keys="str") as kv:
+        kv.update({"a": b"1"}, b=b"2")
+        kv.tree("t").update(c=b"3")
+        assert dict(kv) == {"a": b"1", "b": b"2"} and dict(kv.tree("t")) == {"c": b"3"}
+    with KV.open_reader(tmp_path / "u.kv") as reader, pytest.raises(ConfigError, match="read-only"):
+        reader.tree("users").update({b"a": b"1"})
