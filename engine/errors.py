@@ -142,19 +142,21 @@ class DiskFullError(PoisonedError, OSError):
     writes and the store must be reopened (and recovered) once space is freed.
     """
 
-    def __init__(self, path: str, errno_: int = 28, operation: str = "write") -> None:
+    def __init__(self, path: str, errno_: int = 28, operation: str = "write", message: str | None = None) -> None:
         OSError.__init__(self, errno_, "no space left on the device")
         self.path = path
         self.cause = None
         self.operation = operation
         self.filename = path
-        self._message = f"{path}: no space left on the device during a {operation}; free space and reopen"
+        # ``message``: a refusal made before anything was written (a file that
+        # would not fit), said in its own words.
+        self._message = message or f"{path}: no space left on the device during a {operation}; free space and reopen"
 
     def __str__(self) -> str:
         return self._message
 
-    def __reduce__(self) -> tuple[type, tuple[str, int, str]]:  # type: ignore[override]
-        return (type(self), (self.path, self.errno or 28, self.operation))
+    def __reduce__(self) -> tuple[type, tuple[str, int, str, str]]:  # type: ignore[override]
+        return (type(self), (self.path, self.errno or 28, self.operation, self._message))
 
 
 __all__ = [

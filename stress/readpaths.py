@@ -252,7 +252,7 @@ CLI_COMMANDS: dict[str, list[list[str]]] = {
         ["verify", "{root}"],
         ["log", "stats", "{root}"],
         ["log", "tail", "-n", "100000", "{root}"],
-        ["log", "between", "{root}", "0", str(2**62)],
+        ["log", "between", "{root}", "0", f"{2**62}ns"],  # past every record (a plain number is seconds)
     ],
     "events": [
         ["inspect", "{root}"],

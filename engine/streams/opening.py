@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from engine.errors import ConfigError, CorruptFileError
+from engine.errors import ConfigError, CorruptFileError, DiskFullError
 from engine.fs import FileHandle, FileSystem, OpenMode, crashpoint, create_file, parent_dir
 from engine.fs.core import StoreCore
 from engine.streams import codec
@@ -51,7 +51,7 @@ class Start:
 def check_geometry(page: int, size: int | None, path: str = "", *, free: int | None = None) -> int:
     """``size`` if a journal of ``page``-byte pages fits in it (and, for a new
     preallocated journal, in the ``free`` bytes of its file system); else
-    ConfigError."""
+    ConfigError (DiskFullError when only the free space is short)."""
     if size is None:
         raise ConfigError(f"{path}: a new journal needs size= (bytes)")
     if page < codec.MIN_PAGE_SIZE:
@@ -63,8 +63,14 @@ def check_geometry(page: int, size: int | None, path: str = "", *, free: int | N
     if size > MAX_SIZE:
         raise ConfigError(f"a journal is at most {MAX_SIZE} bytes (file offsets are signed 64-bit), not {size}")
     if free is not None and size > free:
-        raise ConfigError(f"{path}: a journal of {size} bytes does not fit: {free} bytes are free on its "
-                          "file system (a new journal is preallocated whole)")
+        # The disk's own refusal, made before a byte is written: DiskFullError (as
+        # the failed write would have been), in words that say what to do.
+        raise DiskFullError(
+            path,
+            operation="preallocation",
+            message=f"{path}: a journal of {size} bytes does not fit: {free} bytes are free on its "
+            "file system (a new journal is preallocated whole)",
+        )
     return size
 
 

@@ -196,7 +196,7 @@ def test_update_on_a_tree_is_one_commit_and_all_or_nothing(tmp_path: Path) -> No
         users.update({b"%03d" % i: b"v" for i in range(100)})
         assert len(users) == 100 and kv.commits == before + 1
         users.update([(b"x", b"1")])
-        users.update(((b"y", b"2") for _ in range(1)))
+        users.update((b"y", b"2") for _ in range(1))
         assert kv.commits == before + 3 and users[b"x"] == b"1" and users[b"y"] == b"2"
         with pytest.raises(TypeError):
             users.update([(b"z1", b"1"), (b"z2", "not bytes")])

@@ -96,8 +96,10 @@ def test_a_journal_larger_than_the_free_space_is_refused_before_a_byte_is_writte
     half-built ``.creating`` file stayed there."""
     sim = _SmallDisk()
     make_dirs(sim, "/db")
-    with pytest.raises(ConfigError, match=r"/db/j: a journal of 65536 bytes does not fit: 32768 bytes are free"):
+    refused = r"/db/j: a journal of 65536 bytes does not fit: 32768 bytes are free"
+    with pytest.raises(DiskFullError, match=refused) as info:
         StreamJournal.open("/db/j", size=128 * PAGE, page_size=PAGE, fs=sim)
+    assert info.value.errno == 28 and info.value.path == "/db/j"  # the disk's refusal, typed as one
     # (Checked on the pure function: were the check lost, an open would preallocate 10**20 bytes.)
     with pytest.raises(ConfigError, match="at most 9223372036854775807 bytes"):
         check_geometry(PAGE, 99999999999999999999, "/db/j")
