@@ -137,6 +137,11 @@ class Leaf:
     def vals(self, vals: list[Value]) -> None:
         self._vals = vals
 
+    @property
+    def lazy(self) -> bool:
+        """True while the values are still only in the page (none sliced out yet)."""
+        return self._vals is None
+
     def values(self) -> list[Value]:
         """Every value, in a new list; unlike :attr:`vals`, a lazy leaf stays lazy
         (a range scan reads cached leaves without making them hold their values twice)."""

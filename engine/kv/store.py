@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
-from engine.errors import ClosedError, ConfigError, LockedError
+from engine.errors import ClosedError, ConfigError, CorruptFileError, LockedError
 from engine.fs import FileSystem, RecoveryReport, as_path, resolve
 from engine.fs.core import StoreCore
 from engine.kv import node as nodes
@@ -35,11 +35,12 @@ from engine.kv import tree as trees
 from engine.kv.api import DEFAULT_TREE, TreeAPI, TreeView, tree_label, tree_name
 from engine.kv.coding import PLAIN, Coding
 from engine.kv.maint import compact, verify_trees
-from engine.kv.node import Node, Overflow, TreeInfo, Value
+from engine.kv.node import Leaf, Node, Overflow, TreeInfo, Value
 from engine.kv.pager import (
     DEFAULT_CACHE_NODES,
     NodeCache,
     check_cache_nodes,
+    leaf_items,
     leaf_of,
     load_node,
     lookup,
@@ -97,6 +98,7 @@ class KVTransaction(TreeAPI):
         self._ptx: Transaction
         self._ptx, self._txid, self._committed = kv.begin_changes()
         self._committed_cached, self._committed_node = kv.cached, kv.node
+        self._copy = kv.copy_node
         self._dirty: dict[int, Node] = {}
         self.cached = self._dirty.get
         # (entries, size) of each changed node as committed: an unchanged shape means
@@ -264,7 +266,7 @@ class KVTransaction(TreeAPI):
             if committed is None:
                 committed = self._committed_node(page)
             self._shape[page] = (len(committed.keys), committed.size)
-            found = committed.copy()
+            found = self._copy(page, committed)
             self._dirty[page] = found
         return found
 
@@ -574,6 +576,30 @@ class KV(TreeAPI):
         if found is None:
             found = load_node(self.path, page, self._committed, self._pages.page_count, self._cache)
         return found
+
+    def copy_node(self, page: int, node: Node) -> Node:
+        """A copy of the committed ``node`` at ``page`` for a transaction to change.
+
+        A lazy leaf's entries (one decoded from its page, values not yet sliced
+        out) come from its cached page image in one compiled call
+        (:data:`engine.kv.pager.leaf_items` over that one page: fresh lists of its
+        keys and of its values sliced from the image), not from slicing each value
+        in Python: a bulk commit copies such a leaf for most of its puts.  The
+        image was verified when it was cached, and is checked again by the call.
+        Any other node (a leaf this writer wrote holds its values in a list
+        already: two list copies are cheaper) is copied as it is."""
+        if type(node) is Leaf and node.lazy:
+            try:
+                got = leaf_items(self._images, page, 1, None, False, self._pages.page_count)
+            except nodes.NodeError as exc:
+                raise CorruptFileError(self.path, exc.offset, exc.expected, exc.found) from exc
+            if not isinstance(got, int):
+                keys, raw = got[0], got[1]
+                vals: list[Value] = raw  # type: ignore[assignment]
+                if tuple in map(type, raw):  # overflow values come as (page, length)
+                    vals = [v if type(v) is bytes else Overflow(*v) for v in raw]  # type: ignore[misc]
+                return Leaf(keys, vals, node.size)
+        return node.copy()
 
     def value(self, value: Value) -> bytes:
         if type(value) is bytes:
