@@ -40,6 +40,7 @@ from engine.kv.pager import (
     DEFAULT_CACHE_NODES,
     NodeCache,
     check_cache_nodes,
+    diff_span,
     leaf_items,
     leaf_of,
     load_node,
@@ -739,33 +740,6 @@ class KV(TreeAPI):
         return f"<KV {self.path!r} writer>"
 
 
-def _common_prefix(a: bytes, b: bytes, lo: int, hi: int) -> int:
-    """The first index in [lo, hi) where ``a`` and ``b`` differ (``hi`` if none):
-    a binary search of ``bytes`` slice comparisons (memcmp; a memoryview's
-    comparison goes item by item, 100x slower), not a loop over bytes."""
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[lo:mid] == b[lo:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def _common_suffix(a: bytes, b: bytes, lo: int, hi: int) -> int:
-    """The smallest index ``e`` in [lo, hi] with ``a[e:hi] == b[e:hi]``: where the
-    bytes after the last difference start (a binary search of suffix comparisons;
-    no reversed copies)."""
-    end = hi
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if a[mid:end] == b[mid:end]:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
 def _write_changes(ptx: Transaction, page: int, image: bytes) -> None:
     """Write a changed node's new ``image`` over its committed one, journalling only
     what changed: the header (or just its CRC) and one span of the body.  A value
@@ -777,11 +751,10 @@ def _write_changes(ptx: Transaction, page: int, image: bytes) -> None:
     old = bytes(old)  # no copy for bytes; read only until the writes below
     size = len(image)
     body = nodes.CRC_AT + 4
-    start = _common_prefix(old, image, body, size)
+    start, end = diff_span(old, image, body)  # one compiled call (engine.kv.node.diff_span)
     if start == size:  # the body is unchanged, so is the CRC: only the header changed
         ptx.write(page, 0, image[:body])
         return
-    end = _common_suffix(old, image, start, size)  # just past the last differing byte
     if end - start > size // 2:
         ptx.write(page, 0, image)
         return
