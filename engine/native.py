@@ -77,6 +77,9 @@ KERNELS: dict[str, Kernel] = {
     "kv.leaf_items": Kernel(
         "engine.kv._native_descent", "leaf_items", "engine.kv.descent.leaf_items_image",
         "one leaf of a scan over verified page images, in one call"),
+    "kv.diff_span": Kernel(
+        "engine.kv._native", "diff_span", "engine.kv.node.diff_span",
+        "where a node's new page image differs from its committed one (what a commit journals)"),
     "kv.encode_leaf": Kernel(
         "engine.kv._native", "encode_leaf", "engine.kv.node.leaf_image",
         "encodes a leaf page"),

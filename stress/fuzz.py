@@ -26,6 +26,9 @@ Targets:
   ``engine.kv.descent.find_image`` and ``leaf_items_image`` (a get and a scan's
   leaf over page images: the input cut into page images, each page id mapped to
   one of them);
+* ``kv_diff``: ``engine.kv._native.diff_span`` against ``engine.kv.node.diff_span``
+  (the span a commit journals of a node overwritten in place: the input split into
+  an old and a new image of one length, ``lo`` taken from it);
 * ``applog``: ``engine.applog._native.crc_failures`` against
   ``engine.applog.codec.crc_failures``, and ``engine.applog._native.encode_batch``
   against ``engine.applog.batch.encode_batch`` (records into a segment's write
@@ -57,6 +60,7 @@ TARGETS = {
     "events": "engine.events._native",
     "kv": "engine.kv._native",
     "kv_find": "engine.kv._native_descent",
+    "kv_diff": "engine.kv._native",
     "applog": "engine.applog._native",
 }
 
@@ -274,6 +278,36 @@ def kv_find_target() -> Callable[[bytes], None]:
 EXTENT_AT = 3  # engine.applog.batch.EXTENT (imported by the target, inside atheris' instrumentation)
 
 
+def kv_diff_target() -> Callable[[bytes], None]:
+    """diff_span(old, new, lo) on both twins.  The input's rest is cut in two: the
+    old image and either the new one as it is (lengths may differ: the errors are
+    compared too) or, mostly, edits to the old one as (u16 position, byte) triples
+    (the small spans a commit journals)."""
+    from engine.kv import node
+
+    native = importlib.import_module(TARGETS["kv_diff"])
+
+    def one(data: bytes) -> None:
+        src = _Input(data)
+        mode = src.small(0, 3)
+        lo = src.number(2)
+        rest = src.rest()
+        half = len(rest) // 2
+        old, tail = rest[:half], rest[half:]
+        if mode == 0 or not old:
+            new = tail
+        else:
+            edited = bytearray(old)
+            for i in range(0, len(tail) - 2, 3):
+                edited[int.from_bytes(tail[i : i + 2], "little") % len(old)] = tail[i + 2]
+            new = bytes(edited)
+        got = [_outcome(lambda f=f: f(old, new, lo)) for f in (node.diff_span, native.diff_span)]  # type: ignore[misc]
+        if got[0] != got[1]:
+            raise AssertionError(f"kv diff_span twins differ on {data.hex()}: {got[0]} != {got[1]}")
+
+    return one
+
+
 def applog_target() -> Callable[[bytes], None]:
     """Both compiled applog kernels on every input, each against its reference.
 
@@ -343,6 +377,7 @@ BUILDERS = {
     "events": events_target,
     "kv": kv_target,
     "kv_find": kv_find_target,
+    "kv_diff": kv_diff_target,
     "applog": applog_target,
 }
 

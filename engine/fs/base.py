@@ -220,19 +220,19 @@ class FileHandle(ABC):
         """:meth:`write_at` of each ``(offset, data)`` in order, in one call: the
         page store sets the JRNL_COMPLETE flag byte of every transaction in the
         journal at a checkpoint (hundreds of one-byte writes), and a Python frame
-        per write would cost more than the write."""
-        self._batch_write(lambda: self._raw_write_many(writes), max((o + len(d) for o, d in writes), default=0))
-
-    def _batch_write(self, write: Callable[[], None], end: int) -> None:
-        """:meth:`write_at`'s policy around one of the batched writes: checks,
-        poisoning on failure, the tracked end."""
-        self._check_writable()
+        per write would cost more than the write; a page store flush writes a
+        commit's ranges, or a bulk commit's scattered pages, this way)."""
+        # write_at's rules, inlined as there (this runs on every commit's flush).
+        if self._closed or self._poison is not None or not self.writable:
+            self._check_writable()
         try:
-            write()
+            self._raw_write_many(writes)
         except OSError as exc:
             raise self._failed(exc, "write") from exc
-        if self._end is not None and end > self._end:
-            self._end = end
+        if self._end is not None:
+            end = max((o + len(d) for o, d in writes), default=0)
+            if end > self._end:
+                self._end = end
 
     def append(self, data: bytes) -> int:
         """Write ``data`` at the end of the file and return the offset it went to.

@@ -137,6 +137,11 @@ class Leaf:
     def vals(self, vals: list[Value]) -> None:
         self._vals = vals
 
+    @property
+    def lazy(self) -> bool:
+        """True while the values are still only in the page (none sliced out yet)."""
+        return self._vals is None
+
     def values(self) -> list[Value]:
         """Every value, in a new list; unlike :attr:`vals`, a lazy leaf stays lazy
         (a range scan reads cached leaves without making them hold their values twice)."""
@@ -381,6 +386,55 @@ class TreeInfo:
 
     def copy(self) -> TreeInfo:
         return TreeInfo(self.name, self.root, self.count, self.height)
+
+
+def diff_span(old: bytes, new: bytes, lo: int) -> tuple[int, int]:
+    """``(start, end)``: the bytes from ``lo`` on where ``new`` differs from ``old``,
+    ``start`` the first differing index and ``end`` just past the last one
+    (``(len, len)`` when none differs): what a commit journals of a node whose
+    values were overwritten in place.  TypeError unless both are ``bytes`` and
+    ``lo`` an int, ValueError unless they are of one length and ``0 <= lo <= len``.
+    The reference of the compiled twin ``engine.kv._native.diff_span``."""
+    if type(old) is not bytes or type(new) is not bytes:
+        raise TypeError("diff_span: old and new must be bytes")
+    if not isinstance(lo, int):
+        raise TypeError("diff_span: lo must be an int")
+    size = len(new)
+    if len(old) != size:
+        raise ValueError("diff_span: old and new must be of one length")
+    if not 0 <= lo <= size:
+        raise ValueError("diff_span: lo must be inside the bytes")
+    start = _common_prefix(old, new, lo, size)
+    if start == size:
+        return size, size
+    return start, _common_suffix(old, new, start, size)
+
+
+def _common_prefix(a: bytes, b: bytes, lo: int, hi: int) -> int:
+    """The first index in [lo, hi) where ``a`` and ``b`` differ (``hi`` if none):
+    a binary search of ``bytes`` slice comparisons (memcmp; a memoryview's
+    comparison goes item by item, 100x slower), not a loop over bytes."""
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _common_suffix(a: bytes, b: bytes, lo: int, hi: int) -> int:
+    """The smallest index ``e`` in [lo, hi] with ``a[e:hi] == b[e:hi]``: where the
+    bytes after the last difference start (a binary search of suffix comparisons;
+    no reversed copies)."""
+    end = hi
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[mid:end] == b[mid:end]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def encode_meta(txid: int, trees: list[TreeInfo], page_size: int) -> bytes:

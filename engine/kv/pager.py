@@ -30,6 +30,10 @@ _branch_image: Callable[[int, list[bytes], list[int], int], bytes] = (
     kernel("kv.encode_branch") or nodes.branch_image
 )
 
+#: diff_span(old, new, lo) -> (start, end): where a node's new image differs from its
+#: committed one (:func:`engine.kv.node.diff_span` or its compiled twin).
+diff_span: Callable[[bytes, bytes, int], tuple[int, int]] = kernel("kv.diff_span") or nodes.diff_span
+
 
 #: find(images, root, height, key, page_count): a get over verified page images in
 #: one call (:func:`engine.kv.descent.find_image` or its compiled twin).

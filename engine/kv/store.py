@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
-from engine.errors import ClosedError, ConfigError, LockedError
+from engine.errors import ClosedError, ConfigError, CorruptFileError, LockedError
 from engine.fs import FileSystem, RecoveryReport, as_path, resolve
 from engine.fs.core import StoreCore
 from engine.kv import node as nodes
@@ -35,11 +35,13 @@ from engine.kv import tree as trees
 from engine.kv.api import DEFAULT_TREE, TreeAPI, TreeView, tree_label, tree_name
 from engine.kv.coding import PLAIN, Coding
 from engine.kv.maint import compact, verify_trees
-from engine.kv.node import Node, Overflow, TreeInfo, Value
+from engine.kv.node import Leaf, Node, Overflow, TreeInfo, Value
 from engine.kv.pager import (
     DEFAULT_CACHE_NODES,
     NodeCache,
     check_cache_nodes,
+    diff_span,
+    leaf_items,
     leaf_of,
     load_node,
     lookup,
@@ -97,6 +99,7 @@ class KVTransaction(TreeAPI):
         self._ptx: Transaction
         self._ptx, self._txid, self._committed = kv.begin_changes()
         self._committed_cached, self._committed_node = kv.cached, kv.node
+        self._copy = kv.copy_node
         self._dirty: dict[int, Node] = {}
         self.cached = self._dirty.get
         # (entries, size) of each changed node as committed: an unchanged shape means
@@ -272,7 +275,7 @@ class KVTransaction(TreeAPI):
             if committed is None:
                 committed = self._committed_node(page)
             self._shape[page] = (len(committed.keys), committed.size)
-            found = committed.copy()
+            found = self._copy(page, committed)
             self._dirty[page] = found
         return found
 
@@ -571,6 +574,30 @@ class KV(TreeAPI):
             found = load_node(self.path, page, self._committed, self._pages.page_count, self._cache)
         return found
 
+    def copy_node(self, page: int, node: Node) -> Node:
+        """A copy of the committed ``node`` at ``page`` for a transaction to change.
+
+        A lazy leaf's entries (one decoded from its page, values not yet sliced
+        out) come from its cached page image in one compiled call
+        (:data:`engine.kv.pager.leaf_items` over that one page: fresh lists of its
+        keys and of its values sliced from the image), not from slicing each value
+        in Python: a bulk commit copies such a leaf for most of its puts.  The
+        image was verified when it was cached, and is checked again by the call.
+        Any other node (a leaf this writer wrote holds its values in a list
+        already: two list copies are cheaper) is copied as it is."""
+        if type(node) is Leaf and node.lazy:
+            try:
+                got = leaf_items(self._images, page, 1, None, False, self._pages.page_count)
+            except nodes.NodeError as exc:
+                raise CorruptFileError(self.path, exc.offset, exc.expected, exc.found) from exc
+            if not isinstance(got, int):
+                keys, raw = got[0], got[1]
+                vals: list[Value] = raw  # type: ignore[assignment]
+                if tuple in map(type, raw):  # overflow values come as (page, length)
+                    vals = [v if type(v) is bytes else Overflow(*v) for v in raw]  # type: ignore[misc]
+                return Leaf(keys, vals, node.size)
+        return node.copy()
+
     def value(self, value: Value) -> bytes:
         if type(value) is bytes:
             return value
@@ -721,33 +748,6 @@ class KV(TreeAPI):
         return f"<KV {self.path!r} writer>"
 
 
-def _common_prefix(a: bytes, b: bytes, lo: int, hi: int) -> int:
-    """The first index in [lo, hi) where ``a`` and ``b`` differ (``hi`` if none):
-    a binary search of ``bytes`` slice comparisons (memcmp; a memoryview's
-    comparison goes item by item, 100x slower), not a loop over bytes."""
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[lo:mid] == b[lo:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def _common_suffix(a: bytes, b: bytes, lo: int, hi: int) -> int:
-    """The smallest index ``e`` in [lo, hi] with ``a[e:hi] == b[e:hi]``: where the
-    bytes after the last difference start (a binary search of suffix comparisons;
-    no reversed copies)."""
-    end = hi
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if a[mid:end] == b[mid:end]:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
 def _write_changes(ptx: Transaction, page: int, image: bytes) -> None:
     """Write a changed node's new ``image`` over its committed one, journalling only
     what changed: the header (or just its CRC) and one span of the body.  A value
@@ -759,11 +759,10 @@ def _write_changes(ptx: Transaction, page: int, image: bytes) -> None:
     old = bytes(old)  # no copy for bytes; read only until the writes below
     size = len(image)
     body = nodes.CRC_AT + 4
-    start = _common_prefix(old, image, body, size)
+    start, end = diff_span(old, image, body)  # one compiled call (engine.kv.node.diff_span)
     if start == size:  # the body is unchanged, so is the CRC: only the header changed
         ptx.write(page, 0, image[:body])
         return
-    end = _common_suffix(old, image, start, size)  # just past the last differing byte
     if end - start > size // 2:
         ptx.write(page, 0, image)
         return

@@ -162,9 +162,9 @@ class StoreFile:
             flushing = StoreHeader(h.page_size, h.page_count, h.free_head, flags=h.flags | store_codec.FLUSHING)
             self._flush_headers = (h, flushing, store_codec.encode_header(flushing), store_codec.encode_header(h))
         _, flushing, marked, clean = self._flush_headers
-        handle.write_at(0, marked)
         self._disk_header = flushing
-        write_pages(handle, self.page_size, self.unflushed, self._whole, self._extents)
+        # The marked header goes out first, in the same batch as the pages.
+        write_pages(handle, self.page_size, self.unflushed, self._whole, self._extents, (0, marked))
         self._sums.update(self.unflushed)
         handle.write_at(0, clean)
         self._disk_header = h

@@ -113,34 +113,50 @@ def write_pages(
     images: dict[int, bytes | bytearray],
     whole: Set[int],
     ranges: Iterable[tuple[int, int]],
+    first: tuple[int, bytes] | None = None,
 ) -> None:
     """Write page images into the store file (unsynced): the pages in ``whole``
     entirely, of the others only the byte ``ranges`` (absolute offsets) the
     journal holds after-images for, so that a write a crash tears damages only
-    bytes that redo rewrites.
+    bytes that redo rewrites.  ``first`` (offset, bytes), when given, is written
+    before any of them (the flush's FLUSHING-marked header).
 
-    Whole pages go out as one vectored write per run of consecutive pages,
-    straight from the images (no join: a run can be thousands of pages); ranges
-    are merged where adjacent or overlapping (a whole page covers any range of it).
+    The writes go to the file system in one batch (``write_many_at``: one
+    Python call for a commit's few ranges, or for the hundreds of scattered
+    pages a bulk commit writes, instead of a call per write); a run of
+    consecutive whole pages is one vectored write, straight from the images (no
+    join: a run can be thousands of pages); ranges are merged where adjacent or
+    overlapping (a whole page covers any range of it).
     """
+    writes: list[tuple[int, bytes]] = [] if first is None else [first]
     if not whole:  # the usual commit: a few byte ranges, no whole page
         spans = ranges if isinstance(ranges, (list, tuple, set)) and len(ranges) == 1 else merge_ranges(ranges)
         for start, end in spans:
             page, off = divmod(start, ps)
             if end <= (page + 1) * ps:  # inside one page: one plain write of a slice
-                handle.write_at(start, bytes(images[page][off : off + end - start]))
+                writes.append((start, bytes(images[page][off : off + end - start])))
             else:
+                handle.write_many_at(writes)  # in order: ``first`` before any page
+                writes = []
                 _write_span(handle, ps, images, start, end)
+        handle.write_many_at(writes)
         return
-    write_parts_at = handle.write_parts_at
+    runs: list[list[int]] = []
     run: list[int] = []
     for page in sorted(whole):
         if run and page != run[-1] + 1:
-            write_parts_at(run[0] * ps, [images[p] for p in run])
+            runs.append(run)
             run = []
         run.append(page)
-    if run:
-        write_parts_at(run[0] * ps, [images[p] for p in run])
+    runs.append(run)
+    for run in runs:
+        if len(run) == 1:  # a page alone (a bulk commit's usual case): part of the batch
+            image = images[run[0]]
+            writes.append((run[0] * ps, image if type(image) is bytes else bytes(image)))
+    handle.write_many_at(writes)  # ``first`` went out before any page
+    for run in runs:
+        if len(run) > 1:
+            handle.write_parts_at(run[0] * ps, [images[p] for p in run])
     for start, end in merge_ranges(span for span in ranges if span[0] // ps not in whole):
         _write_span(handle, ps, images, start, end)
 

@@ -194,15 +194,20 @@ class PageSums:
             (page,) = pages
             self.handle.write_at(store_codec.sum_offset(page), _pack(self.values, page, page + 1))
             return
+        # All runs in one batch (a bulk commit flushes hundreds of scattered pages).
         ordered = sorted(pages)
+        writes: list[tuple[int, bytes]] = []
+        values = self.values
         i = 0
-        while i < len(ordered):
+        n = len(ordered)
+        while i < n:
             j = i
-            while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            while j + 1 < n and ordered[j + 1] == ordered[j] + 1:
                 j += 1
             first, last = ordered[i], ordered[j]
-            self.handle.write_at(store_codec.sum_offset(first), _pack(self.values, first, last + 1))
+            writes.append((store_codec.sum_offset(first), _pack(values, first, last + 1)))
             i = j + 1
+        self.handle.write_many_at(writes)
 
     def sync(self, what: str) -> None:
         crashpoint(f"pages.{what}.before-sums-fsync")

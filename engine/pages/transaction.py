@@ -265,9 +265,11 @@ class Transaction:
         elif type(buf) is not bytearray:
             buf = self._page(page)  # a whole-page image edited again: now copied
         with memoryview(buf) as view:
-            if view[offset:end] == data:
-                return
-            before = bytes(view[offset:end])  # the buffer changes below: the image must not
+            # One copy, compared as bytes (memcmp; a memoryview's own comparison goes
+            # item by item); the buffer changes below: the before-image must not.
+            before = bytes(view[offset:end])
+        if before == data:
+            return
         self.ops.extend(codec.modify_parts(page * ps, offset, before, data))
         buf[offset:end] = data
         self._touch(page, offset, end)

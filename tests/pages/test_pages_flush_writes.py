@@ -22,6 +22,7 @@ class Recorder:
         self.data = bytearray(size)
         self.written = bytearray(size)  # 1 where some write touched the byte
         self.calls: list[tuple[str, int, int]] = []
+        self.batches: list[int] = []  # the length of each write_many_at call
 
     def _put(self, offset: int, data: bytes) -> None:
         self.data[offset : offset + len(data)] = data
@@ -30,6 +31,12 @@ class Recorder:
     def write_at(self, offset: int, data: bytes) -> None:
         self.calls.append(("write_at", offset, len(data)))
         self._put(offset, bytes(data))
+
+    def write_many_at(self, writes: list[tuple[int, bytes]]) -> None:
+        """Plain writes in order, in one call (recorded as the plain writes they are)."""
+        self.batches.append(len(writes))
+        for offset, data in writes:
+            self.write_at(offset, data)
 
     def write_parts_at(self, offset: int, parts: list[bytes | bytearray | memoryview]) -> None:
         joined = b"".join(bytes(p) for p in parts)
@@ -47,6 +54,25 @@ def test_one_range_is_one_plain_write() -> None:
     assert rec.calls == [("write_at", 2 * PS + 10, 20)]
     assert rec.data[2 * PS + 10 : 2 * PS + 30] == bytes([2]) * 20
     assert sum(rec.written) == 20
+
+
+def test_a_commits_ranges_and_the_marked_header_go_in_one_batch_header_first() -> None:
+    rec = Recorder(4 * PS)
+    spans = [(2 * PS + 10, 2 * PS + 30), (2 * PS + 100, 2 * PS + 110), (3 * PS + 4, 3 * PS + 6)]
+    write_pages(rec, PS, _images(3), set(), spans, (0, b"H" * 8))  # type: ignore[arg-type]
+    assert rec.calls == [
+        ("write_at", 0, 8), ("write_at", 2 * PS + 10, 20), ("write_at", 2 * PS + 100, 10), ("write_at", 3 * PS + 4, 2)
+    ]
+    assert rec.batches == [4]
+
+
+def test_scattered_whole_pages_go_in_one_batch_after_the_marked_header() -> None:
+    rec = Recorder(8 * PS)
+    write_pages(rec, PS, _images(7), {1, 3, 4, 6}, [], (0, b"H" * 8))  # type: ignore[arg-type]
+    assert rec.calls[0] == ("write_at", 0, 8)  # the FLUSHING mark before any page
+    assert sorted(rec.calls[1:]) == [("write_at", PS, PS), ("write_at", 6 * PS, PS), ("write_parts_at", 3 * PS, 2 * PS)]
+    assert rec.batches == [3]  # the header and the two lone pages; the run of two is one vectored write
+    assert rec.data[3 * PS : 5 * PS] == bytes([3]) * PS + bytes([4]) * PS
 
 
 def test_ranges_touching_across_pages_merge_into_one_write() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Sequence
 
 import pytest
 from hypothesis import given, settings
@@ -353,7 +354,8 @@ def test_page_cache_bulk_put_and_discard_keep_lru_order() -> None:
 
 def test_checkpoint_writes_whole_pages_in_runs_and_ranges_once(path: str) -> None:
     """Whole pages rewritten since the last checkpoint go out as one vectored write
-    per run of consecutive pages; other pages' journaled ranges as merged writes;
+    per run of consecutive pages (a page alone as a plain write, in one batch with
+    the others); other pages' journaled ranges as merged writes;
     a range of a page that is also rewritten whole is not written twice."""
     ps = 512
     with PageStore.open(path, page_size=ps) as store:
@@ -368,7 +370,14 @@ def test_checkpoint_writes_whole_pages_in_runs_and_ranges_once(path: str) -> Non
             writes.append((offset, sum(len(p) for p in parts)))
             real(offset, parts)
 
+        real_many = handle.write_many_at
+
+        def record_many(pairs: Sequence[tuple[int, bytes]]) -> None:
+            writes.extend((offset, len(data)) for offset, data in pairs if offset)  # not the header
+            real_many(pairs)
+
         handle.write_parts_at = record  # type: ignore[method-assign]
+        handle.write_many_at = record_many  # type: ignore[method-assign, assignment]
         with store.transaction() as tx:
             for page in (2, 3, 4, 7):
                 tx.write(page, 0, bytes([page]) * ps)  # whole pages
