@@ -75,6 +75,15 @@ public final class Hfs implements Serializable {
         }
     }
 
+    /** The local file {@code path} names when its file system is the local one, else null. */
+    public java.nio.file.Path localPath(String path) {
+        Path p = new Path(path);
+        if (!(fs(p) instanceof org.apache.hadoop.fs.RawLocalFileSystem)) {
+            return null;
+        }
+        return java.nio.file.Paths.get(p.toUri().getPath());
+    }
+
     public static String join(String dir, String name) {
         return (dir.endsWith("/") ? dir.substring(0, dir.length() - 1) : dir) + "/" + name;
     }

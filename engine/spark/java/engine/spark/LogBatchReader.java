@@ -132,7 +132,7 @@ public final class LogBatchReader implements PartitionReader<ColumnarBatch> {
         LogSegments.Segment seg = part.segment;
         int n = (int) Math.min(batchRecords, part.stop - pos);
         long idxOff = LogCodec.HEADER_SIZE + LogCodec.ENTRY_SIZE * pos;
-        byte[] raw = fs.readAt(seg.idxPath, idxOff, LogCodec.ENTRY_SIZE * n);
+        byte[] raw = seg.readIdx(fs, idxOff, LogCodec.ENTRY_SIZE * n);
         int got = raw.length / LogCodec.ENTRY_SIZE;
         if (got < n) {
             throw new CorruptFileException(seg.idxPath, idxOff + (long) LogCodec.ENTRY_SIZE * got,
@@ -155,7 +155,7 @@ public final class LogBatchReader implements PartitionReader<ColumnarBatch> {
         int n = (int) Math.min(batchRecords, part.stop - pos);
         long idxOff = LogCodec.HEADER_SIZE + LogCodec.ENTRY_SIZE * pos;
         int extra = pos + n < seg.count ? 1 : 0;
-        byte[] raw = fs.readAt(seg.idxPath, idxOff, LogCodec.ENTRY_SIZE * (n + extra));
+        byte[] raw = seg.readIdx(fs, idxOff, LogCodec.ENTRY_SIZE * (n + extra));
         int got = raw.length / LogCodec.ENTRY_SIZE;
         if (got < n + extra) {
             throw new CorruptFileException(seg.idxPath, idxOff + (long) LogCodec.ENTRY_SIZE * got,

@@ -213,8 +213,8 @@ public final class LogPushdown {
                 minIndex = minIndex == null ? a : Math.min(minIndex, a);
                 maxIndex = maxIndex == null ? z : Math.max(maxIndex, z);
                 if (times) {
-                    long ta = LogSegments.entryAt(fs, p.segment.idxPath, p.start)[0];
-                    long tz = LogSegments.entryAt(fs, p.segment.idxPath, p.stop - 1)[0];
+                    long ta = LogSegments.entryAt(fs, p.segment, p.start)[0];
+                    long tz = LogSegments.entryAt(fs, p.segment, p.stop - 1)[0];
                     minTime = minTime == null ? ta : Math.min(minTime, ta);
                     maxTime = maxTime == null ? tz : Math.max(maxTime, tz);
                 }

@@ -48,9 +48,20 @@ public final class LogSegments {
         public final Long firstTime;
         public final Long lastTime;
         public final long minPos;
+        /**
+         * The newest segment's index as the writer's next open repairs it (header, the
+         * entries that were right, the entries rebuilt from the log), held in memory and
+         * read instead of the file; null: the file is the index (see {@link #newest}).
+         */
+        public final byte[] memIdx;
 
         Segment(String logPath, boolean hasCrc, long firstIndex, long count, long endOffset, Long firstTime,
                 Long lastTime, long minPos) {
+            this(logPath, hasCrc, firstIndex, count, endOffset, firstTime, lastTime, minPos, null);
+        }
+
+        Segment(String logPath, boolean hasCrc, long firstIndex, long count, long endOffset, Long firstTime,
+                Long lastTime, long minPos, byte[] memIdx) {
             this.logPath = logPath;
             String stem = logPath.substring(0, logPath.length() - 4);
             this.idxPath = stem + ".idx";
@@ -62,6 +73,16 @@ public final class LogSegments {
             this.firstTime = firstTime;
             this.lastTime = lastTime;
             this.minPos = minPos;
+            this.memIdx = memIdx;
+        }
+
+        /** Up to {@code n} bytes of the index at {@code offset}: the rebuilt one in memory, else the file. */
+        public byte[] readIdx(Hfs fs, long offset, int n) {
+            if (memIdx == null) {
+                return fs.readAt(idxPath, offset, n);
+            }
+            int from = (int) Math.min(offset, memIdx.length);
+            return java.util.Arrays.copyOfRange(memIdx, from, (int) Math.min((long) from + n, memIdx.length));
         }
 
         public long stopIndex() {
@@ -331,7 +352,7 @@ public final class LogSegments {
             boolean crc = fs.size(stem + ".crc") >= 0;
             Segment seg = k + 1 < bases.size()
                 ? sealed(fs, stem, base, bases.get(k + 1), crc, prevTime, Hfs.join(dir, segName(bases.get(k + 1))) + ".log")
-                : newest(fs, stem, base, crc);
+                : newest(fs, stem, base, crc, prevTime);
             keep.add(seg);
             if (seg.lastTime != null) {
                 prevTime = seg.lastTime;
@@ -356,9 +377,9 @@ public final class LogSegments {
                 out.add(seg);
             } else if (start < seg.stopIndex()) {
                 long pos = start - seg.firstIndex;
-                long t0 = entryAt(fs, seg.idxPath, pos)[0];
+                long t0 = entryAt(fs, seg, pos)[0];
                 out.add(new Segment(seg.logPath, seg.hasCrc, seg.firstIndex, seg.count, seg.endOffset, t0, seg.lastTime,
-                    pos));
+                    pos, seg.memIdx));
             }
         }
         return out;
@@ -391,7 +412,18 @@ public final class LogSegments {
         return new Segment(stem + ".log", crc, base, expected, logSize, first[0], last[0], 0);
     }
 
-    private static Segment newest(Hfs fs, String stem, long base, boolean crc) {
+    /**
+     * The newest segment: the index entries up to the last one that agrees with its
+     * record (and checksum).  Where the index and the log disagree (whole entries at the
+     * end that do not agree, or whole records the log holds past the last entry) while no
+     * writer holds the log's lock, the segment is shown as the writer's next open repairs
+     * it, as LogReader._reconcile does: the writer's recovery walk
+     * ({@link SealedCheck#scanSegment}, recovery.scan_segment) over the files in memory,
+     * its rebuilt index kept in {@link Segment#memIdx} (nothing is written); damage that
+     * is not a torn tail is CorruptFileException.  With a live writer they are its
+     * records being written: not shown.
+     */
+    private static Segment newest(Hfs fs, String stem, long base, boolean crc, Long prevTime) {
         String idxPath = stem + ".idx";
         long idxSize = fs.size(idxPath);
         long count = 0;
@@ -424,26 +456,55 @@ public final class LogSegments {
                 }
             }
         }
-        // LogReader._check_unindexed: records in the log with no index to show them.
+        long entries = idxSize <= LogCodec.HEADER_SIZE ? 0 : (idxSize - LogCodec.HEADER_SIZE) / LogCodec.ENTRY_SIZE;
+        boolean unindexed = false;
         if (logSize >= shown + LogCodec.RECORD_HEADER_SIZE) {
             byte[] head = fs.readAt(stem + ".log", shown, LogCodec.RECORD_HEADER_SIZE);
             if (head.length == LogCodec.RECORD_HEADER_SIZE) {
                 long size = LogCodec.u32(head, 0);
-                if (size != 0 && shown + LogCodec.RECORD_HEADER_SIZE + size <= logSize && idxSize < LogCodec.HEADER_SIZE) {
-                    throw new CorruptFileException(idxPath, Math.max(idxSize, 0),
-                        "a 16-byte IDX header (the log " + stem + ".log holds records; the writer's next open rebuilds it)",
-                        idxSize < 0 ? "no file" : idxSize + " bytes (truncated file)");
-                }
+                unindexed = size != 0 && shown + LogCodec.RECORD_HEADER_SIZE + size <= logSize;
             }
+        }
+        if ((count < entries || unindexed) && idxSize >= LogCodec.HEADER_SIZE
+            && !WriterLock.held(fs, Hfs.join(stem.substring(0, stem.lastIndexOf('/')), WriterLock.LOCK_FILE))) {
+            return reconcile(fs, stem, base, crc, prevTime);
+        }
+        // LogReader._check_unindexed: records in the log with no index to show them.
+        if (unindexed && idxSize < LogCodec.HEADER_SIZE) {
+            throw new CorruptFileException(idxPath, Math.max(idxSize, 0),
+                "a 16-byte IDX header (the log " + stem + ".log holds records; the writer's next open rebuilds it)",
+                idxSize < 0 ? "no file" : idxSize + " bytes (truncated file)");
         }
         return new Segment(stem + ".log", crc, base, count, shown, firstTime, lastTime, 0);
     }
 
-    static long[] entryAt(Hfs fs, String idxPath, long pos) {
+    /** LogReader._reconcile: the newest segment as the writer's next open repairs it (see {@link #newest}). */
+    private static Segment reconcile(Hfs fs, String stem, long base, boolean crc, Long prevTime) {
+        byte[] log = fs.readAll(stem + ".log");
+        byte[] idx = fs.readAll(stem + ".idx");
+        byte[] crcBytes = crc ? fs.readAll(stem + ".crc") : null;
+        LogCodec.checkHeader(idx, "IDX", stem + ".idx");
+        if (crcBytes != null) {
+            LogCodec.checkHeader(crcBytes, "CRC", stem + ".crc");
+        }
+        SealedCheck.Scan scan;
+        try {
+            scan = SealedCheck.scanSegment(log, idx, base, prevTime, crcBytes);
+        } catch (SealedCheck.Mismatch m) {
+            throw new CorruptFileException(stem + "." + m.where, m.offset, m.expected, m.found);
+        }
+        int keepEnd = (int) (LogCodec.HEADER_SIZE + LogCodec.ENTRY_SIZE * scan.idxKeep);
+        byte[] rebuilt = scan.entries.toByteArray();
+        byte[] mem = java.util.Arrays.copyOf(idx, keepEnd + rebuilt.length);
+        System.arraycopy(rebuilt, 0, mem, keepEnd, rebuilt.length);
+        return new Segment(stem + ".log", crc, base, scan.count, scan.logEnd, scan.firstTime, scan.lastTime, 0, mem);
+    }
+
+    static long[] entryAt(Hfs fs, Segment seg, long pos) {
         long off = LogCodec.HEADER_SIZE + LogCodec.ENTRY_SIZE * pos;
-        byte[] raw = fs.readAt(idxPath, off, LogCodec.ENTRY_SIZE);
+        byte[] raw = seg.readIdx(fs, off, LogCodec.ENTRY_SIZE);
         if (raw.length < LogCodec.ENTRY_SIZE) {
-            throw new CorruptFileException(idxPath, off, "a whole index entry", raw.length + " bytes");
+            throw new CorruptFileException(seg.idxPath, off, "a whole index entry", raw.length + " bytes");
         }
         return new long[] {LogCodec.i64(raw, 0), LogCodec.i64(raw, 8), LogCodec.i64(raw, 16)};
     }
@@ -454,7 +515,7 @@ public final class LogSegments {
         long hi = seg.count;
         while (lo < hi) {
             long mid = (lo + hi) >>> 1;
-            if (entryAt(fs, seg.idxPath, mid)[0] < tNs) {
+            if (entryAt(fs, seg, mid)[0] < tNs) {
                 lo = mid + 1;
             } else {
                 hi = mid;

@@ -185,7 +185,7 @@ public final class LogStream implements MicroBatchStream, SupportsAdmissionContr
             return new long[0];
         }
         long n = stop - start;
-        byte[] raw = fs.readAt(seg.idxPath, LogCodec.HEADER_SIZE + LogCodec.ENTRY_SIZE * start,
+        byte[] raw = seg.readIdx(fs, LogCodec.HEADER_SIZE + LogCodec.ENTRY_SIZE * start,
             (int) Math.min(Integer.MAX_VALUE - 8, LogCodec.ENTRY_SIZE * n));
         long[] out = new long[raw.length / LogCodec.ENTRY_SIZE];
         for (int i = 0; i < out.length; i++) {

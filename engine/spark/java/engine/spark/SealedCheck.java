@@ -128,6 +128,10 @@ final class SealedCheck {
         long idxDropped;
         long idxPartial;
         long crcDropped;
+        Long firstTime;
+        Long lastTime;
+        /** The rebuilt entries (time, index, offset each), {@code rebuilt} of them. */
+        java.io.ByteArrayOutputStream entries = new java.io.ByteArrayOutputStream();
 
         boolean clean() {
             return rebuilt == 0 && logCut == 0 && idxDropped == 0 && idxPartial == 0 && crcDropped == 0;
@@ -142,6 +146,8 @@ final class SealedCheck {
         Long last = minTime;
         Long keep = null;
         long rebuilt = 0;
+        Long first = null;
+        java.io.ByteArrayOutputStream entries = new java.io.ByteArrayOutputStream();
         Rec prev = null;
         while (true) {
             Rec rec = parse(log, pos);
@@ -163,6 +169,9 @@ final class SealedCheck {
                 boolean ok = rec != null && i == base + k && off == pos && t == rec.time && (last == null || t >= last);
                 if (ok) {
                     prev = rec;
+                    if (first == null) {
+                        first = t;
+                    }
                     last = t;
                     pos = rec.end();
                     k++;
@@ -193,6 +202,13 @@ final class SealedCheck {
                 break;
             }
             rebuilt++;
+            byte[] entry = new byte[E];
+            java.nio.ByteBuffer.wrap(entry).order(java.nio.ByteOrder.LITTLE_ENDIAN).putLong(rec.time).putLong(base + k)
+                .putLong(pos);
+            entries.write(entry, 0, E);
+            if (first == null) {
+                first = rec.time;
+            }
             last = rec.time;
             pos = rec.end();
             k++;
@@ -209,6 +225,9 @@ final class SealedCheck {
         s.idxDropped = nIdx - keep;
         s.idxPartial = idxPartial;
         s.crcDropped = crc != null ? Math.max(0, crc.length - (H + C * k)) : 0;
+        s.firstTime = first;
+        s.lastTime = k > 0 ? last : null;
+        s.entries = entries;
         return s;
     }
 
