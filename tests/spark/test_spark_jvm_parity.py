@@ -234,3 +234,57 @@ def test_sealed_segment_damage_is_pinpointed(tmp_path: object, damage: str) -> N
         poke(seg.log_path, offsets[0] + 16, b"\xee")
     rows = agree({"path": d})
     assert len(rows) == 1 and rows[0].startswith("ERROR CorruptFileError: ")
+
+
+@pytest.mark.parametrize("damage", ["cut to header", "cut mid-entry", "zeroed last entry", "zeroed entry",
+                                    "flipped last entry", "flipped entry", "cut and a bad record in the middle"])
+def test_damaged_newest_index_is_reconciled(tmp_path: object, damage: str) -> None:
+    """A damaged newest index (the .log and .crc whole), no writer live: both readers
+    show the segment as the writer's next open repairs it (recovery.scan_segment on
+    the files in memory), record for record, or fail with the same error."""
+    d = f"{tmp_path}/newest"
+    write(d, 300, segment_bytes=2048)
+    found = segs(d)
+    seg = found[-1]
+    assert len(found) > 2 and seg.count > 12
+    total = found[-1].stop_index
+    offsets = logfiles.entry_offsets(resolve(None), seg, 0, seg.count)
+    last = 16 + 24 * (seg.count - 1)
+    with resolve(None).open(seg.idx_path, OpenMode.WRITE) as h:
+        if damage == "cut to header":
+            h.truncate(16)
+        elif damage == "cut mid-entry":
+            h.truncate(16 + 24 * 7 + 11)
+        elif damage == "zeroed last entry":
+            h.write_at(last, bytes(24))
+        elif damage == "zeroed entry":
+            h.write_at(16 + 24 * 5, bytes(24))
+        elif damage == "flipped last entry":
+            h.write_at(last + 2, b"\x5a")
+        elif damage == "flipped entry":
+            h.write_at(16 + 24 * 5 + 17, b"\x01")
+        else:
+            h.truncate(16)
+    if damage == "cut and a bad record in the middle":
+        poke(seg.log_path, offsets[6] + 16 + 1, b"\xee")
+    rows = agree({"path": d, "batchRecords": "8"})
+    agree({"path": d, "startingTimestamp": str((T0 + 1000 * (total - 5)) // 1_000_000)}, ["index", "time"])
+    if damage.startswith(("cut to", "cut mid", "zeroed last", "flipped last")):
+        assert len(rows) == total  # every record the writer shows, not the agreeing entries only
+    if damage == "cut and a bad record in the middle":
+        assert len(rows) == 1 and rows[0].startswith("ERROR CorruptFileError: ")
+
+
+def test_damaged_newest_index_with_a_live_writer(tmp_path: object) -> None:
+    """With a writer holding the log's lock (AppendLog.open in this process) the
+    index entries that agree are shown, nothing rebuilt: both readers alike (the JVM
+    sees the writer's flock through /proc/locks)."""
+    d = f"{tmp_path}/live"
+    write(d, 60)
+    seg = segs(d)[-1]
+    with AppendLog.open(d) as writer:
+        with resolve(None).open(seg.idx_path, OpenMode.WRITE) as h:
+            h.truncate(16 + 24 * 5 + 9)
+        rows = agree({"path": d})
+        assert writer is not None and len(rows) == 5
+    assert len(agree({"path": d})) == 60  # no writer live now: every record again
