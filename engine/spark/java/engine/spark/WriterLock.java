@@ -16,7 +16,7 @@ import java.util.List;
  * <p>The writer (and a lock-holding reader) holds a {@code flock} on {@code <dir>/.lock}.
  * The JVM cannot take a flock (its {@link java.nio.channels.FileLock} is an fcntl lock,
  * which ignores flocks), and a probe must not take one anyway; so this reads Linux's
- * {@code /proc/locks} for a FLOCK on the lock file's device and inode.  That sees every
+ * {@code /proc/locks} for a FLOCK on the lock file's inode.  That sees every
  * process of the machine, so it answers for a local file system only; a path of another
  * Hadoop file system (HDFS, object stores) cannot have a live engine writer (the writer
  * needs a local POSIX file system), so there the answer is "none".  Where
@@ -36,10 +36,8 @@ final class WriterLock {
         if (local == null) {
             return false;
         }
-        long dev;
         long ino;
         try {
-            dev = ((Number) Files.getAttribute(local, "unix:dev")).longValue();
             ino = ((Number) Files.getAttribute(local, "unix:ino")).longValue();
         } catch (NoSuchFileException e) {
             return false;
@@ -52,22 +50,18 @@ final class WriterLock {
         } catch (IOException e) {
             return true;
         }
-        // glibc's major()/minor() of st_dev; /proc/locks prints "MAJ:MIN:INODE" (hex, hex, decimal).
-        long major = ((dev >>> 8) & 0xfffL) | ((dev >>> 32) & ~0xfffL);
-        long minor = (dev & 0xffL) | ((dev >>> 12) & ~0xffL);
-        String want = String.format("%02x:%02x:%d", major, minor, ino);
+        // /proc/locks prints "MAJ:MIN:INODE".  The inode alone is matched: the device
+        // numbers stat gives need not be the ones printed there (overlay and other
+        // stacked file systems), and a same-numbered inode elsewhere only makes the
+        // answer conservative (agreeing entries only).
+        String want = ":" + ino;
         for (String line : lines) {
             // "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"; "1: -> FLOCK ..." is a waiter, not a holder.
             String[] f = line.trim().split("\\s+");
-            if (f.length >= 6 && f[1].equals("FLOCK") && f[5].equals(want)) {
+            if (f.length >= 6 && f[1].equals("FLOCK") && f[5].endsWith(want)) {
                 return true;
             }
         }
         return false;
-    }
-
-    /** For tests: {@code java engine.spark.WriterLock <lockfile>} prints true/false. */
-    public static void main(String[] args) {
-        System.out.println(held(new Hfs(new org.apache.hadoop.conf.Configuration()), args[0]));
     }
 }
