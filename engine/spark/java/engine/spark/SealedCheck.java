@@ -7,7 +7,9 @@ import java.util.zip.CRC32;
  * {@code engine.applog.recovery.scan_segment}/{@code scan_sealed} and
  * {@code LogReader._full_check} (whole files in memory, the log the truth, the index
  * derived data), raising the same {@code CorruptFileError} with the same file, offset and
- * words.
+ * words.  {@link #scanSegment} is also the newest segment's reconciliation
+ * ({@code LogSegments.newest}, LogReader._reconcile): its {@code Scan} carries the rebuilt
+ * index entries and the first and last times for that.
  */
 final class SealedCheck {
     private SealedCheck() {
