@@ -125,7 +125,7 @@ class EngineStore(Store):
 
     @staticmethod
     def reader(root: str) -> tuple[Callable[[bytes], Any], Callable[[], None]]:
-        reader = KV.open(os.path.join(root, "bench.kv"), readonly=True)
+        reader = KV.open_reader(os.path.join(root, "bench.kv"))
         return reader.get, reader.close
 
     def delete_batch(self, keys: list[bytes]) -> None:
