@@ -125,52 +125,7 @@ make_event(long long seq, const unsigned char *payload, Py_ssize_t n)
     return event;
 }
 
-/* Build the result (events, (offset, prev, expected, want, bs, be), status,
- * detail); steals ``events`` and ``detail`` (both new references). */
-static PyObject *
-result(PyObject *events, long long offset, long long prev, long long expected, long long want, long long bs,
-       long long be, int status, PyObject *detail)
-{
-    /* Built by hand: replay calls the walker at least twice per id, and
-     * Py_BuildValue's format parsing was a good part of a short replay. */
-    const long long fields[6] = {offset, prev, expected, want, bs, be};
-    PyObject *state = PyTuple_New(6);
-    PyObject *out = PyTuple_New(4);
-    PyObject *code = PyLong_FromLong(status);
-    if (state == NULL || out == NULL || code == NULL)
-        goto fail;
-    for (int i = 0; i < 6; i++) {
-        PyObject *v = PyLong_FromLongLong(fields[i]);
-        if (v == NULL)
-            goto fail;
-        PyTuple_SET_ITEM(state, i, v);
-    }
-    PyTuple_SET_ITEM(out, 0, events);
-    PyTuple_SET_ITEM(out, 1, state);
-    PyTuple_SET_ITEM(out, 2, code);
-    PyTuple_SET_ITEM(out, 3, detail);
-    return out;
-fail:
-    Py_XDECREF(state);
-    Py_XDECREF(out);
-    Py_XDECREF(code);
-    Py_DECREF(events);
-    Py_DECREF(detail);
-    return NULL;
-}
-
-/* An int argument as long long: -1 with an exception when it is not an int or
- * does not fit (TypeError / OverflowError). */
-static int
-ll_arg(PyObject *obj, long long *out)
-{
-    if (!PyLong_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "walk_runs: an int is required, not %.100s", Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    *out = PyLong_AsLongLong(obj);
-    return *out == -1 && PyErr_Occurred() ? -1 : 0;
-}
+static int64_t q_at(const Py_buffer *b, Py_ssize_t i);
 
 /* ---- the data.crc entries the walker checks (see read_runs_py's ``sums``) ----
  *
@@ -231,50 +186,35 @@ sums_take_values(PyObject *sums, Sums *sm)
     return sm->crcs.len / 4 < m ? sm->crcs.len / 4 : m;
 }
 
-/* Take the four buffers; returns the entry count, or -1 with an exception set.
- * ``equal``: the four must hold as many entries (the walker's start, as the
- * reference checks); else the count is the smallest (a writer thread may be
- * between two of its appends, which only ever add entries). */
+/* The entry count of the four arrays, which must be equal (the walker's
+ * start, as the reference checks): their lengths alone, no buffer taken (a
+ * walk's every call pays this).  -1 with an exception set. */
 static Py_ssize_t
-sums_take(PyObject *sums, Sums *sm, int equal)
+sums_count(PyObject *sums)
 {
-    PyObject *items[4];
-    for (int i = 0; i < 4; i++)
-        items[i] = PyTuple_GET_ITEM(sums, i);
-    if (PyObject_GetBuffer(items[0], &sm->ends, PyBUF_SIMPLE) < 0)
-        return -1;
-    if (PyObject_GetBuffer(items[1], &sm->lasts, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&sm->ends);
-        return -1;
+    Py_ssize_t n[4];
+    for (int i = 0; i < 4; i++) {
+        n[i] = PyObject_Length(PyTuple_GET_ITEM(sums, i));
+        if (n[i] < 0)
+            return -1;
     }
-    if (PyObject_GetBuffer(items[2], &sm->crcs, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&sm->ends);
-        PyBuffer_Release(&sm->lasts);
-        return -1;
-    }
-    if (PyObject_GetBuffer(items[3], &sm->checked, PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&sm->ends);
-        PyBuffer_Release(&sm->lasts);
-        PyBuffer_Release(&sm->crcs);
-        return -1;
-    }
-    sm->held = 1;
-    sm->held_vals = 1;
-    Py_ssize_t n = sm->checked.len;
-    if (!equal) {
-        Py_ssize_t m = sm->ends.len / 8;
-        if (sm->lasts.len / 8 < m)
-            m = sm->lasts.len / 8;
-        if (sm->crcs.len / 4 < m)
-            m = sm->crcs.len / 4;
-        return m < n ? m : n;
-    }
-    if (sm->ends.len != n * 8 || sm->lasts.len != n * 8 || sm->crcs.len != n * 4) {
-        sums_release(sm);
+    if (n[0] != n[3] || n[1] != n[3] || n[2] != n[3]) {
         PyErr_SetString(PyExc_ValueError, "walk_runs: data.crc arrays of different lengths");
         return -1;
     }
-    return n;
+    return n[3];
+}
+
+/* ``covered`` (the end of the last entry, ends[-1], 0 without entries), taken
+ * with the index buffers: held on return (the caller looks up and releases). */
+static int
+sums_take_covered(PyObject *sums, Sums *sm, long long *covered)
+{
+    if (sums_take_index(sums, sm) < 0)
+        return -1;
+    Py_ssize_t ne = sm->ends.len / 8;
+    *covered = ne ? q_at(&sm->ends, ne - 1) : 0;
+    return 0;
 }
 
 static int64_t
@@ -300,39 +240,53 @@ bisect_ends(const Py_buffer *ends, Py_ssize_t n, long long x)
     return lo;
 }
 
+/* The slots of a walk (engine/events/runs.py: W_*). */
+enum {
+    W_OFFSET, W_PREV, W_EXPECTED, W_WANT, W_BS, W_BE, W_HI, W_LIMIT, W_CAP, W_MAX,
+    W_BASE, W_SIZE, W_FRESH, WALK_SLOTS
+};
+#define SUM_FAILED_BEFORE (-2)
+
 PyDoc_STRVAR(walk_runs_doc,
-"walk_runs(buf, base, fresh, state, hi, limit, cap, max_events, sums=None)\n"
+"walk_runs(buf, walk, events, sums=None) -> status\n"
 "--\n\n"
-"C twin of engine.events.runs.walk_runs_py (see there): returns\n"
-"(events, (offset, prev, expected, want, bs, be), status, detail).");
+"C twin of engine.events.runs.walk_runs_py (see there): appends the events\n"
+"decoded to the list events, stores the state and the status' detail in the\n"
+"bytearray walk (13 native int64 slots), and returns the status.");
 
 static PyObject *
 walk_runs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    long long base, fresh, offset, prev, expected, hi, limit, cap, want, bs, be, events_max;
-    if (nargs != 8 && nargs != 9) {
-        PyErr_Format(PyExc_TypeError, "walk_runs() takes 8 or 9 positional arguments but %zd were given", nargs);
+    if (nargs != 3 && nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "walk_runs() takes 3 or 4 positional arguments but %zd were given", nargs);
         return NULL;
     }
-    PyObject *buf_obj = args[0], *state_obj = args[3];
-    PyObject *sums = nargs == 9 ? args[8] : Py_None;
+    PyObject *buf_obj = args[0], *walk_obj = args[1], *events = args[2];
+    PyObject *sums = nargs == 4 ? args[3] : Py_None;
     if (!PyBytes_CheckExact(buf_obj)) {
         PyErr_SetString(PyExc_TypeError, "walk_runs: buf must be bytes");
         return NULL;
     }
-    if (!PyTuple_CheckExact(state_obj) || PyTuple_GET_SIZE(state_obj) != 6) {
-        PyErr_SetString(PyExc_TypeError, "walk_runs: state must be a tuple of 6 ints");
+    if (!PyByteArray_CheckExact(walk_obj) || PyByteArray_GET_SIZE(walk_obj) != WALK_SLOTS * 8) {
+        PyErr_SetString(PyExc_TypeError, "walk_runs: walk must be a bytearray of 104 bytes");
         return NULL;
     }
-    if (ll_arg(args[1], &base) < 0 || ll_arg(args[2], &fresh) < 0 || ll_arg(args[4], &hi) < 0
-            || ll_arg(args[5], &limit) < 0 || ll_arg(args[6], &cap) < 0 || ll_arg(args[7], &events_max) < 0
-            || ll_arg(PyTuple_GET_ITEM(state_obj, 0), &offset) < 0 || ll_arg(PyTuple_GET_ITEM(state_obj, 1), &prev) < 0
-            || ll_arg(PyTuple_GET_ITEM(state_obj, 2), &expected) < 0
-            || ll_arg(PyTuple_GET_ITEM(state_obj, 3), &want) < 0 || ll_arg(PyTuple_GET_ITEM(state_obj, 4), &bs) < 0
-            || ll_arg(PyTuple_GET_ITEM(state_obj, 5), &be) < 0) {
+    if (!PyList_CheckExact(events)) {
+        PyErr_SetString(PyExc_TypeError, "walk_runs: events must be a list");
         return NULL;
     }
+    /* The walk is copied in here and out at the end (not on an error: then it is
+     * as it was, as the reference leaves it), its pointer and size fetched again
+     * then: Python code that runs meanwhile (a finalizer during an allocation)
+     * cannot leave this function writing through a stale pointer. */
+    long long w[WALK_SLOTS];
+    memcpy(w, PyByteArray_AS_STRING(walk_obj), sizeof w);
+    long long offset = w[W_OFFSET], prev = w[W_PREV], expected = w[W_EXPECTED], want = w[W_WANT];
+    long long bs = w[W_BS], be = w[W_BE];
+    const long long hi = w[W_HI], limit = w[W_LIMIT], cap = w[W_CAP], events_max = w[W_MAX];
+    const long long base = w[W_BASE], fresh = w[W_FRESH];
+    long long d0 = 0, d1 = 0, d2 = 0;    /* the status' detail (the window slots out) */
     /* (a count: compared with the list's length, a Py_ssize_t) */
     const Py_ssize_t max_events = events_max < PY_SSIZE_T_MIN ? PY_SSIZE_T_MIN
                                   : events_max > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : (Py_ssize_t)events_max;
@@ -341,68 +295,74 @@ walk_runs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     /* base >= 0 and base + blen <= limit: every position below is then in range. */
     if (base < 0 || (blen && (blen > limit || base > limit - blen))) {
         PyErr_SetString(PyExc_ValueError, "walk_runs: the window is not inside [0, limit)");
-        return NULL;
+        goto error;
     }
     Sums sm = {.held = 0, .held_vals = 0};
+    /* ends[-1], taken at the first lookup (have_covered) with the buffers it
+     * needs anyway: a walk that never leaves a checked batch takes none. */
     long long covered = 0;
+    int have_covered = 0;
     int checking = sums != Py_None;
     if (checking) {
         if (!PyTuple_Check(sums) || PyTuple_GET_SIZE(sums) != 4) {
             PyErr_SetString(PyExc_ValueError, "walk_runs: sums must be (ends, lasts, crcs, checked)");
-            return NULL;
+            goto error;
         }
-        Py_ssize_t n = sums_take(sums, &sm, 1);
-        if (n < 0) {
-            return NULL;
+        if (sums_count(sums) < 0) {
+            goto error;
         }
-        covered = n ? q_at(&sm.ends, n - 1) : 0;
-        sums_release(&sm);
     }
     if (load_event() < 0) {
-        return NULL;
-    }
-    PyObject *events = PyList_New(0);
-    if (events == NULL) {
-        return NULL;
+        goto error;
     }
     long long served = 0;                /* end in buf of the last block decoded from it */
     long long last_size = 0;             /* size of the last block decoded */
     int status;
-    PyObject *detail = NULL;
     long long ps = 0, pe = 0;            /* the unchecked batch a window must cover */
     /* The window answers a RUN_READ: it must hold what was asked for. */
     if (fresh < 0) {
-        if (!(checking && offset >= DATA_HEADER_SIZE && offset < covered)) {
-            PyErr_SetString(PyExc_ValueError, "walk_runs: fresh -1 without a data.crc batch at offset");
-            goto error;
+        if (checking) {
+            if (sums_take_covered(sums, &sm, &covered) < 0) {
+                goto error;
+            }
+            have_covered = 1;
         }
-        if (sums_take_index(sums, &sm) < 0) {
+        if (!(checking && offset >= DATA_HEADER_SIZE && offset < covered)) {
+            sums_release(&sm);
+            PyErr_SetString(PyExc_ValueError, "walk_runs: fresh -1 without a data.crc batch at offset");
             goto error;
         }
         Py_ssize_t k = bisect_ends(&sm.ends, sm.ends.len / 8, offset);
         long long e = q_at(&sm.ends, k);
         sums_release(&sm);
         if (base + blen < e) {
-            detail = Py_BuildValue("(ni)", k, -1);
-            if (detail == NULL) {
-                goto error;
-            }
-            return result(events, offset, prev, expected, want, bs, be, RUN_SUM, detail);
+            status = RUN_SUM;
+            d0 = k;
+            d1 = -1;
+            goto done;
         }
     }
     else if (fresh > 0 && blen < fresh) {
-        detail = PyLong_FromLongLong(fresh);
-        if (detail == NULL) {
-            goto error;
-        }
-        return result(events, offset, prev, expected, want, bs, be, RUN_SHORT, detail);
+        status = RUN_SHORT;
+        d0 = fresh;
+        goto done;
     }
     for (;;) {
         long long need = 0;
-        if (checking && offset >= DATA_HEADER_SIZE && offset < covered && !(bs <= offset && offset < be)) {
+        if (checking && offset >= DATA_HEADER_SIZE && !(bs <= offset && offset < be)
+                && (!have_covered || offset < covered)) {
             Py_ssize_t n = sums_take_index(sums, &sm);
             if (n < 0) {
                 goto error;
+            }
+            if (!have_covered) {
+                Py_ssize_t ne = sm.ends.len / 8;
+                covered = ne ? q_at(&sm.ends, ne - 1) : 0;
+                have_covered = 1;
+                if (offset >= covered) {
+                    sums_release(&sm);
+                    goto lookup_done;
+                }
             }
             Py_ssize_t k = bisect_ends(&sm.ends, sm.ends.len / 8, offset);
             if (k >= n) {
@@ -438,11 +398,9 @@ walk_runs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             }
             if (state == 2) {
                 sums_release(&sm);
-                detail = Py_BuildValue("(nO)", k, Py_None);
-                if (detail == NULL) {
-                    goto error;
-                }
                 status = RUN_SUM;
+                d0 = k;
+                d1 = SUM_FAILED_BEFORE;
                 break;
             }
             if (state == 0) {
@@ -459,11 +417,9 @@ walk_runs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                     memcpy(&want_crc, (const char *)sm.crcs.buf + k * 4, 4);
                     if (c != want_crc) {
                         sums_release(&sm);
-                        detail = Py_BuildValue("(nk)", k, (unsigned long)c);
-                        if (detail == NULL) {
-                            goto error;
-                        }
                         status = RUN_SUM;
+                        d0 = k;
+                        d1 = (long long)c;
                         break;
                     }
                     chk[k] = 1;
@@ -477,6 +433,7 @@ walk_runs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             }
             sums_release(&sm);
         }
+    lookup_done:
         if (need) {
             /* a window over an unchecked batch: below */
         }
@@ -493,11 +450,8 @@ walk_runs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             long long seq = be64(h + 16);
             if (own != offset || seq != expected || (previous != prev && prev != ANY_PREVIOUS)
                     || size < HEADER_SIZE || offset + size > limit) {
-                detail = PyBytes_FromStringAndSize((const char *)h, HEADER_SIZE);
-                if (detail == NULL) {
-                    goto error;
-                }
                 status = RUN_BAD;
+                d0 = rel;  /* the caller takes buf[rel:rel + 24] (run_detail) */
                 break;
             }
             if (size > blen - rel) {
@@ -533,18 +487,18 @@ walk_runs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         /* A new window at offset, holding at least need bytes. */
         if (served) {
             /* Twice what the window served when the run goes on past it, else as much. */
-            long long w = offset == base + served ? 2 * served : served;
+            long long ww = offset == base + served ? 2 * served : served;
             /* (hi - expected + 1) * last_size, saturating: expected <= hi here (a
              * block below hi was just decoded) and 24 <= last_size < 2^31. */
             long long remaining = (expected > 0 || hi < LLONG_MAX + expected) ? hi - expected + 1 : LLONG_MAX;
             long long rest = remaining > LLONG_MAX / last_size ? LLONG_MAX : remaining * last_size;
-            if (rest < w) {
-                w = rest;
+            if (rest < ww) {
+                ww = rest;
             }
-            if (cap < w) {
-                w = cap;
+            if (cap < ww) {
+                ww = cap;
             }
-            want = w;
+            want = ww;
             served = 0;
         }
         int over = need < 0;
@@ -552,8 +506,8 @@ walk_runs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (over) {
             /* From the batch's start to at least its end (8 <= ps <= offset < pe <= limit). */
             need = HEADER_SIZE;
-            long long w = want > need ? want : need;
-            stop = w > limit - offset ? limit : offset + w;
+            long long ww = want > need ? want : need;
+            stop = ww > limit - offset ? limit : offset + ww;
             if (stop < pe) {
                 stop = pe;
             }
@@ -562,11 +516,8 @@ walk_runs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         else {
             /* (limit < need first: limit comes from the caller, and limit - need must not overflow) */
             if (offset < DATA_HEADER_SIZE || limit < need || offset > limit - need) {
-                detail = PyLong_FromLongLong(need);
-                if (detail == NULL) {
-                    goto error;
-                }
                 status = RUN_LINK;
+                d0 = need;
                 break;
             }
             long long n = want > need ? want : need;
@@ -579,21 +530,30 @@ walk_runs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 stop = be;  /* the rest of a checked batch: its blocks are likely this id's run */
             }
         }
-        detail = Py_BuildValue("(LLL)", start, stop - start, over ? -1LL : need);
-        if (detail == NULL) {
-            goto error;
-        }
         status = RUN_READ;
+        d0 = start;
+        d1 = stop - start;
+        d2 = over ? -1LL : need;
         break;
     }
-    if (detail == NULL) {
-        detail = Py_NewRef(Py_None);
+done:
+    w[W_OFFSET] = offset;
+    w[W_PREV] = prev;
+    w[W_EXPECTED] = expected;
+    w[W_WANT] = want;
+    w[W_BS] = bs;
+    w[W_BE] = be;
+    w[W_BASE] = d0;
+    w[W_SIZE] = d1;
+    w[W_FRESH] = d2;
+    if (PyByteArray_GET_SIZE(walk_obj) != WALK_SLOTS * 8) {
+        PyErr_SetString(PyExc_TypeError, "walk_runs: walk must be a bytearray of 104 bytes");
+        return NULL;
     }
-    return result(events, offset, prev, expected, want, bs, be, status, detail);
+    memcpy(PyByteArray_AS_STRING(walk_obj), w, sizeof w);
+    return PyLong_FromLong(status);
 
 error:
-    Py_XDECREF(detail);
-    Py_DECREF(events);
     return NULL;
 }
 

@@ -25,6 +25,7 @@ every good event before the bad block, as with a block-at-a-time loop.
 
 from __future__ import annotations
 
+import struct
 from bisect import bisect_right
 from collections.abc import Callable
 from functools import partial
@@ -64,21 +65,93 @@ _tuple_new = tuple.__new__
 #: Result of a :func:`read_runs` call: (events, offset, prev, expected, want, status, detail).
 RunResult = tuple[list[Event], int, int, int, int, int, Any]
 ReadAt = Callable[[int, int], bytes]
-#: ``status`` of the walker (never of :func:`read_runs`): it needs a window;
-#: ``detail`` is ``(start, size, fresh)``: read ``size`` bytes at ``start`` and call
-#: again with them, ``base=start`` and that ``fresh``.
+#: ``status`` of the walker (never of :func:`read_runs`): it needs a window; the
+#: walk's window slots say which (read ``walk[W_SIZE]`` bytes at ``walk[W_BASE]``
+#: and call again with them: ``walk[W_FRESH]`` says what they must hold).
 RUN_READ = 6
-#: The walk's state between walker calls: ``(offset, prev, expected, want, bs, be)``
-#: (the block to decode next, its sequence number and previous link, the next
-#: window's size, and the ``data.crc`` batch ``[bs, be)`` last found checked).
-WalkState = tuple[int, int, int, int, int, int]
-#: Result of a walker call: (events, state, status, detail).
-WalkResult = tuple[list[Event], WalkState, int, Any]
+
+# The walk: a 104-byte ``bytearray`` the driver makes per chain walk and the
+# walker reads and updates in place, so a window costs no argument conversions
+# and no result tuples (replay calls the walker once per window, often several
+# times per id).  Thirteen native-order int64 slots (``_WALK``), by index:
+#: The block to decode next: its offset, ...
+W_OFFSET = 0
+#: ... the offset its ``previous`` link must name (:data:`ANY_PREVIOUS`: any), ...
+W_PREV = 1
+#: ... and its sequence number.
+W_EXPECTED = 2
+#: The next window's size (read-ahead, see :func:`walk_runs_py`).
+W_WANT = 3
+#: The ``data.crc`` batch ``[bs, be)`` last found checked (0, 0: none).
+W_BS = 4
+W_BE = 5
+#: Fixed for the walk: the last sequence number wanted, ...
+W_HI = 6
+#: ... the committed length of the file (nothing at or past it is read), ...
+W_LIMIT = 7
+#: ... the largest window, ...
+W_CAP = 8
+#: ... and how many events the walk's list may hold before :data:`RUN_MORE`.
+W_MAX = 9
+#: The window slots.  In: the window ``buf`` is (its offset in the file, its
+#: size as asked for, ``fresh``: what it must hold, see :func:`walk_runs_py`).
+#: Out: the detail of the status (see :func:`run_detail`): for :data:`RUN_READ`
+#: the next window ``(start, size, fresh)``.
+W_BASE = 10
+W_SIZE = 11
+W_FRESH = 12
+#: Slots in a walk.
+WALK_SLOTS = 13
+#: The walk's layout: 13 int64 in native byte order (the C twin copies it as
+#: ``long long[13]``).
+_WALK = struct.Struct("=13q")
+assert _WALK.size == WALK_SLOTS * 8 == 104
+#: Bytes in a walk.
+WALK_SIZE = _WALK.size
+#: ``(base, size)``: the window slots a :data:`RUN_READ` asks for, at byte ``W_BASE * 8``.
+_WINDOW = struct.Struct("=2q")
+assert _WINDOW.size == 16
+#: The walk's state slots a driver returns (``W_OFFSET`` .. ``W_WANT``), and its
+#: fixed slots (``W_HI`` .. ``W_MAX``, at byte ``W_HI * 8``).
+_STATE = _FIXED = struct.Struct("=4q")
+assert _STATE.size == 32
+_pack_walk = _WALK.pack
+_window = _WINDOW.unpack_from
+_AT_WINDOW = W_BASE * 8
+#: ``walk[W_SIZE]`` after :data:`RUN_SUM` for a batch that failed before (the
+#: detail's ``None``).
+SUM_FAILED_BEFORE = -2
+
 #: ``data.crc`` as the walker checks it: ``(ends, lasts, crcs, checked)``, the
 #: arrays of :class:`engine.events.sumfiles.DataSums` (``array("q")``,
 #: ``array("q")``, ``array("I")``, ``bytearray``: 0 unchecked, 1 good, 2 bad).
 Sums = tuple[Any, Any, Any, bytearray]
-Walker = Callable[[bytes, int, int, WalkState, int, int, int, int, "Sums | None"], WalkResult]
+Walker = Callable[[bytes, bytearray, list[Event], "Sums | None"], int]
+
+
+def walk_slots(walk: bytearray) -> tuple[int, ...]:
+    """The 13 slots of a walk (see the ``W_*`` indexes)."""
+    return _WALK.unpack(walk)
+
+
+def run_detail(status: int, walk: bytearray, buf: bytes) -> Any:
+    """The detail of a walker's ``status`` (``buf``: the window it was given):
+    ``(start, size, fresh)`` for :data:`RUN_READ`, the block's 24-byte header for
+    :data:`RUN_BAD`, the bytes needed for :data:`RUN_LINK` / :data:`RUN_SHORT`,
+    ``(k, got)`` for :data:`RUN_SUM` (``got``: the CRC-32 computed, ``-1`` for a
+    batch cut short, ``None`` for one that failed before), else ``None``."""
+    slots = _WALK.unpack(walk)
+    if status == RUN_READ:
+        return slots[W_BASE], slots[W_SIZE], slots[W_FRESH]
+    if status == RUN_BAD:
+        rel = slots[W_BASE]
+        return buf[rel : rel + BLOCK_HEADER_SIZE]
+    if status in (RUN_LINK, RUN_SHORT):
+        return slots[W_BASE]
+    if status == RUN_SUM:
+        got = slots[W_SIZE]
+        return slots[W_BASE], None if got == SUM_FAILED_BEFORE else got
+    return None
 
 
 def _batch_of(ends: Any, offset: int) -> int:
@@ -86,27 +159,28 @@ def _batch_of(ends: Any, offset: int) -> int:
     return bisect_right(ends, offset)
 
 
-def walk_runs_py(buf: bytes, base: int, fresh: int, state: WalkState, hi: int, limit: int, cap: int,
-                 max_events: int, sums: Sums | None = None) -> WalkResult:
+def walk_runs_py(buf: bytes, walk: bytearray, events: list[Event], sums: Sums | None = None) -> int:
     """Walk one id's chain through the window ``buf`` (the file's bytes from
-    ``base``) from ``state`` to sequence number ``hi``: a pure function of bytes.
+    ``walk[W_BASE]``) from the state in ``walk`` to sequence number ``walk[W_HI]``,
+    appending the events to ``events``: a pure function of bytes (its outputs are
+    the caller's ``walk``, ``events`` and ``sums``' ``checked``; no I/O).
 
-    ``state`` is ``(offset, prev, expected, want, bs, be)`` (:data:`WalkState`).
-    The block at ``offset`` must have sequence number ``expected`` and (unless
-    ``prev`` is :data:`ANY_PREVIOUS`) link back to ``prev``; the walk follows
-    ``next`` links.  ``hi`` is at most the snapshot's highest, so the last
-    block's link is never followed.  Every block must name its own offset, carry
-    the expected sequence number and previous link, and have a size in
-    ``[24, limit - offset]`` (``limit`` is the committed length: nothing at or
-    past it is asked for).  The window must lie in ``[0, limit)`` (``base >= 0``).
+    ``walk`` is a ``bytearray`` of :data:`WALK_SIZE` bytes: the ``W_*`` slots. The
+    block at ``offset`` must have sequence number ``expected`` and (unless ``prev``
+    is :data:`ANY_PREVIOUS`) link back to ``prev``; the walk follows ``next`` links.
+    ``hi`` is at most the snapshot's highest, so the last block's link is never
+    followed.  Every block must name its own offset, carry the expected sequence
+    number and previous link, and have a size in ``[24, limit - offset]`` (``limit``
+    is the committed length: nothing at or past it is asked for).  The window must
+    lie in ``[0, limit)`` (``base >= 0``).
 
     When the next block is not all in the window, the walker stops with
-    :data:`RUN_READ` and ``(start, size, fresh)``: the caller (:func:`read_runs`)
-    reads that window and calls again with it and ``fresh``, which says what the
-    window must hold (``need`` bytes, or ``-1``: all of the unchecked batch at
-    ``offset``); a shorter one stops the walk with :data:`RUN_SHORT` or
-    :data:`RUN_SUM` ``(k, -1)``.  ``fresh`` 0: no such promise (the first call,
-    with an empty window).
+    :data:`RUN_READ` and the window slots ``(start, size, fresh)``: the caller
+    (:func:`read_runs`) reads that window and calls again with it, and ``fresh``
+    says what the window must hold (``need`` bytes, or ``-1``: all of the
+    unchecked batch at ``offset``); a shorter one stops the walk with
+    :data:`RUN_SHORT` or :data:`RUN_SUM` ``(k, -1)``.  ``fresh`` 0: no such
+    promise (the first call, with an empty window).
 
     Read-ahead (each window is ``want`` bytes, at least what the block needs,
     never past ``limit``): a batch's blocks are adjacent, another id's are not,
@@ -129,20 +203,23 @@ def walk_runs_py(buf: bytes, base: int, fresh: int, state: WalkState, hi: int, l
     this one's replay).  Committed bytes never change, so a batch is checked
     once per journal instance.
 
-    Returns ``(events, state, status, detail)``: the events decoded (at most
-    ``max_events``; at least one before :data:`RUN_MORE`), the state to continue
-    from, and ``status`` (one of the ``RUN_*`` constants) with its ``detail``.
-    Never raises for bad data; ``ValueError`` / ``TypeError`` for bad arguments.
+    Returns the status (one of the ``RUN_*`` constants; its detail is in the
+    window slots: :func:`run_detail`) with the state to continue from in
+    ``walk``; it has appended the events decoded (``events`` then holds at most
+    ``max_events``, and at least one more before :data:`RUN_MORE`).  Never raises
+    for bad data; ``ValueError`` / ``TypeError`` for bad arguments (then ``walk``
+    is as it was).
     """
     if type(buf) is not bytes:
         raise TypeError("walk_runs: buf must be bytes")
-    if type(state) is not tuple or len(state) != 6:
-        raise TypeError("walk_runs: state must be a tuple of 6 ints")
-    offset, prev, expected, want, bs, be = state
+    if type(walk) is not bytearray or len(walk) != WALK_SIZE:
+        raise TypeError(f"walk_runs: walk must be a bytearray of {WALK_SIZE} bytes")
+    if type(events) is not list:
+        raise TypeError("walk_runs: events must be a list")
+    offset, prev, expected, want, bs, be, hi, limit, cap, max_events, base, _size, fresh = _WALK.unpack(walk)
     blen = len(buf)
     if base < 0 or (blen and (blen > limit or base > limit - blen)):
         raise ValueError("walk_runs: the window is not inside [0, limit)")
-    events: list[Event] = []
     append = events.append
     served = 0  # end (in buf) of the last block decoded from this window, 0 if none
     last_size = 0  # size of the last block decoded
@@ -162,9 +239,9 @@ def walk_runs_py(buf: bytes, base: int, fresh: int, state: WalkState, hi: int, l
             raise ValueError("walk_runs: fresh -1 without a data.crc batch at offset")
         k = _batch_of(ends, offset)
         if base + blen < ends[k]:
-            return events, state, RUN_SUM, (k, -1)
+            return _stop(walk, offset, prev, expected, want, bs, be, RUN_SUM, k, -1)
     elif fresh > 0 and blen < fresh:
-        return events, state, RUN_SHORT, fresh
+        return _stop(walk, offset, prev, expected, want, bs, be, RUN_SHORT, fresh, 0)
     while True:
         need = 0
         if DATA_HEADER_SIZE <= offset < covered and not bs <= offset < be:
@@ -184,14 +261,14 @@ def walk_runs_py(buf: bytes, base: int, fresh: int, state: WalkState, hi: int, l
             if bad:
                 raise ValueError(f"walk_runs: data.crc entry {k} is not a batch inside [8, {limit})")
             if batch_state == 2:
-                return events, (offset, prev, expected, want, bs, be), RUN_SUM, (k, None)
+                return _stop(walk, offset, prev, expected, want, bs, be, RUN_SUM, k, SUM_FAILED_BEFORE)
             if batch_state == 0:
                 if s < base or e > base + blen:
                     need = -1  # a window over the batch
                 else:
                     got = batch_crc(buf, s - base, lasts[k] - base, e - base)
                     if got != crcs[k]:
-                        return events, (offset, prev, expected, want, bs, be), RUN_SUM, (k, got)
+                        return _stop(walk, offset, prev, expected, want, bs, be, RUN_SUM, k, got)
                     checked[k] = 1
                     bs, be = s, e
             else:
@@ -205,20 +282,20 @@ def walk_runs_py(buf: bytes, base: int, fresh: int, state: WalkState, hi: int, l
             size, own, previous, nxt, seq = _unpack(buf, rel)
             if own != offset or seq != expected or (previous != prev and prev != ANY_PREVIOUS) \
                     or size < 24 or offset + size > limit:
-                return events, (offset, prev, expected, want, bs, be), RUN_BAD, buf[rel : rel + 24]
+                return _stop(walk, offset, prev, expected, want, bs, be, RUN_BAD, rel, 0)
             end = rel + size
             if end > blen:
                 need = size
             else:
                 append(_tuple_new(Event, (seq, buf[rel + 24 : end])))
                 if seq >= hi:
-                    return events, (offset, prev, expected, want, bs, be), RUN_DONE, None
+                    return _stop(walk, offset, prev, expected, want, bs, be, RUN_DONE, 0, 0)
                 served, last_size = end, size
                 prev = offset
                 offset = nxt
                 expected = seq + 1
                 if len(events) >= max_events:
-                    return events, (offset, prev, expected, want, bs, be), RUN_MORE, None
+                    return _stop(walk, offset, prev, expected, want, bs, be, RUN_MORE, 0, 0)
                 continue
         # A new window at ``offset``, holding at least ``need`` bytes.
         if served:
@@ -236,12 +313,20 @@ def walk_runs_py(buf: bytes, base: int, fresh: int, state: WalkState, hi: int, l
                 stop = e
         else:
             if offset < DATA_HEADER_SIZE or offset + need > limit:
-                return events, (offset, prev, expected, want, bs, be), RUN_LINK, need
+                return _stop(walk, offset, prev, expected, want, bs, be, RUN_LINK, need, 0)
             start = offset
             stop = offset + min(max(want, need), limit - offset)
             if bs <= offset < be and stop < be:
                 stop = be  # the rest of a checked batch: its blocks are likely this id's run
-        return events, (offset, prev, expected, want, bs, be), RUN_READ, (start, stop - start, need)
+        return _stop(walk, offset, prev, expected, want, bs, be, RUN_READ, start, stop - start, need)
+
+
+def _stop(walk: bytearray, offset: int, prev: int, expected: int, want: int, bs: int, be: int, status: int,
+          d0: int, d1: int, d2: int = 0) -> int:
+    """Store the walk's state and ``status``' detail (the window slots) in ``walk``; returns ``status``."""
+    hi, limit, cap, max_events = _FIXED.unpack_from(walk, W_HI * 8)
+    _WALK.pack_into(walk, 0, offset, prev, expected, want, bs, be, hi, limit, cap, max_events, d0, d1, d2)
+    return status
 
 
 def read_runs_with(walker: Walker, read_at: ReadAt, offset: int, prev: int, expected: int, hi: int, limit: int,
@@ -256,19 +341,28 @@ def read_runs_with(walker: Walker, read_at: ReadAt, offset: int, prev: int, expe
     the walk stopped (see :func:`walk_runs_py`).
     """
     # (Kept flat: one pass of this loop per window, i.e. per block a replay reads.)
-    got, state, status, detail = walker(b"", 0, 0, (offset, prev, expected, want, 0, 0), hi, limit, cap,
-                                        max_events, sums)
-    events: list[Event] = got
+    events: list[Event] = []
+    if DATA_HEADER_SIZE <= offset <= limit - BLOCK_HEADER_SIZE:
+        # The first window is the walker's own first request, made here: a
+        # block's header at ``offset`` with ``want`` bytes of read-ahead.  (A
+        # window that does not start an unchecked data.crc batch is answered
+        # with the batch's window, as any other.)
+        size = want if want > BLOCK_HEADER_SIZE else BLOCK_HEADER_SIZE
+        if size > limit - offset:
+            size = limit - offset
+        walk = bytearray(_pack_walk(offset, prev, expected, want, 0, 0, hi, limit, cap, max_events,
+                                    offset, size, BLOCK_HEADER_SIZE))
+        buf = read_at(offset, size)
+    else:  # a link out of the file: the walker says so
+        walk = bytearray(_pack_walk(offset, prev, expected, want, 0, 0, hi, limit, cap, max_events, 0, 0, 0))
+        buf = b""
+    status = walker(buf, walk, events, sums)
     while status == RUN_READ:
-        base, size, fresh = detail
+        base, size = _window(walk, _AT_WINDOW)
         buf = read_at(base, size)
-        if type(buf) is not bytes:
-            raise TypeError(f"read_at must return bytes, not {type(buf).__name__}")
-        got, state, status, detail = walker(buf, base, fresh, state, hi, limit, cap, max_events - len(events), sums)
-        if got:
-            events += got
-    offset, prev, expected, want, _bs, _be = state
-    return events, offset, prev, expected, want, status, detail
+        status = walker(buf, walk, events, sums)
+    offset, prev, expected, want = _STATE.unpack_from(walk)
+    return events, offset, prev, expected, want, status, None if status < RUN_BAD else run_detail(status, walk, buf)
 
 
 def read_runs_py(read_at: ReadAt, offset: int, prev: int, expected: int, hi: int, limit: int,

@@ -138,7 +138,11 @@ class EventView(ClosedWhenDropped):
         Each is an :class:`Event`: ``sequence_nr``, ``payload``/``data`` (the
         stored bytes) and ``value`` (decoded by the journal's serializer: the
         events are re-typed to its Event class on the way out)."""
-        with self._lock:
+        # (acquire/release, not ``with``: the context-manager calls were a good
+        # part of a short replay's own cost)
+        lock = self._lock
+        lock.acquire()
+        try:
             self._core.check_open()
             entry = self._entries.get(persistence_id)
             if entry is None or entry.first == 0:
@@ -146,8 +150,12 @@ class EventView(ClosedWhenDropped):
             first, last, first_seq, highest = entry.first, entry.last, entry.first_seq, entry.highest
             limit = self._end
             sums = self._dsums.walk_sums
-        lo = max_(from_seq, first_seq)
-        hi = highest if to_seq is None else min(to_seq, highest)
+        finally:
+            lock.release()
+        # (Conditional expressions, not min/max: a replay of a few events pays
+        # for every call here, and a builtin's argument parsing is not free.)
+        lo = from_seq if from_seq > first_seq else first_seq
+        hi = highest if to_seq is None or to_seq > highest else to_seq
         if max is not None:
             if max <= 0:
                 return iter(())
@@ -168,9 +176,9 @@ class EventView(ClosedWhenDropped):
         # and need no generator at all.
         # The walker checks each batch it reads against data.crc the first time
         # (``sums``: it remembers which it checked).
-        cap = max_(self.readahead, BLOCK_HEADER_SIZE)
-        walked = read_runs(self._raw_read, first, ANY_PREVIOUS, lo, hi, limit, cap, min(MIN_WINDOW, cap), RUN_CHUNK,
-                           sums)
+        cap = self.readahead if self.readahead > BLOCK_HEADER_SIZE else BLOCK_HEADER_SIZE
+        walked = read_runs(self._raw_read, first, ANY_PREVIOUS, lo, hi, limit, cap,
+                           MIN_WINDOW if cap > MIN_WINDOW else cap, RUN_CHUNK, sums)
         events = iter(walked[0]) if walked[5] == RUN_DONE else chain.from_iterable(
             self._runs(first, ANY_PREVIOUS, lo, hi, limit, sums, walked))
         return events if self._decoded is None else map(self._decoded, events)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import random
+import struct
 from array import array
 from typing import Any
 
@@ -37,9 +38,11 @@ from engine.events.runs import (
     Sums,
     read_runs_native,
     read_runs_py,
+    run_detail,
     run_error,
     walk_runs_native,
     walk_runs_py,
+    walk_slots,
 )
 from engine.events.sums import batch_crc
 
@@ -381,17 +384,24 @@ def test_replay_checks_each_batch_once_and_reports_damage(tmp_path: Any, monkeyp
 
 def _walk_both(buf: bytes, base: int, fresh: int, state: tuple[int, ...], hi: int, limit: int, cap: int,
                max_events: int, sums: Sums | None = None) -> Any:
-    """Both walkers on one window (each with its own copy of ``sums``): equal
-    outcomes and ``checked`` marks; returns the reference's outcome."""
+    """Both walkers on one window (each with its own walk, events list and copy of
+    ``sums``): equal outcomes -- status, walk slots and detail, events, or the
+    error's type and text with the events appended before it and the walk left as
+    it was -- and equal ``checked`` marks; returns the reference's outcome as
+    ``("ok", (events, state, status, detail))``."""
     outcomes = []
     assert walk_runs_native is not None  # the callers are marked @native
     walkers: tuple[Any, Any] = (walk_runs_py, walk_runs_native)
-    for walk in walkers:
+    for walker in walkers:
         mine = _copy(sums)
+        walk = bytearray(struct.pack("=13q", *state, hi, limit, cap, max_events, base, 0, fresh))
+        events: list[Event] = []
         try:
-            outcome: Any = ("ok", walk(buf, base, fresh, state, hi, limit, cap, max_events, mine))
+            status = walker(buf, walk, events, mine) if mine is not None else walker(buf, walk, events)
+            slots = walk_slots(walk)
+            outcome: Any = ("ok", (events, slots[:6], status, run_detail(status, walk, buf)), slots)
         except Exception as exc:  # compared below: type and text
-            outcome = ("error", type(exc), str(exc))
+            outcome = ("error", type(exc), str(exc), events, bytes(walk))
         outcomes.append((outcome, None if mine is None else bytes(mine[3])))
     assert outcomes[1] == outcomes[0]
     if outcomes[0][0][0] == "ok":
@@ -459,6 +469,15 @@ def test_native_walker_equals_reference_on_hostile_sums_and_windows(
 @native
 def test_native_walker_refuses_what_is_not_bytes() -> None:
     walkers: tuple[Any, Any] = (walk_runs_py, walk_runs_native)
-    for walk in walkers:
+    for walker in walkers:
+        walk = bytearray(struct.pack("=13q", 8, ANY_PREVIOUS, 1, 100, 0, 0, 1, 100, 100, 10, 0, 0, 0))
+        before = bytes(walk)
         with pytest.raises(TypeError, match="buf must be bytes"):
-            walk(bytearray(8), 0, 0, (8, ANY_PREVIOUS, 1, 100, 0, 0), 1, 100, 100, 10)
+            walker(bytearray(8), walk, [])
+        for bad_walk in (before, walk[:96], walk + b"\0", array("q", walk), memoryview(walk), [0] * 13):
+            with pytest.raises(TypeError, match="walk must be a bytearray of 104 bytes"):
+                walker(b"", bad_walk, [])
+        for bad_events in ((), None, bytearray()):
+            with pytest.raises(TypeError, match="events must be a list"):
+                walker(b"", walk, bad_events)
+        assert walk == before
