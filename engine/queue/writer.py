@@ -86,9 +86,11 @@ class JournalWriter:
         "_closed",
         "_delay",
         "_end_l",
+        "_foreign_lead",
         "_handle",
         "_handle_lock",
         "_held",
+        "_in_flight",
         "_journal_size",
         "_knock_seen",
         "_latch",
@@ -153,6 +155,8 @@ class JournalWriter:
         self._buffer_bytes = 0
         self._buffer_first: int | None = None  # id of the first staged record
         self._held = False  # this process holds the append lock
+        self._in_flight = 0  # durable puts of this process between their write and their return
+        self._foreign_lead = False  # another producer led the group commit when last looked (_sync_to)
         self._knock_seen = 0  # ``knock`` when the lock was taken
         self._seen_gen = 0  # the record's gen as this process last wrote or read it
         #: The readers of this process's wake-ups (their source): woken after a put.
@@ -273,23 +277,40 @@ class JournalWriter:
                 if self._state.knock_value() != self._knock_seen:
                     self._release()  # another producer asked for the append lock
             target = self._end_l
+            if self._always:
+                self._in_flight += 1
         finally:
             lock.release()
         if self._always:
-            self._sync_to(target)
-            if self._held:  # (a look without the lock; _let_go looks again under it)
-                self._let_go()
+            try:
+                self._sync_to(target)
+            finally:
+                self._put_done()
         elif self.readers.waiters:
             self.readers.notify()  # (after a write, it woke them itself)
         return first
 
+    def _put_done(self) -> None:
+        """After a durable put: the last of this process's durable puts in flight
+        lets the append lock go.  Another thread's put may have taken it after the
+        leader wrote and been covered by that leader's fsync (which counted its
+        bytes) without leading one itself; held then, with no write to come, nobody
+        would let it go and a producer waiting for it would wait for ever
+        (``sync="always"`` has no background thread to flush).  While other puts of
+        this process are in flight it stays: one of them leads the next fsync,
+        which lets it go (``_lead``), so threads putting together take it once per
+        fsync, not once per put."""
+        lock = self._lock
+        lock.acquire()
+        try:
+            self._in_flight -= 1
+            if self._held and not self._in_flight:
+                self.flush_locked()
+        finally:
+            lock.release()
+
     def _let_go(self) -> None:
-        """After a durable put: never keep the append lock when this put is done.
-        Another thread's put may have taken it after the leader wrote and been
-        covered by that leader's fsync (which counted its bytes) without leading
-        one itself; held then, with no write to come, nobody would let it go and a
-        producer waiting for it would wait for ever (``sync="always"`` has no
-        background thread to flush)."""
+        """Let the append lock go (what is staged written first)."""
         lock = self._lock
         lock.acquire()
         try:
@@ -585,17 +606,25 @@ class JournalWriter:
                     if state.read_synced() >= target:
                         return
                     if state.lead():
+                        self._foreign_lead = False
                         try:
                             self._lead(target)
                         finally:
                             state.end_lead()
                         continue
+                    self._foreign_lead = True
                 finally:
                     self._lead_lock.release()
-            if self._held:
+            if self._held and self._foreign_lead:
                 # Never wait for another producer's fsync holding the append lock:
                 # that producer's leading thread may need it to be let go (one of its
-                # threads waits for it while holding what the leader needs).
+                # threads waits for it while holding what the leader needs; its knock
+                # may have been taken by this producer's own acquire, so a knock is
+                # no sign to wait for).  Following this process's own leader, keep
+                # it: that leader lets it go before its fsync (_lead) and needs
+                # nothing of another producer.  (A stale False, another producer
+                # leading since the last look, lasts one FOLLOW_PERIOD: then a
+                # thread of this process tries to lead, fails and sets it.)
                 self._let_go()
             state.follow(target)
 
