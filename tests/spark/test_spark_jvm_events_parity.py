@@ -267,7 +267,8 @@ def test_hostile_ids(tmp_path: object) -> None:
         j.write("tab\there", [(1, b"b")])
         j.write("caf\u00e9", [(1, b"c")])
     meta = f"{d}/meta"
-    raw = open(meta, "rb").read()
+    with open(meta, "rb") as f:
+        raw = f.read()
     cases: list[Case] = [({"path": d}, None)]
     for n, (find, put) in enumerate([(b"caf\xc3\xa9", b"caf\xc3\x28"), (b"caf\xc3\xa9", b"caf\xe9\xff"),
                                      (b"caf\xc3\xa9", b"cafe\xe2"), (b"tab\there", b"it's\x00\x00\x00\x00")]):
