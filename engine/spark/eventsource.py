@@ -1,10 +1,16 @@
-"""``engine-events``: event journals as a Spark batch source.
+"""The Python reference reader of ``engine-events`` batch reads, without Spark.
 
-::
+Spark's ``engine-events`` is the JVM connector (``engine.spark.EventsSource``,
+``engine/spark/java``); this module is no Spark data source any more.
+:class:`EventsReader` is the reference the connector's parity tests compare it
+with (event for event, error for error: ``tests/spark/test_spark_jvm_events_parity.py``,
+``test_spark_jvm_events.py``), driven directly, and what ``stress/readpaths``
+reads damaged journals through::
 
-    spark.read.format("engine-events").load("/data/events/orders")
-    spark.read.format("engine-events").option("persistenceIds", "order-17")
-         .option("fromSequenceNr", 10).option("toSequenceNr", 20).load(path)
+    reader = EventsReader({"path": "/data/events/orders"}, EVENTS_SCHEMA)
+    for part in reader.partitions():
+        for batch in reader.read(part):   # pyarrow RecordBatches
+            ...
 
 Reads through :meth:`EventJournal.open_reader` (no lock, a snapshot of what is
 committed), so every check the journal's own replay makes applies; ``mode``
@@ -12,8 +18,7 @@ says what damage does.  Partitions: the journal's persistence ids in groups of
 ``idsPerPartition`` (default 64); each id is replayed by following its own
 linked list, so a partition never reads other ids' blocks.  ``persistenceIds``
 (comma-separated) and ``fromSequenceNr``/``toSequenceNr`` (inclusive) choose
-what is replayed (options, not filter pushdown: see engine.spark.logplan).
-Several journals can be read at once (``.load([J1, J2])``, globs).
+what is replayed.  Several journals can be read at once (``paths``, globs).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from engine.events import EventJournal
@@ -123,25 +128,3 @@ class EventsReader(DataSourceReader):
             return  # an empty plan is read as one InputPartition(None)
         yield from guarded(self.schema, self.mode, read_events(self.schema, partition),
                            {"journal": journal_name(partition.directory)}, partition.directory)
-
-
-class EngineEventsDataSource(DataSource):
-    """``engine-events``: see the module docstring."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "engine-events"
-
-    def schema(self) -> StructType:
-        """The engine-events schema; checks the options when the DataFrame is defined."""
-        opts = lower(self.options)
-        check_options(SOURCE, opts, OPTIONS)
-        for key in ("idsPerPartition",):
-            int_option(opts, key, None)
-        for key in ("fromSequenceNr", "toSequenceNr"):
-            int_option(opts, key, None, minimum=0)
-        input_paths(SOURCE, opts)
-        return read_schema(EVENTS_SCHEMA, opts)
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        return EventsReader(dict(self.options), schema)
