@@ -680,15 +680,16 @@ final class EventsJournal {
                 "a checksum failure");
         }
         int n = (int) (e - s);
-        byte[] buf = new byte[n];
-        int got = fs.readInto(dataPath, s, buf, n, dataSize);
-        if (got < n) {
+        // One read serves the check and the blocks after it: the window starts at the batch
+        // (whose blocks are usually this id's run) and reaches at least its end.
+        int at = ensure(s, n, READAHEAD, end);
+        if (at < 0) {
             throw new CorruptFileException(dataPath, s, n + " bytes of checksummed batches", "end of file");
         }
-        int next = (int) (lasts[k] - s) + BLOCK_NEXT_FIELD;
+        int next = at + (int) (lasts[k] - s) + BLOCK_NEXT_FIELD;
         CRC32 c = new CRC32();
-        c.update(buf, 0, next);
-        c.update(buf, next + 4, n - next - 4);
+        c.update(window, at, next - at);
+        c.update(window, next + 4, at + n - next - 4);
         long crc = c.getValue();
         if (crc != crcs[k]) {
             CorruptFileException error = new CorruptFileException(dataPath, s, "bytes matching their checksum "
