@@ -15,7 +15,8 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Reads one {@link EventsPlan.Part} as columnar batches: each id of the part is replayed
+ * Reads one {@link EventsPlan.Part} as columnar batches, from the snapshot the plan loaded
+ * ({@link EventsJournal#snapshot}: the part's entries and committed end): each id of the part is replayed
  * ({@link EventsJournal#replay}) into batches of up to {@link #BATCH_EVENTS} events of that id
  * ({@code eventsource.read_events}), so {@code journal} and {@code persistence_id} are constant
  * vectors; only the columns of the read schema are built.  {@code mode} as
@@ -101,15 +102,16 @@ public final class EventsBatchReader implements PartitionReader<ColumnarBatch> {
      */
     private boolean replayNext() {
         if (journal == null) {
-            journal = EventsJournal.open(fs, part.directory);
+            journal = EventsJournal.snapshot(fs, part.directory, part.ids, part.end);
         }
         while (cursor == null || cursor.done) {
             if (nextId >= part.ids.size()) {
                 return false;
             }
-            pid = part.ids.get(nextId++);
+            EventsJournal.Entry e = part.ids.get(nextId++);
+            pid = e.pid;
             filling = null;
-            cursor = journal.start(journal.entry(pid), part.fromSeq, part.toSeq);
+            cursor = journal.start(e, part.fromSeq, part.toSeq);
         }
         while (!cursor.done && ready.isEmpty()) {
             journal.step(cursor, this::add, BATCH_EVENTS - (filling == null ? 0 : filling.n));

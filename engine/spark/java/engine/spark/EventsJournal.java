@@ -126,6 +126,27 @@ final class EventsJournal {
         }
     }
 
+    /**
+     * The snapshot the driver loaded ({@link #open}) for one part, on an executor: the part's ids
+     * as loaded and the committed end, with {@code data.crc} read again up to that end.  Committed
+     * blocks never change, so the part reads what the plan saw, whatever a writer appended since.
+     */
+    static EventsJournal snapshot(Hfs fs, String directory, List<Entry> ids, long end) {
+        EventsJournal j = new EventsJournal(fs, directory);
+        j.dataSize = fs.size(j.dataPath);
+        if (j.dataSize < end) {
+            throw new CorruptFileException(j.dataPath, j.dataSize, "data up to the end of the last blocks, " + end,
+                "end of file");
+        }
+        j.end = end;
+        j.loadDataSums();
+        j.entries = new LinkedHashMap<>();
+        for (Entry e : ids) {
+            j.entries.put(e.pid, e);
+        }
+        return j;
+    }
+
     /** The ids in meta-file order. */
     List<Entry> ids() {
         return new ArrayList<>(entries.values());

@@ -78,17 +78,21 @@ final class EventsPlan {
         private static final long serialVersionUID = 1L;
         final String directory;
         final String journal;
-        final List<String> ids;
+        final List<EventsJournal.Entry> ids;
+        /** The journal's committed data length when planned (what the part reads up to). */
+        final long end;
         final long fromSeq;
         final long toSeq;
         /** Events the part returns when nothing is damaged; the data bytes they span (estimated). */
         final long rows;
         final long bytes;
 
-        Part(String directory, List<String> ids, long fromSeq, long toSeq, long rows, long bytes) {
+        Part(String directory, List<EventsJournal.Entry> ids, long end, long fromSeq, long toSeq, long rows,
+             long bytes) {
             this.directory = directory;
             this.journal = journalName(directory);
             this.ids = ids;
+            this.end = end;
             this.fromSeq = fromSeq;
             this.toSeq = toSeq;
             this.rows = rows;
@@ -115,22 +119,22 @@ final class EventsPlan {
                 live += e.live();
             }
             double perEvent = live == 0 ? 0 : (double) (j.committedSize() - EventsJournal.DATA_HEADER_SIZE) / live;
-            List<String> ids = new ArrayList<>();
+            List<EventsJournal.Entry> ids = new ArrayList<>();
             long rows = 0;
             for (EventsJournal.Entry e : j.ids()) {
                 if (!bounds.keeps(e)) {
                     continue;
                 }
-                ids.add(e.pid);
+                ids.add(e);
                 rows += bounds.rows(e);
                 if (ids.size() == perPartition) {
-                    parts.add(new Part(dir, ids, bounds.fromSeq(), bounds.toSeq(), rows, (long) (rows * perEvent)));
+                    parts.add(new Part(dir, ids, j.committedSize(), bounds.fromSeq(), bounds.toSeq(), rows, (long) (rows * perEvent)));
                     ids = new ArrayList<>();
                     rows = 0;
                 }
             }
             if (!ids.isEmpty()) {
-                parts.add(new Part(dir, ids, bounds.fromSeq(), bounds.toSeq(), rows, (long) (rows * perEvent)));
+                parts.add(new Part(dir, ids, j.committedSize(), bounds.fromSeq(), bounds.toSeq(), rows, (long) (rows * perEvent)));
             }
         }
         fs.close();
