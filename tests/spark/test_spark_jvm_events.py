@@ -119,3 +119,16 @@ def test_permissive_keeps_filters_in_spark(spark: Any, journal: str, tmp_path: A
     assert len(rows) == 1 and "matching their checksum" in rows[0]["_corrupt_record"]
     with pytest.raises(Exception, match="matching their checksum"):
         spark.read.format(JVM).load(d).collect()
+
+
+def test_partitions_follow_the_events(spark: Any, journal: str) -> None:
+    """Runs of ids holding 1 / minPartitions of the events (at most eventsPerPartition), or
+    idsPerPartition ids each (12 ids, 11 live, 430 events)."""
+    def parts(**options: str) -> int:
+        return int(spark.read.format("engine-events").options(**options).load(journal).rdd.getNumPartitions())
+
+    assert parts() == 2
+    assert parts(minPartitions="4") == 4
+    assert parts(eventsPerPartition="100") == 4  # runs of 110, 120, 120 events, then 80
+    assert parts(idsPerPartition="5") == 3
+    assert parts(persistenceIds="id-1") == 1

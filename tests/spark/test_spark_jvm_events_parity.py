@@ -144,6 +144,8 @@ def test_clean_journals_and_options(tmp_path: object) -> None:
         ({"path": d}, ["payload"]),
         ({"path": f"{tmp_path}/*"}, None),
         ({"path": d, "mode": "PERMISSIVE"}, ["sequence_nr"]),
+        ({"path": d, "minPartitions": "3"}, None),
+        ({"path": d, "eventsPerPartition": "25", "mode": "PERMISSIVE"}, None),
         ({"path": d, "idsPerPartition": "0"}, None),
         ({"path": d, "fromSequenceNr": "x"}, None),
         ({"path": d, "bogus": "1"}, None),

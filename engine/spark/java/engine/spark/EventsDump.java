@@ -60,7 +60,7 @@ public final class EventsDump {
                     .toArray(StructField[]::new));
             }
             Hfs fs = new Hfs(new Configuration());
-            for (EventsPlan.Part p : EventsPlan.plan(fs, o.inputPaths(fs), new EventsPlan.Bounds(o), o.perPartition)) {
+            for (EventsPlan.Part p : EventsPlan.plan(fs, o.inputPaths(fs), new EventsPlan.Bounds(o), o)) {
                 EventsBatchReader r = new EventsBatchReader(fs.fresh(), p, schema, o.mode);
                 try {
                     while (r.next()) {

@@ -13,18 +13,22 @@ import java.util.Set;
 /**
  * The options of an {@code engine-events} read, checked as {@code engine.spark.options} checks
  * them for {@code engine.spark.eventsource.EventsReader} (same names, defaults and messages):
- * {@code idsPerPartition} (64), {@code persistenceIds} (comma-separated), {@code fromSequenceNr},
+ * {@code minPartitions} (2), {@code eventsPerPartition} (4,000,000), {@code idsPerPartition},
+ * {@code persistenceIds} (comma-separated), {@code fromSequenceNr},
  * {@code toSequenceNr} (inclusive), {@code mode}.
  */
 public final class EventsOptions implements Serializable {
     private static final long serialVersionUID = 1L;
     public static final String SOURCE = "engine-events";
     static final List<String> VALID = Arrays.asList(
-        "idsPerPartition", "persistenceIds", "fromSequenceNr", "toSequenceNr", "mode",
+        "idsPerPartition", "eventsPerPartition", "minPartitions", "persistenceIds", "fromSequenceNr", "toSequenceNr", "mode",
         "path", "paths", "checkpointLocation");
 
     public final Map<String, String> opts;
-    public final int perPartition;
+    /** idsPerPartition (null: partitions by events). */
+    public final Integer perPartition;
+    public final long eventsPerPartition;
+    public final long minPartitions;
     /** The ids asked for (null: every id). */
     public final Set<String> ids;
     /** fromSequenceNr (null: from the first). */
@@ -46,7 +50,11 @@ public final class EventsOptions implements Serializable {
         }
         this.mode = raw;
         Long per = intOption("idsPerPartition", 1);
-        this.perPartition = per == null ? 64 : (int) Math.min(per, Integer.MAX_VALUE);
+        this.perPartition = per == null ? null : (int) Math.min(per, Integer.MAX_VALUE);
+        Long events = intOption("eventsPerPartition", 1);
+        this.eventsPerPartition = events == null ? 4_000_000L : events;
+        Long min = intOption("minPartitions", 1);
+        this.minPartitions = min == null ? 2 : min;
         String rawIds = lower.get("persistenceids");
         if (rawIds == null) {
             this.ids = null;

@@ -9,10 +9,10 @@ import java.util.Set;
 import org.apache.spark.sql.connector.read.InputPartition;
 
 /**
- * Partitions of an {@code engine-events} read, planned from each journal's meta file: its
- * persistence ids in groups of {@code idsPerPartition}, those with no event in the asked range
- * left out (as {@code eventsource.EventsReader.partitions}); each id is replayed by following its
- * own links, so a partition never reads another id's blocks.
+ * Partitions of an {@code engine-events} read, planned from each journal's meta file: runs of
+ * its persistence ids ({@link #plan}), those with no event in the asked range left out (as
+ * {@code eventsource.EventsReader.partitions}); each id is replayed by following its own links, so
+ * a partition never reads another id's blocks.
  */
 final class EventsPlan {
     private EventsPlan() {
@@ -109,32 +109,43 @@ final class EventsPlan {
         return d.substring(d.lastIndexOf('/') + 1);
     }
 
-    /** The parts of every journal in {@code directories} (each journal loaded once, checked as a reader does). */
-    static List<Part> plan(Hfs fs, List<String> directories, Bounds bounds, int perPartition) {
+    /**
+     * The parts of every journal in {@code directories} (each journal loaded once, checked as a
+     * reader does): runs of ids in meta order, {@code idsPerPartition} each when given, else
+     * holding about {@code 1 / minPartitions} of the selected events, at most
+     * {@code eventsPerPartition} ({@code eventsource.EventsReader._groups}).
+     */
+    static List<Part> plan(Hfs fs, List<String> directories, Bounds bounds, EventsOptions o) {
         List<Part> parts = new ArrayList<>();
         for (String dir : directories) {
             EventsJournal j = EventsJournal.open(fs, dir);
             long live = 0;
+            long total = 0;
+            List<EventsJournal.Entry> kept = new ArrayList<>();
             for (EventsJournal.Entry e : j.ids()) {
                 live += e.live();
+                if (bounds.keeps(e)) {
+                    kept.add(e);
+                    total += bounds.rows(e);
+                }
             }
             double perEvent = live == 0 ? 0 : (double) (j.committedSize() - EventsJournal.DATA_HEADER_SIZE) / live;
+            long target = Math.min(o.eventsPerPartition, Math.max(1, -Math.floorDiv(-total, o.minPartitions)));
             List<EventsJournal.Entry> ids = new ArrayList<>();
             long rows = 0;
-            for (EventsJournal.Entry e : j.ids()) {
-                if (!bounds.keeps(e)) {
-                    continue;
-                }
+            for (EventsJournal.Entry e : kept) {
                 ids.add(e);
                 rows += bounds.rows(e);
-                if (ids.size() == perPartition) {
-                    parts.add(new Part(dir, ids, j.committedSize(), bounds.fromSeq(), bounds.toSeq(), rows, (long) (rows * perEvent)));
+                if (o.perPartition != null ? ids.size() == o.perPartition : rows >= target) {
+                    parts.add(new Part(dir, ids, j.committedSize(), bounds.fromSeq(), bounds.toSeq(), rows,
+                        (long) (rows * perEvent)));
                     ids = new ArrayList<>();
                     rows = 0;
                 }
             }
             if (!ids.isEmpty()) {
-                parts.add(new Part(dir, ids, j.committedSize(), bounds.fromSeq(), bounds.toSeq(), rows, (long) (rows * perEvent)));
+                parts.add(new Part(dir, ids, j.committedSize(), bounds.fromSeq(), bounds.toSeq(), rows,
+                    (long) (rows * perEvent)));
             }
         }
         fs.close();

@@ -185,7 +185,7 @@ public final class EventsSource implements TableProvider, DataSourceRegister {
 
         List<EventsPlan.Part> parts() {
             if (parts == null) {
-                parts = EventsPlan.plan(fs, options.inputPaths(fs), bounds, options.perPartition);
+                parts = EventsPlan.plan(fs, options.inputPaths(fs), bounds, options);
             }
             return parts;
         }
