@@ -44,6 +44,8 @@ public final class EventsBatchReader implements PartitionReader<ColumnarBatch> {
     private EventsJournal.Cursor cursor;
     private final java.util.ArrayDeque<Chunk> ready = new java.util.ArrayDeque<>();
     private Chunk filling;
+    /** A chunk already turned into a batch, reused for the next (its vectors hold copies). */
+    private Chunk spare;
     private WritableColumnVector[] vectors;
 
     /** Up to BATCH_EVENTS events of one id. */
@@ -72,7 +74,9 @@ public final class EventsBatchReader implements PartitionReader<ColumnarBatch> {
         while (!done) {
             try {
                 if (!ready.isEmpty()) {
-                    current = build(ready.poll());
+                    Chunk c = ready.poll();
+                    current = build(c);
+                    spare = c;
                     return true;
                 }
                 if (!replayNext()) {
@@ -128,7 +132,10 @@ public final class EventsBatchReader implements PartitionReader<ColumnarBatch> {
     private void add(long seq, byte[] buf, int at, int len) {
         Chunk c = filling;
         if (c == null) {
-            c = new Chunk(payloads);
+            c = spare != null ? spare : new Chunk(payloads);
+            spare = null;
+            c.n = 0;
+            c.used = 0;
             filling = c;
         }
         c.seqs[c.n] = seq;

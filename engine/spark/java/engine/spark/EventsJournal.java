@@ -39,8 +39,10 @@ final class EventsJournal {
     static final long ANY_PREVIOUS = -1;
     /** {@code engine.events.reader.SNAPSHOT_ATTEMPTS}: a snapshot torn by a live writer is read again. */
     static final int SNAPSHOT_ATTEMPTS = 5;
-    /** Read-ahead window of replay (bytes): {@code engine.events.blocks.DEFAULT_READAHEAD}. */
+    /** Largest read-ahead window of replay (bytes): {@code engine.events.blocks.DEFAULT_READAHEAD}. */
     static final int READAHEAD = 256 * 1024;
+    /** First read-ahead window of a replay ({@code engine.events.runs.MIN_WINDOW}). */
+    static final int MIN_WINDOW = 4096;
 
     /** One persistence id: meta's block as loaded ({@code engine.events.layout.Entry}). */
     static final class Entry implements java.io.Serializable {
@@ -91,6 +93,10 @@ final class EventsJournal {
     private byte[] window = new byte[0];
     private long windowStart;
     private int windowLen;
+    // Replay's read-ahead (as the Python walker's): the next window's size, and where the last
+    // block decoded from the current window ends.
+    private int want = MIN_WINDOW;
+    private long served;
 
     private EventsJournal(Hfs fs, String directory) {
         this.fs = fs;
@@ -632,14 +638,17 @@ final class EventsJournal {
         int count = 0;
         while (!c.done && count < max) {
             long offset = c.offset;
+            if (!(windowStart <= offset && offset + BLOCK_HEADER_SIZE <= windowStart + windowLen)) {
+                readAhead(offset);  // a new window is needed: size it
+            }
             if (dataSums && DATA_HEADER_SIZE <= offset && offset < covered) {
-                checkBatch(batchOf(offset));
+                checkBatch(batchOf(offset), offset);
             }
             if (offset < DATA_HEADER_SIZE || offset + BLOCK_HEADER_SIZE > limit) {
                 throw new CorruptFileException(dataPath, offset, "a block link inside [8, " + limit + ")",
                     Long.toString(offset));
             }
-            int at = ensure(offset, BLOCK_HEADER_SIZE, READAHEAD, limit);
+            int at = ensure(offset, BLOCK_HEADER_SIZE, want, limit);
             if (at < 0) {
                 throw new CorruptFileException(dataPath, offset, "a 24-byte block header", "end of file");
             }
@@ -656,11 +665,12 @@ final class EventsJournal {
                     + (prev == ANY_PREVIOUS ? "any" : Long.toString(prev)) + ", size in [24, " + (limit - offset) + "]",
                     "own offset " + own + ", sequence number " + seq + ", previous " + previous + ", size " + size);
             }
-            at = ensure(offset, (int) size, READAHEAD, limit);
+            at = ensure(offset, (int) size, want, limit);
             if (at < 0) {
                 throw new CorruptFileException(dataPath, offset, size + " bytes of block", "end of file");
             }
             sink.event(seq, window, at + BLOCK_HEADER_SIZE, (int) size - BLOCK_HEADER_SIZE);
+            served = offset + size;
             count++;
             if (seq >= c.hi) {
                 c.done = true;
@@ -670,6 +680,20 @@ final class EventsJournal {
             c.expected = seq + 1;
         }
         return count;
+    }
+
+    /**
+     * The size of the window to read at {@code offset} when the current one does not hold the
+     * block (the Python walker's rule): a batch's blocks are adjacent, another id's are not, so
+     * when the chain runs on past the window the next is twice what the window served, and when
+     * it jumps elsewhere as much as it served (runs tend to be alike); at most {@link #READAHEAD}.
+     */
+    private void readAhead(long offset) {
+        long used = served - windowStart;
+        if (windowLen > 0 && used > 0 && used <= windowLen) {
+            long grow = offset == served ? 2 * used : used;
+            want = (int) Math.max(MIN_WINDOW, Math.min(grow, READAHEAD));
+        }
     }
 
     /** Index of the data.crc batch holding {@code offset} ({@code bisect_right(ends, offset)}). */
@@ -688,7 +712,7 @@ final class EventsJournal {
     }
 
     /** The data.crc check of batch {@code k}, once per snapshot ({@code DataSums.failure}'s words). */
-    private void checkBatch(int k) {
+    private void checkBatch(int k, long offset) {
         if (checked[k] == 1) {
             return;
         }
@@ -703,7 +727,7 @@ final class EventsJournal {
         int n = (int) (e - s);
         // One read serves the check and the blocks after it: the window starts at the batch
         // (whose blocks are usually this id's run) and reaches at least its end.
-        int at = ensure(s, n, READAHEAD, end);
+        int at = ensure(s, n, (int) Math.max(n, offset - s + want), end);
         if (at < 0) {
             throw new CorruptFileException(dataPath, s, n + " bytes of checksummed batches", "end of file");
         }
