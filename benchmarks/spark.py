@@ -5,6 +5,7 @@
     python3 -m benchmarks.spark --cluster             # a standalone master + 2 one-core workers
     python3 -m benchmarks.spark --only queue --queue-items 1000000   # the queue measure alone
     python3 -m benchmarks.spark --only jvm-log        # the JVM engine-log connector (engine.spark.LogSource)
+    python3 -m benchmarks.spark --only events         # engine-events (the JVM connector), --records events
 
 Data: ``--records`` log records with 80-byte payloads, written by the engine-log
 sink's segment writer (with ``.crc`` files), and a queue of ``--records / 10``
@@ -23,6 +24,8 @@ every round in the JSON):
   every column is decoded; reported as measured) and with the user schema
   ``index long, time timestamp`` (answered from the IDX files);    target >= 1.0x
 * full scan of the queue source vs Parquet;                        target >= 0.5x
+* (``--only events``) full scan and ``count()`` of an event journal of
+  ``--records`` 80-byte events over 1,000 ids vs Parquet (reported beside it).
 
 The load average before and after is in the JSON (the machine is shared).
 """
@@ -95,6 +98,40 @@ def make_queue(root: str, n: int) -> str:
     return d
 
 
+def make_events(root: str, n: int, ids: int = 1000) -> str:
+    """An event journal of n events of 80 random printable bytes over ``ids``
+    persistence ids, written in batches of 100 events per id, ids interleaved."""
+    from engine.events import EventJournal
+
+    d = os.path.join(root, "events")
+    rng = np.random.default_rng(3)
+    per = -(-n // ids)
+    written = 0
+    with EventJournal.open(d, sync="never") as j:
+        for start in range(1, per + 1, 100):
+            for k in range(ids):
+                m = min(100, per - start + 1, n - written)
+                if m <= 0:
+                    break
+                raw = rng.integers(32, 127, size=m * PAYLOAD, dtype=np.uint8).tobytes()
+                j.write(f"id-{k}", [(start + i, raw[i * PAYLOAD : (i + 1) * PAYLOAD]) for i in range(m)])
+                written += m
+    return d
+
+
+def events_pairs(spark: Any, root: str, n: int) -> list[tuple[str, Callable[[], Any], Callable[[], Any], int, float]]:
+    """An event journal's measures (engine-events is the JVM connector's)."""
+    ev = make_events(root, n)
+    ev_pq = os.path.join(root, "events.parquet")
+    spark.read.format("engine-events").load(ev).write.parquet(ev_pq)
+    ev_df, ev_pq_df = spark.read.format("engine-events").load(ev), spark.read.parquet(ev_pq)
+    assert ev_df.count() == ev_pq_df.count() == n
+    return [
+        ("events full scan (4 columns)", noop(ev_df), noop(ev_pq_df), n, 1.0),
+        ("events count()", ev_df.count, ev_pq_df.count, n, 1.0),
+    ]
+
+
 def rate(action: Callable[[], Any], n: int) -> float:
     t = time.perf_counter()
     action()
@@ -159,6 +196,8 @@ def measure(spark: Any, root: str, n: int, queue_n: int, rounds: int,
     """The measures (``only="queue"``: the queue's alone, no log written)."""
     if only == "jvm-log":
         return paired_rounds(jvm_log_pairs(spark, root, n), rounds)
+    if only == "events":
+        return paired_rounds(events_pairs(spark, root, n), rounds)
     queue_dir = make_queue(root, queue_n)
     queue_pq = os.path.join(root, "queue.parquet")
     spark.read.format("engine-queue").load(queue_dir).write.parquet(queue_pq)
@@ -247,8 +286,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--records", type=int, default=1_000_000, help="log records (default 1,000,000; at most 10 M)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--cluster", action="store_true", help="a standalone master with 2 one-core workers")
-    ap.add_argument("--only", choices=("all", "queue", "jvm-log"), default="all",
-                    help="queue: only the queue measure (no log written); jvm-log: the JVM log connector's measures")
+    ap.add_argument("--only", choices=("all", "queue", "jvm-log", "events"), default="all",
+                    help="queue: only the queue measure (no log written); jvm-log: the JVM log connector's measures; "
+                         "events: an event journal of --records events")
     ap.add_argument("--queue-items", type=int, default=None, help="queue items (default --records / 10)")
     args = ap.parse_args(argv)
     n = min(args.records, 10_000_000)
@@ -283,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     what = f"{n:,} 80-byte log records and " if args.only == "all" else ""
     if args.only == "jvm-log":
         what, queue_n = f"{n:,} 80-byte log records by the JVM connector", 0
+    if args.only == "events":
+        what, queue_n = f"{n:,} 80-byte events over 1,000 persistence ids (engine-events, the JVM connector) ", 0
     json_path = RESULTS_CLUSTER if args.cluster else RESULTS
     if args.only != "all":  # a subset does not replace the full run's results
         json_path = json_path.replace(".json", f"_{args.only}.json")

@@ -1,19 +1,26 @@
-"""``engine-events``: event journals as a Spark batch source.
+"""The Python reference reader of ``engine-events`` batch reads, without Spark.
 
-::
+Spark's ``engine-events`` is the JVM connector (``engine.spark.EventsSource``,
+``engine/spark/java``); this module is no Spark data source any more.
+:class:`EventsReader` is the reference the connector's parity tests compare it
+with (event for event, error for error: ``tests/spark/test_spark_jvm_events_parity.py``,
+``test_spark_jvm_events.py``), driven directly, and what ``stress/readpaths``
+reads damaged journals through::
 
-    spark.read.format("engine-events").load("/data/events/orders")
-    spark.read.format("engine-events").option("persistenceIds", "order-17")
-         .option("fromSequenceNr", 10).option("toSequenceNr", 20).load(path)
+    reader = EventsReader({"path": "/data/events/orders"}, EVENTS_SCHEMA)
+    for part in reader.partitions():
+        for batch in reader.read(part):   # pyarrow RecordBatches
+            ...
 
 Reads through :meth:`EventJournal.open_reader` (no lock, a snapshot of what is
 committed), so every check the journal's own replay makes applies; ``mode``
-says what damage does.  Partitions: the journal's persistence ids in groups of
-``idsPerPartition`` (default 64); each id is replayed by following its own
-linked list, so a partition never reads other ids' blocks.  ``persistenceIds``
+says what damage does.  Partitions: runs of the journal's persistence ids (in
+meta order) holding about ``1 / minPartitions`` (default 2) of the selected
+events, at most ``eventsPerPartition`` (default 4,000,000), or
+``idsPerPartition`` ids each when that is given; each id is replayed by
+following its own linked list, so a partition never reads other ids' blocks.  ``persistenceIds``
 (comma-separated) and ``fromSequenceNr``/``toSequenceNr`` (inclusive) choose
-what is replayed (options, not filter pushdown: see engine.spark.logplan).
-Several journals can be read at once (``.load([J1, J2])``, globs).
+what is replayed.  Several journals can be read at once (``paths``, globs).
 """
 
 from __future__ import annotations
@@ -22,10 +29,11 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from engine.events import EventJournal
+from engine.events.layout import IdInfo
 from engine.spark.batches import guarded, record_batch, repeat_string
 from engine.spark.options import (
     check_options,
@@ -39,7 +47,8 @@ from engine.spark.options import (
 from engine.spark.schemas import EVENTS_SCHEMA
 
 SOURCE = "engine-events"
-OPTIONS = ("idsPerPartition", "persistenceIds", "fromSequenceNr", "toSequenceNr", "mode")
+OPTIONS = ("idsPerPartition", "eventsPerPartition", "minPartitions", "persistenceIds", "fromSequenceNr",
+           "toSequenceNr", "mode")
 BATCH_EVENTS = 8192
 
 
@@ -98,7 +107,9 @@ class EventsReader(DataSourceReader):
         check_options(SOURCE, opts, OPTIONS)
         self.schema = user_schema(SOURCE, read_schema(EVENTS_SCHEMA, opts), schema, opts)
         self.directories = input_paths(SOURCE, opts)
-        self.per_partition = int_option(opts, "idsPerPartition", 64) or 1
+        self.per_partition = int_option(opts, "idsPerPartition", None)
+        self.events_per_partition = int_option(opts, "eventsPerPartition", 4_000_000) or 1
+        self.min_partitions = int_option(opts, "minPartitions", 2) or 1
         raw_ids = opts.get("persistenceids")
         self.ids = None if raw_ids is None else {i.strip() for i in raw_ids.split(",")}
         self.lo = int_option(opts, "fromSequenceNr", None, minimum=0)
@@ -110,38 +121,39 @@ class EventsReader(DataSourceReader):
         parts: list[InputPartition] = []
         for directory in self.directories:
             with EventJournal.open_reader(directory) as journal:
-                ids = [i.persistence_id for i in journal.ids() if i.live > 0
-                       and (self.ids is None or i.persistence_id in self.ids)
-                       and (self.lo is None or self.lo <= i.highest)
-                       and (self.hi is None or self.hi > i.lowest)]
-            parts.extend(EventsPartition(directory, ids[k:k + self.per_partition], self.lo, self.hi)
-                         for k in range(0, len(ids), self.per_partition))
+                infos = [i for i in journal.ids() if i.live > 0
+                         and (self.ids is None or i.persistence_id in self.ids)
+                         and (self.lo is None or self.lo <= i.highest)
+                         and (self.hi is None or self.hi > i.lowest)]
+            parts.extend(EventsPartition(directory, ids, self.lo, self.hi) for ids in self._groups(infos))
         return parts
+
+    def _groups(self, infos: list[IdInfo]) -> Iterator[list[str]]:
+        """The ids of each partition, in meta order: ``idsPerPartition`` each when
+        given, else runs of ids holding about ``total / minPartitions`` of the
+        selected events (at most ``eventsPerPartition``), so a few large
+        partitions carry a journal of many small ids."""
+        if self.per_partition is not None:
+            names = [i.persistence_id for i in infos]
+            yield from (names[k:k + self.per_partition] for k in range(0, len(names), self.per_partition))
+            return
+        lo = 1 if self.lo is None else max(1, self.lo)
+        counts = [max(0, (i.highest if self.hi is None else min(i.highest, self.hi - 1)) - max(i.lowest, lo) + 1)
+                  for i in infos]
+        target = min(self.events_per_partition, max(1, -(-sum(counts) // self.min_partitions)))
+        group: list[str] = []
+        held = 0
+        for info, count in zip(infos, counts, strict=True):
+            group.append(info.persistence_id)
+            held += count
+            if held >= target:
+                yield group
+                group, held = [], 0
+        if group:
+            yield group
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         if not isinstance(partition, EventsPartition):
             return  # an empty plan is read as one InputPartition(None)
         yield from guarded(self.schema, self.mode, read_events(self.schema, partition),
                            {"journal": journal_name(partition.directory)}, partition.directory)
-
-
-class EngineEventsDataSource(DataSource):
-    """``engine-events``: see the module docstring."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "engine-events"
-
-    def schema(self) -> StructType:
-        """The engine-events schema; checks the options when the DataFrame is defined."""
-        opts = lower(self.options)
-        check_options(SOURCE, opts, OPTIONS)
-        for key in ("idsPerPartition",):
-            int_option(opts, key, None)
-        for key in ("fromSequenceNr", "toSequenceNr"):
-            int_option(opts, key, None, minimum=0)
-        input_paths(SOURCE, opts)
-        return read_schema(EVENTS_SCHEMA, opts)
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        return EventsReader(dict(self.options), schema)

@@ -152,6 +152,12 @@ public final class LogOptions implements Serializable {
 
     /** options.input_paths: absolute paths, globs expanded, each existing. */
     public List<String> inputPaths(Hfs fs) {
+        return inputPaths(SOURCE, opts, fs);
+    }
+
+    /** options.input_paths of {@code source}'s lower-cased options {@code opts}. */
+    static List<String> inputPaths(String source, Map<String, String> opts, Hfs fs) {
+        final String SOURCE = source;  // (the messages name the source read)
         List<String> raw = new ArrayList<>();
         if (opts.get("paths") != null && !opts.get("paths").isEmpty()) {
             try {

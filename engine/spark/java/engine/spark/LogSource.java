@@ -101,6 +101,11 @@ public final class LogSource implements TableProvider, DataSourceRegister {
 
     /** options.user_schema: a schema given with .schema(...) must be some of the source's columns. */
     static StructType userSchema(StructType full, StructType given, boolean permissive) {
+        return userSchema(LogOptions.SOURCE, full, given, permissive);
+    }
+
+    /** options.user_schema for {@code source} (its messages name it). */
+    static StructType userSchema(String source, StructType full, StructType given, boolean permissive) {
         if (given == null || given.equals(full)) {
             return full;
         }
@@ -136,7 +141,7 @@ public final class LogSource implements TableProvider, DataSourceRegister {
             for (StructField f : full.fields()) {
                 valid.add(f.name() + " " + f.dataType().simpleString() + (f.nullable() ? "" : " NOT NULL"));
             }
-            throw new ConfigException(LogOptions.SOURCE + ": the schema given with .schema(...) must be some of the source's "
+            throw new ConfigException(source + ": the schema given with .schema(...) must be some of the source's "
                 + "columns with their types (" + String.join(", ", valid) + "); " + String.join("; ", problems));
         }
         return given;

@@ -1,0 +1,274 @@
+package engine.spark;
+
+import java.util.ArrayList;
+import java.util.EnumSet;
+import java.util.List;
+import java.util.Map;
+import java.util.OptionalLong;
+import java.util.Set;
+
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.TableCapability;
+import org.apache.spark.sql.connector.catalog.TableProvider;
+import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.connector.expressions.filter.Predicate;
+import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.Statistics;
+import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
+import org.apache.spark.sql.connector.read.SupportsPushDownV2Filters;
+import org.apache.spark.sql.connector.read.SupportsReportStatistics;
+import org.apache.spark.sql.sources.DataSourceRegister;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.Metadata;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+
+/**
+ * {@code engine-events} on the JVM: event journals as a DataSource V2 batch source with column
+ * pruning, pushdown of persistence-id and sequence-number filters (answered exactly by the
+ * partitions and replay), statistics from the meta files and columnar batches.  Every block read
+ * is checked as the Python reader checks it, data.crc included ({@link EventsJournal}).  See
+ * docs/pipeline.md.
+ */
+public final class EventsSource implements TableProvider, DataSourceRegister {
+    @Override
+    public String shortName() {
+        return EventsOptions.SOURCE;
+    }
+
+    /** {@code engine.spark.schemas.EVENTS_SCHEMA}; PERMISSIVE: nullable plus _corrupt_record. */
+    static StructType fullSchema(boolean permissive) {
+        boolean nul = permissive;
+        List<StructField> f = new ArrayList<>(List.of(
+            new StructField("journal", DataTypes.StringType, nul, Metadata.empty()),
+            new StructField("persistence_id", DataTypes.StringType, nul, Metadata.empty()),
+            new StructField("sequence_nr", DataTypes.LongType, nul, Metadata.empty()),
+            new StructField("payload", DataTypes.BinaryType, nul, Metadata.empty())));
+        if (permissive) {
+            f.add(new StructField(EventsBatchReader.CORRUPT, DataTypes.StringType, true, Metadata.empty()));
+        }
+        return new StructType(f.toArray(new StructField[0]));
+    }
+
+    @Override
+    public StructType inferSchema(CaseInsensitiveStringMap options) {
+        EventsOptions o = new EventsOptions(options.asCaseSensitiveMap());
+        o.inputPaths(LogSource.driverFs());  // a bad path fails the DataFrame's definition
+        return fullSchema(o.permissive());
+    }
+
+    @Override
+    public boolean supportsExternalMetadata() {
+        return true;
+    }
+
+    @Override
+    public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
+        return new EventsTable(schema, properties);
+    }
+
+    static final class EventsTable implements Table, SupportsRead {
+        private final StructType given;
+        private final Map<String, String> properties;
+
+        EventsTable(StructType given, Map<String, String> properties) {
+            this.given = given;
+            this.properties = properties;
+        }
+
+        private StructType readSchema() {
+            EventsOptions o = new EventsOptions(properties);
+            return LogSource.userSchema(EventsOptions.SOURCE, fullSchema(o.permissive()), given, o.permissive());
+        }
+
+        @Override
+        public String name() {
+            return EventsOptions.SOURCE;
+        }
+
+        @Override
+        public StructType schema() {
+            return readSchema();
+        }
+
+        @Override
+        public Set<TableCapability> capabilities() {
+            return EnumSet.of(TableCapability.BATCH_READ);
+        }
+
+        @Override
+        public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+            return new EventsScanBuilder(readSchema(), new EventsOptions(options.asCaseSensitiveMap()));
+        }
+    }
+
+    /** Column pruning and the id / sequence-number filters ({@link EventsPushdown}). */
+    static final class EventsScanBuilder implements ScanBuilder, SupportsPushDownRequiredColumns,
+        SupportsPushDownV2Filters {
+        private final EventsOptions options;
+        private final EventsPlan.Bounds bounds;
+        private StructType schema;
+        private Predicate[] pushed = new Predicate[0];
+
+        EventsScanBuilder(StructType schema, EventsOptions options) {
+            this.schema = schema;
+            this.options = options;
+            this.bounds = new EventsPlan.Bounds(options);
+        }
+
+        @Override
+        public void pruneColumns(StructType required) {
+            List<StructField> keep = new ArrayList<>();
+            List<String> names = List.of(required.fieldNames());
+            for (StructField f : schema.fields()) {
+                if (names.contains(f.name()) || (f.name().equals(EventsBatchReader.CORRUPT) && options.permissive())) {
+                    keep.add(f);
+                }
+            }
+            schema = new StructType(keep.toArray(new StructField[0]));
+        }
+
+        @Override
+        public Predicate[] pushPredicates(Predicate[] predicates) {
+            List<Predicate> used = new ArrayList<>();
+            List<Predicate> after = new ArrayList<>();
+            for (Predicate p : predicates) {
+                boolean taken = EventsPushdown.apply(p, bounds);
+                if (taken) {
+                    used.add(p);
+                }
+                // PERMISSIVE rows may hold nulls: Spark evaluates every filter again there.
+                if (!taken || options.permissive()) {
+                    after.add(p);
+                }
+            }
+            pushed = used.toArray(new Predicate[0]);
+            return after.toArray(new Predicate[0]);
+        }
+
+        @Override
+        public Predicate[] pushedPredicates() {
+            return pushed;
+        }
+
+        @Override
+        public Scan build() {
+            return new EventsScan(schema, options, bounds, pushed);
+        }
+    }
+
+    /** One planned scan: partitions from the journals' meta files, computed once. */
+    static final class EventsScan implements Scan, Batch, SupportsReportStatistics {
+        private final StructType schema;
+        private final EventsOptions options;
+        private final EventsPlan.Bounds bounds;
+        private final Predicate[] pushed;
+        private final Hfs fs;
+        private List<EventsPlan.Part> parts;
+
+        EventsScan(StructType schema, EventsOptions options, EventsPlan.Bounds bounds, Predicate[] pushed) {
+            this.schema = schema;
+            this.options = options;
+            this.bounds = bounds;
+            this.pushed = pushed;
+            this.fs = LogSource.driverFs();
+        }
+
+        List<EventsPlan.Part> parts() {
+            if (parts == null) {
+                parts = EventsPlan.plan(fs, options.inputPaths(fs), bounds, options);
+            }
+            return parts;
+        }
+
+        @Override
+        public StructType readSchema() {
+            return schema;
+        }
+
+        @Override
+        public String description() {
+            List<String> p = new ArrayList<>();
+            for (Predicate x : pushed) {
+                p.add(x.toString());
+            }
+            return EventsOptions.SOURCE + " [" + String.join(", ", schema.fieldNames()) + "] pushed filters: ["
+                + String.join(", ", p) + "]";
+        }
+
+        @Override
+        public Batch toBatch() {
+            return this;
+        }
+
+        @Override
+        public InputPartition[] planInputPartitions() {
+            return parts().toArray(new InputPartition[0]);
+        }
+
+        @Override
+        public PartitionReaderFactory createReaderFactory() {
+            return new Factory(fs, schema, options.mode);
+        }
+
+        @Override
+        public Statistics estimateStatistics() {
+            long rows = 0;
+            long bytes = 0;
+            for (EventsPlan.Part p : parts()) {
+                rows += p.rows;
+                bytes += p.bytes;
+            }
+            final long r = rows;
+            final long b = Math.max(1, bytes);
+            return new Statistics() {
+                @Override
+                public OptionalLong sizeInBytes() {
+                    return OptionalLong.of(b);
+                }
+
+                @Override
+                public OptionalLong numRows() {
+                    return OptionalLong.of(r);
+                }
+            };
+        }
+    }
+
+    static final class Factory implements PartitionReaderFactory {
+        private static final long serialVersionUID = 1L;
+        private final Hfs fs;
+        private final StructType schema;
+        private final String mode;
+
+        Factory(Hfs fs, StructType schema, String mode) {
+            this.fs = fs;
+            this.schema = schema;
+            this.mode = mode;
+        }
+
+        @Override
+        public boolean supportColumnarReads(InputPartition partition) {
+            return true;
+        }
+
+        @Override
+        public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
+            return new EventsBatchReader(fs.fresh(), (EventsPlan.Part) partition, schema, mode);
+        }
+
+        @Override
+        public PartitionReader<InternalRow> createReader(InputPartition partition) {
+            throw new UnsupportedOperationException("engine-events reads columnar batches only");
+        }
+    }
+}
