@@ -42,6 +42,7 @@ from types import TracebackType
 
 from engine.errors import ConfigError, LockedError
 from engine.fs.base import FileHandle, FileSystem, OpenMode
+from engine.fs.words import SharedWords
 
 #: The longest sleep between two tries of a waiting lock.
 _MAX_POLL = 0.05
@@ -131,9 +132,19 @@ class GatedLock:
     creates its lock file; this class only opens it, and while it is missing
     (no writer of this version has opened the store) takes the lock directly,
     looking for the gate again at the next lock.
+
+    The gate's first 8 bytes are the *change count* (:meth:`changes`), a u64
+    shared through a mapping: every exclusive hold adds one when it begins and
+    one when it ends, so it is odd while a holder may be writing the file (or
+    died doing so) and moves whenever the file may have changed.  A holder of
+    the shared lock that finds the count as it was at its last look knows the
+    file has not changed since; a process that finds it so without the lock
+    knows that what it read then is still the file's state now (readers'
+    snapshots: :class:`~engine.pages.PageReader`).  Never synced: it means
+    nothing across a restart, only between processes that map it now.
     """
 
-    __slots__ = ("_fs", "_gate", "_gate_path", "handle", "what")
+    __slots__ = ("_counter", "_exclusive", "_fs", "_gate", "_gate_path", "_watch", "handle", "what")
 
     def __init__(self, fs: FileSystem, handle: FileHandle, gate_path: str, *, what: str) -> None:
         self._fs = fs
@@ -141,6 +152,11 @@ class GatedLock:
         self._gate_path = gate_path
         self.what = what
         self._gate: FileHandle | None = None
+        self._exclusive = False
+        # The change count's words: stored through by exclusive holders (the gate
+        # opened for writing), loaded by the others (mapped read-only).
+        self._counter: tuple[FileHandle, SharedWords] | None = None
+        self._watch: SharedWords | None = None
 
     def _gate_handle(self) -> FileHandle | None:
         if self._gate is None:
@@ -159,9 +175,18 @@ class GatedLock:
             # writer): two flock calls instead of four on every page-store flush.
             try:
                 self.handle.lock(exclusive=True, blocking=False)
-                return
             except LockedError:
-                pass
+                self._acquire(exclusive, seconds)
+            try:
+                self._bump()  # odd: the file may change from now on
+            except BaseException:
+                self.handle.unlock()
+                raise
+            self._exclusive = True
+            return
+        self._acquire(exclusive, seconds)
+
+    def _acquire(self, exclusive: bool, seconds: float | None) -> None:
         gate = self._gate_handle()
         if gate is None:
             lock_handle(self.handle, exclusive=exclusive, wait=seconds, what=self.what)
@@ -182,10 +207,53 @@ class GatedLock:
 
     def release(self) -> None:
         """Unlock the file (the gate is never held between calls)."""
-        self.handle.unlock()
+        try:
+            if self._exclusive:
+                self._exclusive = False
+                self._bump()  # even again: the holder's writes are all in the file
+        finally:
+            self.handle.unlock()
+
+    def _bump(self) -> None:
+        """Add one to the change count (under the exclusive lock: no other
+        holder stores it meanwhile).  Nothing without a gate (a store no writer
+        of this version opened: readers then find no count and look at the
+        file itself, as before the count existed)."""
+        if self._counter is None:
+            try:
+                gate = self._fs.open(self._gate_path, OpenMode.WRITE)
+            except FileNotFoundError:
+                return
+            try:
+                self._counter = (gate, gate.map_words(2))
+            except BaseException:
+                gate.close()
+                raise
+        words = self._counter[1]
+        words.set64(0, words.get64(0) + 1)
+
+    def changes(self) -> int | None:
+        """The change count now (see the class docstring), or None while there is
+        no count to load (no gate yet, or no writer of this version made it)."""
+        watch = self._watch
+        if watch is None:
+            gate = self._gate_handle()
+            if gate is None:
+                return None
+            watch = self._watch = gate.watch_words(2)
+            if watch is None:
+                return None
+        return watch.get64(0)
 
     def close(self) -> None:
         """Close the gate file (the locked file's handle belongs to the caller)."""
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+        if self._counter is not None:
+            self._counter[1].close()
+            self._counter[0].close()
+            self._counter = None
         if self._gate is not None:
             self._gate.close()
             self._gate = None

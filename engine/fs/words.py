@@ -25,6 +25,7 @@ Two implementations behind one face, chosen by the file handle
 from __future__ import annotations
 
 import ctypes
+import io
 import mmap
 import platform
 import struct
@@ -186,6 +187,52 @@ class MappedWords(SharedWords):
         if self._map.closed:
             return
         del self._words, self._doubles  # the mapping cannot close while ctypes holds a view of it
+        self._map.close()
+
+
+class ReadMappedWords(SharedWords):
+    """The words mapped read-only (a handle opened for reading: a reader that
+    only watches words another process sets); loads, no stores, no sleeps."""
+
+    def __init__(self, fd: int, count: int) -> None:
+        self.count = count
+        self._map = mmap.mmap(fd, count * WORD.size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+        # Native aligned loads through memoryviews (ctypes needs a writable buffer).
+        self._words = memoryview(self._map).cast("I")
+        self._doubles = memoryview(self._map).cast("Q")
+
+    def get(self, index: int) -> int:
+        self._check(index)
+        return int(self._words[index])
+
+    def set(self, index: int, value: int) -> None:
+        raise io.UnsupportedOperation("words mapped read-only")
+
+    def get64(self, index: int) -> int:
+        self._check64(index)
+        return int(self._doubles[index // 2])
+
+    def set64(self, index: int, value: int) -> None:
+        raise io.UnsupportedOperation("words mapped read-only")
+
+    def read_bytes(self, offset: int, size: int) -> bytes:
+        self._check_bytes(offset, size)
+        return self._map[offset : offset + size]
+
+    def write_bytes(self, offset: int, data: bytes) -> None:
+        raise io.UnsupportedOperation("words mapped read-only")
+
+    def wait(self, index: int, expected: int, timeout: float) -> None:
+        raise io.UnsupportedOperation("words mapped read-only")
+
+    def wake(self, index: int) -> None:
+        raise io.UnsupportedOperation("words mapped read-only")
+
+    def close(self) -> None:
+        if self._map.closed:
+            return
+        self._words.release()
+        self._doubles.release()
         self._map.close()
 
 

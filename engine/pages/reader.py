@@ -9,22 +9,28 @@ A reader sees what the writer has written to the store file: the state of the
 last checkpoint, or of every commit with ``apply="commit"``.  Each read holds a
 shared lock on the store file (the writer writes pages under an exclusive one),
 so it never sees a half-written flush; :meth:`PageReader.snapshot` holds it
-across several reads.  The header and free list are reloaded when the file
-changed (its header bytes or mtime).
+across several reads.  The header, free list and checksums are reloaded when
+the file changed: when the store file lock's change count moved (every
+exclusive hold of the lock moves it, :meth:`GatedLock.changes
+<engine.fs.GatedLock.changes>`), or, for a store without the count (no writer
+of this version opened it), when its header bytes or mtime changed, or a page
+does not match its checksum (mtime can miss two flushes in one clock tick).
+Each reload notes which pages' checksum entries changed (:meth:`take_changed`),
+so a cache of pages above the reader drops those and keeps the rest.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from types import TracebackType
 from typing import NoReturn
 
 from engine.conventions import timeout_seconds
-from engine.errors import ConfigError, FormatError, LockedError
+from engine.errors import ConfigError, CorruptFileError, FormatError, LockedError
 from engine.fs import FileSystem, GatedLock, OpenMode, as_path, lock_handle, resolve
 from engine.fs.core import StoreCore
 from engine.lifetime import ClosedWhenDropped
@@ -44,6 +50,12 @@ from engine.pages.storefile import (
     read_header,
     slice_page,
 )
+
+SUM_SIZE = store_codec.SUM.size
+# The block sizes of changed_entries' comparisons (bytes; multiples of SUM_SIZE).
+_BLOCK = 4096
+_SUB_BLOCK = 128
+assert _BLOCK % _SUB_BLOCK == 0 and _SUB_BLOCK % SUM_SIZE == 0
 
 
 def not_visible_words(beyond: bool, count: int) -> str:
@@ -86,7 +98,12 @@ class PageReader(ClosedWhenDropped):
         self._free: set[int] = set()
         self._free_order: list[int] = []
         self._key: tuple[bytes, int] | None = None  # header bytes and mtime of the loaded state
-        self._sums: list[int] | None = None  # None: no usable sums file
+        self._sums: Sequence[int] | None = None  # None: no usable sums file
+        self._sums_raw = b""  # its entries as the file holds them (what the next reload is compared with)
+        self._seen: int | None = None  # the store file lock's change count at the last reload
+        # Pages whose checksum entry changed (or that have none) since the last
+        # take_changed(); None: unknown, all of them.
+        self._changed: set[int] | None = None
         self._sum: store_codec.PageSum = store_codec.page_sum  # and its kind of entry
         self._shared_depth = 0
         #: Readers never repair anything: always an empty report.
@@ -186,10 +203,11 @@ class PageReader(ClosedWhenDropped):
                 self._refresh()
                 try:
                     data = self._read_live(page)
-                except PageError:
-                    # The free list is cached by header bytes and mtime, and mtime
-                    # can miss two commits in one clock tick: look again first.
-                    self._key = None
+                except (PageError, CorruptFileError):
+                    # Without a change count the free list and checksums are cached
+                    # by header bytes and mtime, and mtime can miss two commits in
+                    # one clock tick: look again first (a damaged page fails again).
+                    self._forget()
                     self._refresh()
                     data = self._read_live(page)
             return slice_page(self.path, page, data, offset, size, self.page_size)
@@ -244,23 +262,66 @@ class PageReader(ClosedWhenDropped):
         self._header = header
         return header
 
+    def changes(self) -> int | None:
+        """The store file lock's change count now, without the lock (None: the
+        store has none): while it is what it was when a snapshot was taken,
+        nothing has been written to the store file since, so what that snapshot
+        read is still the file's state (see :class:`~engine.fs.GatedLock`)."""
+        return self._store_lock.changes()
+
+    def take_changed(self) -> set[int] | None:
+        """The pages whose checksum entry changed since the last call (or that
+        have no entry: appended since the last checkpoint), by the reloads in
+        between; None: unknown (the first load, a store without checksums), take
+        every page as changed.  For the one cache of pages kept above this reader."""
+        with self._lock:
+            changed, self._changed = self._changed, set()
+            return changed
+
+    def _forget(self) -> None:
+        """Make the next :meth:`_refresh` reload."""
+        self._key = None
+        self._seen = None
+
     def _refresh(self) -> None:
         """Reload header, free list and checksums if the store file changed (under the shared lock)."""
+        seen = self._store_lock.changes()
+        if seen is not None and seen == self._seen:
+            return  # no exclusive hold since the last reload: the file is as it was
         raw = self._handle.read_at(0, store_codec.HEADER_SIZE)
         key = (raw, self._fs.mtime_ns(self.path))
-        if key == self._key:
+        if seen is None and key == self._key:
             return
         header = self._read_header()
         check_store_size(self.path, header, self._handle.size())
         self._free_order = walk_free_list(self.path, header, self._handle.read_at)
         self._free = set(self._free_order)
-        self._sums = None
         # A sums file there but unusable is CorruptFileError (no page could be
         # checked): a reader never reads on as if every page were checked.
         loaded = sums_module.load_present(self._fs, self.path, self.page_size)
+        old = self._sums_raw if self._sums is not None else None
+        self._sums, self._sums_raw = None, b""
         if loaded is not None:
-            self._sums, self._sum = loaded[0].tolist(), loaded[1]
-        self._key = key
+            self._sums, self._sum = loaded[0], loaded[1]
+            self._sums_raw = loaded[0].tobytes()
+        self._note_changed(old, header.page_count)
+        self._key, self._seen = key, seen
+
+    def _note_changed(self, old: bytes | None, page_count: int) -> None:
+        """Add the pages whose checksum entry differs between ``old`` and the
+        entries just loaded (each 4 bytes, index = page id) to :attr:`_changed`."""
+        if self._changed is None:
+            return
+        new = self._sums_raw if self._sums is not None else None
+        if old is None or new is None:
+            self._changed = None  # no entries to compare: every page may have changed
+            return
+        changed = self._changed
+        changed.update(changed_entries(old, new))
+        # Pages without an entry on either side (cut off, or appended and not
+        # summed yet) are never known unchanged.
+        low = min(len(old), len(new)) // SUM_SIZE
+        changed.update(range(low, max(len(old) // SUM_SIZE, len(new) // SUM_SIZE, page_count + 1)))
 
     def stats(self) -> dict[str, int]:
         """Figures about the store file as this reader sees it: ``page_size``,
@@ -298,7 +359,7 @@ class PageReader(ClosedWhenDropped):
         with self._lock:
             self._core.check_open()
             with self._shared():
-                self._key = None
+                self._forget()
                 self._refresh()
                 header = self._header
                 free = list(self._free_order)
@@ -325,6 +386,26 @@ class PageReader(ClosedWhenDropped):
 
     def __repr__(self) -> str:
         return f"<PageReader {self.path!r} page_size={self.page_size}>"
+
+
+def changed_entries(old: bytes, new: bytes) -> list[int]:
+    """Indexes of the 4-byte entries that differ between ``old`` and ``new``
+    (over their common length): blocks compared whole first, entries only
+    inside the blocks that differ, so a commit's few changed entries among
+    many thousands cost a few dozen comparisons."""
+    out: list[int] = []
+    size = min(len(old), len(new)) // SUM_SIZE * SUM_SIZE
+    for start in range(0, size, _BLOCK):
+        end = min(start + _BLOCK, size)
+        if old[start:end] == new[start:end]:
+            continue
+        for sub in range(start, end, _SUB_BLOCK):
+            stop = min(sub + _SUB_BLOCK, end)
+            if old[sub:stop] == new[sub:stop]:
+                continue
+            steps = range(sub, stop, SUM_SIZE)
+            out.extend(at // SUM_SIZE for at in steps if old[at : at + SUM_SIZE] != new[at : at + SUM_SIZE])
+    return out
 
 
 def check_journal_applied(fs: FileSystem, jpath: str) -> None:
