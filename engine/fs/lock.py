@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import datetime
 import time
+from collections.abc import Callable
 from types import TracebackType
 
 from engine.errors import ConfigError, LockedError
@@ -232,18 +233,18 @@ class GatedLock:
         words = self._counter[1]
         words.set64(0, words.get64(0) + 1)
 
-    def changes(self) -> int | None:
-        """The change count now (see the class docstring), or None while there is
-        no count to load (no gate yet, or no writer of this version made it)."""
-        watch = self._watch
-        if watch is None:
+    def changes(self) -> Callable[[], int] | None:
+        """A function of no arguments loading the change count now (see the class
+        docstring; valid until :meth:`close`), or None while there is no count
+        to load (no gate yet, or no writer of this version made it)."""
+        if self._watch is None:
             gate = self._gate_handle()
             if gate is None:
                 return None
-            watch = self._watch = gate.watch_words(2)
-            if watch is None:
+            self._watch = gate.watch_words(2)
+            if self._watch is None:
                 return None
-        return watch.get64(0)
+        return self._watch.loader64(0)
 
     def close(self) -> None:
         """Close the gate file (the locked file's handle belongs to the caller)."""

@@ -25,6 +25,7 @@ Two implementations behind one face, chosen by the file handle
 from __future__ import annotations
 
 import ctypes
+import functools
 import io
 import mmap
 import platform
@@ -32,6 +33,7 @@ import struct
 import sys
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Protocol
 
 #: One word: u32, little-endian (the mapped words are native, which is the same on
@@ -100,6 +102,12 @@ class SharedWords(ABC):
     @abstractmethod
     def set64(self, index: int, value: int) -> None:
         """Store the u64 ``value`` in words ``index`` and ``index + 1`` at once."""
+
+    def loader64(self, index: int) -> Callable[[], int]:
+        """A function of no arguments that loads the u64 at ``index`` (as
+        :meth:`get64`): what a hot path holds to look at a word."""
+        self._check64(index)
+        return functools.partial(self.get64, index)
 
     def _check_bytes(self, offset: int, size: int) -> None:
         if offset < 0 or size < 0 or offset + size > self.count * WORD.size:
@@ -214,6 +222,11 @@ class ReadMappedWords(SharedWords):
 
     def set64(self, index: int, value: int) -> None:
         raise io.UnsupportedOperation("words mapped read-only")
+
+    def loader64(self, index: int) -> Callable[[], int]:
+        self._check64(index)
+        # The memoryview's own item load, bound once: no Python frame per look.
+        return functools.partial(self._doubles.__getitem__, index // 2)
 
     def read_bytes(self, offset: int, size: int) -> bytes:
         self._check_bytes(offset, size)

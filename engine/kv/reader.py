@@ -106,6 +106,7 @@ class KVReader(TreeAPI):
         # The store file lock's change count at the last snapshot's load (None:
         # none loaded, or the store has no count: every snapshot loads).
         self._changes: int | None = None
+        self._count: Callable[[], int] | None = None  # its loader, once there is one
         self._trees: dict[bytes, TreeInfo] = {}
         self._page_count = 0
         self._depth = 0
@@ -153,7 +154,9 @@ class KVReader(TreeAPI):
                     self._depth -= 1
                 return
             with self._pr.snapshot():
-                changes = self._pr.changes()
+                count = self._count or self._pr.change_count()
+                self._count = count
+                changes = None if count is None else count()
                 if changes is None or changes != self._changes:
                     self._changes = None  # (until loaded: an error leaves nothing trusted)
                     self._load()
@@ -241,8 +244,8 @@ class KVReader(TreeAPI):
     def tree_get(self, name: bytes, key: bytes) -> bytes | None:
         self._check_open()
         with self._lock:
-            changes = self._changes
-            if changes is not None and not self._depth and self._pr.changes() == changes:
+            count = self._count
+            if count is not None and not self._depth and count() == self._changes:
                 # Nothing written since the last snapshot: its cached pages are
                 # the file's state now (see the module docstring); no lock, no read.
                 tree = self._trees.get(name)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from types import TracebackType
@@ -52,10 +52,6 @@ from engine.pages.storefile import (
 )
 
 SUM_SIZE = store_codec.SUM.size
-# The block sizes of changed_entries' comparisons (bytes; multiples of SUM_SIZE).
-_BLOCK = 4096
-_SUB_BLOCK = 128
-assert _BLOCK % _SUB_BLOCK == 0 and _SUB_BLOCK % SUM_SIZE == 0
 
 
 def not_visible_words(beyond: bool, count: int) -> str:
@@ -97,10 +93,12 @@ class PageReader(ClosedWhenDropped):
         self._lock = threading.RLock()
         self._free: set[int] = set()
         self._free_order: list[int] = []
-        self._key: tuple[bytes, int] | None = None  # header bytes and mtime of the loaded state
+        # Header bytes and mtime of the loaded state (a store without a change count).
+        self._key: tuple[bytes, int] | None = None
         self._sums: Sequence[int] | None = None  # None: no usable sums file
         self._sums_raw = b""  # its entries as the file holds them (what the next reload is compared with)
         self._seen: int | None = None  # the store file lock's change count at the last reload
+        self._count: Callable[[], int] | None = None  # its loader (change_count)
         # Pages whose checksum entry changed (or that have none) since the last
         # take_changed(); None: unknown, all of them.
         self._changed: set[int] | None = None
@@ -262,12 +260,15 @@ class PageReader(ClosedWhenDropped):
         self._header = header
         return header
 
-    def changes(self) -> int | None:
-        """The store file lock's change count now, without the lock (None: the
-        store has none): while it is what it was when a snapshot was taken,
-        nothing has been written to the store file since, so what that snapshot
-        read is still the file's state (see :class:`~engine.fs.GatedLock`)."""
-        return self._store_lock.changes()
+    def change_count(self) -> Callable[[], int] | None:
+        """A function of no arguments loading the store file lock's change count
+        now, without the lock (None: the store has no count yet): while it is
+        what it was when a snapshot was taken, nothing has been written to the
+        store file since, so what that snapshot read is still the file's state
+        (see :class:`~engine.fs.GatedLock`).  Valid while the reader is open."""
+        if self._count is None:
+            self._count = self._store_lock.changes()
+        return self._count
 
     def take_changed(self) -> set[int] | None:
         """The pages whose checksum entry changed since the last call (or that
@@ -285,13 +286,16 @@ class PageReader(ClosedWhenDropped):
 
     def _refresh(self) -> None:
         """Reload header, free list and checksums if the store file changed (under the shared lock)."""
-        seen = self._store_lock.changes()
-        if seen is not None and seen == self._seen:
-            return  # no exclusive hold since the last reload: the file is as it was
-        raw = self._handle.read_at(0, store_codec.HEADER_SIZE)
-        key = (raw, self._fs.mtime_ns(self.path))
-        if seen is None and key == self._key:
-            return
+        count = self._count or self.change_count()
+        seen = None if count is None else count()
+        key = None
+        if seen is not None:
+            if seen == self._seen:
+                return  # no exclusive hold since the last reload: the file is as it was
+        else:
+            key = (self._handle.read_at(0, store_codec.HEADER_SIZE), self._fs.mtime_ns(self.path))
+            if key == self._key:
+                return
         header = self._read_header()
         check_store_size(self.path, header, self._handle.size())
         self._free_order = walk_free_list(self.path, header, self._handle.read_at)
@@ -390,21 +394,25 @@ class PageReader(ClosedWhenDropped):
 
 def changed_entries(old: bytes, new: bytes) -> list[int]:
     """Indexes of the 4-byte entries that differ between ``old`` and ``new``
-    (over their common length): blocks compared whole first, entries only
-    inside the blocks that differ, so a commit's few changed entries among
-    many thousands cost a few dozen comparisons."""
+    (over their common length), by halving the spans that differ: a commit's
+    few changed entries among many thousands cost a few dozen comparisons."""
     out: list[int] = []
     size = min(len(old), len(new)) // SUM_SIZE * SUM_SIZE
-    for start in range(0, size, _BLOCK):
-        end = min(start + _BLOCK, size)
-        if old[start:end] == new[start:end]:
+    if old[:size] == new[:size]:
+        return out
+    a, b = memoryview(old), memoryview(new)
+    # Halve every differing span down to single entries (ascending order).
+    spans = [(0, size)]
+    while spans:
+        start, end = spans.pop()
+        if a[start:end] == b[start:end]:
             continue
-        for sub in range(start, end, _SUB_BLOCK):
-            stop = min(sub + _SUB_BLOCK, end)
-            if old[sub:stop] == new[sub:stop]:
-                continue
-            steps = range(sub, stop, SUM_SIZE)
-            out.extend(at // SUM_SIZE for at in steps if old[at : at + SUM_SIZE] != new[at : at + SUM_SIZE])
+        if end - start == SUM_SIZE:
+            out.append(start // SUM_SIZE)
+            continue
+        mid = start + (end - start) // SUM_SIZE // 2 * SUM_SIZE
+        spans.append((mid, end))
+        spans.append((start, mid))
     return out
 
 
