@@ -50,11 +50,12 @@ from engine.kv import tree as trees
 from engine.kv.api import DEFAULT_TREE, TreeAPI, TreeView, tree_label, tree_name
 from engine.kv.coding import PLAIN, Coding
 from engine.kv.maint import verify_trees
-from engine.kv.node import Node, Overflow, TreeInfo, Value
+from engine.kv.node import Node, NodeError, Overflow, TreeInfo, Value
 from engine.kv.pager import (
     DEFAULT_CACHE_NODES,
     NodeCache,
     check_cache_nodes,
+    find,
     leaf_of,
     load_node,
     lookup,
@@ -242,18 +243,21 @@ class KVReader(TreeAPI):
             raise ClosedError(f"{self.path}: key-value store is closed")
 
     def tree_get(self, name: bytes, key: bytes) -> bytes | None:
-        self._check_open()
         with self._lock:
-            count = self._count
-            if count is not None and not self._depth and count() == self._changes:
+            count = self._count  # (None once closed)
+            if count is not None and count() == self._changes and not self._depth:
                 # Nothing written since the last snapshot: its cached pages are
                 # the file's state now (see the module docstring); no lock, no read.
                 tree = self._trees.get(name)
                 if tree is None:
                     return None
-                hit = lookup(self.path, self._cache.images, tree, key, self._page_count)
+                try:
+                    hit = find(self._cache.images, tree.root, tree.height, key, self._page_count)
+                except NodeError:
+                    hit = 0  # (the snapshot's descent below raises it, naming the file)
                 if hit is None or type(hit) is bytes:
                     return hit
+            self._check_open()
             return self._get(name, key)
 
     def _get(self, name: bytes, key: bytes) -> bytes | None:
@@ -338,6 +342,8 @@ class KVReader(TreeAPI):
 
     def close(self) -> None:
         """Release the store file (closing twice is fine)."""
+        with self._lock:
+            self._count = None  # no get from memory once closed
         if self._core.begin_close():
             self._cache.clear()
             self._core.finish_close()

@@ -162,7 +162,8 @@ class PageReader(ClosedWhenDropped):
     def page_count(self) -> int:
         """Pages in the store (ids 1..page_count), live and free."""
         with self._shared():
-            return self._read_header().page_count
+            self._refresh()  # (the header as loaded: reloaded whenever the file changed)
+            return self._header.page_count
 
     @property
     def free_pages(self) -> list[int]:
@@ -398,14 +399,12 @@ def changed_entries(old: bytes, new: bytes) -> list[int]:
     few changed entries among many thousands cost a few dozen comparisons."""
     out: list[int] = []
     size = min(len(old), len(new)) // SUM_SIZE * SUM_SIZE
-    if old[:size] == new[:size]:
-        return out
-    a, b = memoryview(old), memoryview(new)
-    # Halve every differing span down to single entries (ascending order).
+    # Halve every differing span down to single entries (ascending order); bytes
+    # slices compare with one memcmp (memoryviews compare item by item).
     spans = [(0, size)]
     while spans:
         start, end = spans.pop()
-        if a[start:end] == b[start:end]:
+        if old[start:end] == new[start:end]:
             continue
         if end - start == SUM_SIZE:
             out.append(start // SUM_SIZE)
