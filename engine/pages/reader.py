@@ -52,6 +52,8 @@ from engine.pages.storefile import (
 )
 
 SUM_SIZE = store_codec.SUM.size
+#: The smallest block changed_entries compares before halving (bytes).
+_BLOCK = 1024
 
 
 def not_visible_words(beyond: bool, count: int) -> str:
@@ -399,9 +401,13 @@ def changed_entries(old: bytes, new: bytes) -> list[int]:
     few changed entries among many thousands cost a few dozen comparisons."""
     out: list[int] = []
     size = min(len(old), len(new)) // SUM_SIZE * SUM_SIZE
-    # Halve every differing span down to single entries (ascending order); bytes
-    # slices compare with one memcmp (memoryviews compare item by item).
-    spans = [(0, size)]
+    if old[:size] == new[:size]:
+        return out
+    # Blocks first (a few dozen slices), then halve every differing block down to
+    # single entries (ascending order); bytes slices compare with one memcmp
+    # (memoryviews compare item by item).
+    block = max(_BLOCK, size // 64 // SUM_SIZE * SUM_SIZE)
+    spans = [(at, min(at + block, size)) for at in range(size - (size - 1) % block - 1 if size else 0, -1, -block)]
     while spans:
         start, end = spans.pop()
         if old[start:end] == new[start:end]:
