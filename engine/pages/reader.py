@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from array import array
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from types import TracebackType
@@ -31,7 +32,7 @@ from typing import NoReturn
 
 from engine.conventions import timeout_seconds
 from engine.errors import ConfigError, CorruptFileError, FormatError, LockedError
-from engine.fs import FileSystem, GatedLock, OpenMode, as_path, lock_handle, resolve
+from engine.fs import FileHandle, FileSystem, GatedLock, OpenMode, as_path, lock_handle, resolve
 from engine.fs.core import StoreCore
 from engine.lifetime import ClosedWhenDropped
 from engine.pages import codec, store_codec
@@ -97,8 +98,10 @@ class PageReader(ClosedWhenDropped):
         self._free_order: list[int] = []
         # Header bytes and mtime of the loaded state (a store without a change count).
         self._key: tuple[bytes, int] | None = None
-        self._sums: Sequence[int] | None = None  # None: no usable sums file
-        self._sums_raw = b""  # its entries as the file holds them (what the next reload is compared with)
+        self._sums: array[int] | None = None  # None: no usable sums file
+        self._sums_raw = bytearray()  # its entries as the file holds them (what a whole reload compares)
+        self._sums_handle: FileHandle | None = None  # the sums file, for the entries of a few pages
+        self._head: int | None = None  # the store lock's change ring head at the last reload
         self._seen: int | None = None  # the store file lock's change count at the last reload
         self._count: Callable[[], int] | None = None  # its loader (change_count)
         # Pages whose checksum entry changed (or that have none) since the last
@@ -286,6 +289,7 @@ class PageReader(ClosedWhenDropped):
         """Make the next :meth:`_refresh` reload."""
         self._key = None
         self._seen = None
+        self._head = None
 
     def _refresh(self) -> None:
         """Reload header, free list and checksums if the store file changed (under the shared lock)."""
@@ -299,27 +303,72 @@ class PageReader(ClosedWhenDropped):
             key = (self._handle.read_at(0, store_codec.HEADER_SIZE), self._fs.mtime_ns(self.path))
             if key == self._key:
                 return
+        before = self._header
         header = self._read_header()
         check_store_size(self.path, header, self._handle.size())
+        # The pages written since the last reload, from the store lock's change
+        # ring: known only with a count that is even (an odd one: a writer died
+        # holding the lock, and what it wrote is not recorded) and a ring that
+        # still holds them all.
+        ring = None if seen is None else self._store_lock.written_since(self._head)
+        self._head = None if ring is None else ring[0]
+        written = ring[1] if ring is not None and seen is not None and seen % 2 == 0 else None
+        if written is None or not self._patch(before, header, written):
+            self._reload(header)
+        self._key, self._seen = key, seen
+
+    def _patch(self, before: StoreHeader, header: StoreHeader, written: list[int]) -> bool:
+        """Bring the loaded state to the file's when only the pages ``written``
+        changed: their checksum entries read again (4 bytes each, not the whole
+        file), the free list walked again only if it may have moved.  False
+        (nothing trusted: reload whole) when the page count moved, there are no
+        checksums, or a page has no entry yet."""
+        sums, handle, raw = self._sums, self._sums_handle, self._sums_raw
+        if sums is None or handle is None or header.page_count != before.page_count:
+            return False
+        pages = set(written)
+        if not all(0 < page < len(sums) for page in pages):
+            return False
+        for page in pages:
+            entry = handle.read_at(store_codec.sum_offset(page), SUM_SIZE)
+            if len(entry) < SUM_SIZE:
+                return False
+            sums[page] = int.from_bytes(entry, "little")
+            raw[page * SUM_SIZE : (page + 1) * SUM_SIZE] = entry
+        if header.free_head != before.free_head or not self._free.isdisjoint(pages):
+            self._free_order = walk_free_list(self.path, header, self._handle.read_at)
+            self._free = set(self._free_order)
+        if self._changed is not None:
+            self._changed.update(pages)
+        return True
+
+    def _reload(self, header: StoreHeader) -> None:
+        """Load free list and checksums whole (the changed pages found by
+        comparing the checksums with the ones loaded before)."""
         self._free_order = walk_free_list(self.path, header, self._handle.read_at)
         self._free = set(self._free_order)
+        if self._sums_handle is not None:
+            self._sums_handle.close()
+            self._sums_handle = None
         # A sums file there but unusable is CorruptFileError (no page could be
         # checked): a reader never reads on as if every page were checked.
         loaded = sums_module.load_present(self._fs, self.path, self.page_size)
-        old = self._sums_raw if self._sums is not None else None
-        self._sums, self._sums_raw = None, b""
+        old = bytes(self._sums_raw) if self._sums is not None else None
+        self._sums, self._sums_raw = None, bytearray()
         if loaded is not None:
             self._sums, self._sum = loaded[0], loaded[1]
-            self._sums_raw = loaded[0].tobytes()
+            self._sums_raw = bytearray(loaded[0].tobytes())
+            # Kept for the next reloads' few entries (the file is rewritten in
+            # place, never replaced, while a writer runs).
+            self._sums_handle = self._fs.open(sums_module.sums_path(self.path), OpenMode.READ)
         self._note_changed(old, header.page_count)
-        self._key, self._seen = key, seen
 
     def _note_changed(self, old: bytes | None, page_count: int) -> None:
         """Add the pages whose checksum entry differs between ``old`` and the
         entries just loaded (each 4 bytes, index = page id) to :attr:`_changed`."""
         if self._changed is None:
             return
-        new = self._sums_raw if self._sums is not None else None
+        new = bytes(self._sums_raw) if self._sums is not None else None
         if old is None or new is None:
             self._changed = None  # no entries to compare: every page may have changed
             return
@@ -381,7 +430,12 @@ class PageReader(ClosedWhenDropped):
         """Release the store file (the core's close, once: closing twice is fine)."""
         with self._lock:
             if self._core.begin_close():
-                self._core.finish_close()
+                try:
+                    if self._sums_handle is not None:
+                        self._sums_handle.close()
+                        self._sums_handle = None
+                finally:
+                    self._core.finish_close()
 
     def __enter__(self) -> PageReader:
         return self

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import os
 import random
+from typing import Any
 
+import pytest
+
+from engine.fs.lock import RING
 from engine.pages import PageStore
+from engine.pages import sums as sums_module
 from engine.pages.reader import changed_entries
 
 
@@ -47,3 +52,49 @@ def test_a_reload_reports_the_pages_a_flush_wrote(tmp_path: os.PathLike[str]) ->
             assert reader.read(pages[5], 0, 7) == b"changed"
             assert reader.take_changed() == {pages[5], pages[9]}
             assert reader.take_changed() == set()
+
+
+def test_a_reload_after_a_flush_reads_only_the_written_entries(
+    tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The change ring names the pages a flush wrote: the reader reads their
+    checksum entries (and checks the pages against them) without loading the
+    checksum file whole; past a ring's worth of pages it loads it whole."""
+    path = os.path.join(str(tmp_path), "s.db")
+    whole: list[str] = []
+    real = sums_module.load_present
+
+    def counted(*args: Any) -> Any:
+        whole.append("load")
+        return real(*args)
+
+    monkeypatch.setattr(sums_module, "load_present", counted)
+    with PageStore.open(path, page_size=512, apply="commit") as store:
+        with store.transaction() as tx:
+            pages = [tx.allocate() for _ in range(RING + 50)]
+            for p in pages:
+                tx.write(p, 0, b"page %d" % p)
+        store.flush()
+        with PageStore.open_reader(path) as reader:
+            for p in pages:
+                assert reader.read(p, 0, 10) == (b"page %d" % p).ljust(10, b"\0")
+            assert whole == ["load"]
+            reader.take_changed()
+            for i in range(3):
+                with store.transaction() as tx:
+                    tx.write(pages[i], 0, b"new %d" % i)
+                    tx.write(pages[-1 - i], 0, b"new -%d" % i)
+                store.flush()
+                assert reader.read(pages[i], 0, 5) == b"new %d" % i
+                assert reader.read(pages[-1 - i], 0, 6) == b"new -%d" % i
+                assert reader.take_changed() == {pages[i], pages[-1 - i]}
+            assert whole == ["load"]  # each reload read two entries, not the file
+            assert reader.verify()  # (loads whole, as it always has)
+            assert whole == ["load", "load"]
+            with store.transaction() as tx:  # more pages than the ring holds
+                for p in pages:
+                    tx.write(p, 0, b"all %d" % p)
+            store.flush()
+            assert reader.read(pages[7], 0, 5) == b"all %d" % pages[7]
+            assert whole == ["load", "load", "load"]
+            assert reader.take_changed() == set(pages)  # found by comparing the entries
