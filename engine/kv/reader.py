@@ -16,21 +16,26 @@ against its checksum as before.  What makes a snapshot cheap:
 
 * Decoded nodes and their page images are cached by page id and kept across
   commits: a snapshot that finds the store file changed drops only the pages
-  whose checksum entry changed (:meth:`PageReader.take_changed
-  <engine.pages.PageReader.take_changed>`; every flush rewrites the entries of
-  the pages it writes, and a page without an entry is always dropped).  A page
-  rewritten in place with the same id is so dropped unless its new bytes have
-  the old CRC-32C (a 1 in 2**32 chance per rewritten page: the same bound as
-  the checksum's own detection of damage).
-* The store file lock's change count (:meth:`PageReader.changes
-  <engine.pages.PageReader.changes>`) moves whenever a writer holds the lock
-  to write: a snapshot under the shared lock that finds it where the last one
-  left it reads neither header, checksums nor meta page; and a get that finds
-  it so *without* the lock, and whose whole path is in the cache, is answered
-  from memory with no system call: the cached pages are the file's state now,
-  the state of the commit that snapshot saw (the get is ordered as if it had
-  taken the lock at the moment it loaded the count).  A get that needs a page
-  from the file, or finds the count moved, takes the snapshot as before.
+  written since (:meth:`PageReader.take_changed
+  <engine.pages.PageReader.take_changed>`): the pages the writer's flushes
+  recorded in the store lock's change ring (:class:`~engine.fs.GatedLock`);
+  when the ring no longer reaches back that far, or the store has none, the
+  pages whose checksum entry changed (every flush rewrites the entries of the
+  pages it writes; a page without an entry is always dropped).  By the entries,
+  a page rewritten in place with the same id is dropped unless its new bytes
+  have the old CRC-32C (a 1 in 2**32 chance per rewritten page: the bound of
+  the checksum's own detection of damage); by the ring, always.
+* The store lock's change count (:meth:`PageReader.change_count
+  <engine.pages.PageReader.change_count>`) moves whenever a writer holds the
+  lock to write (odd while it holds it): a snapshot under the shared lock that
+  finds it where the last one left it reads neither header, checksums nor meta
+  page; and a get that finds it so *without* the lock, and whose whole path is
+  in the cache, is answered from memory with no system call: no writer has
+  touched the file since that snapshot, so its cached pages are the file's
+  state now, the commit that snapshot saw (the get is ordered as if it had
+  taken the lock at the moment it loaded the count; it reads nothing from the
+  file, so a writer starting meanwhile cannot mix into it).  A get that needs a
+  page from the file, or finds the count moved, takes the snapshot as before.
 """
 
 from __future__ import annotations

@@ -15,8 +15,12 @@ exclusive hold of the lock moves it, :meth:`GatedLock.changes
 <engine.fs.GatedLock.changes>`), or, for a store without the count (no writer
 of this version opened it), when its header bytes or mtime changed, or a page
 does not match its checksum (mtime can miss two flushes in one clock tick).
-Each reload notes which pages' checksum entries changed (:meth:`take_changed`),
-so a cache of pages above the reader drops those and keeps the rest.
+Each reload notes which pages were written since the last one
+(:meth:`take_changed`), so a cache of pages above the reader drops those and
+keeps the rest: the pages the writer's flushes recorded in the store lock's
+change ring (then only their checksum entries are read again, 4 bytes each), or,
+when the ring does not reach back that far (or the store has none), the pages
+whose checksum entry changed (the checksum file read whole and compared).
 """
 
 from __future__ import annotations
