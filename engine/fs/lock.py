@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import datetime
 import time
+from array import array
 from collections.abc import Callable, Iterable
 from types import TracebackType
 
@@ -51,7 +52,7 @@ RING = 1020
 _HEAD = 2
 _SLOTS = 4
 _WORDS = _SLOTS + RING
-assert _WORDS * 4 == 4096
+assert _WORDS * 4 == 4096 and array("I").itemsize == 4
 
 #: The longest sleep between two tries of a waiting lock.
 _MAX_POLL = 0.05
@@ -251,8 +252,7 @@ class GatedLock:
             except BaseException:
                 gate.close()
                 raise
-        words = self._counter[1]
-        words.set64(0, words.get64(0) + 1)
+        self._counter[1].add64(0, 1)
 
     def note_written(self, ids: Iterable[int]) -> None:
         """Under the exclusive lock: ``ids`` are among what this hold writes
@@ -270,12 +270,18 @@ class GatedLock:
         if self._counter is None:
             return
         words = self._counter[1]
-        head = words.get64(_HEAD)
-        if ids is None or len(ids) > RING or not all(0 <= i <= 0xFFFFFFFF for i in ids):
-            words.set64(_HEAD, head + RING + 1)
+        if ids is None or len(ids) > RING or (ids and (min(ids) < 0 or max(ids) > 0xFFFFFFFF)):
+            words.add64(_HEAD, RING + 1)
             return
-        for n, unit in enumerate(ids):
-            words.set(_SLOTS + (head + n) % RING, unit)
+        if not ids:
+            return
+        head = words.get64(_HEAD)
+        # The slots from head % RING on, wrapping to slot 0: one or two stores.
+        at = head % RING
+        first = ids[: RING - at]
+        words.write_bytes((_SLOTS + at) * 4, array("I", first).tobytes())  # (native order, as the words)
+        if len(ids) > len(first):
+            words.write_bytes(_SLOTS * 4, array("I", ids[len(first) :]).tobytes())
         words.set64(_HEAD, head + len(ids))
 
     def written_since(self, head: int | None) -> tuple[int, list[int] | None] | None:

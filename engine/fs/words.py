@@ -103,6 +103,14 @@ class SharedWords(ABC):
     def set64(self, index: int, value: int) -> None:
         """Store the u64 ``value`` in words ``index`` and ``index + 1`` at once."""
 
+    def add64(self, index: int, delta: int) -> int:
+        """Add ``delta`` to the u64 at ``index`` (mod 2**64) and return the new
+        value: a load and a store, not atomic (for a word only its caller stores
+        meanwhile, e.g. under a lock)."""
+        value = (self.get64(index) + delta) & 0xFFFFFFFFFFFFFFFF
+        self.set64(index, value)
+        return value
+
     def loader64(self, index: int) -> Callable[[], int]:
         """A function of no arguments that loads the u64 at ``index`` (as
         :meth:`get64`): what a hot path holds to look at a word."""
@@ -164,6 +172,12 @@ class MappedWords(SharedWords):
     def set64(self, index: int, value: int) -> None:
         self._check64(index)
         self._doubles[index // 2] = value & 0xFFFFFFFFFFFFFFFF
+
+    def add64(self, index: int, delta: int) -> int:
+        self._check64(index)
+        doubles = self._doubles
+        value = doubles[index // 2] = (doubles[index // 2] + delta) & 0xFFFFFFFFFFFFFFFF
+        return value
 
     def read_bytes(self, offset: int, size: int) -> bytes:
         self._check_bytes(offset, size)
