@@ -281,10 +281,11 @@ class PageReader(ClosedWhenDropped):
         return self._count
 
     def take_changed(self) -> set[int] | None:
-        """The pages whose checksum entry changed since the last call (or that
-        have no entry: appended since the last checkpoint), by the reloads in
-        between; None: unknown (the first load, a store without checksums), take
-        every page as changed.  For the one cache of pages kept above this reader."""
+        """The pages written since the last call, by the reloads in between (the
+        change ring's pages, or those whose checksum entry changed or that have
+        no entry); None: unknown (the first load, a store without checksums),
+        take every page as changed.  For the one cache of pages kept above this
+        reader."""
         with self._lock:
             changed, self._changed = self._changed, set()
             return changed
