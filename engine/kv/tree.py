@@ -205,9 +205,8 @@ def fetcher(src: Source, tree: TreeInfo) -> Fetch:
         i = 0 if lower is None else bisect_left(keys, lower)
         end = len(keys) if upper is None else bisect_left(keys, upper)
         vals = leaf.values()[i:end]
-        if not all(type(v) is bytes for v in vals):
-            vals = [src.value(v) for v in vals]
-        pairs = list(zip(keys[i:end], vals))  # type: ignore[arg-type]
+        out: list[bytes] = vals if all(type(v) is bytes for v in vals) else [src.value(v) for v in vals]  # type: ignore[assignment]
+        pairs = list(zip(keys[i:end], out))
         if reverse:
             pairs.reverse()
         return pairs, lo, hi
