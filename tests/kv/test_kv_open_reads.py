@@ -1,8 +1,9 @@
 """Opening a store and serving gets reads only what they need from the store
 file: its header and meta page at open, and at most the pages of one descent
-per get; the checksums file (4 bytes a page) is read whole (issue 29's memory row; ``benchmarks/kv_big.py`` shows it for 10 M
-keys).  Bytes are counted at the file-system seam (every read of a store goes
-through ``FileHandle``), so the figures do not depend on the machine."""
+per get; the checksums file (4 bytes a page) is read whole.  Issue 29's memory
+row; ``benchmarks/kv_big.py`` shows it for 10 M keys.  Bytes are counted at the
+file-system seam (every read of a store goes through ``FileHandle``), so the
+figures do not depend on the machine."""
 
 from __future__ import annotations
 
