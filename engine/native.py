@@ -76,7 +76,10 @@ KERNELS: dict[str, Kernel] = {
         "a get: the descent from the root to a key's leaf over verified page images, in one call"),
     "kv.leaf_items": Kernel(
         "engine.kv._native_descent", "leaf_items", "engine.kv.descent.leaf_items_image",
-        "one leaf of a scan over verified page images, in one call"),
+        "one leaf's keys and values over verified page images, in one call (a transaction's copy of a leaf)"),
+    "kv.leaf_pairs": Kernel(
+        "engine.kv._native_descent", "leaf_pairs", "engine.kv.descent.leaf_pairs_image",
+        "one leaf of a scan over verified page images: its (key, value) pairs in a range, in one call"),
     "kv.diff_span": Kernel(
         "engine.kv._native", "diff_span", "engine.kv.node.diff_span",
         "where a node's new page image differs from its committed one (what a commit journals)"),

@@ -22,8 +22,8 @@ Targets:
 * ``kv``: ``engine.kv._native.decode_node`` against
   ``engine.kv.node.decode_node`` (a B+tree node page: the input as it is, and
   resealed with a valid CRC-32C so that the structural checks are reached);
-* ``kv_find``: ``engine.kv._native_descent.find`` and ``leaf_items`` against
-  ``engine.kv.descent.find_image`` and ``leaf_items_image`` (a get and a scan's
+* ``kv_find``: ``engine.kv._native_descent.find``, ``leaf_items`` and ``leaf_pairs`` against
+  ``engine.kv.descent.find_image``, ``leaf_items_image`` and ``leaf_pairs_image`` (a get and a scan's
   leaf over page images: the input cut into page images, each page id mapped to
   one of them);
 * ``kv_diff``: ``engine.kv._native.diff_span`` against ``engine.kv.node.diff_span``
@@ -247,9 +247,9 @@ def kv_target() -> Callable[[bytes], None]:
 
 
 def kv_find_target() -> Callable[[bytes], None]:
-    """find(images, root, height, key, page_count) and leaf_items(...) on both twins: pages 2..page_count
-    each one of the images cut from the input (so descents meet pages again)."""
-    from engine.kv.descent import find_image, leaf_items_image
+    """find(images, root, height, key, page_count), leaf_items(...) and leaf_pairs(...) on both twins:
+    pages 2..page_count each one of the images cut from the input (so descents meet pages again)."""
+    from engine.kv.descent import find_image, leaf_items_image, leaf_pairs_image
 
     native = importlib.import_module(TARGETS["kv_find"])
 
@@ -271,6 +271,14 @@ def kv_find_target() -> Callable[[bytes], None]:
         got = [_outcome(lambda f=f: f(images, 2, height, key or None, before, page_count)) for f in twins]  # type: ignore[misc]
         if got[0] != got[1]:
             raise AssertionError(f"kv leaf_items twins differ on {data.hex()}: {got[0]} != {got[1]}")
+        # leaf_pairs: the key as the lower or the upper bound (the other open, or the key and one more byte)
+        lower, upper = (key or None, None) if page_count & 1 else (None, key or None)
+        if height & 2 and key:
+            lower, upper = key, key + b"\xff"
+        pairs_twins = (leaf_pairs_image, native.leaf_pairs)
+        got = [_outcome(lambda f=f: f(images, 2, height, lower, upper, before, page_count)) for f in pairs_twins]  # type: ignore[misc]
+        if got[0] != got[1]:
+            raise AssertionError(f"kv leaf_pairs twins differ on {data.hex()}: {got[0]} != {got[1]}")
 
     return one
 

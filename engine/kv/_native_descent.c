@@ -1,5 +1,5 @@
-/* The compiled twins of engine.kv.descent: find (a get) and leaf_items (one leaf
- * of a scan), descents from a tree's root over the page images a store keeps.
+/* The compiled twins of engine.kv.descent: find (a get), leaf_pairs (one leaf of a
+ * scan) and leaf_items (one leaf's entries), descents from a tree's root over the page images a store keeps.
  *
  * The pure-Python functions in engine/kv/descent.py are the reference: these must
  * return equal values and raise the same errors (NodeError with the same absolute
@@ -334,9 +334,35 @@ find(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
+/* Walk from the root to the leaf holding seek (NULL: none; before: the keys just below
+ * it, as engine.kv.descent._leaf), which becomes the current page: 1; 0 if a page on the
+ * way is not in the images (*page is its id); -1 on error. */
+static int
+walk_leaf(Walk *w, long long *page, long long height, const unsigned char *seek, size_t seek_len, int before)
+{
+    for (long long level = height - 1;; level--) {
+        int r = walk_page(w, *page, level);
+        if (r <= 0 || !level)
+            return r;
+        Py_ssize_t i = seek == NULL ? (before ? w->n : 0) : walk_bisect(w, seek, seek_len, !before);
+        *page = walk_child(w, i);
+        if (*page < 0)
+            return -1;
+    }
+}
+
+/* The current walk's separator range as (lo, hi) objects (None: no bound); -1 on error. */
+static int
+walk_range(Walk *w, PyObject **lo, PyObject **hi)
+{
+    *lo = w->lo == NULL ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)w->lo, (Py_ssize_t)w->lo_len);
+    *hi = w->hi == NULL ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)w->hi, (Py_ssize_t)w->hi_len);
+    return *lo == NULL || *hi == NULL ? -1 : 0;
+}
+
 PyDoc_STRVAR(leaf_items_doc,
              "leaf_items(images, root, height, seek, before, page_count)\n--\n\n"
-             "One leaf of a scan (see engine.kv.descent.leaf_items_image, the reference):\n"
+             "One leaf's entries (see engine.kv.descent.leaf_items_image, the reference):\n"
              "(keys, values, lo, hi) of the leaf holding seek (before: the keys just below\n"
              "it; seek None: the first or, with before, the last leaf) and the separator range\n"
              "its parents give it, values bytes or (first_page, length); or the int id of\n"
@@ -364,52 +390,124 @@ leaf_items(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         seek = (const unsigned char *)PyBytes_AS_STRING(args[3]);
         seek_len = (size_t)PyBytes_GET_SIZE(args[3]);
     }
-    PyObject *result = NULL;
+    PyObject *result = NULL, *keys = NULL, *vals = NULL, *lo = NULL, *hi = NULL;
     long long page = PyLong_AsLongLong(args[1]);
-    for (long long level = height - 1;; level--) {
-        int r = walk_page(&w, page, level);
-        if (r <= 0) {
-            if (r == 0)
-                result = PyLong_FromLongLong(page);
-            break;
-        }
-        if (level) {
-            Py_ssize_t i = seek == NULL ? (before ? w.n : 0) : walk_bisect(&w, seek, seek_len, !before);
-            page = walk_child(&w, i);
-            if (page < 0)
-                break;
-            continue;
-        }
-        PyObject *keys = PyList_New(w.n), *vals = PyList_New(w.n), *lo = NULL, *hi = NULL;
-        if (keys == NULL || vals == NULL)
-            goto fail_leaf;
-        uint64_t at = w.offs[w.n];
-        for (Py_ssize_t i = 0; i < w.n; i++) {
-            PyObject *k = PyBytes_FromStringAndSize((const char *)KEY(&w, i), (Py_ssize_t)KLEN(&w, i));
-            if (k == NULL)
-                goto fail_leaf;
-            PyList_SET_ITEM(keys, i, k);
-        }
-        for (Py_ssize_t i = 0; i < w.n; i++) {
-            PyObject *v = leaf_value(&w, i, at);
-            if (v == NULL)
-                goto fail_leaf;
-            PyList_SET_ITEM(vals, i, v);
-            uint32_t len = le16(w.p + HEAD + 2 * (w.n + i));
-            at += len == OVERFLOW_MARK ? OVERFLOW_REF : len;
-        }
-        lo = w.lo == NULL ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)w.lo, (Py_ssize_t)w.lo_len);
-        hi = w.hi == NULL ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)w.hi, (Py_ssize_t)w.hi_len);
-        if (lo == NULL || hi == NULL)
-            goto fail_leaf;
-        result = PyTuple_Pack(4, keys, vals, lo, hi);
-    fail_leaf:
-        Py_XDECREF(keys);
-        Py_XDECREF(vals);
-        Py_XDECREF(lo);
-        Py_XDECREF(hi);
-        break;
+    int r = walk_leaf(&w, &page, height, seek, seek_len, before);
+    if (r == 0)
+        result = PyLong_FromLongLong(page); /* not at hand: the caller reads it */
+    if (r <= 0)
+        goto done;
+    keys = PyList_New(w.n);
+    vals = PyList_New(w.n);
+    if (keys == NULL || vals == NULL)
+        goto done;
+    uint64_t at = w.offs[w.n];
+    for (Py_ssize_t i = 0; i < w.n; i++) {
+        PyObject *k = PyBytes_FromStringAndSize((const char *)KEY(&w, i), (Py_ssize_t)KLEN(&w, i));
+        if (k == NULL)
+            goto done;
+        PyList_SET_ITEM(keys, i, k);
     }
+    for (Py_ssize_t i = 0; i < w.n; i++) {
+        PyObject *v = leaf_value(&w, i, at);
+        if (v == NULL)
+            goto done;
+        PyList_SET_ITEM(vals, i, v);
+        uint32_t len = le16(w.p + HEAD + 2 * (w.n + i));
+        at += len == OVERFLOW_MARK ? OVERFLOW_REF : len;
+    }
+    if (walk_range(&w, &lo, &hi) < 0)
+        goto done;
+    result = PyTuple_Pack(4, keys, vals, lo, hi);
+done:
+    Py_XDECREF(keys);
+    Py_XDECREF(vals);
+    Py_XDECREF(lo);
+    Py_XDECREF(hi);
+    walk_release(&w);
+    return result;
+}
+
+PyDoc_STRVAR(leaf_pairs_doc,
+             "leaf_pairs(images, root, height, lower, upper, reverse, page_count)\n--\n\n"
+             "One leaf of a scan of the keys in [lower, upper) (see\n"
+             "engine.kv.descent.leaf_pairs_image, the reference): (pairs, lo, hi, overflow)\n"
+             "with pairs the leaf's (key, value) in that range, in key order or reverse, values\n"
+             "bytes or (first_page, length); or the int id of the first page not in images;\n"
+             "NodeError at an absolute offset.");
+
+static PyObject *
+leaf_pairs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7 || !PyDict_CheckExact(args[0]) || !PyLong_CheckExact(args[1]) || !PyLong_CheckExact(args[2]) ||
+        (args[3] != Py_None && !PyBytes_CheckExact(args[3])) || (args[4] != Py_None && !PyBytes_CheckExact(args[4])) ||
+        !PyBool_Check(args[5]) || !PyLong_CheckExact(args[6])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "leaf_pairs(images: dict, root: int, height: int, lower: bytes | None, upper: bytes | None, "
+                        "reverse: bool, page_count: int)");
+        return NULL;
+    }
+    Walk w;
+    long long height;
+    if (walk_start(&w, args, 6, &height) < 0)
+        return NULL;
+    int reverse = args[5] == Py_True;
+    const unsigned char *lower = NULL, *upper = NULL;
+    size_t lower_len = 0, upper_len = 0;
+    if (args[3] != Py_None) {
+        lower = (const unsigned char *)PyBytes_AS_STRING(args[3]);
+        lower_len = (size_t)PyBytes_GET_SIZE(args[3]);
+    }
+    if (args[4] != Py_None) {
+        upper = (const unsigned char *)PyBytes_AS_STRING(args[4]);
+        upper_len = (size_t)PyBytes_GET_SIZE(args[4]);
+    }
+    PyObject *result = NULL, *pairs = NULL, *lo = NULL, *hi = NULL;
+    long long page = PyLong_AsLongLong(args[1]);
+    int r = reverse ? walk_leaf(&w, &page, height, upper, upper_len, 1)
+                    : walk_leaf(&w, &page, height, lower, lower_len, 0);
+    if (r == 0)
+        result = PyLong_FromLongLong(page); /* not at hand: the caller reads it */
+    if (r <= 0)
+        goto done;
+    Py_ssize_t i = lower == NULL ? 0 : walk_bisect(&w, lower, lower_len, 0);
+    Py_ssize_t end = upper == NULL ? w.n : walk_bisect(&w, upper, upper_len, 0);
+    Py_ssize_t count = end > i ? end - i : 0;
+    pairs = PyList_New(count);
+    if (pairs == NULL)
+        goto done;
+    int overflow = 0;
+    uint64_t at = value_at(&w, i < w.n ? i : w.n);
+    for (Py_ssize_t j = 0; j < count; j++) { /* key order, so the first bad value raises */
+        Py_ssize_t e = i + j;
+        uint32_t len = le16(w.p + HEAD + 2 * (w.n + e));
+        PyObject *k = PyBytes_FromStringAndSize((const char *)KEY(&w, e), (Py_ssize_t)KLEN(&w, e));
+        if (k == NULL)
+            goto done;
+        PyObject *v = leaf_value(&w, e, at);
+        if (v == NULL) {
+            Py_DECREF(k);
+            goto done;
+        }
+        overflow |= len == OVERFLOW_MARK;
+        PyObject *pair = PyTuple_New(2);
+        if (pair == NULL) {
+            Py_DECREF(k);
+            Py_DECREF(v);
+            goto done;
+        }
+        PyTuple_SET_ITEM(pair, 0, k);
+        PyTuple_SET_ITEM(pair, 1, v);
+        PyList_SET_ITEM(pairs, reverse ? count - 1 - j : j, pair);
+        at += len == OVERFLOW_MARK ? OVERFLOW_REF : len;
+    }
+    if (walk_range(&w, &lo, &hi) < 0)
+        goto done;
+    result = PyTuple_Pack(4, pairs, lo, hi, overflow ? Py_True : Py_False);
+done:
+    Py_XDECREF(pairs);
+    Py_XDECREF(lo);
+    Py_XDECREF(hi);
     walk_release(&w);
     return result;
 }
@@ -420,12 +518,13 @@ leaf_items(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyMethodDef methods[] = {
     {"find", (PyCFunction)(void (*)(void))find, METH_FASTCALL, find_doc},
     {"leaf_items", (PyCFunction)(void (*)(void))leaf_items, METH_FASTCALL, leaf_items_doc},
+    {"leaf_pairs", (PyCFunction)(void (*)(void))leaf_pairs, METH_FASTCALL, leaf_pairs_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "engine.kv._native_descent",
-    "Compiled twins of engine.kv.descent (find, leaf_items).", -1, methods, NULL, NULL, NULL, NULL,
+    "Compiled twins of engine.kv.descent (find, leaf_pairs, leaf_items).", -1, methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC

@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, MutableMapping, ValuesView
+from operator import itemgetter
 from typing import Any, Protocol, overload
 
 from engine.errors import ConfigError
 from engine.kv.coding import PLAIN, Coding
 from engine.kv.node import MAX_VALUE
+
+#: A scan pair's key and value (C calls, for the views' iterators).
+_KEY = itemgetter(0)
+_VALUE = itemgetter(1)
 
 #: The tree ``kv[key]`` uses; ``kv.tree(name)`` names others.
 DEFAULT_TREE = b""
@@ -193,15 +198,13 @@ class TreeAPI(MutableMapping[Any, Any]):
         return self._backend.tree_count(self._name)
 
     def __iter__(self) -> Iterator[Any]:
-        pairs = self._backend.tree_items(self._name, None, None, False)
+        # map over the scan's pairs: no Python frame per key (the scan itself has none)
+        keys = map(_KEY, self._backend.tree_items(self._name, None, None, False))
         codec = self._coding.keys
-        if codec is None:
-            return (k for k, _ in pairs)
-        decode = codec.decode
-        return (decode(k) for k, _ in pairs)
+        return keys if codec is None else map(codec.decode, keys)
 
     def __reversed__(self) -> Iterator[Any]:
-        return (k for k, _ in self.scan_stored(None, None, True))
+        return map(_KEY, self.scan_stored(None, None, True))
 
     def keys(self) -> KeysView[Any]:
         """The keys, in order: a live view (``len``, ``in``, iteration)."""
@@ -333,7 +336,7 @@ class _Values(ValuesView[Any]):
     _mapping: TreeAPI
 
     def __iter__(self) -> Iterator[Any]:
-        return (v for _, v in self._mapping.scan_stored(None, None, False))
+        return map(_VALUE, self._mapping.scan_stored(None, None, False))
 
 
 class _Items(ItemsView[Any, Any]):

@@ -1,9 +1,10 @@
-"""Descents as functions of page images: a get (:func:`find_image`) and one leaf
-of a scan (:func:`leaf_items_image`), over the node pages a store has already
-read and verified.
+"""Descents as functions of page images: a get (:func:`find_image`), one leaf
+of a scan (:func:`leaf_pairs_image`) and one leaf's entries
+(:func:`leaf_items_image`), over the node pages a store has already read and
+verified.
 
-These are the references of the compiled ``engine.kv._native_descent.find``
-and ``leaf_items`` (same results, same errors, for every input: valid, damaged or
+These are the references of the compiled ``engine.kv._native_descent.find``,
+``leaf_pairs`` and ``leaf_items`` (same results, same errors, for every input: valid, damaged or
 hostile; see ``tests/kv/test_kv_native.py`` and ``stress/fuzz.py``'s
 ``kv_find``).  All are pure functions of bytes: no I/O, no callback.
 ``images`` maps page ids to page images that passed
@@ -40,6 +41,8 @@ FoundValue = bytes | tuple[int, int]
 Found = FoundValue | None | int
 #: What :func:`leaf_items_image` returns: (keys, values, lo, hi), or a page id not at hand.
 LeafItems = tuple[list[bytes], list[FoundValue], bytes | None, bytes | None] | int
+#: What :func:`leaf_pairs_image` returns: (pairs, lo, hi, overflow), or a page id not at hand.
+LeafPairs = tuple[list[tuple[bytes, FoundValue]], bytes | None, bytes | None, bool] | int
 #: The most pages a descent accepts: page id x page size stays below 2**63.
 MAX_PAGE_COUNT = 1 << 46
 
@@ -147,14 +150,11 @@ def find_image(images: Mapping[int, bytes], root: int, height: int, key: bytes, 
     raise AssertionError("unreachable: level 0 returns")
 
 
-def leaf_items_image(
+def _leaf(
     images: Mapping[int, bytes], root: int, height: int, seek: bytes | None, before: bool, page_count: int
-) -> LeafItems:
-    """(keys, values, lo, hi) of the leaf holding ``seek`` (``before``: the leaf of
-    the keys just below ``seek``; ``seek`` None: the first, or with ``before`` the
-    last, leaf) and the separator range [lo, hi) its parents give it; or the first
-    page on the way not in ``images``.  The compiled twin serves
-    :func:`engine.kv.tree.scan`'s fetches."""
+) -> tuple[_Page, bytes | None, bytes | None] | int:
+    """The checked leaf holding ``seek`` (as :func:`leaf_items_image` finds it) and
+    the separator range [lo, hi) its parents give it, or the first page not at hand."""
     _start(root, height, page_count)
     page = root
     lo: bytes | None = None
@@ -165,7 +165,7 @@ def leaf_items_image(
             return page
         keys = node.keys
         if not level:
-            return keys, [_value(node, i, page_count) for i in range(len(keys))], lo, hi
+            return node, lo, hi
         if seek is None:
             i = len(keys) if before else 0
         else:
@@ -178,4 +178,61 @@ def leaf_items_image(
     raise AssertionError("unreachable: level 0 returns")
 
 
-__all__ = ["MAX_PAGE_COUNT", "Found", "FoundValue", "LeafItems", "find_image", "leaf_items_image"]
+def leaf_items_image(
+    images: Mapping[int, bytes], root: int, height: int, seek: bytes | None, before: bool, page_count: int
+) -> LeafItems:
+    """(keys, values, lo, hi) of the leaf holding ``seek`` (``before``: the leaf of
+    the keys just below ``seek``; ``seek`` None: the first, or with ``before`` the
+    last, leaf) and the separator range [lo, hi) its parents give it; or the first
+    page on the way not in ``images``.  The compiled twin serves a transaction's
+    copy of a leaf (``engine.kv.store``)."""
+    got = _leaf(images, root, height, seek, before, page_count)
+    if isinstance(got, int):
+        return got
+    node, lo, hi = got
+    keys = node.keys
+    return keys, [_value(node, i, page_count) for i in range(len(keys))], lo, hi
+
+
+def leaf_pairs_image(
+    images: Mapping[int, bytes],
+    root: int,
+    height: int,
+    lower: bytes | None,
+    upper: bytes | None,
+    reverse: bool,
+    page_count: int,
+) -> LeafPairs:
+    """One leaf of a scan of the keys in [lower, upper) (None: open): (pairs, lo,
+    hi, overflow), or the first page on the way not in ``images``.
+
+    The leaf is the one holding ``lower`` (None: the first leaf) or, ``reverse``,
+    the one holding the keys just below ``upper`` (None: the last leaf); ``pairs``
+    its (key, value) for the keys in [lower, upper), in key order or ``reverse``
+    (values checked in key order either way, so the first bad one raises);
+    [lo, hi) the separator range its parents give it; ``overflow`` whether any
+    value is an overflow reference ``(first_page, length)``.  A scan is a chain
+    of these lists (:func:`engine.kv.tree.scan`): no Python code runs per key."""
+    got = _leaf(images, root, height, upper if reverse else lower, reverse, page_count)
+    if isinstance(got, int):
+        return got
+    node, lo, hi = got
+    keys = node.keys
+    i = 0 if lower is None else bisect_left(keys, lower)
+    end = len(keys) if upper is None else bisect_left(keys, upper)
+    pairs = [(keys[j], _value(node, j, page_count)) for j in range(i, end)]
+    if reverse:
+        pairs.reverse()
+    return pairs, lo, hi, any(type(v) is tuple for _, v in pairs)
+
+
+__all__ = [
+    "MAX_PAGE_COUNT",
+    "Found",
+    "FoundValue",
+    "LeafItems",
+    "LeafPairs",
+    "find_image",
+    "leaf_items_image",
+    "leaf_pairs_image",
+]

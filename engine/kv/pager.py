@@ -13,7 +13,7 @@ from itertools import islice
 
 from engine.errors import ConfigError, CorruptFileError, FormatError
 from engine.kv import node as nodes
-from engine.kv.descent import Found, LeafItems, find_image, leaf_items_image
+from engine.kv.descent import Found, LeafItems, LeafPairs, find_image, leaf_items_image, leaf_pairs_image
 from engine.kv.node import Leaf, Node, NodeError, Overflow, TreeInfo, Value
 from engine.native import kernel
 from engine.pages import PageError
@@ -40,11 +40,18 @@ diff_span: Callable[[bytes, bytes, int], tuple[int, int]] = kernel("kv.diff_span
 find: Callable[[dict[int, bytes], int, int, bytes, int], Found] = kernel("kv.find") or find_image
 
 
-#: leaf_items(images, root, height, seek, before, page_count): one leaf of a scan
-#: over verified page images in one call (:func:`engine.kv.descent.leaf_items_image`
-#: or its compiled twin).
+#: leaf_items(images, root, height, seek, before, page_count): one leaf's keys and
+#: values over verified page images in one call (:func:`engine.kv.descent.leaf_items_image`
+#: or its compiled twin): a transaction's copy of a leaf.
 leaf_items: Callable[[dict[int, bytes], int, int, bytes | None, bool, int], LeafItems] = (
     kernel("kv.leaf_items") or leaf_items_image
+)
+
+#: leaf_pairs(images, root, height, lower, upper, reverse, page_count): one leaf of a
+#: scan, its (key, value) pairs in [lower, upper) over verified page images in one
+#: call (:func:`engine.kv.descent.leaf_pairs_image` or its compiled twin).
+leaf_pairs: Callable[[dict[int, bytes], int, int, bytes | None, bytes | None, bool, int], LeafPairs] = (
+    kernel("kv.leaf_pairs") or leaf_pairs_image
 )
 
 
@@ -162,23 +169,31 @@ def load_node(path: str, page: int, read: Callable[[int], bytes], page_count: in
 
 
 def leaf_of(
-    path: str, images: dict[int, bytes], tree: TreeInfo, seek: bytes | None, before: bool, page_count: int
-) -> LeafItems:
-    """:data:`leaf_items` over ``images``, its errors as CorruptFileError naming ``path``."""
+    path: str,
+    images: dict[int, bytes],
+    tree: TreeInfo,
+    lower: bytes | None,
+    upper: bytes | None,
+    reverse: bool,
+    page_count: int,
+) -> LeafPairs:
+    """:data:`leaf_pairs` over ``images``, its errors as CorruptFileError naming ``path``."""
     try:
-        return leaf_items(images, tree.root, tree.height, seek, before, page_count)
+        return leaf_pairs(images, tree.root, tree.height, lower, upper, reverse, page_count)
     except NodeError as exc:
         raise CorruptFileError(path, exc.offset, exc.expected, exc.found) from exc
 
 
 def resolved(
-    got: tuple[list[bytes], list[bytes | tuple[int, int]], bytes | None, bytes | None], value: Callable[[Value], bytes]
-) -> tuple[list[bytes], list[bytes], bytes | None, bytes | None]:
-    """A leaf from :func:`leaf_of` with its overflow values read (through ``value``)."""
-    keys, vals, lo, hi = got
-    if not all(type(v) is bytes for v in vals):
-        vals = [v if type(v) is bytes else value(Overflow(*v)) for v in vals]
-    return keys, vals, lo, hi  # type: ignore[return-value]
+    got: tuple[list[tuple[bytes, bytes | tuple[int, int]]], bytes | None, bytes | None, bool],
+    value: Callable[[Value], bytes],
+) -> tuple[list[tuple[bytes, bytes]], bytes | None, bytes | None]:
+    """A leaf from :func:`leaf_of` as a scan's fetch returns it: its pairs with
+    overflow values read (through ``value``), and its separator range."""
+    pairs, lo, hi, overflow = got
+    if overflow:
+        pairs = [(k, v if type(v) is bytes else value(Overflow(*v))) for k, v in pairs]
+    return pairs, lo, hi  # type: ignore[return-value]
 
 
 def lookup(path: str, images: dict[int, bytes], tree: TreeInfo, key: bytes, page_count: int) -> Found:

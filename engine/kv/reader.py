@@ -300,10 +300,12 @@ class KVReader(TreeAPI):
         decoded = trees.fetcher(self, info)
         images = self._cache.images
 
-        def fetch(seek: bytes | None, before: bool) -> tuple[list[bytes], list[bytes], bytes | None, bytes | None]:
-            got = leaf_of(self.path, images, info, seek, before, self._page_count)
+        def fetch(lower: bytes | None, upper: bytes | None, reverse: bool) -> tuple[
+            list[tuple[bytes, bytes]], bytes | None, bytes | None
+        ]:
+            got = leaf_of(self.path, images, info, lower, upper, reverse, self._page_count)
             if type(got) is int:
-                return decoded(seek, before)
+                return decoded(lower, upper, reverse)
             return resolved(got, self.value)  # type: ignore[arg-type]
 
         return fetch

@@ -634,16 +634,18 @@ class KV(TreeAPI):
     def tree_items(
         self, name: bytes, start: bytes | None, stop: bytes | None, reverse: bool
     ) -> Iterator[tuple[bytes, bytes]]:
-        def fetch(seek: bytes | None, before: bool) -> tuple[list[bytes], list[bytes], bytes | None, bytes | None]:
+        def fetch(lower: bytes | None, upper: bytes | None, reverse: bool) -> tuple[
+            list[tuple[bytes, bytes]], bytes | None, bytes | None
+        ]:
             with self._lock:
                 self._check_open()
                 info = self._trees.get(name)
                 if info is None:
-                    return [], [], None, None
+                    return [], None, None
                 # one call over the cached page images, or the decoded descent for a page not at hand
-                got = leaf_of(self.path, self._images, info, seek, before, self._pages.page_count)
+                got = leaf_of(self.path, self._images, info, lower, upper, reverse, self._pages.page_count)
                 if type(got) is int:
-                    return trees.fetcher(self, info)(seek, before)
+                    return trees.fetcher(self, info)(lower, upper, reverse)
                 return resolved(got, self.value)  # type: ignore[arg-type]
 
         return trees.scan(fetch, start, stop, reverse)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
+from itertools import chain
 from typing import Protocol
 
 from engine.errors import CorruptFileError
@@ -182,20 +183,33 @@ def leaf_at(src: Source, tree: TreeInfo, key: bytes | None, before: bool) -> tup
     return leaf, lo, hi
 
 
-#: fetch(seek, before) -> (keys, values resolved, lo, hi) of one leaf, read under
-#: whatever lock the caller's state needs.
-Fetch = Callable[[bytes | None, bool], tuple[list[bytes], list[bytes], bytes | None, bytes | None]]
+#: fetch(lower, upper, reverse) -> (pairs, lo, hi): one leaf of a scan of the keys
+#: in [lower, upper), read under whatever lock the caller's state needs: the leaf
+#: holding ``lower`` (None: the first) or, ``reverse``, the keys just below ``upper``
+#: (None: the last); ``pairs`` its (key, value) in that range in scan order, values
+#: read; [lo, hi) the separator range its parents give it.
+Fetch = Callable[
+    [bytes | None, bytes | None, bool], tuple[list[tuple[bytes, bytes]], bytes | None, bytes | None]
+]
 
 
 def fetcher(src: Source, tree: TreeInfo) -> Fetch:
-    """A :data:`Fetch` over ``src`` (values read at once: a later commit may
-    reuse an overflow chain's pages)."""
+    """A :data:`Fetch` over ``src``'s decoded nodes (values read at once: a later
+    commit may reuse an overflow chain's pages)."""
 
-    def fetch(seek: bytes | None, before: bool) -> tuple[list[bytes], list[bytes], bytes | None, bytes | None]:
-        leaf, lo, hi = leaf_at(src, tree, seek, before)
-        vals = leaf.values()
-        out = vals if all(type(v) is bytes for v in vals) else [src.value(v) for v in vals]
-        return leaf.keys, out, lo, hi  # type: ignore[return-value]
+    def fetch(
+        lower: bytes | None, upper: bytes | None, reverse: bool
+    ) -> tuple[list[tuple[bytes, bytes]], bytes | None, bytes | None]:
+        leaf, lo, hi = leaf_at(src, tree, upper if reverse else lower, reverse)
+        keys = leaf.keys
+        i = 0 if lower is None else bisect_left(keys, lower)
+        end = len(keys) if upper is None else bisect_left(keys, upper)
+        vals = leaf.values()[i:end]
+        out: list[bytes] = vals if all(type(v) is bytes for v in vals) else [src.value(v) for v in vals]  # type: ignore[assignment]
+        pairs = list(zip(keys[i:end], out))
+        if reverse:
+            pairs.reverse()
+        return pairs, lo, hi
 
     return fetch
 
@@ -203,31 +217,35 @@ def fetcher(src: Source, tree: TreeInfo) -> Fetch:
 def scan(fetch: Fetch, start: bytes | None, stop: bytes | None, reverse: bool) -> Iterator[tuple[bytes, bytes]]:
     """(key, value) for ``start <= key < stop`` in key order (or reversed).
 
-    One leaf at a time, each found by a fresh descent from the root (through
-    ``fetch``) for the key just past the last leaf's separator: a cursor that
-    never follows stale pointers, so a writer may commit between two leaves.
+    A chain of leaves' lists of pairs (:func:`itertools.chain`: the next key is
+    one C call, no Python frame per key), each leaf fetched when the one before it
+    is used up, by a fresh descent from the root (through ``fetch``) for the key
+    just past the last leaf's separator: a cursor that never follows stale
+    pointers, so a writer may commit between two leaves (each leaf is read whole
+    under the fetch's lock, and the scan goes on from the separator it saw).
     Separators strictly increase (decrease) from one leaf to the next, so a scan
-    always ends.
+    always ends.  Nothing is fetched before the first ``next``.
     """
+    return chain.from_iterable(_leaves(fetch, start, stop, reverse))
+
+
+def _leaves(
+    fetch: Fetch, start: bytes | None, stop: bytes | None, reverse: bool
+) -> Iterator[list[tuple[bytes, bytes]]]:
+    """The pairs of each leaf :func:`scan` visits, in scan order."""
     if not reverse:
-        seek = start if start is not None else b""
+        lower = start
         while True:
-            keys, vals, _lo, hi = fetch(seek, False)
-            i = bisect_left(keys, seek)
-            end = len(keys) if stop is None else bisect_left(keys, stop)
-            if i < end:
-                yield from zip(keys[i:end], vals[i:end])  # no Python loop per key
+            pairs, _lo, hi = fetch(lower, stop, False)
+            yield pairs
             if hi is None or (stop is not None and hi >= stop):
                 return
-            seek = hi
+            lower = hi
     else:
         upper = stop
         while True:
-            keys, vals, lo, _hi = fetch(upper, True)
-            end = len(keys) if upper is None else bisect_left(keys, upper)
-            i = 0 if start is None else bisect_left(keys, start)
-            if i < end:
-                yield from zip(reversed(keys[i:end]), reversed(vals[i:end]))
+            pairs, lo, _hi = fetch(start, upper, True)
+            yield pairs
             if lo is None or (start is not None and lo <= start):
                 return
             upper = lo

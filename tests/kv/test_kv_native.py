@@ -1,6 +1,6 @@
 """The node codec's compiled twins (``engine/kv/_native.c``: decode_node,
 encode_leaf, encode_branch; and ``engine/kv/_native_descent.c``: find /
-leaf_items, a get and a scan's leaf over page images, against
+leaf_pairs / leaf_items, a get, a scan's leaf and a leaf's entries over page images, against
 :mod:`engine.kv.descent`) against their pure-Python references in
 :mod:`engine.kv.node` (decode_node, leaf_image, branch_image): the same objects,
 the same bytes, the same errors (type, offset, message) on valid, damaged and
@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from engine.kv import KV, pager
 from engine.kv import node as nodes
-from engine.kv.descent import find_image, leaf_items_image
+from engine.kv.descent import find_image, leaf_items_image, leaf_pairs_image
 from engine.native import pure_python_forced
 from engine.pages import crc32c
 
@@ -252,8 +252,10 @@ def test_the_store_uses_the_kernel_unless_pure_python_is_forced() -> None:
         assert pager._branch_image is NATIVE.encode_branch
     if pure_python_forced() or DESCENT is None:
         assert pager.find is find_image and pager.leaf_items is leaf_items_image
+        assert pager.leaf_pairs is leaf_pairs_image
     else:
         assert pager.find is DESCENT.find and pager.leaf_items is DESCENT.leaf_items
+        assert pager.leaf_pairs is DESCENT.leaf_pairs
 
 
 @needs_native
@@ -306,6 +308,12 @@ def _same_find(images: dict[int, bytes], root: int, height: int, key: bytes, pag
             leaf_ref = _outcome(lambda: leaf_items_image(images, root, height, seek, before, page_count))  # noqa: B023
             leaf_got = _outcome(lambda: DESCENT.leaf_items(images, root, height, seek, before, page_count))  # noqa: B023
             assert leaf_got == leaf_ref, f"leaf_items twins differ for seek {seek!r}, before={before}"
+    for lower, upper in ((key, None), (None, key), (key, key + b"\xff\xff"), (None, None), (key + b"\x00", key)):
+        for reverse in (False, True):
+            args = (images, root, height, lower, upper, reverse, page_count)
+            pairs_ref = _outcome(lambda: leaf_pairs_image(*args))  # noqa: B023
+            pairs_got = _outcome(lambda: DESCENT.leaf_pairs(*args))  # noqa: B023
+            assert pairs_got == pairs_ref, f"leaf_pairs twins differ for [{lower!r}, {upper!r}), reverse={reverse}"
     return ref
 
 
@@ -337,6 +345,28 @@ def test_find_twins_agree_on_a_whole_store(tmp_path: Any) -> None:
             break
         seek = hi
     assert seen == keys
+    # and a scan of leaf_pairs, both ways, gives every key in order, overflow values flagged
+    twins: tuple[Callable[..., Any], ...] = (DESCENT.leaf_pairs, leaf_pairs_image)
+    for native in twins:
+        forward: list[bytes] = []
+        lower: bytes | None = None
+        while True:
+            pairs, _lo, hi, overflow = native(images, tree.root, tree.height, lower, None, False, page_count)
+            forward += [k for k, _ in pairs]
+            assert overflow == any(type(v) is tuple for _, v in pairs)
+            if hi is None:
+                break
+            lower = hi
+        assert forward == keys
+        backward: list[bytes] = []
+        upper: bytes | None = None
+        while True:
+            pairs, lo, _hi, _overflow = native(images, tree.root, tree.height, None, upper, True, page_count)
+            backward += [k for k, _ in pairs]
+            if lo is None:
+                break
+            upper = lo
+        assert backward == keys[::-1]
 
 
 @needs_descent
@@ -410,3 +440,11 @@ def test_find_refuses_what_is_not_a_page_map() -> None:
         DESCENT.leaf_items({}, 2, 1, "k", False, 9)
     with pytest.raises(TypeError):
         DESCENT.leaf_items({}, 2, 1, b"k", 0, 9)
+    with pytest.raises(TypeError):
+        DESCENT.leaf_pairs({}, 2, 1, b"k", "k", False, 9)
+    with pytest.raises(TypeError):
+        DESCENT.leaf_pairs({}, 2, 1, None, None, 1, 9)
+    for args in (({}, 2, 0, None, None, False, 9), ({}, 1, 1, None, None, False, 9)):
+        ref = _outcome(lambda: leaf_pairs_image(*args))  # noqa: B023
+        got = _outcome(lambda: DESCENT.leaf_pairs(*args))  # noqa: B023
+        assert ref[0] == got[0] == "error" and ref[1][0] is got[1][0], (args, ref, got)
