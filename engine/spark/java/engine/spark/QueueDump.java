@@ -44,6 +44,7 @@ public final class QueueDump {
                             out.append('\n');
                         }
                         last[0] = c.ids[c.items - 1];
+                        return true;
                     });
                 } else {
                     QueueCodec.ReaderFile r = QueueFiles.readReader(path, data, data.length);

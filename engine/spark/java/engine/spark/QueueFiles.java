@@ -1,6 +1,6 @@
 package engine.spark;
 
-import java.util.function.BiConsumer;
+import java.util.function.BiPredicate;
 
 /**
  * Whole queue files read with the queue readers' rules and errors: a finished writer (journal) file
@@ -18,7 +18,7 @@ public final class QueueFiles {
 
     /**
      * The items of finished writer file {@code path} (its bytes {@code data[0, size)}), oldest first,
-     * handed to {@code sink} as runs of columns over {@code data} with the highest id before the run.
+     * handed to {@code sink} (true: go on) as runs of columns over {@code data} with the highest id before the run.
      * Damage raises once the items before it were handed out, as the Python cursor does: a record
      * the file ends inside, records no CHECK vouches for at the end, data after an end marker, ids
      * that do not increase, a bad record or a CHECK that does not match.
@@ -28,12 +28,19 @@ public final class QueueFiles {
      * newer file: read, as the cursor does ({@code RecordScanner.accept_foreign_tail}).
      */
     public static void readJournal(String path, byte[] data, int size, long lastId, long nextId,
-                                   BiConsumer<QueueCodec.Columns, Long> sink) {
-        if (!QueueCodec.hasMagic(data, size, QueueCodec.WRITER_MAGIC)
-                && !halfCreated(data, size)) {
-            String what = size < QueueCodec.MAGIC_SIZE ? "truncated header" : QueueCodec.hexSpaced(data, size);
-            throw new CorruptFileException(path, 0, "writer journal magic 27 64 26 03", what, true);
-        }
+                                   BiPredicate<QueueCodec.Columns, Long> sink) {
+        readJournal(path, data, size, lastId, nextId, false, sink);
+    }
+
+    /**
+     * As above; {@code growing}: the newest file, which a writer may still be writing (as the
+     * cursor reads it): bytes after its last whole, checked write are a write in progress or a
+     * torn tail, not delivered, unless a valid CHECK follows them (damage in the middle of the
+     * file: raised). The sink returns whether to go on.
+     */
+    public static void readJournal(String path, byte[] data, int size, long lastId, long nextId, boolean growing,
+                                   BiPredicate<QueueCodec.Columns, Long> sink) {
+        checkWriterMagic(path, data, size);
         int resume = QueueCodec.MAGIC_SIZE;
         if (resume >= size) {
             return;
@@ -51,8 +58,11 @@ public final class QueueFiles {
                     if (c.ids[0] <= last || !c.ascending) {
                         idsGoBack(path, c, last, runStart);
                     }
-                    sink.accept(c, last);
+                    boolean more = sink.test(c, last);
                     last = c.ids[c.items - 1];
+                    if (!more) {
+                        return;
+                    }
                     continue;
                 }
                 int unverified = c.scanned - c.end;
@@ -65,7 +75,14 @@ public final class QueueFiles {
                             }
                         }
                     }
-                } else if (c.scanned < size) {
+                }
+                if (growing) {
+                    if ((c.scanned < size && !c.stop.equals("marker")) || unverified > 0) {
+                        stall(path, data, c.end, size);
+                    }
+                    return;
+                }
+                if (!c.stop.equals("marker") && c.scanned < size) {
                     throw new CorruptFileException(path, c.scanned, "a whole record", "the file ends inside it");
                 }
                 if (unverified > 0 && checked && foreignTail(data, c, last, nextId)) {
@@ -80,6 +97,66 @@ public final class QueueFiles {
             }
         } catch (QueueCodec.BadRecord e) {
             throw e.in(path, 0);
+        }
+    }
+
+    /**
+     * {@code JournalCursor._judge_stall} for a file no writer is writing: the bytes from {@code
+     * start} (the last CHECK boundary) are a torn tail (nothing delivered) unless a valid CHECK
+     * vouching for later bytes follows (damage in the middle of the file).
+     */
+    static void stall(String path, byte[] data, int start, int size) {
+        byte[] rest = java.util.Arrays.copyOfRange(data, start, size);
+        int hit = QueueCodec.findValidCheck(rest, 1, 0, rest.length);
+        if (hit >= 0) {
+            throw new CorruptFileException(path, start,
+                "a valid record (damage in the middle of the file: run `engine queue repair`)",
+                "records that do not decode or match their CHECK; a valid CHECK follows at offset " + (start + hit));
+        }
+    }
+
+    /** {@code segments.open_segment_handle} (allow_short): FormatError unless the writer magic (or a prefix). */
+    static void checkWriterMagic(String path, byte[] data, int size) {
+        if (!QueueCodec.hasMagic(data, size, QueueCodec.WRITER_MAGIC) && !halfCreated(data, size)) {
+            String what = size < QueueCodec.MAGIC_SIZE ? "truncated header" : QueueCodec.hexSpaced(data, size);
+            throw new CorruptFileException(path, 0, "writer journal magic 27 64 26 03", what, true);
+        }
+    }
+
+    /**
+     * {@code segments.read_first_id}: the id of the first PUT a CHECK vouches for (-1: none yet).
+     * {@code finished} (not the newest file): damage there raises; in the newest it is -1.
+     */
+    static long firstId(String path, byte[] data, int size, boolean finished) {
+        checkWriterMagic(path, data, size);
+        int pos = QueueCodec.MAGIC_SIZE;
+        if (pos >= size) {
+            return -1;
+        }
+        try {
+            boolean checked = QueueCodec.usesChecks(data, pos, size);
+            QueueCodec.Columns c = QueueCodec.decodeColumns(data, pos, size, checked, 1);
+            if (c.items > 0) {
+                return c.ids[0];
+            }
+            if (c.stop.equals("marker") && checked) {
+                for (int k = c.scanned; k < size; k++) {
+                    if (data[k] != 0) {
+                        throw new QueueCodec.BadRecord(c.scanned, "only zero bytes after an end marker", "data after it");
+                    }
+                }
+            }
+            int unverified = c.scanned - c.end;
+            boolean incomplete = !c.stop.equals("marker") && c.scanned < size;
+            if (finished && (incomplete || unverified > 0)) {
+                throw new CorruptFileException(path, c.end, "a whole, checked first write", "the file ends inside it");
+            }
+            return -1;
+        } catch (QueueCodec.BadRecord e) {
+            if (finished) {
+                throw e.in(path, 0);
+            }
+            return -1;
         }
     }
 
