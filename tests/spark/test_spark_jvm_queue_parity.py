@@ -326,6 +326,11 @@ def test_source_rows_and_partitions(queue_dir: str, tmp_path: Any) -> None:
     q = Queue.open(other, "mail", sync="never")
     q.put_many([b"m%d" % i for i in range(5)])
     q.close()
+    big = Queue.open(other, "big", sync="never", journal_size=1024)  # first writes longer than a first read
+    big.put(b"x" * 200_000)
+    big.put_many([b"y" * 150_000, b"z"])
+    big.put(b"w" * 100_000)
+    big.close()
     with open(journal_files(other, "mail")[-1], "ab") as f:  # a burnt id, in a checked batch
         burnt = codec.encode_burnt(6)
         f.write(burnt + codec.encode_check(burnt))

@@ -13,6 +13,13 @@ public final class QueueFiles {
     private QueueFiles() {
     }
 
+    /** Bytes the Python column scanner reads first ({@code cursor.COLUMN_CHUNK}). */
+    static final int CHUNK = 8 << 20;
+    /** Bytes {@code segments.read_first_id} reads first ({@code _FIRST_READ}). */
+    static final int FIRST_READ = 64 * 1024 + 4096;
+    /** {@link #firstId}'s answer when the bytes given end before the first checked write. */
+    static final long MORE = -2;
+
     /** PUTs per run of columns ({@code cursor.COLUMN_ITEMS}). */
     static final int RUN_ITEMS = 65536;
 
@@ -47,7 +54,8 @@ public final class QueueFiles {
         }
         long last = lastId;
         try {
-            boolean checked = QueueCodec.usesChecks(data, resume, size);
+            // Judged on the first chunk the Python scanner reads (cursor.COLUMN_CHUNK), as it does.
+            boolean checked = QueueCodec.usesChecks(data, resume, Math.min(size, CHUNK));
             boolean foreign = false;
             while (true) {
                 int runStart = resume;
@@ -125,19 +133,24 @@ public final class QueueFiles {
 
     /**
      * {@code segments.read_first_id}: the id of the first PUT a CHECK vouches for (-1: none yet).
-     * {@code finished} (not the newest file): damage there raises; in the newest it is -1.
+     * {@code finished} (not the newest file): damage there raises; in the newest it is -1. {@code
+     * data[0, size)} is the file's start ({@link #FIRST_READ} bytes, more when its first write is
+     * longer): {@link #MORE} when the file has more and its first write does not end in them.
      */
-    static long firstId(String path, byte[] data, int size, boolean finished) {
+    static long firstId(String path, byte[] data, int size, boolean finished, long fileSize) {
         checkWriterMagic(path, data, size);
         int pos = QueueCodec.MAGIC_SIZE;
         if (pos >= size) {
-            return -1;
+            return size < fileSize ? MORE : -1;
         }
         try {
-            boolean checked = QueueCodec.usesChecks(data, pos, size);
+            boolean checked = QueueCodec.usesChecks(data, pos, Math.min(size, FIRST_READ));
             QueueCodec.Columns c = QueueCodec.decodeColumns(data, pos, size, checked, 1);
             if (c.items > 0) {
                 return c.ids[0];
+            }
+            if (size < fileSize) {
+                return MORE;
             }
             if (c.stop.equals("marker") && checked) {
                 for (int k = c.scanned; k < size; k++) {

@@ -157,8 +157,23 @@ public final class QueuePlan {
             if (!fs.exists(e.getValue())) {
                 continue; // retired meanwhile
             }
-            byte[] data = fs.readAll(e.getValue());
-            long first = QueueFiles.firstId(e.getValue(), data, data.length, strict && !e.getKey().equals(newest));
+            // The file's first write only (one read of a writer's batch, more if it is longer): the
+            // plan stays O(files), not O(journal bytes).
+            long size = fs.size(e.getValue());
+            if (size < 0) {
+                continue; // retired meanwhile
+            }
+            long want = QueueFiles.FIRST_READ;
+            long first;
+            while (true) {
+                byte[] data = fs.readAt(e.getValue(), 0, (int) Math.min(size, want));
+                first = QueueFiles.firstId(e.getValue(), data, data.length, strict && !e.getKey().equals(newest),
+                    size);
+                if (first != QueueFiles.MORE) {
+                    break;
+                }
+                want *= 2;
+            }
             out.add(new Segment(e.getKey(), e.getValue(), first));
         }
         return out;
