@@ -1,0 +1,240 @@
+package engine.spark;
+
+import java.util.ArrayList;
+import java.util.EnumSet;
+import java.util.List;
+import java.util.Map;
+import java.util.OptionalLong;
+import java.util.Set;
+
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.TableCapability;
+import org.apache.spark.sql.connector.catalog.TableProvider;
+import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.Statistics;
+import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
+import org.apache.spark.sql.connector.read.SupportsReportStatistics;
+import org.apache.spark.sql.sources.DataSourceRegister;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.Metadata;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+
+/**
+ * {@code engine-queue} on the JVM: queue backlogs (one row per item still pending for a reader) as a
+ * DataSource V2 batch source with column pruning, partitions from the journal files' sizes and
+ * first ids ({@link QueuePlan}), statistics and columnar batches; no lock taken, nothing changed.
+ * Every record is checked as the queue's own readers check it ({@link QueueFiles}). Batch only:
+ * the streaming reader (which confirms items) is the Python source's. See docs/pipeline.md.
+ */
+public final class QueueSource implements TableProvider, DataSourceRegister {
+    @Override
+    public String shortName() {
+        return QueueOptions.SOURCE;
+    }
+
+    /** {@code engine.spark.schemas.QUEUE_SCHEMA}; PERMISSIVE: nullable plus _corrupt_record. */
+    static StructType fullSchema(boolean permissive) {
+        boolean nul = permissive;
+        List<StructField> f = new ArrayList<>(List.of(
+            new StructField("queue", DataTypes.StringType, nul, Metadata.empty()),
+            new StructField("reader", DataTypes.StringType, nul, Metadata.empty()),
+            new StructField("id", DataTypes.LongType, nul, Metadata.empty()),
+            new StructField("add_time", DataTypes.TimestampType, nul, Metadata.empty()),
+            new StructField("expire_time", DataTypes.TimestampType, true, Metadata.empty()),
+            new StructField("error_count", DataTypes.IntegerType, nul, Metadata.empty()),
+            new StructField("data", DataTypes.BinaryType, nul, Metadata.empty())));
+        if (permissive) {
+            f.add(new StructField(QueueBatchReader.CORRUPT, DataTypes.StringType, true, Metadata.empty()));
+        }
+        return new StructType(f.toArray(new StructField[0]));
+    }
+
+    @Override
+    public StructType inferSchema(CaseInsensitiveStringMap options) {
+        QueueOptions o = new QueueOptions(options.asCaseSensitiveMap());
+        o.inputPaths(LogSource.driverFs());  // a bad path fails the DataFrame's definition
+        return fullSchema(o.permissive());
+    }
+
+    @Override
+    public boolean supportsExternalMetadata() {
+        return true;
+    }
+
+    @Override
+    public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
+        return new QueueTable(schema, properties);
+    }
+
+    static final class QueueTable implements Table, SupportsRead {
+        private final StructType given;
+        private final Map<String, String> properties;
+
+        QueueTable(StructType given, Map<String, String> properties) {
+            this.given = given;
+            this.properties = properties;
+        }
+
+        private StructType readSchema() {
+            QueueOptions o = new QueueOptions(properties);
+            return LogSource.userSchema(QueueOptions.SOURCE, fullSchema(o.permissive()), given, o.permissive());
+        }
+
+        @Override
+        public String name() {
+            return QueueOptions.SOURCE;
+        }
+
+        @Override
+        public StructType schema() {
+            return readSchema();
+        }
+
+        @Override
+        public Set<TableCapability> capabilities() {
+            return EnumSet.of(TableCapability.BATCH_READ);
+        }
+
+        @Override
+        public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+            return new QueueScanBuilder(readSchema(), new QueueOptions(options.asCaseSensitiveMap()));
+        }
+    }
+
+    /** Column pruning (no filter pushdown: a queue's items are read in id order, whole). */
+    static final class QueueScanBuilder implements ScanBuilder, SupportsPushDownRequiredColumns {
+        private final QueueOptions options;
+        private StructType schema;
+
+        QueueScanBuilder(StructType schema, QueueOptions options) {
+            this.schema = schema;
+            this.options = options;
+        }
+
+        @Override
+        public void pruneColumns(StructType required) {
+            List<StructField> keep = new ArrayList<>();
+            List<String> names = List.of(required.fieldNames());
+            for (StructField f : schema.fields()) {
+                if (names.contains(f.name()) || (f.name().equals(QueueBatchReader.CORRUPT) && options.permissive())) {
+                    keep.add(f);
+                }
+            }
+            schema = new StructType(keep.toArray(new StructField[0]));
+        }
+
+        @Override
+        public Scan build() {
+            return new QueueScan(schema, options);
+        }
+    }
+
+    /** One planned scan: partitions from the journal files, computed once. */
+    static final class QueueScan implements Scan, Batch, SupportsReportStatistics {
+        private final StructType schema;
+        private final QueueOptions options;
+        private final Hfs fs;
+        private List<QueuePlan.Part> parts;
+
+        QueueScan(StructType schema, QueueOptions options) {
+            this.schema = schema;
+            this.options = options;
+            this.fs = LogSource.driverFs();
+        }
+
+        List<QueuePlan.Part> parts() {
+            if (parts == null) {
+                parts = QueuePlan.plan(fs, options.inputPaths(fs), options);
+            }
+            return parts;
+        }
+
+        @Override
+        public StructType readSchema() {
+            return schema;
+        }
+
+        @Override
+        public String description() {
+            return QueueOptions.SOURCE + " [" + String.join(", ", schema.fieldNames()) + "]";
+        }
+
+        @Override
+        public Batch toBatch() {
+            return this;
+        }
+
+        @Override
+        public InputPartition[] planInputPartitions() {
+            return parts().toArray(new InputPartition[0]);
+        }
+
+        @Override
+        public PartitionReaderFactory createReaderFactory() {
+            return new Factory(fs, schema, options.mode);
+        }
+
+        /** Journal bytes read (each (queue, reader) reads its queue's journal once over its parts). */
+        @Override
+        public Statistics estimateStatistics() {
+            long bytes = 0;
+            java.util.Set<String> seen = new java.util.HashSet<>();
+            for (QueuePlan.Part p : parts()) {
+                if (seen.add(p.directory + "\0" + p.queue + "\0" + p.reader)) {
+                    bytes += p.bytes;
+                }
+            }
+            final long b = Math.max(1, bytes);
+            return new Statistics() {
+                @Override
+                public OptionalLong sizeInBytes() {
+                    return OptionalLong.of(b);
+                }
+
+                @Override
+                public OptionalLong numRows() {
+                    return OptionalLong.empty();
+                }
+            };
+        }
+    }
+
+    static final class Factory implements PartitionReaderFactory {
+        private static final long serialVersionUID = 1L;
+        private final Hfs fs;
+        private final StructType schema;
+        private final String mode;
+
+        Factory(Hfs fs, StructType schema, String mode) {
+            this.fs = fs;
+            this.schema = schema;
+            this.mode = mode;
+        }
+
+        @Override
+        public boolean supportColumnarReads(InputPartition partition) {
+            return true;
+        }
+
+        @Override
+        public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
+            return new QueueBatchReader(fs.fresh(), (QueuePlan.Part) partition, schema, mode);
+        }
+
+        @Override
+        public PartitionReader<InternalRow> createReader(InputPartition partition) {
+            throw new UnsupportedOperationException("engine-queue reads columnar batches only");
+        }
+    }
+}
