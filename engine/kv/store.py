@@ -167,11 +167,18 @@ class KVTransaction(TreeAPI):
             self._ptx.write(META_PAGE, 0, nodes.encode_meta(self._txid + 1, ordered, self.page_size))
             return
         image = nodes.encode_meta_used(self._txid + 1, ordered)
-        crc_at = nodes.META_CRC_AT
-        self._ptx.write(META_PAGE, crc_at, image[crc_at : nodes.META_HEAD.size])
+        # One write per run of nearby changes: the head and a changed entry close
+        # after it (the usual store: the default tree right after the head) go as
+        # one span.  Bytes in a small gap are rewritten unchanged, which costs less
+        # journal than another op's header (see _META_GAP) and a Transaction.write call.
+        start, end = nodes.META_CRC_AT, nodes.META_HEAD.size
         for at, t in zip(nodes.tree_entry_offsets(ordered), ordered, strict=True):
             if self._committed[t.name] != t:
-                self._ptx.write(META_PAGE, at, image[at : at + nodes.TREE_ENTRY.size])
+                if at - end > _META_GAP:
+                    self._ptx.write(META_PAGE, start, image[start:end])
+                    start = at
+                end = at + nodes.TREE_ENTRY.size
+        self._ptx.write(META_PAGE, start, image[start:end])
 
     def rollback(self) -> None:
         if self.state == "open":
@@ -748,6 +755,12 @@ class KV(TreeAPI):
 
     def __repr__(self) -> str:
         return f"<KV {self.path!r} writer>"
+
+
+_META_GAP = 8
+"""Unchanged meta bytes between two changes that are rewritten rather than split
+into two writes: a rewritten byte costs two journal bytes (before and after), a
+second modify op its 17-byte header, so up to 8 bytes the span is no longer."""
 
 
 def _write_changes(ptx: Transaction, page: int, image: bytes) -> None:
