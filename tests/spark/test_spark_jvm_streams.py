@@ -11,6 +11,7 @@ connector cannot be built (no JDK).
 from __future__ import annotations
 
 import os
+import shutil
 import struct
 import subprocess
 
@@ -72,7 +73,11 @@ def journal(path: str, *, pages: int = 64, streams: int = 3, open_last: bool = T
     if open_last:
         s = j.open_stream("open")
         s.write(b"partial" * 1300)  # more than one 8 KiB buffer: a DATA record goes out
+        j.sync()
+        shutil.copyfile(path, path + ".live")  # as it is on disk with the stream still open
     j.close()
+    if open_last:
+        os.replace(path + ".live", path)
 
 
 def poke(path: str, offset: int, raw: bytes) -> None:
@@ -86,6 +91,7 @@ def test_golden(tmp_path: object) -> None:
     rows = agree(p)
     assert any(r.startswith("STREAM 0 7330 0 complete") for r in rows)
     assert rows[-1].split(" ")[2] == "True"
+    assert [r.split(" ")[4] for r in rows[:-1]] == ["complete"] * 3 + ["open"]
 
 
 def test_wrapped(tmp_path: object) -> None:
