@@ -144,7 +144,7 @@ def test_zeroed_middle_is_damage(tmp_path: object) -> None:
 
 
 @pytest.mark.parametrize("head", [
-    b"", b"jour", b"notajournalfile!" * 4,
+    b"", b"jour", b"jo\x00", b"notajournalfile!" * 4, b"jo'\\\t\xff\n\"" + bytes(60),
     struct.pack(">8sIIII", b"journald", 3, PAGE, 0, 0) + bytes(PAGE * 4),
     codec.encode_file_header(0, 0) + bytes(PAGE * 4),
     codec.encode_file_header(32, 0) + bytes(PAGE * 4),
