@@ -14,6 +14,7 @@ import os
 import shutil
 import struct
 import subprocess
+from typing import Any
 
 import pytest
 
@@ -25,6 +26,7 @@ from engine.streams.journal import StreamJournal
 
 pytestmark = pytest.mark.skipif(jvmbuild.missing() is not None, reason=str(jvmbuild.missing()))
 PAGE = 512
+JVM_SOURCE = "engine.spark.StreamSource"
 
 
 def python_dump(path: str) -> list[str]:
@@ -175,3 +177,38 @@ def test_hostile_records(tmp_path: object) -> None:
         f.write(codec.encode_header_page(PAGE, 0) + bytes(body) + huge + bytes(4 * PAGE))
     rows = agree(p)
     assert sum(r.startswith("ANOMALY") for r in rows) >= 5
+
+
+@pytest.mark.parametrize("mode", ["FAILFAST", "DROPMALFORMED", "PERMISSIVE"])
+def test_jvm_source_gives_the_python_sources_rows(tmp_path: object, spark: Any, mode: str) -> None:
+    """The JVM source (not registered yet) and the Python engine-streams source on the same journals,
+    a torn one included: same rows in every mode, pruned reads included."""
+    d = f"{tmp_path}/d"
+    os.makedirs(d)
+    journal(f"{d}/a")
+    journal(f"{d}/b", streams=5)
+    journal(f"{d}/c")
+    poke(f"{d}/c", 2 * PAGE + 10, b"\xff" * 20)  # torn: the streams before it
+    if mode != "FAILFAST":  # a zeroed region in the middle: damage (dropped, or one _corrupt_record row)
+        journal(f"{d}/e")
+        poke(f"{d}/e", PAGE, bytes(PAGE))
+    for cols in (None, ["stream", "status"], ["journal", "bytes"]):
+        frames = [spark.read.format(f).option("mode", mode).load(d) for f in ("engine-streams", JVM_SOURCE)]
+        if cols is not None:
+            frames = [f.select(*cols) for f in frames]
+        py, jvm = (sorted(map(tuple, f.collect()), key=repr) for f in frames)
+        assert jvm == py and py
+
+
+def test_jvm_source_fails_on_anomalies_as_python_does(tmp_path: object, spark: Any) -> None:
+    p = f"{tmp_path}/j"
+    body = bytearray()
+    codec.append_record(body, codec.DATA, 0, 5, 0, b"orphan")
+    with open(p, "wb") as f:
+        f.write(codec.encode_header_page(PAGE, 0) + bytes(body) + codec.padding(len(body), PAGE) + bytes(4 * PAGE))
+    errors = []
+    for fmt in ("engine-streams", JVM_SOURCE):
+        with pytest.raises(Exception) as info:
+            spark.read.format(fmt).load(p).collect()
+        errors.append(str(info.value))
+    assert all("records consistent with their streams" in e and "DATA for a stream not open" in e for e in errors)
