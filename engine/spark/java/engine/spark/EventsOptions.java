@@ -1,12 +1,8 @@
 package engine.spark;
 
 import java.io.Serializable;
-import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashMap;
-import java.util.LinkedHashSet;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 
@@ -38,33 +34,17 @@ public final class EventsOptions implements Serializable {
     public final String mode;
 
     public EventsOptions(Map<String, String> given) {
-        Map<String, String> lower = new HashMap<>();
-        for (Map.Entry<String, String> e : given.entrySet()) {
-            lower.put(e.getKey().toLowerCase(Locale.ROOT), e.getValue());
-        }
+        Map<String, String> lower = OptionRules.lowered(given);
         this.opts = lower;
-        checkOptions();
-        String raw = lower.getOrDefault("mode", "FAILFAST").strip().toUpperCase(Locale.ROOT);
-        if (!raw.equals("FAILFAST") && !raw.equals("DROPMALFORMED") && !raw.equals("PERMISSIVE")) {
-            throw new ConfigException("option mode='" + raw + "': use one of FAILFAST, DROPMALFORMED, PERMISSIVE");
-        }
-        this.mode = raw;
+        OptionRules.checkNames(SOURCE, VALID, lower);
+        this.mode = OptionRules.mode(lower);
         Long per = intOption("idsPerPartition", 1);
         this.perPartition = per == null ? null : (int) Math.min(per, Integer.MAX_VALUE);
         Long events = intOption("eventsPerPartition", 1);
         this.eventsPerPartition = events == null ? 4_000_000L : events;
         Long min = intOption("minPartitions", 1);
         this.minPartitions = min == null ? 2 : min;
-        String rawIds = lower.get("persistenceids");
-        if (rawIds == null) {
-            this.ids = null;
-        } else {
-            Set<String> s = new LinkedHashSet<>();
-            for (String i : rawIds.split(",", -1)) {
-                s.add(i.strip());
-            }
-            this.ids = s;
-        }
+        this.ids = OptionRules.names(lower.get("persistenceids"));
         this.lo = intOption("fromSequenceNr", 0);
         Long to = intOption("toSequenceNr", 0);
         this.hi = to == null ? null : to + 1;
@@ -74,41 +54,8 @@ public final class EventsOptions implements Serializable {
         return mode.equals("PERMISSIVE");
     }
 
-    private void checkOptions() {
-        List<String> names = new ArrayList<>(VALID);
-        names.sort(String.CASE_INSENSITIVE_ORDER);
-        Set<String> known = new LinkedHashSet<>();
-        for (String n : names) {
-            known.add(n.toLowerCase(Locale.ROOT));
-        }
-        List<String> unknown = new ArrayList<>();
-        for (String k : opts.keySet()) {
-            if (!known.contains(k)) {
-                unknown.add(k);
-            }
-        }
-        unknown.sort(null);
-        if (!unknown.isEmpty()) {
-            throw new ConfigException(SOURCE + ": unknown option(s) " + String.join(", ", unknown) + "; valid options: "
-                + String.join(", ", names));
-        }
-    }
-
     private Long intOption(String key, long minimum) {
-        String raw = opts.get(key.toLowerCase(Locale.ROOT));
-        if (raw == null) {
-            return null;
-        }
-        long value;
-        try {
-            value = Long.parseLong(raw.strip());
-        } catch (NumberFormatException e) {
-            throw new ConfigException("option " + key + "='" + raw + "' is not an integer");
-        }
-        if (value < minimum) {
-            throw new ConfigException("option " + key + " must be at least " + minimum + ", not " + value);
-        }
-        return value;
+        return OptionRules.intOption(opts, key, minimum);
     }
 
     /** options.input_paths: absolute paths, globs expanded, each existing. */

@@ -1,16 +1,12 @@
 package engine.spark;
 
 import java.util.ArrayList;
-import java.util.EnumSet;
 import java.util.List;
 import java.util.Map;
 import java.util.OptionalLong;
-import java.util.Set;
 
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.Table;
-import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.expressions.filter.Predicate;
@@ -73,42 +69,8 @@ public final class EventsSource implements TableProvider, DataSourceRegister {
 
     @Override
     public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
-        return new EventsTable(schema, properties);
-    }
-
-    static final class EventsTable implements Table, SupportsRead {
-        private final StructType given;
-        private final Map<String, String> properties;
-
-        EventsTable(StructType given, Map<String, String> properties) {
-            this.given = given;
-            this.properties = properties;
-        }
-
-        private StructType readSchema() {
-            EventsOptions o = new EventsOptions(properties);
-            return LogSource.userSchema(EventsOptions.SOURCE, fullSchema(o.permissive()), given, o.permissive());
-        }
-
-        @Override
-        public String name() {
-            return EventsOptions.SOURCE;
-        }
-
-        @Override
-        public StructType schema() {
-            return readSchema();
-        }
-
-        @Override
-        public Set<TableCapability> capabilities() {
-            return EnumSet.of(TableCapability.BATCH_READ);
-        }
-
-        @Override
-        public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-            return new EventsScanBuilder(readSchema(), new EventsOptions(options.asCaseSensitiveMap()));
-        }
+        return new BatchTable(EventsOptions.SOURCE, schema, properties, p -> new EventsOptions(p).permissive(),
+            EventsSource::fullSchema, (read, options) -> new EventsScanBuilder(read, new EventsOptions(options)));
     }
 
     /** Column pruning and the id / sequence-number filters ({@link EventsPushdown}). */

@@ -37,60 +37,21 @@ public final class LogOptions implements Serializable {
     public final boolean failOnDataLoss;
 
     public LogOptions(Map<String, String> given) {
-        Map<String, String> lower = new HashMap<>();
-        for (Map.Entry<String, String> e : given.entrySet()) {
-            lower.put(e.getKey().toLowerCase(Locale.ROOT), e.getValue());
-        }
+        Map<String, String> lower = OptionRules.lowered(given);
         this.opts = lower;
-        checkOptions();
+        OptionRules.checkNames(SOURCE, VALID, lower);
         this.perPartition = intOption("recordsPerPartition", 4_000_000L);
         this.batchRecords = (int) Math.min(intOption("batchRecords", 65_536L), 1 << 24);
         this.minPartitions = intOption("minPartitions", 2L);
         intOption("maxRecordsPerTrigger", 1L);
         intOption("maxBytesPerTrigger", 1L);
-        String raw = lower.getOrDefault("mode", "FAILFAST").strip().toUpperCase(Locale.ROOT);
-        if (!raw.equals("FAILFAST") && !raw.equals("DROPMALFORMED") && !raw.equals("PERMISSIVE")) {
-            throw new ConfigException("option mode='" + raw + "': use one of FAILFAST, DROPMALFORMED, PERMISSIVE");
-        }
-        this.mode = raw;
+        this.mode = OptionRules.mode(lower);
         this.failOnDataLoss = boolOption("failOnDataLoss", true);
     }
 
-    private void checkOptions() {
-        List<String> names = new ArrayList<>(VALID);
-        names.sort(String.CASE_INSENSITIVE_ORDER);
-        LinkedHashSet<String> known = new LinkedHashSet<>();
-        for (String n : names) {
-            known.add(n.toLowerCase(Locale.ROOT));
-        }
-        List<String> unknown = new ArrayList<>();
-        for (String k : opts.keySet()) {
-            if (!known.contains(k)) {
-                unknown.add(k);
-            }
-        }
-        unknown.sort(null);
-        if (!unknown.isEmpty()) {
-            throw new ConfigException(SOURCE + ": unknown option(s) " + String.join(", ", unknown) + "; valid options: "
-                + String.join(", ", names));
-        }
-    }
-
     private long intOption(String key, long dflt) {
-        String raw = opts.get(key.toLowerCase(Locale.ROOT));
-        if (raw == null) {
-            return dflt;
-        }
-        long value;
-        try {
-            value = Long.parseLong(raw.strip());
-        } catch (NumberFormatException e) {
-            throw new ConfigException("option " + key + "='" + raw + "' is not an integer");
-        }
-        if (value < 1) {
-            throw new ConfigException("option " + key + " must be at least 1, not " + value);
-        }
-        return value;
+        Long value = OptionRules.intOption(opts, key, 1);
+        return value == null ? dflt : value;
     }
 
     private boolean boolOption(String key, boolean dflt) {
@@ -122,23 +83,7 @@ public final class LogOptions implements Serializable {
         List<String> valid = Arrays.asList("recordsPerPartition", "batchRecords", "mode", "failOnDataLoss",
             "maxRecordsPerTrigger", "maxBytesPerTrigger", "startingOffsets", "startingTimestamp",
             "startingOffsetsByTimestamp", "path", "paths", "checkpointLocation");
-        List<String> names = new ArrayList<>(valid);
-        names.sort(String.CASE_INSENSITIVE_ORDER);
-        List<String> unknown = new ArrayList<>();
-        for (String k : opts.keySet()) {
-            boolean known = false;
-            for (String n : names) {
-                known |= n.toLowerCase(Locale.ROOT).equals(k);
-            }
-            if (!known) {
-                unknown.add(k);
-            }
-        }
-        unknown.sort(null);
-        if (!unknown.isEmpty()) {
-            throw new ConfigException(SOURCE + ": unknown option(s) " + String.join(", ", unknown) + "; valid options: "
-                + String.join(", ", names));
-        }
+        OptionRules.checkNames(SOURCE, valid, opts);
         String raw = opts.getOrDefault("startingoffsets", "earliest").strip();
         if (raw.equalsIgnoreCase("latest") && (opts.get("startingtimestamp") != null
             || opts.get("startingoffsetsbytimestamp") != null)) {

@@ -1,16 +1,13 @@
 package engine.spark;
 
 import java.util.ArrayList;
-import java.util.EnumSet;
 import java.util.List;
 import java.util.Map;
 import java.util.OptionalLong;
 import java.util.Set;
 
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.Table;
-import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.read.Batch;
@@ -74,42 +71,8 @@ public final class QueueSource implements TableProvider, DataSourceRegister {
 
     @Override
     public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
-        return new QueueTable(schema, properties);
-    }
-
-    static final class QueueTable implements Table, SupportsRead {
-        private final StructType given;
-        private final Map<String, String> properties;
-
-        QueueTable(StructType given, Map<String, String> properties) {
-            this.given = given;
-            this.properties = properties;
-        }
-
-        private StructType readSchema() {
-            QueueOptions o = new QueueOptions(properties);
-            return LogSource.userSchema(QueueOptions.SOURCE, fullSchema(o.permissive()), given, o.permissive());
-        }
-
-        @Override
-        public String name() {
-            return QueueOptions.SOURCE;
-        }
-
-        @Override
-        public StructType schema() {
-            return readSchema();
-        }
-
-        @Override
-        public Set<TableCapability> capabilities() {
-            return EnumSet.of(TableCapability.BATCH_READ);
-        }
-
-        @Override
-        public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-            return new QueueScanBuilder(readSchema(), new QueueOptions(options.asCaseSensitiveMap()));
-        }
+        return new BatchTable(QueueOptions.SOURCE, schema, properties, p -> new QueueOptions(p).permissive(),
+            QueueSource::fullSchema, (read, options) -> new QueueScanBuilder(read, new QueueOptions(options)));
     }
 
     /** Column pruning (no filter pushdown: a queue's items are read in id order, whole). */
