@@ -3,7 +3,6 @@ package engine.spark;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.OptionalLong;
 
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.catalog.Table;
@@ -43,16 +42,11 @@ public final class EventsSource implements TableProvider, DataSourceRegister {
 
     /** {@code engine.spark.schemas.EVENTS_SCHEMA}; PERMISSIVE: nullable plus _corrupt_record. */
     static StructType fullSchema(boolean permissive) {
-        boolean nul = permissive;
-        List<StructField> f = new ArrayList<>(List.of(
-            new StructField("journal", DataTypes.StringType, nul, Metadata.empty()),
-            new StructField("persistence_id", DataTypes.StringType, nul, Metadata.empty()),
-            new StructField("sequence_nr", DataTypes.LongType, nul, Metadata.empty()),
-            new StructField("payload", DataTypes.BinaryType, nul, Metadata.empty())));
-        if (permissive) {
-            f.add(new StructField(EventsBatchReader.CORRUPT, DataTypes.StringType, true, Metadata.empty()));
-        }
-        return new StructType(f.toArray(new StructField[0]));
+        return ScanParts.schema(permissive,
+            new StructField("journal", DataTypes.StringType, false, Metadata.empty()),
+            new StructField("persistence_id", DataTypes.StringType, false, Metadata.empty()),
+            new StructField("sequence_nr", DataTypes.LongType, false, Metadata.empty()),
+            new StructField("payload", DataTypes.BinaryType, false, Metadata.empty()));
     }
 
     @Override
@@ -89,14 +83,7 @@ public final class EventsSource implements TableProvider, DataSourceRegister {
 
         @Override
         public void pruneColumns(StructType required) {
-            List<StructField> keep = new ArrayList<>();
-            List<String> names = List.of(required.fieldNames());
-            for (StructField f : schema.fields()) {
-                if (names.contains(f.name()) || (f.name().equals(EventsBatchReader.CORRUPT) && options.permissive())) {
-                    keep.add(f);
-                }
-            }
-            schema = new StructType(keep.toArray(new StructField[0]));
+            schema = ScanParts.prune(schema, required, options.permissive());
         }
 
         @Override
@@ -190,19 +177,7 @@ public final class EventsSource implements TableProvider, DataSourceRegister {
                 rows += p.rows;
                 bytes += p.bytes;
             }
-            final long r = rows;
-            final long b = Math.max(1, bytes);
-            return new Statistics() {
-                @Override
-                public OptionalLong sizeInBytes() {
-                    return OptionalLong.of(b);
-                }
-
-                @Override
-                public OptionalLong numRows() {
-                    return OptionalLong.of(r);
-                }
-            };
+            return ScanParts.statistics(bytes, rows);
         }
     }
 

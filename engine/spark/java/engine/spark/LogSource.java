@@ -5,7 +5,6 @@ import java.util.EnumSet;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.OptionalLong;
 import java.util.Set;
 
 import org.apache.hadoop.conf.Configuration;
@@ -56,19 +55,14 @@ public final class LogSource implements TableProvider, DataSourceRegister {
 
     /** The engine-log schema ({@code engine.spark.schemas.LOG_SCHEMA}); PERMISSIVE: nullable plus _corrupt_record. */
     static StructType fullSchema(boolean permissive) {
-        boolean nul = permissive;
-        List<StructField> f = new ArrayList<>(List.of(
-            new StructField("log", DataTypes.StringType, nul, Metadata.empty()),
-            new StructField("segment", DataTypes.LongType, nul, Metadata.empty()),
-            new StructField("index", DataTypes.LongType, nul, Metadata.empty()),
-            new StructField("time", DataTypes.TimestampType, nul, Metadata.empty()),
-            new StructField("time_ns", DataTypes.LongType, nul, Metadata.empty()),
-            new StructField("flags", DataTypes.LongType, nul, Metadata.empty()),
-            new StructField("data", DataTypes.BinaryType, nul, Metadata.empty())));
-        if (permissive) {
-            f.add(new StructField(LogBatchReader.CORRUPT, DataTypes.StringType, true, Metadata.empty()));
-        }
-        return new StructType(f.toArray(new StructField[0]));
+        return ScanParts.schema(permissive,
+            new StructField("log", DataTypes.StringType, false, Metadata.empty()),
+            new StructField("segment", DataTypes.LongType, false, Metadata.empty()),
+            new StructField("index", DataTypes.LongType, false, Metadata.empty()),
+            new StructField("time", DataTypes.TimestampType, false, Metadata.empty()),
+            new StructField("time_ns", DataTypes.LongType, false, Metadata.empty()),
+            new StructField("flags", DataTypes.LongType, false, Metadata.empty()),
+            new StructField("data", DataTypes.BinaryType, false, Metadata.empty()));
     }
 
     static Hfs driverFs() {
@@ -215,14 +209,7 @@ public final class LogSource implements TableProvider, DataSourceRegister {
 
         @Override
         public void pruneColumns(StructType required) {
-            List<StructField> keep = new ArrayList<>();
-            List<String> names = List.of(required.fieldNames());
-            for (StructField f : schema.fields()) {
-                if (names.contains(f.name()) || (f.name().equals(LogBatchReader.CORRUPT) && options.permissive())) {
-                    keep.add(f);
-                }
-            }
-            schema = new StructType(keep.toArray(new StructField[0]));
+            schema = ScanParts.prune(schema, required, options.permissive());
         }
 
         @Override
@@ -371,19 +358,7 @@ public final class LogSource implements TableProvider, DataSourceRegister {
                 long recBytes = p.segment.count == 0 ? 0 : segBytes * n / p.segment.count;
                 bytes += recBytes + (long) LogCodec.ENTRY_SIZE * n;
             }
-            final long r = aggregates != null ? 1 : rows;
-            final long b = aggregates != null ? 64 : Math.max(1, bytes);
-            return new Statistics() {
-                @Override
-                public OptionalLong sizeInBytes() {
-                    return OptionalLong.of(b);
-                }
-
-                @Override
-                public OptionalLong numRows() {
-                    return OptionalLong.of(r);
-                }
-            };
+            return aggregates != null ? ScanParts.statistics(64, 1L) : ScanParts.statistics(bytes, rows);
         }
     }
 

@@ -1,9 +1,7 @@
 package engine.spark;
 
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.OptionalLong;
 import java.util.Set;
 
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -42,19 +40,14 @@ public final class QueueSource implements TableProvider, DataSourceRegister {
 
     /** {@code engine.spark.schemas.QUEUE_SCHEMA}; PERMISSIVE: nullable plus _corrupt_record. */
     static StructType fullSchema(boolean permissive) {
-        boolean nul = permissive;
-        List<StructField> f = new ArrayList<>(List.of(
-            new StructField("queue", DataTypes.StringType, nul, Metadata.empty()),
-            new StructField("reader", DataTypes.StringType, nul, Metadata.empty()),
-            new StructField("id", DataTypes.LongType, nul, Metadata.empty()),
-            new StructField("add_time", DataTypes.TimestampType, nul, Metadata.empty()),
+        return ScanParts.schema(permissive,
+            new StructField("queue", DataTypes.StringType, false, Metadata.empty()),
+            new StructField("reader", DataTypes.StringType, false, Metadata.empty()),
+            new StructField("id", DataTypes.LongType, false, Metadata.empty()),
+            new StructField("add_time", DataTypes.TimestampType, false, Metadata.empty()),
             new StructField("expire_time", DataTypes.TimestampType, true, Metadata.empty()),
-            new StructField("error_count", DataTypes.IntegerType, nul, Metadata.empty()),
-            new StructField("data", DataTypes.BinaryType, nul, Metadata.empty())));
-        if (permissive) {
-            f.add(new StructField(QueueBatchReader.CORRUPT, DataTypes.StringType, true, Metadata.empty()));
-        }
-        return new StructType(f.toArray(new StructField[0]));
+            new StructField("error_count", DataTypes.IntegerType, false, Metadata.empty()),
+            new StructField("data", DataTypes.BinaryType, false, Metadata.empty()));
     }
 
     @Override
@@ -87,14 +80,7 @@ public final class QueueSource implements TableProvider, DataSourceRegister {
 
         @Override
         public void pruneColumns(StructType required) {
-            List<StructField> keep = new ArrayList<>();
-            List<String> names = List.of(required.fieldNames());
-            for (StructField f : schema.fields()) {
-                if (names.contains(f.name()) || (f.name().equals(QueueBatchReader.CORRUPT) && options.permissive())) {
-                    keep.add(f);
-                }
-            }
-            schema = new StructType(keep.toArray(new StructField[0]));
+            schema = ScanParts.prune(schema, required, options.permissive());
         }
 
         @Override
@@ -158,18 +144,7 @@ public final class QueueSource implements TableProvider, DataSourceRegister {
                     bytes += p.bytes;
                 }
             }
-            final long b = Math.max(1, bytes);
-            return new Statistics() {
-                @Override
-                public OptionalLong sizeInBytes() {
-                    return OptionalLong.of(b);
-                }
-
-                @Override
-                public OptionalLong numRows() {
-                    return OptionalLong.empty();
-                }
-            };
+            return ScanParts.statistics(bytes, null);
         }
     }
 

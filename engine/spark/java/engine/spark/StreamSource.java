@@ -10,7 +10,6 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.OptionalLong;
 import java.util.Set;
 
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -48,19 +47,14 @@ public final class StreamSource implements TableProvider {
     static final String SOURCE = "engine-streams";
 
     static StructType fullSchema(boolean permissive) {
-        boolean nul = permissive;
-        List<StructField> f = new ArrayList<>(List.of(
-            new StructField("journal", DataTypes.StringType, nul, Metadata.empty()),
-            new StructField("stream", DataTypes.LongType, nul, Metadata.empty()),
-            new StructField("ident", DataTypes.StringType, nul, Metadata.empty()),
-            new StructField("start_offset", DataTypes.LongType, nul, Metadata.empty()),
-            new StructField("status", DataTypes.StringType, nul, Metadata.empty()),
-            new StructField("bytes", DataTypes.LongType, nul, Metadata.empty()),
-            new StructField("data", DataTypes.BinaryType, nul, Metadata.empty())));
-        if (permissive) {
-            f.add(new StructField(LogBatchReader.CORRUPT, DataTypes.StringType, true, Metadata.empty()));
-        }
-        return new StructType(f.toArray(new StructField[0]));
+        return ScanParts.schema(permissive,
+            new StructField("journal", DataTypes.StringType, false, Metadata.empty()),
+            new StructField("stream", DataTypes.LongType, false, Metadata.empty()),
+            new StructField("ident", DataTypes.StringType, false, Metadata.empty()),
+            new StructField("start_offset", DataTypes.LongType, false, Metadata.empty()),
+            new StructField("status", DataTypes.StringType, false, Metadata.empty()),
+            new StructField("bytes", DataTypes.LongType, false, Metadata.empty()),
+            new StructField("data", DataTypes.BinaryType, false, Metadata.empty()));
     }
 
     /** The read options: only {@code mode} and the paths (LogOptions parses both the same way). */
@@ -165,14 +159,7 @@ public final class StreamSource implements TableProvider {
 
         @Override
         public void pruneColumns(StructType required) {
-            List<String> names = List.of(required.fieldNames());
-            List<StructField> keep = new ArrayList<>();
-            for (StructField f : schema.fields()) {
-                if (names.contains(f.name()) || (f.name().equals(LogBatchReader.CORRUPT) && options.permissive())) {
-                    keep.add(f);
-                }
-            }
-            schema = new StructType(keep.toArray(new StructField[0]));
+            schema = ScanParts.prune(schema, required, options.permissive());
         }
 
         @Override
@@ -246,18 +233,7 @@ public final class StreamSource implements TableProvider {
             for (Part p : parts()) {
                 bytes += p.size;
             }
-            final long b = Math.max(1, bytes);
-            return new Statistics() {
-                @Override
-                public OptionalLong sizeInBytes() {
-                    return OptionalLong.of(b);
-                }
-
-                @Override
-                public OptionalLong numRows() {
-                    return OptionalLong.empty();
-                }
-            };
+            return ScanParts.statistics(bytes, null);
         }
     }
 
