@@ -155,7 +155,10 @@ class JournalWriter:
         self._buffer_bytes = 0
         self._buffer_first: int | None = None  # id of the first staged record
         self._held = False  # this process holds the append lock
-        self._in_flight = 0  # durable puts of this process between their write and their return
+        # Durable puts of this process between their write and their return, one
+        # entry each: appended under ``_lock``, popped without it (list appends and
+        # pops are atomic), so a put's end takes the lock only to let go.
+        self._in_flight: list[None] = []
         self._foreign_lead = False  # another producer led the group commit when last looked (_sync_to)
         self._knock_seen = 0  # ``knock`` when the lock was taken
         self._seen_gen = 0  # the record's gen as this process last wrote or read it
@@ -278,7 +281,7 @@ class JournalWriter:
                     self._release()  # another producer asked for the append lock
             target = self._end_l
             if self._always:
-                self._in_flight += 1
+                self._in_flight.append(None)
         finally:
             lock.release()
         if self._always:
@@ -300,14 +303,16 @@ class JournalWriter:
         this process are in flight it stays: one of them leads the next fsync,
         which lets it go (``_lead``), so threads putting together take it once per
         fsync, not once per put."""
-        lock = self._lock
-        lock.acquire()
-        try:
-            self._in_flight -= 1
-            if self._held and not self._in_flight:
-                self.flush_locked()
-        finally:
-            lock.release()
+        in_flight = self._in_flight
+        in_flight.pop()
+        if self._held and not in_flight:  # (looked at again under the lock: a put may start meanwhile)
+            lock = self._lock
+            lock.acquire()
+            try:
+                if not in_flight:
+                    self.flush_locked()
+            finally:
+                lock.release()
 
     def _let_go(self) -> None:
         """Let the append lock go (what is staged written first)."""
