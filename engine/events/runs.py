@@ -111,10 +111,11 @@ WALK_SIZE = _WALK.size
 #: ``(base, size)``: the window slots a :data:`RUN_READ` asks for, at byte ``W_BASE * 8``.
 _WINDOW = struct.Struct("=2q")
 assert _WINDOW.size == 16
-#: The walk's state slots a driver returns (``W_OFFSET`` .. ``W_WANT``), and its
-#: fixed slots (``W_HI`` .. ``W_MAX``, at byte ``W_HI * 8``).
-_STATE = _FIXED = struct.Struct("=4q")
-assert _STATE.size == 32
+#: Four consecutive slots of a walk: its state (``W_OFFSET`` .. ``W_WANT``, at
+#: byte 0), which a driver returns, or its fixed slots (``W_HI`` .. ``W_MAX``,
+#: at byte ``W_HI * 8``), which a stop keeps.
+_FOUR_SLOTS = struct.Struct("=4q")
+assert _FOUR_SLOTS.size == 32
 _pack_walk = _WALK.pack
 _window = _WINDOW.unpack_from
 _AT_WINDOW = W_BASE * 8
@@ -324,7 +325,7 @@ def walk_runs_py(buf: bytes, walk: bytearray, events: list[Event], sums: Sums | 
 def _stop(walk: bytearray, offset: int, prev: int, expected: int, want: int, bs: int, be: int, status: int,
           d0: int, d1: int, d2: int = 0) -> int:
     """Store the walk's state and ``status``' detail (the window slots) in ``walk``; returns ``status``."""
-    hi, limit, cap, max_events = _FIXED.unpack_from(walk, W_HI * 8)
+    hi, limit, cap, max_events = _FOUR_SLOTS.unpack_from(walk, W_HI * 8)
     _WALK.pack_into(walk, 0, offset, prev, expected, want, bs, be, hi, limit, cap, max_events, d0, d1, d2)
     return status
 
@@ -361,7 +362,7 @@ def read_runs_with(walker: Walker, read_at: ReadAt, offset: int, prev: int, expe
         base, size = _window(walk, _AT_WINDOW)
         buf = read_at(base, size)
         status = walker(buf, walk, events, sums)
-    offset, prev, expected, want = _STATE.unpack_from(walk)
+    offset, prev, expected, want = _FOUR_SLOTS.unpack_from(walk)
     return events, offset, prev, expected, want, status, None if status < RUN_BAD else run_detail(status, walk, buf)
 
 

@@ -81,6 +81,11 @@ class EventView(ClosedWhenDropped):
         # Bound once: replay's walker reads through it (the engine/fs seam).
         self._raw_read: ReadAt = data.read_at
         self.readahead = readahead
+        # Replay's window bounds, fixed at open: the largest window the walker
+        # reads (at least a block header) and the first one (4 KiB at most:
+        # block sizes are not known yet).
+        self._cap = readahead if readahead > BLOCK_HEADER_SIZE else BLOCK_HEADER_SIZE
+        self._first_window = MIN_WINDOW if self._cap > MIN_WINDOW else self._cap
         self._lock = threading.RLock()
         self._entries: dict[str, Entry] = {}
         self._end = DATA_HEADER_SIZE
@@ -176,9 +181,8 @@ class EventView(ClosedWhenDropped):
         # and need no generator at all.
         # The walker checks each batch it reads against data.crc the first time
         # (``sums``: it remembers which it checked).
-        cap = self.readahead if self.readahead > BLOCK_HEADER_SIZE else BLOCK_HEADER_SIZE
-        walked = read_runs(self._raw_read, first, ANY_PREVIOUS, lo, hi, limit, cap,
-                           MIN_WINDOW if cap > MIN_WINDOW else cap, RUN_CHUNK, sums)
+        walked = read_runs(self._raw_read, first, ANY_PREVIOUS, lo, hi, limit, self._cap, self._first_window,
+                           RUN_CHUNK, sums)
         events = iter(walked[0]) if walked[5] == RUN_DONE else chain.from_iterable(
             self._runs(first, ANY_PREVIOUS, lo, hi, limit, sums, walked))
         return events if self._decoded is None else map(self._decoded, events)
@@ -198,8 +202,8 @@ class EventView(ClosedWhenDropped):
         """
         read_at = self._raw_read
         walk = read_runs
-        cap = max_(self.readahead, BLOCK_HEADER_SIZE)
-        want = min(MIN_WINDOW, cap)
+        cap = self._cap
+        want = self._first_window
         while True:
             if walked is None:
                 walked = walk(read_at, offset, prev, expected, hi, limit, cap, want, RUN_CHUNK, sums)
@@ -340,5 +344,3 @@ class EventView(ClosedWhenDropped):
         mode = "read-only" if self.read_only else "writer"
         return f"<{type(self).__name__} {self.directory!r} {mode} ids={len(self._entries)} end={self._end}>"
 
-
-max_ = max  # ``replay`` has a parameter named ``max`` (Akka's name)
