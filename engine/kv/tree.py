@@ -70,7 +70,7 @@ class Writer(Source, Protocol):
     """A transaction's write access."""
 
     def mutable(self, page: int) -> Node:
-        """The transaction's own copy of the node at ``page``, to change in place."""
+        """The transaction's own node at ``page``, to change in place (no one else sees it)."""
         ...
 
     def new_page(self, node: Node) -> int:
