@@ -44,7 +44,9 @@ def test_a_leaf_split_keeps_each_halfs_encoded_size() -> None:
         n = rng.randrange(2, 40)
         keys = sorted({rng.randbytes(rng.randrange(1, 20)) for _ in range(n)})
         vals: list[nodes.Value] = [
-            Overflow(rng.randrange(2, 99), rng.randrange(2000)) if rng.random() < 0.1 else rng.randbytes(rng.randrange(90))
+            Overflow(rng.randrange(2, 99), rng.randrange(2000))
+            if rng.random() < 0.1
+            else rng.randbytes(rng.randrange(90))
             for _ in keys
         ]
         if len(keys) < 2:
