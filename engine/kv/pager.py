@@ -123,9 +123,10 @@ class NodeCache:
         """The node at ``page`` and its image, no longer cached (None if it was not):
         for a transaction to change the node in place instead of copying it."""
         node = self._nodes.pop(page, None)
-        if node is None:
+        image = self.images.pop(page, None)
+        if node is None or image is None:
             return None
-        return node, self.images.pop(page)
+        return node, image
 
     def update(self, changed: dict[int, Node], freed: Iterable[int], images: dict[int, bytes]) -> None:
         """After a commit: the transaction's nodes and their images replace the old

@@ -5,7 +5,8 @@ store file, JRNL journal, page checksums) and keeps B+trees in its pages: page 1
 is the meta page (magic, commit counter, one entry per named tree), the rest are
 nodes and overflow pages (``docs/formats/kv.md``).  Every change runs in a
 :class:`KVTransaction`; a single ``kv[key] = value`` is a transaction of its own.
-A transaction changes copies of decoded nodes and, on commit, writes each changed
+A transaction changes decoded nodes it takes out of the writer's cache (no copy;
+the commit puts them back) and, on commit, writes each changed
 node as a whole page, and the meta page's changed entries, in one page store
 transaction: one journal write and one fdatasync.
 
