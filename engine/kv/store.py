@@ -583,19 +583,13 @@ class KV(TreeAPI):
     def own_node(self, page: int) -> Node:
         """The committed node at ``page``, for a transaction to change in place (no copy).
 
-        The node (and its image) leave the cache first (``NodeCache.take``), so
-        nothing else sees it change: a read through this writer while the
-        transaction is open (the same thread; others wait for the lock) decodes the
-        committed page afresh, the commit puts the changed node back
-        (:meth:`install`), and a rollback has nothing to undo.  A bulk commit
-        changes a leaf for most of its puts, and copying one (two lists, a
-        reference count written in every key and value object, the old objects
-        freed at commit) cost more than the rest of the put's leaf work.
-
-        A lazy leaf (decoded from its page, values not yet sliced out) gets its
-        values from its image in one compiled call (:data:`engine.kv.pager.leaf_items`
-        over that one page; the image was verified when it was cached, and is
-        checked again by the call), not by slicing each value in Python."""
+        The node and its image leave the cache first (``NodeCache.take``), so nothing
+        else sees it change: a read through this writer inside the transaction (the
+        same thread; others wait for the lock) decodes the committed page afresh, the
+        commit puts the node back (:meth:`install`), a rollback has nothing to undo.
+        (A bulk put changes about one leaf; copying it cost most of the put's tree work.)
+        A lazy leaf's values come from its verified image in one compiled call
+        (:data:`engine.kv.pager.leaf_items` over that page, which checks it again)."""
         taken = self._cache.take(page)
         if taken is None:
             node, image = read_page_node(self.path, page, self._committed, self._pages.page_count)
