@@ -1,6 +1,7 @@
 """Key-value store benchmark: engine.kv against sqlite3, LMDB and diskcache, side by side.
 
     python3 -m benchmarks.kv [--quick] [--keys N] [--rounds R] [--reader-seconds S] [--dir DIR]
+                             [--only STORES] [--load-only]
 
 N keys of 16 random bytes with 100-byte values (1,000,000; ``--quick``:
 200,000), loaded in transactions of 1,000.  Then, for every store:
@@ -405,6 +406,8 @@ def run_all(stores: list[Store], keys: list[bytes], args: argparse.Namespace) ->
     phase(LOAD, [load_slice(batches[i : i + per_round]) for i in range(0, len(batches), per_round)])
     for store in stores:
         results[store.name].sizes["after load"] = store.size()
+    if args.load_only:
+        return [results[s.name] for s in stores]
 
     def get_slice(sample: list[bytes]) -> tuple[int, Callable[[Store], Callable[[], Any]]]:
         def run(store: Store) -> Callable[[], Any]:
@@ -583,6 +586,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reader-seconds", type=float, help="seconds per round of the 4-reader phase (0: skip)")
     parser.add_argument("--dir", help="where to put the stores (default: a temporary directory)")
     parser.add_argument("--only", help="comma-separated store names")
+    parser.add_argument("--load-only", action="store_true", help="the bulk load alone (no other phase)")
     args = parser.parse_args(argv)
     args.keys = args.keys or (200_000 if args.quick else 1_000_000)
     args.gets = 50_000 if args.quick else 200_000
@@ -609,11 +613,14 @@ def main(argv: list[str] | None = None) -> None:
         for store in stores:
             store.close()
             shutil.rmtree(store.root, ignore_errors=True)
-    if not args.only:
+    if not args.only and not args.load_only:
         write_results(results, args, time.perf_counter() - t0)
     else:
+        by = {r.name: r for r in results}
         for r in results:
             print(r.name, {op: round(r.rate(op)) for op in r.rounds})
+            if r.name != ENGINE and ENGINE in by:
+                print(f"  engine/{r.name}", {op: round(_paired(by, op, r.name) or 0, 3) for op in r.rounds})
 
 
 if __name__ == "__main__":

@@ -538,7 +538,9 @@ encode_leaf(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (out == NULL)
         return NULL;
     unsigned char *page = (unsigned char *)PyBytes_AS_STRING(out);
-    memset(page, 0, (size_t)page_size);
+    /* every byte in [HEAD, used) is written below: zero only the header and the padding */
+    memset(page, 0, HEAD);
+    memset(page + used, 0, (size_t)(page_size - used));
     Py_ssize_t at = HEAD + 4 * n;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *k = PyList_GET_ITEM(keys, i);
@@ -617,7 +619,9 @@ encode_branch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (out == NULL)
         return NULL;
     unsigned char *page = (unsigned char *)PyBytes_AS_STRING(out);
-    memset(page, 0, (size_t)page_size);
+    /* every byte in [HEAD, used) is written below: zero only the header and the padding */
+    memset(page, 0, HEAD);
+    memset(page + used, 0, (size_t)(page_size - used));
     for (Py_ssize_t i = 0; i <= n; i++) {
         unsigned long long child = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(children, i));
         if (child == (unsigned long long)-1 && PyErr_Occurred()) {

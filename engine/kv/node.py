@@ -102,7 +102,8 @@ Value = bytes | Overflow
 class Leaf:
     """A decoded leaf: sorted keys and their values (inline bytes or Overflow).
 
-    Nodes in a cache are never changed; a transaction changes a :meth:`copy`.
+    Nodes in a cache are never changed; a transaction takes the nodes it changes
+    out of the cache first (``engine.kv.store.KV.own_node``).
     ``size`` is the encoded size in bytes, kept up to date by the tree code.
     A leaf decoded from a page slices its values out of the page only when they
     are first asked for (:meth:`value_at` slices just one): a get needs one.

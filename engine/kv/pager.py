@@ -86,8 +86,9 @@ class NodeCache:
     which descends over the images in one call); evicts the oldest entries past
     ``capacity``.
 
-    Cached nodes and images are never changed (transactions change copies), so
-    one object may be handed to many readers.  An image is in ``images`` only
+    Cached nodes and images are never changed: a transaction takes a node it
+    changes out of the cache (:meth:`take`) and the commit puts it back
+    (:meth:`update`), so one object may be handed to many readers.  An image is in ``images`` only
     while its node is cached, and only if it passed :func:`decode_node` (CRC and
     key order) or the writer encoded it.
     """
@@ -117,6 +118,15 @@ class NodeCache:
         for old in list(islice(nodes_, drop)):
             del nodes_[old]
             images.pop(old, None)
+
+    def take(self, page: int) -> tuple[Node, bytes] | None:
+        """The node at ``page`` and its image, no longer cached (None if it was not):
+        for a transaction to change the node in place instead of copying it."""
+        node = self._nodes.pop(page, None)
+        image = self.images.pop(page, None)
+        if node is None or image is None:
+            return None
+        return node, image
 
     def update(self, changed: dict[int, Node], freed: Iterable[int], images: dict[int, bytes]) -> None:
         """After a commit: the transaction's nodes and their images replace the old
@@ -150,21 +160,24 @@ def decode_page(path: str, page: int, data: bytes, page_count: int) -> Node:
 
 def read_node(path: str, page: int, read: Callable[[int], bytes], page_count: int) -> Node:
     """Read and decode the node at ``page`` (a free or unallocated page id is damage too)."""
+    return read_page_node(path, page, read, page_count)[0]
+
+
+def read_page_node(path: str, page: int, read: Callable[[int], bytes], page_count: int) -> tuple[Node, bytes]:
+    """The node at ``page`` (:func:`read_node`) and the page image it was decoded from."""
     try:
         data = read(page)
     except PageError as exc:
         raise CorruptFileError(path, exc.offset, "a pointer to a live node page", exc.reason) from exc
-    return decode_page(path, page, data, page_count)
+    if type(data) is not bytes:
+        data = bytes(data)
+    return decode_page(path, page, data, page_count), data
 
 
 def load_node(path: str, page: int, read: Callable[[int], bytes], page_count: int, cache: NodeCache) -> Node:
     """:func:`read_node`, and the node and its page image kept in ``cache``."""
-    try:
-        data = read(page)
-    except PageError as exc:
-        raise CorruptFileError(path, exc.offset, "a pointer to a live node page", exc.reason) from exc
-    found = decode_page(path, page, data, page_count)
-    cache.put(page, found, data if type(data) is bytes else bytes(data))
+    found, data = read_page_node(path, page, read, page_count)
+    cache.put(page, found, data)
     return found
 
 

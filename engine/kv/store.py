@@ -5,7 +5,8 @@ store file, JRNL journal, page checksums) and keeps B+trees in its pages: page 1
 is the meta page (magic, commit counter, one entry per named tree), the rest are
 nodes and overflow pages (``docs/formats/kv.md``).  Every change runs in a
 :class:`KVTransaction`; a single ``kv[key] = value`` is a transaction of its own.
-A transaction changes copies of decoded nodes and, on commit, writes each changed
+A transaction changes decoded nodes it takes out of the writer's cache (no copy;
+the commit puts them back) and, on commit, writes each changed
 node as a whole page, and the meta page's changed entries, in one page store
 transaction: one journal write and one fdatasync.
 
@@ -48,6 +49,7 @@ from engine.kv.pager import (
     overflow_chain,
     read_meta,
     read_overflow,
+    read_page_node,
     resolved,
 )
 from engine.kv.reader import KVReader, kv_stats
@@ -99,7 +101,7 @@ class KVTransaction(TreeAPI):
         self._ptx: Transaction
         self._ptx, self._txid, self._committed = kv.begin_changes()
         self._committed_cached, self._committed_node = kv.cached, kv.node
-        self._copy = kv.copy_node
+        self._own = kv.own_node
         self._dirty: dict[int, Node] = {}
         self.cached = self._dirty.get
         # (entries, size) of each changed node as committed: an unchanged shape means
@@ -278,11 +280,8 @@ class KVTransaction(TreeAPI):
     def mutable(self, page: int) -> Node:
         found = self._dirty.get(page)
         if found is None:
-            committed = self._committed_cached(page)
-            if committed is None:
-                committed = self._committed_node(page)
-            self._shape[page] = (len(committed.keys), committed.size)
-            found = self._copy(page, committed)
+            found = self._own(page)  # the committed node itself, out of the writer's cache
+            self._shape[page] = (len(found.keys), found.size)
             self._dirty[page] = found
         return found
 
@@ -581,29 +580,34 @@ class KV(TreeAPI):
             found = load_node(self.path, page, self._committed, self._pages.page_count, self._cache)
         return found
 
-    def copy_node(self, page: int, node: Node) -> Node:
-        """A copy of the committed ``node`` at ``page`` for a transaction to change.
+    def own_node(self, page: int) -> Node:
+        """The committed node at ``page``, for a transaction to change in place (no copy).
 
-        A lazy leaf's entries (one decoded from its page, values not yet sliced
-        out) come from its cached page image in one compiled call
-        (:data:`engine.kv.pager.leaf_items` over that one page: fresh lists of its
-        keys and of its values sliced from the image), not from slicing each value
-        in Python: a bulk commit copies such a leaf for most of its puts.  The
-        image was verified when it was cached, and is checked again by the call.
-        Any other node (a leaf this writer wrote holds its values in a list
-        already: two list copies are cheaper) is copied as it is."""
+        The node and its image leave the cache first (``NodeCache.take``), so nothing
+        else sees it change: a read through this writer inside the transaction (the
+        same thread; others wait for the lock) decodes the committed page afresh, the
+        commit puts the node back (:meth:`install`), a rollback has nothing to undo.
+        (A bulk put changes about one leaf; copying it cost most of the put's tree work.)
+        A lazy leaf's values come from its verified image in one compiled call
+        (:data:`engine.kv.pager.leaf_items` over that page, which checks it again)."""
+        taken = self._cache.take(page)
+        if taken is None:
+            node, image = read_page_node(self.path, page, self._committed, self._pages.page_count)
+        else:
+            node, image = taken
         if type(node) is Leaf and node.lazy:
             try:
-                got = leaf_items(self._images, page, 1, None, False, self._pages.page_count)
+                got = leaf_items({page: image}, page, 1, None, False, self._pages.page_count)
             except nodes.NodeError as exc:
                 raise CorruptFileError(self.path, exc.offset, exc.expected, exc.found) from exc
-            if not isinstance(got, int):
-                keys, raw = got[0], got[1]
-                vals: list[Value] = raw  # type: ignore[assignment]
-                if tuple in map(type, raw):  # overflow values come as (page, length)
-                    vals = [v if type(v) is bytes else Overflow(*v) for v in raw]  # type: ignore[misc]
-                return Leaf(keys, vals, node.size)
-        return node.copy()
+            if isinstance(got, int):  # not a leaf after all: decoding said it was
+                raise CorruptFileError(self.path, page * self.page_size, "a leaf page")
+            raw = got[1]
+            vals: list[Value] = raw  # type: ignore[assignment]
+            if tuple in map(type, raw):  # overflow values come as (page, length)
+                vals = [v if type(v) is bytes else Overflow(*v) for v in raw]  # type: ignore[misc]
+            return Leaf(node.keys, vals, node.size)
+        return node
 
     def value(self, value: Value) -> bytes:
         if type(value) is bytes:

@@ -24,8 +24,9 @@ answer: levels strictly decrease on the way down.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterator
-from itertools import chain
+from collections.abc import Callable, Iterable, Iterator
+from itertools import accumulate, chain, repeat
+from operator import add
 from typing import Protocol
 
 from engine.errors import CorruptFileError
@@ -70,7 +71,7 @@ class Writer(Source, Protocol):
     """A transaction's write access."""
 
     def mutable(self, page: int) -> Node:
-        """The transaction's own copy of the node at ``page``, to change in place."""
+        """The transaction's own node at ``page``, to change in place (no one else sees it)."""
         ...
 
     def new_page(self, node: Node) -> int:
@@ -351,19 +352,34 @@ def _fix_root(w: Writer, tree: TreeInfo, page: int, node: Node) -> None:
         node = w.node(child)
 
 
-def _balance_point(sizes: list[int], lo: int, hi: int) -> int:
-    """The index m in [lo, hi] that splits ``sizes`` most evenly (sum of sizes[:m] vs the rest)."""
-    total = sum(sizes)
-    acc = 0
-    best, best_gap = lo, None
-    for m in range(len(sizes) + 1):
-        if lo <= m <= hi:
-            gap = abs(total - 2 * acc)
-            if best_gap is None or gap < best_gap:
-                best, best_gap = m, gap
-        if m < len(sizes):
-            acc += sizes[m]
-    return best
+def _balance_point(sizes: Iterable[int], lo: int, hi: int) -> tuple[int, int, int]:
+    """The index m in [lo, hi] (both in 0..len(sizes)) that splits ``sizes``
+    most evenly (the sum of sizes[:m] against the rest; the lower m of a tie,
+    ``lo`` if the range is empty), that sum, and the total.
+
+    The running sums rise, so the gap |total - 2 * sum(sizes[:m])| falls up to
+    the first m whose sum is at least half the total and rises from there: the
+    best m is that one or the one before (a bisection, no loop in Python)."""
+    acc = list(accumulate(sizes, initial=0))
+    total = acc[-1]
+    first = bisect_left(acc, (total + 1) // 2)  # the first m with 2 * acc[m] >= total
+    if hi < lo or first <= lo:
+        m = lo
+    elif first - 1 >= hi:
+        m = hi
+    else:
+        m = first - 1 if total - 2 * acc[first - 1] <= 2 * acc[first] - total else first
+    return m, acc[m], total
+
+
+def _leaf_sizes(keys: list[bytes], vals: list[Value]) -> Iterator[int]:
+    """Each leaf entry's encoded size: 4 + key + value (or its overflow reference)."""
+    try:
+        # every value inline (the usual leaf): C loops, no Python frame per entry
+        lens = list(map(add, map(len, keys), map(len, vals)))  # type: ignore[arg-type]
+    except TypeError:  # an Overflow among the values
+        lens = [len(k) + vsize(v) for k, v in zip(keys, vals)]
+    return map(add, lens, repeat(4))
 
 
 def _split(node: Node) -> tuple[Node, bytes]:
@@ -372,15 +388,14 @@ def _split(node: Node) -> tuple[Node, bytes]:
     keys = node.keys
     if type(node) is Leaf:
         vals = node.vals
-        m = _balance_point([4 + len(k) + vsize(v) for k, v in zip(keys, vals)], 1, len(keys) - 1)
-        right = Leaf(keys[m:], vals[m:], 0)
+        m, left, total = _balance_point(_leaf_sizes(keys, vals), 1, len(keys) - 1)
+        right = Leaf(keys[m:], vals[m:], HEAD + total - left)
         del keys[m:], vals[m:]
-        node.size = leaf_size(keys, vals)
-        right.size = leaf_size(right.keys, right.vals)
+        node.size = HEAD + left
         return right, right.keys[0]
     assert type(node) is Branch
     # key m goes up; left keeps keys[:m] and children[:m + 1]
-    m = _balance_point([10 + len(k) for k in keys], 1, len(keys) - 2)
+    m = _balance_point([10 + len(k) for k in keys], 1, len(keys) - 2)[0]
     sep = keys[m]
     rb = Branch(node.level, keys[m + 1 :], node.children[m + 1 :], 0)
     del keys[m:], node.children[m + 1 :]
@@ -411,10 +426,10 @@ def _rebalance(w: Writer, ppage: int, idx: int) -> None:
             del parent.keys[li], children[ri]
             w.free_page(rpage)
         else:
-            m = _balance_point([4 + len(k) + vsize(v) for k, v in zip(keys, vals)], 1, len(keys) - 1)
+            m, lsize, whole = _balance_point(_leaf_sizes(keys, vals), 1, len(keys) - 1)
             left.keys, left.vals = keys[:m], vals[:m]
             right.keys, right.vals = keys[m:], vals[m:]
-            left.size, right.size = leaf_size(left.keys, left.vals), leaf_size(right.keys, right.vals)
+            left.size, right.size = HEAD + lsize, HEAD + whole - lsize
             parent.keys[li] = right.keys[0]
     elif type(left) is Branch and type(right) is Branch:
         keys = [*left.keys, parent.keys[li], *right.keys]
@@ -425,7 +440,7 @@ def _rebalance(w: Writer, ppage: int, idx: int) -> None:
             del parent.keys[li], children[ri]
             w.free_page(rpage)
         else:
-            m = _balance_point([10 + len(k) for k in keys], 1, len(keys) - 2)
+            m = _balance_point([10 + len(k) for k in keys], 1, len(keys) - 2)[0]
             parent.keys[li] = keys[m]
             left.keys, left.children = keys[:m], kids[: m + 1]
             right.keys, right.children = keys[m + 1 :], kids[m + 1 :]

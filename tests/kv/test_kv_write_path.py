@@ -1,9 +1,10 @@
-"""The writer's copy of a committed node for change (``KV.copy_node``): a lazy
-leaf's entries come from its cached, verified page image in one compiled call
-(``pager.leaf_items`` over that page), any other node is copied as it is.  The
-copy must hold exactly the committed entries, in fresh lists (changing it never
-changes the cached node), and a damaged cached image is a CorruptFileError, never
-a wrong copy."""
+"""The node a transaction changes (``KV.own_node``): the committed node itself,
+taken out of the writer's cache (no copy), a lazy leaf's values from its cached,
+verified page image in one compiled call (``pager.leaf_items`` over that page).
+It must hold exactly the committed entries; while the transaction changes it,
+nothing else sees the change (a read through the writer decodes the committed
+page afresh), a rollback leaves the committed state whole, and a damaged cached
+image is a CorruptFileError, never a wrong node."""
 
 from __future__ import annotations
 
@@ -39,22 +40,59 @@ def _leaves(kv: KV) -> list[tuple[int, Leaf]]:
     return out
 
 
-def test_a_lazy_leafs_copy_holds_its_committed_entries_in_fresh_lists(tmp_path: os.PathLike[str]) -> None:
+def test_an_owned_lazy_leaf_holds_its_committed_entries_and_leaves_the_cache(tmp_path: os.PathLike[str]) -> None:
     path = _store(tmp_path)
     with KV.open(path) as kv:
+        before = dict(kv.items())
         leaves = _leaves(kv)
         assert leaves and any(leaf.lazy for _, leaf in leaves)
+        overflow = False
         for page, leaf in leaves:
             keys, vals = leaf.keys[:], leaf.values()
-            copy = kv.copy_node(page, leaf)
-            assert type(copy) is Leaf
-            assert copy.keys == keys and copy.vals == vals and copy.size == leaf.size
-            assert copy.keys is not leaf.keys
-            copy.keys.insert(0, b"")
-            copy.vals.insert(0, b"x")
-            assert leaf.keys == keys and leaf.values() == vals  # the cached node is untouched
-        # overflow values survive the copy as references, not (page, length) tuples
-        assert any(type(v) is Overflow for _, leaf in leaves for v in kv.copy_node(_, leaf).vals)  # type: ignore[union-attr]
+            owned = kv.own_node(page)
+            assert type(owned) is Leaf and not owned.lazy
+            assert owned.keys == keys and owned.vals == vals and owned.size == leaf.size
+            # overflow values come as references, not (page, length) tuples
+            overflow = overflow or any(type(v) is Overflow for v in owned.vals)
+            assert kv.cached(page) is None  # out of the cache: changing it changes nothing committed
+            owned.keys.insert(0, b"")
+            owned.vals.insert(0, b"x")
+        assert overflow
+        assert dict(kv.items()) == before  # every leaf decoded afresh from its committed page
+
+
+def test_reads_through_the_writer_inside_a_transaction_see_the_committed_state(tmp_path: os.PathLike[str]) -> None:
+    path = _store(tmp_path)
+    rng = random.Random(11)
+    with KV.open(path) as kv:
+        before = dict(kv.items())  # every node cached: the transaction owns cached nodes
+        tx = kv.transaction()
+        with tx:
+            for _ in range(300):  # enough to split leaves and change branches
+                tx[rng.randbytes(12)] = rng.randbytes(40)
+            for key in list(before)[::7]:
+                tx[key] = b"changed"
+            # the same thread (the writer's lock is reentrant) reads the committed state
+            assert dict(kv.items()) == before
+            assert all(kv[key] == before[key] for key in list(before)[::7])
+            tx.rollback()
+        assert dict(kv.items()) == before
+        assert kv.verify()[-1]
+    with KV.open(path) as kv:
+        assert dict(kv.items()) == before
+
+
+def test_a_failed_transaction_leaves_the_cached_committed_nodes_whole(tmp_path: os.PathLike[str]) -> None:
+    path = _store(tmp_path)
+    rng = random.Random(12)
+    with KV.open(path) as kv:
+        before = dict(kv.items())
+        with pytest.raises(RuntimeError), kv.transaction() as tx:
+            for _ in range(300):
+                tx[rng.randbytes(12)] = rng.randbytes(40)
+            raise RuntimeError("abandoned")
+        assert dict(kv.items()) == before
+        assert kv.verify()[-1]
 
 
 def test_puts_into_lazy_leaves_keep_every_other_entry(tmp_path: os.PathLike[str]) -> None:
@@ -74,13 +112,13 @@ def test_puts_into_lazy_leaves_keep_every_other_entry(tmp_path: os.PathLike[str]
         assert dict(kv.items()) == before
 
 
-def test_a_damaged_cached_image_is_corruption_not_a_wrong_copy(tmp_path: os.PathLike[str]) -> None:
+def test_a_damaged_cached_image_is_corruption_not_a_wrong_node(tmp_path: os.PathLike[str]) -> None:
     path = _store(tmp_path)
     with KV.open(path) as kv:
-        page, leaf = next((p, n) for p, n in _leaves(kv) if n.lazy)
+        page = next(p for p, n in _leaves(kv) if n.lazy)
         images = kv._cache.images
         image = bytearray(images[page])
         image[2:4] = (0xFFFF).to_bytes(2, "little")  # an entry count past the page
         images[page] = bytes(image)
         with pytest.raises(CorruptFileError):
-            kv.copy_node(page, leaf)
+            kv.own_node(page)
