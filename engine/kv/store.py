@@ -33,7 +33,7 @@ from engine.fs.core import StoreCore
 from engine.kv import node as nodes
 from engine.kv import pager
 from engine.kv import tree as trees
-from engine.kv.api import DEFAULT_TREE, TreeAPI, TreeView, tree_label, tree_name
+from engine.kv.api import DEFAULT_TREE, EndedBackend, TreeAPI, TreeView, tree_label, tree_name
 from engine.kv.coding import PLAIN, Coding
 from engine.kv.maint import compact, verify_trees
 from engine.kv.node import Leaf, Node, Overflow, TreeInfo, Value
@@ -128,6 +128,9 @@ class KVTransaction(TreeAPI):
                 self._ptx.__exit__(exc_type, exc, tb)
             finally:
                 self._kv.end_changes()
+                # Over: no longer its own backend (a cycle; see EndedBackend).
+                ended = EndedBackend(self.max_key, f"{self.path}: transaction is {self.state}")
+                self._bind(ended, DEFAULT_TREE, self._coding)
 
     def _check(self) -> None:
         if self.state != "open":
