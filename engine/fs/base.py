@@ -360,6 +360,21 @@ class FileHandle(ABC):
             self.write_at(size, bytes(count * WORD.size - size))
         return self._raw_map_words(count)
 
+    def watch_words(self, count: int) -> SharedWords | None:
+        """``count`` words at the start of this file for loads only (a handle
+        opened for reading: another process stores them, see :meth:`map_words`),
+        or None while the file is too short to hold them (nobody made them yet)."""
+        self._check_open()
+        if count <= 0:
+            raise ValueError(f"watch_words: count must be at least 1, not {count}")
+        if self.size() < count * WORD.size:
+            return None
+        return self._raw_watch_words(count)
+
+    def _raw_watch_words(self, count: int) -> SharedWords:
+        """This default loads through :meth:`read_at`; the real file system maps the file."""
+        return FileWords(self, count)
+
     def _raw_map_words(self, count: int) -> SharedWords:
         """This default goes through :meth:`read_at` / :meth:`write_at`; the real
         file system maps the file."""

@@ -9,8 +9,33 @@ iteration, for as long as it runs) holds one snapshot across many reads.  The
 writer never waits for a snapshot to commit: it puts its flush off and readers
 keep seeing the last commit flushed before they took their snapshot.
 
-Decoded nodes are cached by page id and dropped whenever the meta page's commit
-counter changed since the last snapshot (every commit writes it).
+The snapshot guarantee: every read sees one whole commit (never a torn or a
+mixed state), the last one flushed to the store file when the read (or the
+``snapshot()`` block) began or later; every page read from the file is checked
+against its checksum as before.  What makes a snapshot cheap:
+
+* Decoded nodes and their page images are cached by page id and kept across
+  commits: a snapshot that finds the store file changed drops only the pages
+  written since (:meth:`PageReader.take_changed
+  <engine.pages.PageReader.take_changed>`): the pages the writer's flushes
+  recorded in the store lock's change ring (:class:`~engine.fs.GatedLock`);
+  when the ring no longer reaches back that far, or the store has none, the
+  pages whose checksum entry changed (every flush rewrites the entries of the
+  pages it writes; a page without an entry is always dropped).  By the entries,
+  a page rewritten in place with the same id is dropped unless its new bytes
+  have the old CRC-32C (a 1 in 2**32 chance per rewritten page: the bound of
+  the checksum's own detection of damage); by the ring, always.
+* The store lock's change count (:meth:`PageReader.change_count
+  <engine.pages.PageReader.change_count>`) moves whenever a writer holds the
+  lock to write (odd while it holds it): a snapshot under the shared lock that
+  finds it where the last one left it reads neither header, checksums nor meta
+  page; and a get that finds it so *without* the lock, and whose whole path is
+  in the cache, is answered from memory with no system call: no writer has
+  touched the file since that snapshot, so its cached pages are the file's
+  state now, the commit that snapshot saw (the get is ordered as if it had
+  taken the lock at the moment it loaded the count; it reads nothing from the
+  file, so a writer starting meanwhile cannot mix into it).  A get that needs a
+  page from the file, or finds the count moved, takes the snapshot as before.
 """
 
 from __future__ import annotations
@@ -30,11 +55,12 @@ from engine.kv import tree as trees
 from engine.kv.api import DEFAULT_TREE, TreeAPI, TreeView, tree_label, tree_name
 from engine.kv.coding import PLAIN, Coding
 from engine.kv.maint import verify_trees
-from engine.kv.node import Node, Overflow, TreeInfo, Value
+from engine.kv.node import Node, NodeError, Overflow, TreeInfo, Value
 from engine.kv.pager import (
     DEFAULT_CACHE_NODES,
     NodeCache,
     check_cache_nodes,
+    find,
     leaf_of,
     load_node,
     lookup,
@@ -83,6 +109,10 @@ class KVReader(TreeAPI):
         self._cache = NodeCache(cache_nodes)
         self.cached = self._cache.get
         self._txid: int | None = None
+        # The store file lock's change count at the last snapshot's load (None:
+        # none loaded, or the store has no count: every snapshot loads).
+        self._changes: int | None = None
+        self._count: Callable[[], int] | None = None  # its loader, once there is one
         self._trees: dict[bytes, TreeInfo] = {}
         self._page_count = 0
         self._depth = 0
@@ -130,23 +160,37 @@ class KVReader(TreeAPI):
                     self._depth -= 1
                 return
             with self._pr.snapshot():
-                page_count = self._pr.page_count
-                infos: list[TreeInfo]
-                if page_count == 0:
-                    # Nothing in the store file yet (a new store whose writer, with
-                    # apply="checkpoint", has not checkpointed): an empty store.
-                    txid, infos = 0, []
-                else:
-                    txid, infos = read_meta(self.path, self._pr.read(META_PAGE), page_count)
-                if txid != self._txid or page_count != self._page_count:
-                    self._cache.clear()
-                    self._txid, self._page_count = txid, page_count
-                    self._trees = {t.name: t for t in infos}
+                count = self._count or self._pr.change_count()
+                self._count = count
+                changes = None if count is None else count()
+                if changes is None or changes != self._changes:
+                    self._changes = None  # (until loaded: an error leaves nothing trusted)
+                    self._load()
+                    self._changes = changes
                 self._depth = 1
                 try:
                     yield
                 finally:
                     self._depth = 0
+
+    def _load(self) -> None:
+        """Take the store file's state (under its shared lock): page count, meta
+        page, and the cached pages whose checksum entry changed dropped."""
+        page_count = self._pr.page_count
+        infos: list[TreeInfo]
+        if page_count == 0:
+            # Nothing in the store file yet (a new store whose writer, with
+            # apply="checkpoint", has not checkpointed): an empty store.
+            txid, infos = 0, []
+        else:
+            txid, infos = read_meta(self.path, self._pr.read(META_PAGE), page_count)
+        changed = self._pr.take_changed()  # (after the reads: a read may reload)
+        if changed is None:
+            self._cache.clear()
+        elif changed:
+            self._cache.update({}, changed, {})
+        self._txid, self._page_count = txid, page_count
+        self._trees = {t.name: t for t in infos}
 
     @contextmanager
     def snapshot(self) -> Iterator[KVReader]:
@@ -204,7 +248,25 @@ class KVReader(TreeAPI):
             raise ClosedError(f"{self.path}: key-value store is closed")
 
     def tree_get(self, name: bytes, key: bytes) -> bytes | None:
-        self._check_open()
+        with self._lock:
+            count = self._count  # (None once closed)
+            if count is not None and count() == self._changes and not self._depth:
+                # Nothing written since the last snapshot: its cached pages are
+                # the file's state now (see the module docstring); no lock, no read.
+                tree = self._trees.get(name)
+                if tree is None:
+                    return None
+                try:
+                    hit = find(self._cache.images, tree.root, tree.height, key, self._page_count)
+                except NodeError:
+                    hit = 0  # (the snapshot's descent below raises it, naming the file)
+                if hit is None or type(hit) is bytes:
+                    return hit
+            self._check_open()
+            return self._get(name, key)
+
+    def _get(self, name: bytes, key: bytes) -> bytes | None:
+        """:meth:`tree_get` in a snapshot."""
         with self._snap():
             tree = self._trees.get(name)
             if tree is None:
@@ -287,6 +349,8 @@ class KVReader(TreeAPI):
 
     def close(self) -> None:
         """Release the store file (closing twice is fine)."""
+        with self._lock:
+            self._count = None  # no get from memory once closed
         if self._core.begin_close():
             self._cache.clear()
             self._core.finish_close()

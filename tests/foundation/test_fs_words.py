@@ -188,3 +188,66 @@ def test_closed_words_cannot_be_used(tmp_path: Path) -> None:
         if isinstance(words, MappedWords):
             with pytest.raises(AttributeError):
                 words.get(0)  # never a read of unmapped memory
+
+
+def test_watched_words_see_the_stores_and_refuse_their_own(tmp_path: Path) -> None:
+    """watch_words: a read-only mapping (a reader's handle) of words another
+    handle stores; None while the file is too short to hold them."""
+    path = str(tmp_path / "w")
+    fs = default_fs()
+    with fs.open(path, OpenMode.CREATE) as writer, fs.open(path, OpenMode.READ) as reader:
+        assert reader.watch_words(4) is None  # nobody made them yet
+        stores = writer.map_words(4)
+        watched = reader.watch_words(4)
+        assert watched is not None
+        load = watched.loader64(2)
+        assert load() == 0
+        assert stores.add64(2, 5) == 5 and stores.add64(2, 2**64 - 1) == 4  # mod 2**64
+        assert load() == 4 and watched.get64(2) == 4
+        stores.set(0, 7)
+        assert watched.get(0) == 7 and watched.read_bytes(0, 4) == stores.read_bytes(0, 4)
+        with pytest.raises(Exception):  # noqa: B017 - read-only: io.UnsupportedOperation
+            watched.set(0, 1)
+        with pytest.raises(IndexError):
+            watched.loader64(1)
+        watched.close()
+        stores.close()
+
+
+def test_gated_lock_change_count_and_ring(tmp_path: Path) -> None:
+    """Every exclusive hold moves the count by two (odd while held); the ids a
+    hold notes reach a shared holder's written_since; a hold that notes
+    nothing, or more than the ring holds, reads as "anything changed"."""
+    from engine.fs import GatedLock
+    from engine.fs.lock import RING
+
+    path = str(tmp_path / "f")
+    fs = default_fs()
+    fs.open(path + "-gate", OpenMode.CREATE).close()
+    with fs.open(path, OpenMode.CREATE) as wh, fs.open(path, OpenMode.READ) as rh:
+        writer = GatedLock(fs, wh, path + "-gate", what="x")
+        reader = GatedLock(fs, rh, path + "-gate", what="x")
+        assert reader.changes() is None and reader.written_since(None) is None  # no count before a writer
+        writer.acquire(exclusive=True, wait=0)
+        count = reader.changes()
+        assert count is not None and count() == 1  # odd: held
+        writer.note_written([3, 9])
+        writer.release()
+        assert count() == 2
+        assert reader.written_since(None) == (2, None)  # no head seen yet: unknown
+        for n in range(3 * RING // 2):  # around the ring more than once
+            writer.acquire(exclusive=True, wait=0)
+            writer.note_written([n, n + 1])
+            writer.release()
+            assert reader.written_since(2 + 2 * n) == (4 + 2 * n, [n, n + 1])
+        head = 2 + 3 * RING
+        writer.acquire(exclusive=True, wait=0)
+        writer.release()  # noted nothing: anything may have changed
+        assert reader.written_since(head) == (head + RING + 1, None)
+        writer.acquire(exclusive=True, wait=0)
+        writer.note_written(range(RING + 1))
+        writer.release()
+        assert reader.written_since(head + RING + 1) == (head + 2 * (RING + 1), None)
+        assert count() % 2 == 0
+        reader.close()
+        writer.close()
