@@ -150,8 +150,12 @@ class GatedLock:
     the shared lock that finds the count as it was at its last look knows the
     file has not changed since; a process that finds it so without the lock
     knows that what it read then is still the file's state now (readers'
-    snapshots: :class:`~engine.pages.PageReader`).  Never synced: it means
-    nothing across a restart, only between processes that map it now.
+    snapshots: :class:`~engine.pages.PageReader`).  Scratch words
+    (:meth:`FileHandle.map_scratch_words <engine.fs.FileHandle.map_scratch_words>`):
+    never synced, nothing durable depends on them.  A process only compares
+    them with what it saw in them itself, so after a restart (a power loss may
+    leave anything in the gate file, or nothing) the first look of every
+    reader reloads whole, and whatever count the writer finds it moves on from.
 
     After it, the *change ring*: a u64 head (how many ids were ever recorded)
     and :data:`RING` u32 slots.  A holder that says which units it writes
@@ -198,7 +202,7 @@ class GatedLock:
             except LockedError:
                 self._acquire(exclusive, seconds)
             try:
-                self._bump()  # odd: the file may change from now on
+                self._begin()  # odd: the file may change from now on
             except BaseException:
                 self.handle.unlock()
                 raise
@@ -248,11 +252,23 @@ class GatedLock:
             except FileNotFoundError:
                 return
             try:
-                self._counter = (gate, gate.map_words(_WORDS))
+                self._counter = (gate, gate.map_scratch_words(_WORDS))
             except BaseException:
                 gate.close()
                 raise
         self._counter[1].add64(0, 1)
+
+    def _begin(self) -> None:
+        """Make the change count odd for an exclusive hold.  Found odd already (a
+        holder died holding the lock, or a restart left debris in the gate): two
+        steps instead of one, so that even keeps meaning "no holder" for the next
+        readers, and the ring pushed past a whole ring, since what was written
+        meanwhile is not recorded."""
+        self._bump()
+        words = self._counter[1] if self._counter is not None else None
+        if words is not None and words.get64(0) % 2 == 0:
+            words.add64(_HEAD, RING + 1)
+            words.add64(0, 1)
 
     def note_written(self, ids: Iterable[int]) -> None:
         """Under the exclusive lock: ``ids`` are among what this hold writes
@@ -302,7 +318,7 @@ class GatedLock:
             gate = self._gate_handle()
             if gate is None:
                 return None
-            self._watch = gate.watch_words(_WORDS)
+            self._watch = gate.watch_scratch_words(_WORDS)
         return self._watch
 
     def changes(self) -> Callable[[], int] | None:

@@ -10,6 +10,7 @@ wake, or the timeout.
 from __future__ import annotations
 
 import os
+import struct
 import subprocess
 import sys
 import textwrap
@@ -21,7 +22,9 @@ from pathlib import Path
 import pytest
 
 from engine.fs import OpenMode, SharedWords, default_fs
+from engine.fs.osfs import OsFileSystem
 from engine.fs.words import HAVE_FUTEX, FileWords, MappedWords
+from stress.simfs import SimFS
 
 ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -251,3 +254,51 @@ def test_gated_lock_change_count_and_ring(tmp_path: Path) -> None:
         assert count() % 2 == 0
         reader.close()
         writer.close()
+
+
+def test_scratch_words_are_the_mapped_words_on_the_os(tmp_path: Path) -> None:
+    """On the OS, scratch words are the file's first bytes, mapped (map_words)."""
+    path = str(tmp_path / "gate")
+    with OsFileSystem().open(path, OpenMode.CREATE) as handle, OsFileSystem().open(path) as reader:
+        assert reader.watch_scratch_words(2) is None  # nobody made them yet
+        words = handle.map_scratch_words(2)
+        watched = reader.watch_scratch_words(2)
+        assert watched is not None
+        words.set64(0, 7)
+        assert watched.get64(0) == 7 and handle.read_at(0, 8) == struct.pack("<Q", 7)
+        watched.close()
+        words.close()
+
+
+def test_scratch_words_in_the_simulator_are_shared_memory_outside_the_file() -> None:
+    """In the crash simulator, scratch words are shared by every handle of the
+    inode, seen by tests, and no part of the file (stress/simwords.py)."""
+    sim = SimFS()
+    with sim.open("/gate", OpenMode.CREATE) as handle, sim.open("/gate") as reader:
+        assert reader.watch_scratch_words(4) is None
+        words = handle.map_scratch_words(4)
+        watched = reader.watch_scratch_words(4)
+        assert watched is not None
+        operations = sim.operation_count()
+        words.set64(0, 5)
+        words.write_bytes(8, b"abcd")
+        assert watched.get64(0) == 5 and watched.read_bytes(8, 4) == b"abcd" and watched.get(2) == 0x64636261
+        with pytest.raises(OSError):
+            watched.set(0, 1)
+        assert sim.operation_count() == operations and sim.file_size("/gate") == 0
+        assert sim.scratch_words("/gate") == struct.pack("<Q", 5) + b"abcd" + bytes(4)
+        woken = threading.Event()
+
+        def sleeper() -> None:
+            words.wait(3, 0, 30.0)
+            woken.set()
+
+        thread = threading.Thread(target=sleeper)
+        thread.start()
+        words.set(3, 1)
+        words.wake(3)
+        thread.join(30.0)
+        assert woken.is_set()
+        words.close()
+        with pytest.raises(ValueError):
+            words.get(0)
