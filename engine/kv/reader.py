@@ -34,8 +34,17 @@ against its checksum as before.  What makes a snapshot cheap:
   touched the file since that snapshot, so its cached pages are the file's
   state now, the commit that snapshot saw (the get is ordered as if it had
   taken the lock at the moment it loaded the count; it reads nothing from the
-  file, so a writer starting meanwhile cannot mix into it).  A get that needs a
-  page from the file, or finds the count moved, takes the snapshot as before.
+  file, so a writer starting meanwhile cannot mix into it).
+* A get that finds the count moved takes the new state without the lock too:
+  the page reader's seqlock (:meth:`PageReader.take_unlocked
+  <engine.pages.PageReader.take_unlocked>`) reads the header, the checksum
+  entries of the pages the change ring names and the meta page between two
+  loads of the count, and applies them only when both loads are equal and even
+  (no writer held the lock or took it in between: one flushed commit); a page
+  on the way that is not at hand is read the same way, checked against its
+  checksum.  Only a get that cannot (a writer under way, a change the ring does
+  not name page by page, the page count moved, an overflow value) takes the
+  snapshot under the lock, as before.
 """
 
 from __future__ import annotations
@@ -60,6 +69,7 @@ from engine.kv.pager import (
     DEFAULT_CACHE_NODES,
     NodeCache,
     check_cache_nodes,
+    decode_page,
     find,
     leaf_of,
     load_node,
@@ -73,6 +83,8 @@ from engine.pages import PageReader
 from engine.pages.backup import copy_store
 
 META_PAGE = 1
+#: What KVReader._get_unlocked answers when the get needs the lock's path.
+_LOCKED = object()
 
 
 def kv_stats(path: str, page_stats: Mapping[str, int], txid: int, infos: Iterable[TreeInfo]) -> dict[str, object]:
@@ -177,13 +189,15 @@ class KVReader(TreeAPI):
         """Take the store file's state (under its shared lock): page count, meta
         page, and the cached pages whose checksum entry changed dropped."""
         page_count = self._pr.page_count
+        # Nothing in the store file yet (a new store whose writer, with
+        # apply="checkpoint", has not checkpointed): an empty store.
+        self._take(page_count, None if page_count == 0 else self._pr.read(META_PAGE))
+
+    def _take(self, page_count: int, meta: bytes | None) -> None:
+        """Make the state of ``meta`` (the meta page, None: an empty store) and
+        ``page_count`` this reader's, the cached pages written since dropped."""
         infos: list[TreeInfo]
-        if page_count == 0:
-            # Nothing in the store file yet (a new store whose writer, with
-            # apply="checkpoint", has not checkpointed): an empty store.
-            txid, infos = 0, []
-        else:
-            txid, infos = read_meta(self.path, self._pr.read(META_PAGE), page_count)
+        txid, infos = (0, []) if meta is None else read_meta(self.path, meta, page_count)
         changed = self._pr.take_changed()  # (after the reads: a read may reload)
         if changed is None:
             self._cache.clear()
@@ -249,21 +263,47 @@ class KVReader(TreeAPI):
 
     def tree_get(self, name: bytes, key: bytes) -> bytes | None:
         with self._lock:
-            count = self._count  # (None once closed)
-            if count is not None and count() == self._changes and not self._depth:
-                # Nothing written since the last snapshot: its cached pages are
-                # the file's state now (see the module docstring); no lock, no read.
-                tree = self._trees.get(name)
-                if tree is None:
-                    return None
-                try:
-                    hit = find(self._cache.images, tree.root, tree.height, key, self._page_count)
-                except NodeError:
-                    hit = 0  # (the snapshot's descent below raises it, naming the file)
-                if hit is None or type(hit) is bytes:
-                    return hit
+            if self._count is not None and not self._depth:  # (no count once closed)
+                hit = self._get_unlocked(name, key)
+                if hit is not _LOCKED:
+                    return hit  # type: ignore[return-value]
             self._check_open()
             return self._get(name, key)
+
+    def _get_unlocked(self, name: bytes, key: bytes) -> bytes | object | None:
+        """:meth:`tree_get` without the store file's lock, or :data:`_LOCKED`
+        when it needs the lock's path (see the module docstring): from the cache
+        while the change count is where the last snapshot left it; after a commit,
+        the new state and its meta page taken by the page reader's seqlock
+        (:meth:`PageReader.take_unlocked <engine.pages.PageReader.take_unlocked>`),
+        and the pages on the way that are not at hand read in that same state."""
+        count = self._count
+        assert count is not None
+        seen = self._changes
+        if count() != seen:
+            got = self._pr.take_unlocked(META_PAGE)
+            if got is None:
+                return _LOCKED
+            seen, page_count, meta = got
+            self._changes = None  # (until taken: an error leaves nothing trusted)
+            self._take(page_count, meta)
+            self._changes = seen
+        assert seen is not None
+        tree = self._trees.get(name)
+        if tree is None:
+            return None
+        for _ in range(tree.height + 1):  # (a page read at each level at most)
+            try:
+                hit = find(self._cache.images, tree.root, tree.height, key, self._page_count)
+            except NodeError:
+                return _LOCKED  # (the snapshot's descent raises it, naming the file)
+            if type(hit) is not int:
+                return hit if hit is None or type(hit) is bytes else _LOCKED  # (an overflow value: locked)
+            data = self._pr.read_unlocked(seen, hit)
+            if data is None:
+                return _LOCKED
+            self._cache.put(hit, decode_page(self.path, hit, data, self._page_count), data)
+        return _LOCKED
 
     def _get(self, name: bytes, key: bytes) -> bytes | None:
         """:meth:`tree_get` in a snapshot."""

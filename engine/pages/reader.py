@@ -21,6 +21,10 @@ keeps the rest: the pages the writer's flushes recorded in the store lock's
 change ring (then only their checksum entries are read again, 4 bytes each), or,
 when the ring does not reach back that far (or the store has none), the pages
 whose checksum entry changed (the checksum file read whole and compared).
+With a change count, the same reload can be done without the lock
+(:meth:`PageReader.take_unlocked`, a seqlock: applied only when the count was
+even and did not move across the reads), which is how a key-value reader takes
+a commit without a system call for the lock.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from types import TracebackType
 from typing import NoReturn
 
 from engine.conventions import timeout_seconds
-from engine.errors import ConfigError, CorruptFileError, FormatError, LockedError
+from engine.errors import ConfigError, CorruptFileError, EngineError, FormatError, LockedError
 from engine.fs import FileHandle, FileSystem, GatedLock, OpenMode, as_path, lock_handle, resolve
 from engine.fs.core import StoreCore
 from engine.lifetime import ClosedWhenDropped
@@ -57,6 +61,9 @@ from engine.pages.storefile import (
 )
 
 SUM_SIZE = store_codec.SUM.size
+#: What changed since a reload (PageReader._stage): the change ring's head, the
+#: header, the written pages' checksum entries, the free list (None: unchanged).
+_Staged = tuple[int, StoreHeader, dict[int, bytes], list[int] | None]
 #: The smallest block changed_entries compares before halving (bytes).
 _BLOCK = 1024
 
@@ -232,7 +239,7 @@ class PageReader(ClosedWhenDropped):
     def _read_disk_page(self, page: int) -> bytes:
         """Page ``page`` from the store file, checked against its checksum if known."""
         ps = self.page_size
-        return sums_module.check_read(self.path, page, self._handle.read_at(page * ps, ps), ps, self._sums, self._sum)
+        return self._checked(page, self._handle.read_at(page * ps, ps))
 
     @contextmanager
     def _shared(self) -> Iterator[None]:
@@ -304,48 +311,130 @@ class PageReader(ClosedWhenDropped):
         if seen is not None:
             if seen == self._seen:
                 return  # no exclusive hold since the last reload: the file is as it was
+            # Only the pages the change ring names, when it names them all (an odd
+            # count: a writer died holding the lock, and what it wrote is not recorded).
+            staged = None if seen % 2 else self._stage()
+            if staged is not None:
+                self._apply(seen, staged)
+                return
         else:
             key = (self._handle.read_at(0, store_codec.HEADER_SIZE), self._fs.mtime_ns(self.path))
             if key == self._key:
                 return
-        before = self._header
         header = self._read_header()
         check_store_size(self.path, header, self._handle.size())
-        # The pages written since the last reload, from the store lock's change
-        # ring: known only with a count that is even (an odd one: a writer died
-        # holding the lock, and what it wrote is not recorded) and a ring that
-        # still holds them all.
-        ring = None if seen is None else self._store_lock.written_since(self._head)
-        self._head = None if ring is None else ring[0]
-        written = ring[1] if ring is not None and seen is not None and seen % 2 == 0 else None
-        if written is None or not self._patch(before, header, written):
-            self._reload(header)
+        ring = None if seen is None else self._store_lock.written_since(None)
+        self._head = None if ring is None else ring[0]  # (the next reload's ring starts here)
+        self._reload(header)
         self._key, self._seen = key, seen
 
-    def _patch(self, before: StoreHeader, header: StoreHeader, written: list[int]) -> bool:
-        """Bring the loaded state to the file's when only the pages ``written``
-        changed: their checksum entries read again (4 bytes each, not the whole
-        file), the free list walked again only if it may have moved.  False
-        (nothing trusted: reload whole) when the page count moved, there are no
-        checksums, or a page has no entry yet."""
-        sums, handle, raw = self._sums, self._sums_handle, self._sums_raw
-        if sums is None or handle is None or header.page_count != before.page_count:
-            return False
-        pages = set(written)
+    def _stage(self) -> _Staged | None:
+        """What changed since the last reload when only the pages the change ring
+        names were written: the ring's head, the header, their checksum entries (4
+        bytes each, not the whole file) and the free list if it may have moved;
+        nothing applied yet.  None (reload whole) when the ring does not name them
+        all, the page count moved, the header is marked mid-flush, there are no
+        checksums, or a page has no entry yet.  Under the shared lock, or between
+        two equal loads of the change count (:meth:`take_unlocked`)."""
+        sums, handle, before = self._sums, self._sums_handle, self._header
+        if sums is None or handle is None:
+            return None
+        try:
+            header = store_codec.decode_header(self._handle.read_at(0, store_codec.HEADER_SIZE))
+        except ValueError:
+            return None  # (the whole reload reports it)
+        if header.flags & store_codec.FLUSHING or (header.page_count, header.page_size) != (
+            before.page_count, before.page_size
+        ):
+            return None
+        ring = self._store_lock.written_since(self._head)
+        if ring is None or ring[1] is None:
+            return None
+        pages = set(ring[1])
         if not all(0 < page < len(sums) for page in pages):
-            return False
+            return None
+        entries: dict[int, bytes] = {}
         for page in pages:
             entry = handle.read_at(store_codec.sum_offset(page), SUM_SIZE)
             if len(entry) < SUM_SIZE:
-                return False
+                return None
+            entries[page] = entry
+        free = None
+        if header.free_head != before.free_head or not self._free.isdisjoint(pages):
+            try:
+                free = walk_free_list(self.path, header, self._handle.read_at)
+            except EngineError:
+                return None  # (the whole reload reports it)
+        return ring[0], header, entries, free
+
+    def _apply(self, seen: int, staged: _Staged) -> None:
+        """Make ``staged`` (:meth:`_stage`) the loaded state, that of change count ``seen``."""
+        head, header, entries, free = staged
+        sums, raw = self._sums, self._sums_raw
+        assert sums is not None
+        for page, entry in entries.items():
             sums[page] = int.from_bytes(entry, "little")
             raw[page * SUM_SIZE : (page + 1) * SUM_SIZE] = entry
-        if header.free_head != before.free_head or not self._free.isdisjoint(pages):
-            self._free_order = walk_free_list(self.path, header, self._handle.read_at)
-            self._free = set(self._free_order)
+        if free is not None:
+            self._free_order, self._free = free, set(free)
         if self._changed is not None:
-            self._changed.update(pages)
-        return True
+            self._changed.update(entries)
+        self._header, self._head, self._key, self._seen = header, head, None, seen
+
+    # -- without the lock: a seqlock over the change count --------------------------------
+    def take_unlocked(self, page: int) -> tuple[int, int, bytes] | None:
+        """The store file's state taken without the shared lock, and page ``page``
+        read (checked) in it: (the change count it is the state of, its page
+        count, the page's bytes); None when it cannot be had so, and the caller
+        takes the lock (a store without a count, a writer holding the lock or
+        taking it meanwhile, a change the change ring does not name page by page,
+        the page count moved, ``page`` not live).
+
+        A seqlock: the change count is loaded before and after the reads; equal
+        and even, no exclusive hold was under way or began in between (each moves
+        the count at its start, before its first write, and at its end), so what
+        was read is one flushed state, as under the lock.  Nothing is applied
+        until the second load agrees; a page that then does not match its
+        checksum is CorruptFileError, as :meth:`read` raises it."""
+        with self._lock:
+            count = self._count or self.change_count()
+            if count is None or self._core.closed:
+                return None
+            seen = count()
+            staged = None
+            if seen % 2 or (seen != self._seen and (staged := self._stage()) is None):
+                return None
+            header = self._header if staged is None else staged[1]
+            free = self._free if staged is None or staged[3] is None else set(staged[3])
+            if not 0 < page <= header.page_count or page in free:
+                return None
+            ps = self.page_size
+            data = self._handle.read_at(page * ps, ps)
+            if count() != seen:
+                return None
+            if staged is not None:
+                self._apply(seen, staged)
+            return seen, header.page_count, self._checked(page, data)
+
+    def read_unlocked(self, seen: int, page: int) -> bytes | None:
+        """Page ``page`` in the state of change count ``seen`` (one
+        :meth:`take_unlocked` returned), read without the lock: None when the
+        count has moved since (the caller takes the lock), else as :meth:`read`
+        (checked against its checksum)."""
+        with self._lock:
+            count = self._count
+            if count is None or self._core.closed or seen != self._seen or count() != seen:
+                return None
+            if not 0 < page <= self._header.page_count or page in self._free:
+                return None
+            ps = self.page_size
+            data = self._handle.read_at(page * ps, ps)
+            if count() != seen:
+                return None
+            return self._checked(page, data)
+
+    def _checked(self, page: int, data: bytes) -> bytes:
+        return sums_module.check_read(self.path, page, data, self.page_size, self._sums, self._sum)
 
     def _reload(self, header: StoreHeader) -> None:
         """Load free list and checksums whole (the changed pages found by

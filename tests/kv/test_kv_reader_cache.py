@@ -154,3 +154,60 @@ def test_readers_see_whole_commits_beside_a_writer_process(tmp_path: os.PathLike
         assert {reader[k] for k in watched} == {b"%08d" % count}
         reader.verify()
     assert len(seen) > 1  # the reader really ran beside the writer
+
+
+def test_a_get_after_a_commit_takes_no_lock(tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first get after a writer's commit takes the new state without the
+    store file's lock (the page reader's seqlock): no flock, a few preads (the
+    header, the written pages' checksum entries, the meta page, pages not at hand)."""
+    path = os.path.join(str(tmp_path), "s.kv")
+    _store(path)
+    with KV.open(path, page_size=512) as kv, KV.open_reader(path) as reader:
+        assert all(reader[k] == b"v0-" + k for k in KEYS)
+        for i in range(5):
+            kv[KEYS[i * 50]] = b"v%d-" % (i + 1) + KEYS[i * 50]
+            locks = _count_calls(monkeypatch, fcntl, ["flock"])
+            reads = _count_calls(monkeypatch, os, ["pread"])
+            assert reader[KEYS[i * 50]] == b"v%d-" % (i + 1) + KEYS[i * 50]
+            assert all(reader[k] == b"v0-" + k for k in KEYS[i * 50 + 1 : i * 50 + 50])
+            monkeypatch.undo()
+            assert locks == []  # (before: the gate's and the file's shared locks, four flock calls)
+            assert 0 < len(reads) <= 12, reads
+        with reader.snapshot() as snap:
+            assert snap.txid == kv.txid
+        assert reader.verify()
+
+
+def test_a_commit_during_a_get_without_the_lock_sends_it_to_the_locked_path(
+    tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The seqlock's second look: a writer that commits while the reader reads
+    the new state without the lock (here: between the reader's look at the
+    change count and its read of the meta page) moves the count; what was read
+    is dropped and the get takes the lock, seeing one whole commit (without the
+    second look, the meta page of the later commit fails its checksum entry
+    of the earlier one, or a stale state is kept)."""
+    from engine.fs.osfs import OsFileHandle
+
+    path = os.path.join(str(tmp_path), "s.kv")
+    _store(path)
+    with KV.open(path, page_size=512) as kv, KV.open_reader(path) as reader:
+        assert all(reader[k] == b"v0-" + k for k in KEYS)
+        real = OsFileHandle.read_at
+        armed = [True]
+
+        def read_at(handle: OsFileHandle, offset: int, size: int) -> bytes:
+            if armed[0] and handle.path == path and offset == 512 and not handle.writable:
+                armed[0] = False  # the reader's read of the meta page: a commit first
+                kv[KEYS[1]] = b"v2-" + KEYS[1]
+                kv[b"new key"] = b"x" * 300
+            return real(handle, offset, size)
+
+        monkeypatch.setattr(OsFileHandle, "read_at", read_at)
+        kv[KEYS[1]] = b"v1-" + KEYS[1]
+        assert reader[KEYS[1]] == b"v2-" + KEYS[1]
+        assert not armed[0]  # (the commit did happen in the middle)
+        assert reader[b"new key"] == b"x" * 300
+        monkeypatch.undo()
+        assert all(reader[k] == b"v0-" + k for k in KEYS[2:])
+        assert reader.verify()
