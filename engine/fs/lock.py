@@ -311,7 +311,14 @@ class GatedLock:
         now = words.get64(_HEAD)
         if head is None or not 0 <= now - head <= RING:
             return now, None
-        return now, [words.get(_SLOTS + n % RING) for n in range(head, now)]
+        if now == head:
+            return now, []
+        # The slots from head % RING on, wrapping to slot 0: one or two loads of bytes.
+        at, end = head % RING, now % RING or RING
+        ids = array("I", words.read_bytes((_SLOTS + at) * 4, ((end if end > at else RING) - at) * 4))
+        if end <= at:
+            ids.frombytes(words.read_bytes(_SLOTS * 4, end * 4))
+        return now, ids.tolist()
 
     def _changes_words(self) -> SharedWords | None:
         if self._watch is None:

@@ -263,10 +263,23 @@ class KVReader(TreeAPI):
 
     def tree_get(self, name: bytes, key: bytes) -> bytes | None:
         with self._lock:
-            if self._count is not None and not self._depth:  # (no count once closed)
-                hit = self._get_unlocked(name, key)
-                if hit is not _LOCKED:
-                    return hit  # type: ignore[return-value]
+            count = self._count  # (None once closed)
+            if count is not None and not self._depth:
+                if count() == self._changes:
+                    # The common case inline (one call less per get): nothing written
+                    # since the last snapshot, the whole path cached.
+                    tree = self._trees.get(name)
+                    if tree is None:
+                        return None
+                    try:
+                        hit = find(self._cache.images, tree.root, tree.height, key, self._page_count)
+                    except NodeError:
+                        hit = 0  # (the snapshot's descent below raises it, naming the file)
+                    if hit is None or type(hit) is bytes:
+                        return hit
+                got = self._get_unlocked(name, key)
+                if got is not _LOCKED:
+                    return got  # type: ignore[return-value]
             self._check_open()
             return self._get(name, key)
 

@@ -351,7 +351,7 @@ class PageReader(ClosedWhenDropped):
         if ring is None or ring[1] is None:
             return None
         pages = set(ring[1])
-        if not all(0 < page < len(sums) for page in pages):
+        if pages and not 0 < min(pages) <= max(pages) < len(sums):
             return None
         entries: dict[int, bytes] = {}
         for page in pages:
