@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from engine.errors import CorruptFileError
 from engine.fs.lock import RING
 from engine.pages import PageStore
 from engine.pages import sums as sums_module
@@ -98,3 +99,47 @@ def test_a_reload_after_a_flush_reads_only_the_written_entries(
             assert reader.read(pages[7], 0, 5) == b"all %d" % pages[7]
             assert whole == ["load", "load", "load"]
             assert reader.take_changed() == set(pages)  # found by comparing the entries
+
+
+def test_no_state_is_taken_without_the_lock_while_a_writer_holds_it(tmp_path: os.PathLike[str]) -> None:
+    """take_unlocked (the seqlock) refuses while the change count is odd (an
+    exclusive hold under way: pages may be half written), and takes the state
+    once the hold has ended; a page it reads is checked against its checksum."""
+    from engine.fs import GatedLock, OpenMode, default_fs
+    from engine.pages.storefile import gate_path
+
+    path = os.path.join(str(tmp_path), "s.db")
+    with PageStore.open(path, page_size=512, apply="commit") as store:
+        with store.transaction() as tx:
+            pages = [tx.allocate() for _ in range(4)]
+            for p in pages:
+                tx.write(p, 0, b"page %d" % p)
+        store.flush()
+        with PageStore.open_reader(path) as reader:
+            assert reader.read(pages[0], 0, 6) == b"page %d" % pages[0]
+            fs = default_fs()
+            with fs.open(path, OpenMode.READ) as handle:
+                other = GatedLock(fs, handle, gate_path(path), what="test lock")
+                other.acquire(exclusive=True, wait=0)
+                try:
+                    assert reader.take_unlocked(pages[1]) is None  # a hold under way
+                finally:
+                    other.release()
+                    other.close()
+            # That hold named no pages ("anything may have changed"): only the
+            # locked path reloads; after it, the state is taken without the lock.
+            assert reader.take_unlocked(pages[1]) is None
+            assert reader.read(pages[1], 0, 6) == b"page %d" % pages[1]
+            got = reader.take_unlocked(pages[1])
+            assert got is not None and got[2][:6] == b"page %d" % pages[1]
+            reader.take_changed()
+            with store.transaction() as tx:
+                tx.write(pages[1], 0, b"later")
+            store.flush()
+            got = reader.take_unlocked(pages[1])
+            assert got is not None and got[2][:5] == b"later" and reader.take_changed() == {pages[1]}
+            with open(path, "r+b") as raw:  # damage behind the writer's back
+                raw.seek(pages[2] * 512 + 100)
+                raw.write(b"\xff")
+            with pytest.raises(CorruptFileError):
+                reader.take_unlocked(pages[2])
