@@ -395,7 +395,11 @@ class PageReader(ClosedWhenDropped):
         the count at its start, before its first write, and at its end), so what
         was read is one flushed state, as under the lock.  Nothing is applied
         until the second load agrees; a page that then does not match its
-        checksum is CorruptFileError, as :meth:`read` raises it."""
+        checksum is CorruptFileError, as :meth:`read` raises it.  (Ordering: the
+        writer stores the count before its first ``pwrite`` and the reader loads
+        it after its last ``pread``, each across a system call; on x86-64's
+        ordered stores and loads that is enough, as the get from memory in
+        :mod:`engine.kv.reader` already assumes.)"""
         with self._lock:
             count = self._count or self.change_count()
             if count is None or self._core.closed:
