@@ -227,6 +227,17 @@ class FaultyHandle(FileHandle):
         # (the file's blocks were written when it was mapped).
         return self._inner.map_words(count)
 
+    def _raw_watch_words(self, count: int) -> SharedWords:
+        words = self._inner.watch_words(count)
+        assert words is not None  # (its size was checked through this handle)
+        return words
+
+    def _raw_map_scratch_words(self, count: int) -> SharedWords:
+        return self._inner.map_scratch_words(count)  # (memory stores, as the mapped words)
+
+    def _raw_watch_scratch_words(self, count: int) -> SharedWords | None:
+        return self._inner.watch_scratch_words(count)
+
     def _raw_unlock(self) -> None:
         self._inner.unlock()
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import math
 import os
 import random
 import threading
@@ -51,6 +52,8 @@ from typing import Any, Literal
 
 from engine.errors import LockedError
 from engine.fs.base import FileHandle, FileSystem, OpenMode
+from engine.fs.words import SharedWords
+from stress.simchoices import rank, unrank
 from stress.simevents import (
     Create,
     DurableWriteReturned,
@@ -67,6 +70,7 @@ from stress.simevents import (
     Unlink,
     Write,
 )
+from stress.simwords import ScratchMemory
 
 # ---------------------------------------------------------------------------
 # The model: what is current and what is durable, replayable from the trace.
@@ -454,6 +458,13 @@ class SimFileHandle(FileHandle):
     def _raw_range_locked(self, offset: int, length: int, exclusive: bool) -> bool:
         return self._fs._range_conflict(self, self._ino, offset, offset + length, exclusive)
 
+    # Scratch words: memory outside the trace and every crash image (stress.simwords).
+    def _raw_map_scratch_words(self, count: int) -> SharedWords:
+        return self._fs.scratch.map(self._ino, count)
+
+    def _raw_watch_scratch_words(self, count: int) -> SharedWords | None:
+        return self._fs.scratch.watch(self._ino, count)
+
     def _raw_close(self) -> None:
         self._fs._drop_lock(self, self._ino)
         self._fs._drop_range(self, self._ino, 0, None)
@@ -473,6 +484,8 @@ class SimFS(FileSystem):
         self._ranges: dict[int, list[tuple[SimFileHandle, int, int, bool]]] = {}
         self._base: tuple[dict[str, bytes], set[str]] = ({}, {"/"})
         self.last_stats: CrashStats | None = None
+        #: The files' scratch words (FileHandle.map_scratch_words): no part of the model.
+        self.scratch = ScratchMemory(self._lock)
 
     @classmethod
     def from_image(cls, files: dict[str, bytes], dirs: set[str]) -> SimFS:
@@ -678,6 +691,11 @@ class SimFS(FileSystem):
             self._lock_changed.notify_all()
 
     # -- snapshots -----------------------------------------------------------------------
+    def scratch_words(self, path: str) -> bytes:
+        """The scratch words of the file at ``path`` now (b"": none made); in no crash image."""
+        with self._lock:
+            return self.scratch.peek(self._model.names[_norm(path)])
+
     def snapshot(self) -> dict[str, bytes]:
         """Every file's current contents (what a clean shutdown would leave)."""
         with self._lock:
@@ -724,8 +742,8 @@ class SimFS(FileSystem):
                 counts_per_point.append(0)
                 continue
             inos, dirs, counts = model.option_axes()
-            counts_per_point.append(_product(counts))
-            extremes[k] = {0, _rank(model.everything_choice(inos, dirs), counts)}
+            counts_per_point.append(math.prod(counts))
+            extremes[k] = {0, rank(model.everything_choice(inos, dirs), counts)}
         stats.possible = sum(counts_per_point)
         wanted: dict[int, set[int]] = {}
         if stats.possible <= limit:
@@ -759,7 +777,7 @@ class SimFS(FileSystem):
                 continue
             inos, dirs, counts = model.option_axes()
             for combo in sorted(picks):
-                choice = _unrank(combo, counts)
+                choice = unrank(combo, counts)
                 files, directories, note = model.image(inos, dirs, choice)
                 state = CrashState(
                     k, files, directories, list(model.marks), note, _describe_event(trace[k - 1] if k else None)
@@ -771,26 +789,3 @@ class SimFS(FileSystem):
                 seen.add(digest)
                 stats.distinct += 1
                 yield state
-
-
-def _product(counts: list[int]) -> int:
-    total = 1
-    for c in counts:
-        total *= c
-    return total
-
-
-def _rank(choice: list[int], counts: list[int]) -> int:
-    """The combination number of ``choice`` (the inverse of :func:`_unrank`)."""
-    index = 0
-    for pick, c in zip(reversed(choice), reversed(counts), strict=True):
-        index = index * c + pick
-    return index
-
-
-def _unrank(index: int, counts: list[int]) -> list[int]:
-    choice = []
-    for c in counts:
-        choice.append(index % c)
-        index //= c
-    return choice

@@ -360,6 +360,49 @@ class FileHandle(ABC):
             self.write_at(size, bytes(count * WORD.size - size))
         return self._raw_map_words(count)
 
+    def watch_words(self, count: int) -> SharedWords | None:
+        """``count`` words at the start of this file for loads only (a handle
+        opened for reading: another process stores them, see :meth:`map_words`),
+        or None while the file is too short to hold them (nobody made them yet)."""
+        self._check_open()
+        if count <= 0:
+            raise ValueError(f"watch_words: count must be at least 1, not {count}")
+        if self.size() < count * WORD.size:
+            return None
+        return self._raw_watch_words(count)
+
+    def map_scratch_words(self, count: int) -> SharedWords:
+        """``count`` *scratch* words of this file: shared like :meth:`map_words`'
+        (stores, sleeps and wakes), for words that hold nothing durable: never
+        synced, never read as the file's bytes, meaningless after a restart (a
+        process only compares them with what it saw in them itself: the page
+        store lock's change count, :class:`engine.fs.GatedLock`).  On the OS
+        they are :meth:`map_words`; a crash simulator keeps them out of its
+        crash images (``stress/simwords.py``): a power loss loses them whole."""
+        self._check_open()
+        if count <= 0:
+            raise ValueError(f"map_scratch_words: count must be at least 1, not {count}")
+        return self._raw_map_scratch_words(count)
+
+    def watch_scratch_words(self, count: int) -> SharedWords | None:
+        """The scratch words for loads only (:meth:`map_scratch_words`, as
+        :meth:`watch_words` is to :meth:`map_words`): None while nobody made them."""
+        self._check_open()
+        if count <= 0:
+            raise ValueError(f"watch_scratch_words: count must be at least 1, not {count}")
+        return self._raw_watch_scratch_words(count)
+
+    def _raw_map_scratch_words(self, count: int) -> SharedWords:
+        """This default: the file's first bytes (:meth:`map_words`)."""
+        return self.map_words(count)
+
+    def _raw_watch_scratch_words(self, count: int) -> SharedWords | None:
+        return self.watch_words(count)
+
+    def _raw_watch_words(self, count: int) -> SharedWords:
+        """This default loads through :meth:`read_at`; the real file system maps the file."""
+        return FileWords(self, count)
+
     def _raw_map_words(self, count: int) -> SharedWords:
         """This default goes through :meth:`read_at` / :meth:`write_at`; the real
         file system maps the file."""

@@ -38,10 +38,21 @@ from __future__ import annotations
 
 import datetime
 import time
+from array import array
+from collections.abc import Callable, Iterable
 from types import TracebackType
 
 from engine.errors import ConfigError, LockedError
 from engine.fs.base import FileHandle, FileSystem, OpenMode
+from engine.fs.words import SharedWords
+
+#: The gate's words (u32): the change count (u64 at word 0), the change ring's
+#: head (u64 at word 2) and its RING slots (u32 from word 4): 4 KiB in all.
+RING = 1020
+_HEAD = 2
+_SLOTS = 4
+_WORDS = _SLOTS + RING
+assert _WORDS * 4 == 4096 and array("I").itemsize == 4
 
 #: The longest sleep between two tries of a waiting lock.
 _MAX_POLL = 0.05
@@ -131,9 +142,32 @@ class GatedLock:
     creates its lock file; this class only opens it, and while it is missing
     (no writer of this version has opened the store) takes the lock directly,
     looking for the gate again at the next lock.
+
+    The gate's first 8 bytes are the *change count* (:meth:`changes`), a u64
+    shared through a mapping: every exclusive hold adds one when it begins and
+    one when it ends, so it is odd while a holder may be writing the file (or
+    died doing so) and moves whenever the file may have changed.  A holder of
+    the shared lock that finds the count as it was at its last look knows the
+    file has not changed since; a process that finds it so without the lock
+    knows that what it read then is still the file's state now (readers'
+    snapshots: :class:`~engine.pages.PageReader`).  Scratch words
+    (:meth:`FileHandle.map_scratch_words <engine.fs.FileHandle.map_scratch_words>`):
+    never synced, nothing durable depends on them.  A process only compares
+    them with what it saw in them itself, so after a restart (a power loss may
+    leave anything in the gate file, or nothing) the first look of every
+    reader reloads whole, and whatever count the writer finds it moves on from.
+
+    After it, the *change ring*: a u64 head (how many ids were ever recorded)
+    and :data:`RING` u32 slots.  A holder that says which units it writes
+    (:meth:`note_written`: page ids, for the page store) has them recorded
+    there at its release, before the count moves; a hold that says nothing, or
+    writes too many, pushes the head past a whole ring, meaning "anything may
+    have changed".  A reader under the shared lock asks which ids were written
+    since the head it last saw (:meth:`written_since`) instead of comparing the
+    whole of what it keeps.
     """
 
-    __slots__ = ("_fs", "_gate", "_gate_path", "handle", "what")
+    __slots__ = ("_counter", "_exclusive", "_fs", "_gate", "_gate_path", "_noted", "_watch", "handle", "what")
 
     def __init__(self, fs: FileSystem, handle: FileHandle, gate_path: str, *, what: str) -> None:
         self._fs = fs
@@ -141,6 +175,12 @@ class GatedLock:
         self._gate_path = gate_path
         self.what = what
         self._gate: FileHandle | None = None
+        self._exclusive = False
+        self._noted: list[int] | None = None  # what this exclusive hold writes (None: not said)
+        # The change count's words: stored through by exclusive holders (the gate
+        # opened for writing), loaded by the others (mapped read-only).
+        self._counter: tuple[FileHandle, SharedWords] | None = None
+        self._watch: SharedWords | None = None
 
     def _gate_handle(self) -> FileHandle | None:
         if self._gate is None:
@@ -159,9 +199,19 @@ class GatedLock:
             # writer): two flock calls instead of four on every page-store flush.
             try:
                 self.handle.lock(exclusive=True, blocking=False)
-                return
             except LockedError:
-                pass
+                self._acquire(exclusive, seconds)
+            try:
+                self._begin()  # odd: the file may change from now on
+            except BaseException:
+                self.handle.unlock()
+                raise
+            self._exclusive = True
+            self._noted = None
+            return
+        self._acquire(exclusive, seconds)
+
+    def _acquire(self, exclusive: bool, seconds: float | None) -> None:
         gate = self._gate_handle()
         if gate is None:
             lock_handle(self.handle, exclusive=exclusive, wait=seconds, what=self.what)
@@ -182,10 +232,118 @@ class GatedLock:
 
     def release(self) -> None:
         """Unlock the file (the gate is never held between calls)."""
-        self.handle.unlock()
+        try:
+            if self._exclusive:
+                self._exclusive = False
+                self._record(self._noted)
+                self._noted = None
+                self._bump()  # even again: the holder's writes are all in the file
+        finally:
+            self.handle.unlock()
+
+    def _bump(self) -> None:
+        """Add one to the change count (under the exclusive lock: no other
+        holder stores it meanwhile).  Nothing without a gate (a store no writer
+        of this version opened: readers then find no count and look at the
+        file itself, as before the count existed)."""
+        if self._counter is None:
+            try:
+                gate = self._fs.open(self._gate_path, OpenMode.WRITE)
+            except FileNotFoundError:
+                return
+            try:
+                self._counter = (gate, gate.map_scratch_words(_WORDS))
+            except BaseException:
+                gate.close()
+                raise
+        self._counter[1].add64(0, 1)
+
+    def _begin(self) -> None:
+        """Make the change count odd for an exclusive hold.  Found odd already (a
+        holder died holding the lock, or a restart left debris in the gate): two
+        steps instead of one, so that even keeps meaning "no holder" for the next
+        readers, and the ring pushed past a whole ring, since what was written
+        meanwhile is not recorded."""
+        self._bump()
+        words = self._counter[1] if self._counter is not None else None
+        if words is not None and words.get64(0) % 2 == 0:
+            words.add64(_HEAD, RING + 1)
+            words.add64(0, 1)
+
+    def note_written(self, ids: Iterable[int]) -> None:
+        """Under the exclusive lock: ``ids`` are among what this hold writes
+        (page ids, for the page store); at the release they go into the change
+        ring (see the class docstring).  A hold that never calls this is
+        recorded as "anything may have changed"."""
+        assert self._exclusive, "note_written outside an exclusive hold"
+        if self._noted is None:
+            self._noted = []
+        self._noted.extend(ids)
+
+    def _record(self, ids: list[int] | None) -> None:
+        """Put ``ids`` into the change ring (None, too many or out of range: push
+        the head past a whole ring instead); before the count moves."""
+        if self._counter is None:
+            return
+        words = self._counter[1]
+        if ids is None or len(ids) > RING or (ids and (min(ids) < 0 or max(ids) > 0xFFFFFFFF)):
+            words.add64(_HEAD, RING + 1)
+            return
+        if not ids:
+            return
+        head = words.get64(_HEAD)
+        # The slots from head % RING on, wrapping to slot 0: one or two stores.
+        at = head % RING
+        first = ids[: RING - at]
+        words.write_bytes((_SLOTS + at) * 4, array("I", first).tobytes())  # (native order, as the words)
+        if len(ids) > len(first):
+            words.write_bytes(_SLOTS * 4, array("I", ids[len(first) :]).tobytes())
+        words.set64(_HEAD, head + len(ids))
+
+    def written_since(self, head: int | None) -> tuple[int, list[int] | None] | None:
+        """Under the shared lock: (the change ring's head now, the ids recorded
+        since ``head``), the ids None when not all of them are known (``head``
+        None, or a whole ring or more since); None when there is no ring."""
+        if self._changes_words() is None:
+            return None
+        words = self._watch
+        assert words is not None
+        now = words.get64(_HEAD)
+        if head is None or not 0 <= now - head <= RING:
+            return now, None
+        if now == head:
+            return now, []
+        # The slots from head % RING on, wrapping to slot 0: one or two loads of bytes.
+        at, end = head % RING, now % RING or RING
+        ids = array("I", words.read_bytes((_SLOTS + at) * 4, ((end if end > at else RING) - at) * 4))
+        if end <= at:
+            ids.frombytes(words.read_bytes(_SLOTS * 4, end * 4))
+        return now, ids.tolist()
+
+    def _changes_words(self) -> SharedWords | None:
+        if self._watch is None:
+            gate = self._gate_handle()
+            if gate is None:
+                return None
+            self._watch = gate.watch_scratch_words(_WORDS)
+        return self._watch
+
+    def changes(self) -> Callable[[], int] | None:
+        """A function of no arguments loading the change count now (see the class
+        docstring; valid until :meth:`close`), or None while there is no count
+        to load (no gate yet, or no writer of this version made it)."""
+        words = self._changes_words()
+        return None if words is None else words.loader64(0)
 
     def close(self) -> None:
         """Close the gate file (the locked file's handle belongs to the caller)."""
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+        if self._counter is not None:
+            self._counter[1].close()
+            self._counter[0].close()
+            self._counter = None
         if self._gate is not None:
             self._gate.close()
             self._gate = None

@@ -19,7 +19,7 @@ except ImportError:  # pragma: no cover - Windows: portalocker's locks, no range
 
 from engine.errors import LockedError
 from engine.fs.base import FileHandle, FileSystem, OpenMode
-from engine.fs.words import HAVE_FUTEX, FileWords, MappedWords, SharedWords
+from engine.fs.words import HAVE_FUTEX, FileWords, MappedWords, ReadMappedWords, SharedWords
 
 _FLAGS = {
     OpenMode.READ: os.O_RDONLY,
@@ -221,6 +221,9 @@ class OsFileHandle(FileHandle):
 
     def _raw_map_words(self, count: int) -> SharedWords:
         return MappedWords(self._fd, count) if HAVE_FUTEX else FileWords(self, count)
+
+    def _raw_watch_words(self, count: int) -> SharedWords:
+        return ReadMappedWords(self._fd, count)
 
     def _raw_close(self) -> None:
         fd, self._fd = self._fd, -1  # never a descriptor the OS may hand out again

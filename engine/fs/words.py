@@ -25,12 +25,15 @@ Two implementations behind one face, chosen by the file handle
 from __future__ import annotations
 
 import ctypes
+import functools
+import io
 import mmap
 import platform
 import struct
 import sys
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Protocol
 
 #: One word: u32, little-endian (the mapped words are native, which is the same on
@@ -100,6 +103,20 @@ class SharedWords(ABC):
     def set64(self, index: int, value: int) -> None:
         """Store the u64 ``value`` in words ``index`` and ``index + 1`` at once."""
 
+    def add64(self, index: int, delta: int) -> int:
+        """Add ``delta`` to the u64 at ``index`` (mod 2**64) and return the new
+        value: a load and a store, not atomic (for a word only its caller stores
+        meanwhile, e.g. under a lock)."""
+        value = (self.get64(index) + delta) & 0xFFFFFFFFFFFFFFFF
+        self.set64(index, value)
+        return value
+
+    def loader64(self, index: int) -> Callable[[], int]:
+        """A function of no arguments that loads the u64 at ``index`` (as
+        :meth:`get64`): what a hot path holds to look at a word."""
+        self._check64(index)
+        return functools.partial(self.get64, index)
+
     def _check_bytes(self, offset: int, size: int) -> None:
         if offset < 0 or size < 0 or offset + size > self.count * WORD.size:
             raise IndexError(f"bytes {offset}..{offset + size} of {self.count * WORD.size}")
@@ -156,6 +173,12 @@ class MappedWords(SharedWords):
         self._check64(index)
         self._doubles[index // 2] = value & 0xFFFFFFFFFFFFFFFF
 
+    def add64(self, index: int, delta: int) -> int:
+        self._check64(index)
+        doubles = self._doubles
+        value = doubles[index // 2] = (doubles[index // 2] + delta) & 0xFFFFFFFFFFFFFFFF
+        return value
+
     def read_bytes(self, offset: int, size: int) -> bytes:
         self._check_bytes(offset, size)
         return self._map[offset : offset + size]
@@ -186,6 +209,57 @@ class MappedWords(SharedWords):
         if self._map.closed:
             return
         del self._words, self._doubles  # the mapping cannot close while ctypes holds a view of it
+        self._map.close()
+
+
+class ReadMappedWords(SharedWords):
+    """The words mapped read-only (a handle opened for reading: a reader that
+    only watches words another process sets); loads, no stores, no sleeps."""
+
+    def __init__(self, fd: int, count: int) -> None:
+        self.count = count
+        self._map = mmap.mmap(fd, count * WORD.size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+        # Native aligned loads through memoryviews (ctypes needs a writable buffer).
+        self._words = memoryview(self._map).cast("I")
+        self._doubles = memoryview(self._map).cast("Q")
+
+    def get(self, index: int) -> int:
+        self._check(index)
+        return int(self._words[index])
+
+    def set(self, index: int, value: int) -> None:
+        raise io.UnsupportedOperation("words mapped read-only")
+
+    def get64(self, index: int) -> int:
+        self._check64(index)
+        return int(self._doubles[index // 2])
+
+    def set64(self, index: int, value: int) -> None:
+        raise io.UnsupportedOperation("words mapped read-only")
+
+    def loader64(self, index: int) -> Callable[[], int]:
+        self._check64(index)
+        # The memoryview's own item load, bound once: no Python frame per look.
+        return functools.partial(self._doubles.__getitem__, index // 2)
+
+    def read_bytes(self, offset: int, size: int) -> bytes:
+        self._check_bytes(offset, size)
+        return self._map[offset : offset + size]
+
+    def write_bytes(self, offset: int, data: bytes) -> None:
+        raise io.UnsupportedOperation("words mapped read-only")
+
+    def wait(self, index: int, expected: int, timeout: float) -> None:
+        raise io.UnsupportedOperation("words mapped read-only")
+
+    def wake(self, index: int) -> None:
+        raise io.UnsupportedOperation("words mapped read-only")
+
+    def close(self) -> None:
+        if self._map.closed:
+            return
+        self._words.release()
+        self._doubles.release()
         self._map.close()
 
 

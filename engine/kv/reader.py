@@ -9,8 +9,42 @@ iteration, for as long as it runs) holds one snapshot across many reads.  The
 writer never waits for a snapshot to commit: it puts its flush off and readers
 keep seeing the last commit flushed before they took their snapshot.
 
-Decoded nodes are cached by page id and dropped whenever the meta page's commit
-counter changed since the last snapshot (every commit writes it).
+The snapshot guarantee: every read sees one whole commit (never a torn or a
+mixed state), the last one flushed to the store file when the read (or the
+``snapshot()`` block) began or later; every page read from the file is checked
+against its checksum as before.  What makes a snapshot cheap:
+
+* Decoded nodes and their page images are cached by page id and kept across
+  commits: a snapshot that finds the store file changed drops only the pages
+  written since (:meth:`PageReader.take_changed
+  <engine.pages.PageReader.take_changed>`): the pages the writer's flushes
+  recorded in the store lock's change ring (:class:`~engine.fs.GatedLock`);
+  when the ring no longer reaches back that far, or the store has none, the
+  pages whose checksum entry changed (every flush rewrites the entries of the
+  pages it writes; a page without an entry is always dropped).  By the entries,
+  a page rewritten in place with the same id is dropped unless its new bytes
+  have the old CRC-32C (a 1 in 2**32 chance per rewritten page: the bound of
+  the checksum's own detection of damage); by the ring, always.
+* The store lock's change count (:meth:`PageReader.change_count
+  <engine.pages.PageReader.change_count>`) moves whenever a writer holds the
+  lock to write (odd while it holds it): a snapshot under the shared lock that
+  finds it where the last one left it reads neither header, checksums nor meta
+  page; and a get that finds it so *without* the lock, and whose whole path is
+  in the cache, is answered from memory with no system call: no writer has
+  touched the file since that snapshot, so its cached pages are the file's
+  state now, the commit that snapshot saw (the get is ordered as if it had
+  taken the lock at the moment it loaded the count; it reads nothing from the
+  file, so a writer starting meanwhile cannot mix into it).
+* A get that finds the count moved takes the new state without the lock too:
+  the page reader's seqlock (:meth:`PageReader.take_unlocked
+  <engine.pages.PageReader.take_unlocked>`) reads the header, the checksum
+  entries of the pages the change ring names and the meta page between two
+  loads of the count, and applies them only when both loads are equal and even
+  (no writer held the lock or took it in between: one flushed commit); a page
+  on the way that is not at hand is read the same way, checked against its
+  checksum.  Only a get that cannot (a writer under way, a change the ring does
+  not name page by page, the page count moved, an overflow value) takes the
+  snapshot under the lock, as before.
 """
 
 from __future__ import annotations
@@ -30,11 +64,13 @@ from engine.kv import tree as trees
 from engine.kv.api import DEFAULT_TREE, TreeAPI, TreeView, tree_label, tree_name
 from engine.kv.coding import PLAIN, Coding
 from engine.kv.maint import verify_trees
-from engine.kv.node import Node, Overflow, TreeInfo, Value
+from engine.kv.node import Node, NodeError, Overflow, TreeInfo, Value
 from engine.kv.pager import (
     DEFAULT_CACHE_NODES,
     NodeCache,
     check_cache_nodes,
+    decode_page,
+    find,
     leaf_of,
     load_node,
     lookup,
@@ -47,6 +83,8 @@ from engine.pages import PageReader
 from engine.pages.backup import copy_store
 
 META_PAGE = 1
+#: What KVReader._get_unlocked answers when the get needs the lock's path.
+_LOCKED = object()
 
 
 def kv_stats(path: str, page_stats: Mapping[str, int], txid: int, infos: Iterable[TreeInfo]) -> dict[str, object]:
@@ -83,6 +121,10 @@ class KVReader(TreeAPI):
         self._cache = NodeCache(cache_nodes)
         self.cached = self._cache.get
         self._txid: int | None = None
+        # The store file lock's change count at the last snapshot's load (None:
+        # none loaded, or the store has no count: every snapshot loads).
+        self._changes: int | None = None
+        self._count: Callable[[], int] | None = None  # its loader, once there is one
         self._trees: dict[bytes, TreeInfo] = {}
         self._page_count = 0
         self._depth = 0
@@ -130,23 +172,39 @@ class KVReader(TreeAPI):
                     self._depth -= 1
                 return
             with self._pr.snapshot():
-                page_count = self._pr.page_count
-                infos: list[TreeInfo]
-                if page_count == 0:
-                    # Nothing in the store file yet (a new store whose writer, with
-                    # apply="checkpoint", has not checkpointed): an empty store.
-                    txid, infos = 0, []
-                else:
-                    txid, infos = read_meta(self.path, self._pr.read(META_PAGE), page_count)
-                if txid != self._txid or page_count != self._page_count:
-                    self._cache.clear()
-                    self._txid, self._page_count = txid, page_count
-                    self._trees = {t.name: t for t in infos}
+                count = self._count or self._pr.change_count()
+                self._count = count
+                changes = None if count is None else count()
+                if changes is None or changes != self._changes:
+                    self._changes = None  # (until loaded: an error leaves nothing trusted)
+                    self._load()
+                    self._changes = changes
                 self._depth = 1
                 try:
                     yield
                 finally:
                     self._depth = 0
+
+    def _load(self) -> None:
+        """Take the store file's state (under its shared lock): page count, meta
+        page, and the cached pages whose checksum entry changed dropped."""
+        page_count = self._pr.page_count
+        # Nothing in the store file yet (a new store whose writer, with
+        # apply="checkpoint", has not checkpointed): an empty store.
+        self._take(page_count, None if page_count == 0 else self._pr.read(META_PAGE))
+
+    def _take(self, page_count: int, meta: bytes | None) -> None:
+        """Make the state of ``meta`` (the meta page, None: an empty store) and
+        ``page_count`` this reader's, the cached pages written since dropped."""
+        infos: list[TreeInfo]
+        txid, infos = (0, []) if meta is None else read_meta(self.path, meta, page_count)
+        changed = self._pr.take_changed()  # (after the reads: a read may reload)
+        if changed is None:
+            self._cache.clear()
+        elif changed:
+            self._cache.update({}, changed, {})
+        self._txid, self._page_count = txid, page_count
+        self._trees = {t.name: t for t in infos}
 
     @contextmanager
     def snapshot(self) -> Iterator[KVReader]:
@@ -204,7 +262,64 @@ class KVReader(TreeAPI):
             raise ClosedError(f"{self.path}: key-value store is closed")
 
     def tree_get(self, name: bytes, key: bytes) -> bytes | None:
-        self._check_open()
+        with self._lock:
+            count = self._count  # (None once closed)
+            if count is not None and not self._depth:
+                if count() == self._changes:
+                    # The common case inline (one call less per get): nothing written
+                    # since the last snapshot, the whole path cached.
+                    tree = self._trees.get(name)
+                    if tree is None:
+                        return None
+                    try:
+                        hit = find(self._cache.images, tree.root, tree.height, key, self._page_count)
+                    except NodeError:
+                        hit = 0  # (the snapshot's descent below raises it, naming the file)
+                    if hit is None or type(hit) is bytes:
+                        return hit
+                got = self._get_unlocked(name, key)
+                if got is not _LOCKED:
+                    return got  # type: ignore[return-value]
+            self._check_open()
+            return self._get(name, key)
+
+    def _get_unlocked(self, name: bytes, key: bytes) -> bytes | object | None:
+        """:meth:`tree_get` without the store file's lock, or :data:`_LOCKED`
+        when it needs the lock's path (see the module docstring): from the cache
+        while the change count is where the last snapshot left it; after a commit,
+        the new state and its meta page taken by the page reader's seqlock
+        (:meth:`PageReader.take_unlocked <engine.pages.PageReader.take_unlocked>`),
+        and the pages on the way that are not at hand read in that same state."""
+        count = self._count
+        assert count is not None
+        seen = self._changes
+        if count() != seen:
+            got = self._pr.take_unlocked(META_PAGE)
+            if got is None:
+                return _LOCKED
+            seen, page_count, meta = got
+            self._changes = None  # (until taken: an error leaves nothing trusted)
+            self._take(page_count, meta)
+            self._changes = seen
+        assert seen is not None
+        tree = self._trees.get(name)
+        if tree is None:
+            return None
+        for _ in range(tree.height + 1):  # (a page read at each level at most)
+            try:
+                hit = find(self._cache.images, tree.root, tree.height, key, self._page_count)
+            except NodeError:
+                return _LOCKED  # (the snapshot's descent raises it, naming the file)
+            if type(hit) is not int:
+                return hit if hit is None or type(hit) is bytes else _LOCKED  # (an overflow value: locked)
+            data = self._pr.read_unlocked(seen, hit)
+            if data is None:
+                return _LOCKED
+            self._cache.put(hit, decode_page(self.path, hit, data, self._page_count), data)
+        return _LOCKED
+
+    def _get(self, name: bytes, key: bytes) -> bytes | None:
+        """:meth:`tree_get` in a snapshot."""
         with self._snap():
             tree = self._trees.get(name)
             if tree is None:
@@ -287,6 +402,8 @@ class KVReader(TreeAPI):
 
     def close(self) -> None:
         """Release the store file (closing twice is fine)."""
+        with self._lock:
+            self._count = None  # no get from memory once closed
         if self._core.begin_close():
             self._cache.clear()
             self._core.finish_close()

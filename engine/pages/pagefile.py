@@ -153,6 +153,7 @@ class StoreFile:
 
     def _flush_locked(self) -> None:
         """:meth:`flush` with the exclusive store lock held."""
+        self._lock.note_written(self.unflushed)  # (readers drop just these pages: GatedLock's change ring)
         if not self.unflushed and self.header == self._disk_header:
             return
         # Mark the flush in progress first: if this process dies half way, readers

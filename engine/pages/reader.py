@@ -9,23 +9,38 @@ A reader sees what the writer has written to the store file: the state of the
 last checkpoint, or of every commit with ``apply="commit"``.  Each read holds a
 shared lock on the store file (the writer writes pages under an exclusive one),
 so it never sees a half-written flush; :meth:`PageReader.snapshot` holds it
-across several reads.  The header and free list are reloaded when the file
-changed (its header bytes or mtime).
+across several reads.  The header, free list and checksums are reloaded when
+the file changed: when the store file lock's change count moved (every
+exclusive hold of the lock moves it, :meth:`GatedLock.changes
+<engine.fs.GatedLock.changes>`), or, for a store without the count (no writer
+of this version opened it), when its header bytes or mtime changed, or a page
+does not match its checksum (mtime can miss two flushes in one clock tick).
+Each reload notes which pages were written since the last one
+(:meth:`take_changed`), so a cache of pages above the reader drops those and
+keeps the rest: the pages the writer's flushes recorded in the store lock's
+change ring (then only their checksum entries are read again, 4 bytes each), or,
+when the ring does not reach back that far (or the store has none), the pages
+whose checksum entry changed (the checksum file read whole and compared).
+With a change count, the same reload can be done without the lock
+(:meth:`PageReader.take_unlocked`, a seqlock: applied only when the count was
+even and did not move across the reads), which is how a key-value reader takes
+a commit without a system call for the lock.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from array import array
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from types import TracebackType
 from typing import NoReturn
 
 from engine.conventions import timeout_seconds
-from engine.errors import ConfigError, FormatError, LockedError
-from engine.fs import FileSystem, GatedLock, OpenMode, as_path, lock_handle, resolve
+from engine.errors import ConfigError, CorruptFileError, EngineError, FormatError, LockedError
+from engine.fs import FileHandle, FileSystem, GatedLock, OpenMode, as_path, lock_handle, resolve
 from engine.fs.core import StoreCore
 from engine.lifetime import ClosedWhenDropped
 from engine.pages import codec, store_codec
@@ -44,6 +59,13 @@ from engine.pages.storefile import (
     read_header,
     slice_page,
 )
+
+SUM_SIZE = store_codec.SUM.size
+#: What changed since a reload (PageReader._stage): the change ring's head, the
+#: header, the written pages' checksum entries, the free list (None: unchanged).
+_Staged = tuple[int, StoreHeader, dict[int, bytes], list[int] | None]
+#: The smallest block changed_entries compares before halving (bytes).
+_BLOCK = 1024
 
 
 def not_visible_words(beyond: bool, count: int) -> str:
@@ -85,8 +107,17 @@ class PageReader(ClosedWhenDropped):
         self._lock = threading.RLock()
         self._free: set[int] = set()
         self._free_order: list[int] = []
-        self._key: tuple[bytes, int] | None = None  # header bytes and mtime of the loaded state
-        self._sums: list[int] | None = None  # None: no usable sums file
+        # Header bytes and mtime of the loaded state (a store without a change count).
+        self._key: tuple[bytes, int] | None = None
+        self._sums: array[int] | None = None  # None: no usable sums file
+        self._sums_raw = bytearray()  # its entries as the file holds them (what a whole reload compares)
+        self._sums_handle: FileHandle | None = None  # the sums file, for the entries of a few pages
+        self._head: int | None = None  # the store lock's change ring head at the last reload
+        self._seen: int | None = None  # the store file lock's change count at the last reload
+        self._count: Callable[[], int] | None = None  # its loader (change_count)
+        # Pages whose checksum entry changed (or that have none) since the last
+        # take_changed(); None: unknown, all of them.
+        self._changed: set[int] | None = None
         self._sum: store_codec.PageSum = store_codec.page_sum  # and its kind of entry
         self._shared_depth = 0
         #: Readers never repair anything: always an empty report.
@@ -147,7 +178,8 @@ class PageReader(ClosedWhenDropped):
     def page_count(self) -> int:
         """Pages in the store (ids 1..page_count), live and free."""
         with self._shared():
-            return self._read_header().page_count
+            self._refresh()  # (the header as loaded: reloaded whenever the file changed)
+            return self._header.page_count
 
     @property
     def free_pages(self) -> list[int]:
@@ -186,10 +218,11 @@ class PageReader(ClosedWhenDropped):
                 self._refresh()
                 try:
                     data = self._read_live(page)
-                except PageError:
-                    # The free list is cached by header bytes and mtime, and mtime
-                    # can miss two commits in one clock tick: look again first.
-                    self._key = None
+                except (PageError, CorruptFileError):
+                    # Without a change count the free list and checksums are cached
+                    # by header bytes and mtime, and mtime can miss two commits in
+                    # one clock tick: look again first (a damaged page fails again).
+                    self._forget()
                     self._refresh()
                     data = self._read_live(page)
             return slice_page(self.path, page, data, offset, size, self.page_size)
@@ -206,7 +239,7 @@ class PageReader(ClosedWhenDropped):
     def _read_disk_page(self, page: int) -> bytes:
         """Page ``page`` from the store file, checked against its checksum if known."""
         ps = self.page_size
-        return sums_module.check_read(self.path, page, self._handle.read_at(page * ps, ps), ps, self._sums, self._sum)
+        return self._checked(page, self._handle.read_at(page * ps, ps))
 
     @contextmanager
     def _shared(self) -> Iterator[None]:
@@ -244,23 +277,205 @@ class PageReader(ClosedWhenDropped):
         self._header = header
         return header
 
+    def change_count(self) -> Callable[[], int] | None:
+        """A function of no arguments loading the store file lock's change count
+        now, without the lock (None: the store has no count yet): while it is
+        what it was when a snapshot was taken, nothing has been written to the
+        store file since, so what that snapshot read is still the file's state
+        (see :class:`~engine.fs.GatedLock`).  Valid while the reader is open."""
+        if self._count is None:
+            self._count = self._store_lock.changes()
+        return self._count
+
+    def take_changed(self) -> set[int] | None:
+        """The pages written since the last call, by the reloads in between (the
+        change ring's pages, or those whose checksum entry changed or that have
+        no entry); None: unknown (the first load, a store without checksums),
+        take every page as changed.  For the one cache of pages kept above this
+        reader."""
+        with self._lock:
+            changed, self._changed = self._changed, set()
+            return changed
+
+    def _forget(self) -> None:
+        """Make the next :meth:`_refresh` reload."""
+        self._key = None
+        self._seen = None
+        self._head = None
+
     def _refresh(self) -> None:
         """Reload header, free list and checksums if the store file changed (under the shared lock)."""
-        raw = self._handle.read_at(0, store_codec.HEADER_SIZE)
-        key = (raw, self._fs.mtime_ns(self.path))
-        if key == self._key:
-            return
+        count = self._count or self.change_count()
+        seen = None if count is None else count()
+        key = None
+        if seen is not None:
+            if seen == self._seen:
+                return  # no exclusive hold since the last reload: the file is as it was
+            # Only the pages the change ring names, when it names them all (an odd
+            # count: a writer died holding the lock, and what it wrote is not recorded).
+            staged = None if seen % 2 else self._stage()
+            if staged is not None:
+                self._apply(seen, staged)
+                return
+        else:
+            key = (self._handle.read_at(0, store_codec.HEADER_SIZE), self._fs.mtime_ns(self.path))
+            if key == self._key:
+                return
         header = self._read_header()
         check_store_size(self.path, header, self._handle.size())
+        ring = None if seen is None else self._store_lock.written_since(None)
+        self._head = None if ring is None else ring[0]  # (the next reload's ring starts here)
+        self._reload(header)
+        self._key, self._seen = key, seen
+
+    def _stage(self) -> _Staged | None:
+        """What changed since the last reload when only the pages the change ring
+        names were written: the ring's head, the header, their checksum entries (4
+        bytes each, not the whole file) and the free list if it may have moved;
+        nothing applied yet.  None (reload whole) when the ring does not name them
+        all, the page count moved, the header is marked mid-flush, there are no
+        checksums, or a page has no entry yet.  Under the shared lock, or between
+        two equal loads of the change count (:meth:`take_unlocked`)."""
+        sums, handle, before = self._sums, self._sums_handle, self._header
+        if sums is None or handle is None:
+            return None
+        try:
+            header = store_codec.decode_header(self._handle.read_at(0, store_codec.HEADER_SIZE))
+        except ValueError:
+            return None  # (the whole reload reports it)
+        if header.flags & store_codec.FLUSHING or (header.page_count, header.page_size) != (
+            before.page_count, before.page_size
+        ):
+            return None
+        ring = self._store_lock.written_since(self._head)
+        if ring is None or ring[1] is None:
+            return None
+        pages = set(ring[1])
+        if pages and not 0 < min(pages) <= max(pages) < len(sums):
+            return None
+        entries: dict[int, bytes] = {}
+        for page in pages:
+            entry = handle.read_at(store_codec.sum_offset(page), SUM_SIZE)
+            if len(entry) < SUM_SIZE:
+                return None
+            entries[page] = entry
+        free = None
+        if header.free_head != before.free_head or not self._free.isdisjoint(pages):
+            try:
+                free = walk_free_list(self.path, header, self._handle.read_at)
+            except EngineError:
+                return None  # (the whole reload reports it)
+        return ring[0], header, entries, free
+
+    def _apply(self, seen: int, staged: _Staged) -> None:
+        """Make ``staged`` (:meth:`_stage`) the loaded state, that of change count ``seen``."""
+        head, header, entries, free = staged
+        sums, raw = self._sums, self._sums_raw
+        assert sums is not None
+        for page, entry in entries.items():
+            sums[page] = int.from_bytes(entry, "little")
+            raw[page * SUM_SIZE : (page + 1) * SUM_SIZE] = entry
+        if free is not None:
+            self._free_order, self._free = free, set(free)
+        if self._changed is not None:
+            self._changed.update(entries)
+        self._header, self._head, self._key, self._seen = header, head, None, seen
+
+    # -- without the lock: a seqlock over the change count --------------------------------
+    def take_unlocked(self, page: int) -> tuple[int, int, bytes] | None:
+        """The store file's state taken without the shared lock, and page ``page``
+        read (checked) in it: (the change count it is the state of, its page
+        count, the page's bytes); None when it cannot be had so, and the caller
+        takes the lock (a store without a count, a writer holding the lock or
+        taking it meanwhile, a change the change ring does not name page by page,
+        the page count moved, ``page`` not live).
+
+        A seqlock: the change count is loaded before and after the reads; equal
+        and even, no exclusive hold was under way or began in between (each moves
+        the count at its start, before its first write, and at its end), so what
+        was read is one flushed state, as under the lock.  Nothing is applied
+        until the second load agrees; a page that then does not match its
+        checksum is CorruptFileError, as :meth:`read` raises it.  (Ordering: the
+        writer stores the count before its first ``pwrite`` and the reader loads
+        it after its last ``pread``, each across a system call; on x86-64's
+        ordered stores and loads that is enough, as the get from memory in
+        :mod:`engine.kv.reader` already assumes.)"""
+        with self._lock:
+            count = self._count or self.change_count()
+            if count is None or self._core.closed:
+                return None
+            seen = count()
+            staged = None
+            if seen % 2 or (seen != self._seen and (staged := self._stage()) is None):
+                return None
+            header = self._header if staged is None else staged[1]
+            free = self._free if staged is None or staged[3] is None else set(staged[3])
+            if not 0 < page <= header.page_count or page in free:
+                return None
+            ps = self.page_size
+            data = self._handle.read_at(page * ps, ps)
+            if count() != seen:
+                return None
+            if staged is not None:
+                self._apply(seen, staged)
+            return seen, header.page_count, self._checked(page, data)
+
+    def read_unlocked(self, seen: int, page: int) -> bytes | None:
+        """Page ``page`` in the state of change count ``seen`` (one
+        :meth:`take_unlocked` returned), read without the lock: None when the
+        count has moved since (the caller takes the lock), else as :meth:`read`
+        (checked against its checksum)."""
+        with self._lock:
+            count = self._count
+            if count is None or self._core.closed or seen != self._seen or count() != seen:
+                return None
+            if not 0 < page <= self._header.page_count or page in self._free:
+                return None
+            ps = self.page_size
+            data = self._handle.read_at(page * ps, ps)
+            if count() != seen:
+                return None
+            return self._checked(page, data)
+
+    def _checked(self, page: int, data: bytes) -> bytes:
+        return sums_module.check_read(self.path, page, data, self.page_size, self._sums, self._sum)
+
+    def _reload(self, header: StoreHeader) -> None:
+        """Load free list and checksums whole (the changed pages found by
+        comparing the checksums with the ones loaded before)."""
         self._free_order = walk_free_list(self.path, header, self._handle.read_at)
         self._free = set(self._free_order)
-        self._sums = None
+        if self._sums_handle is not None:
+            self._sums_handle.close()
+            self._sums_handle = None
         # A sums file there but unusable is CorruptFileError (no page could be
         # checked): a reader never reads on as if every page were checked.
         loaded = sums_module.load_present(self._fs, self.path, self.page_size)
+        old = bytes(self._sums_raw) if self._sums is not None else None
+        self._sums, self._sums_raw = None, bytearray()
         if loaded is not None:
-            self._sums, self._sum = loaded[0].tolist(), loaded[1]
-        self._key = key
+            self._sums, self._sum = loaded[0], loaded[1]
+            self._sums_raw = bytearray(loaded[0].tobytes())
+            # Kept for the next reloads' few entries (the file is rewritten in
+            # place, never replaced, while a writer runs).
+            self._sums_handle = self._fs.open(sums_module.sums_path(self.path), OpenMode.READ)
+        self._note_changed(old, header.page_count)
+
+    def _note_changed(self, old: bytes | None, page_count: int) -> None:
+        """Add the pages whose checksum entry differs between ``old`` and the
+        entries just loaded (each 4 bytes, index = page id) to :attr:`_changed`."""
+        if self._changed is None:
+            return
+        new = bytes(self._sums_raw) if self._sums is not None else None
+        if old is None or new is None:
+            self._changed = None  # no entries to compare: every page may have changed
+            return
+        changed = self._changed
+        changed.update(changed_entries(old, new))
+        # Pages without an entry on either side (cut off, or appended and not
+        # summed yet) are never known unchanged.
+        low = min(len(old), len(new)) // SUM_SIZE
+        changed.update(range(low, max(len(old) // SUM_SIZE, len(new) // SUM_SIZE, page_count + 1)))
 
     def stats(self) -> dict[str, int]:
         """Figures about the store file as this reader sees it: ``page_size``,
@@ -298,7 +513,7 @@ class PageReader(ClosedWhenDropped):
         with self._lock:
             self._core.check_open()
             with self._shared():
-                self._key = None
+                self._forget()
                 self._refresh()
                 header = self._header
                 free = list(self._free_order)
@@ -313,7 +528,12 @@ class PageReader(ClosedWhenDropped):
         """Release the store file (the core's close, once: closing twice is fine)."""
         with self._lock:
             if self._core.begin_close():
-                self._core.finish_close()
+                try:
+                    if self._sums_handle is not None:
+                        self._sums_handle.close()
+                        self._sums_handle = None
+                finally:
+                    self._core.finish_close()
 
     def __enter__(self) -> PageReader:
         return self
@@ -325,6 +545,32 @@ class PageReader(ClosedWhenDropped):
 
     def __repr__(self) -> str:
         return f"<PageReader {self.path!r} page_size={self.page_size}>"
+
+
+def changed_entries(old: bytes, new: bytes) -> list[int]:
+    """Indexes of the 4-byte entries that differ between ``old`` and ``new``
+    (over their common length), by halving the spans that differ: a commit's
+    few changed entries among many thousands cost a few dozen comparisons."""
+    out: list[int] = []
+    size = min(len(old), len(new)) // SUM_SIZE * SUM_SIZE
+    if old[:size] == new[:size]:
+        return out
+    # Blocks first (a few dozen slices), then halve every differing block down to
+    # single entries (ascending order); bytes slices compare with one memcmp
+    # (memoryviews compare item by item).
+    block = max(_BLOCK, size // 64 // SUM_SIZE * SUM_SIZE)
+    spans = [(at, min(at + block, size)) for at in range(size - (size - 1) % block - 1 if size else 0, -1, -block)]
+    while spans:
+        start, end = spans.pop()
+        if old[start:end] == new[start:end]:
+            continue
+        if end - start == SUM_SIZE:
+            out.append(start // SUM_SIZE)
+            continue
+        mid = start + (end - start) // SUM_SIZE // 2 * SUM_SIZE
+        spans.append((mid, end))
+        spans.append((start, mid))
+    return out
 
 
 def check_journal_applied(fs: FileSystem, jpath: str) -> None:

@@ -244,7 +244,8 @@ class PageStore(ClosedWhenDropped):
             except LockedError as exc:
                 raise LockedError(f"{path}: another writer has the page store open (lock file {lpath})",
                                   lpath) from exc
-            fs.open(gate_path(path), OpenMode.CREATE).close()  # the store file lock's gate, empty like the lock file
+            # The store file lock's gate (its scratch words: the change count and ring, engine.fs.lock).
+            fs.open(gate_path(path), OpenMode.CREATE).close()
             # 2. The files, through the seam.
             prepare_files(fs, path, jpath, page_size or DEFAULT_PAGE_SIZE, create, core.report)
             jhandle = core.keep(fs.open(jpath, OpenMode.WRITE))

@@ -26,7 +26,7 @@ GATE_SUFFIX = "-gate"
 
 
 def gate_path(store_path: str) -> str:
-    """The gate of the store file's lock (an empty file; see :class:`~engine.fs.GatedLock`)."""
+    """The gate of the store file's lock (its scratch words; see :class:`~engine.fs.GatedLock`)."""
     return store_path + GATE_SUFFIX
 
 

@@ -10,6 +10,7 @@ wake, or the timeout.
 from __future__ import annotations
 
 import os
+import struct
 import subprocess
 import sys
 import textwrap
@@ -21,7 +22,9 @@ from pathlib import Path
 import pytest
 
 from engine.fs import OpenMode, SharedWords, default_fs
+from engine.fs.osfs import OsFileSystem
 from engine.fs.words import HAVE_FUTEX, FileWords, MappedWords
+from stress.simfs import SimFS
 
 ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -188,3 +191,114 @@ def test_closed_words_cannot_be_used(tmp_path: Path) -> None:
         if isinstance(words, MappedWords):
             with pytest.raises(AttributeError):
                 words.get(0)  # never a read of unmapped memory
+
+
+def test_watched_words_see_the_stores_and_refuse_their_own(tmp_path: Path) -> None:
+    """watch_words: a read-only mapping (a reader's handle) of words another
+    handle stores; None while the file is too short to hold them."""
+    path = str(tmp_path / "w")
+    fs = default_fs()
+    with fs.open(path, OpenMode.CREATE) as writer, fs.open(path, OpenMode.READ) as reader:
+        assert reader.watch_words(4) is None  # nobody made them yet
+        stores = writer.map_words(4)
+        watched = reader.watch_words(4)
+        assert watched is not None
+        load = watched.loader64(2)
+        assert load() == 0
+        assert stores.add64(2, 5) == 5 and stores.add64(2, 2**64 - 1) == 4  # mod 2**64
+        assert load() == 4 and watched.get64(2) == 4
+        stores.set(0, 7)
+        assert watched.get(0) == 7 and watched.read_bytes(0, 4) == stores.read_bytes(0, 4)
+        with pytest.raises(Exception):  # noqa: B017 - read-only: io.UnsupportedOperation
+            watched.set(0, 1)
+        with pytest.raises(IndexError):
+            watched.loader64(1)
+        watched.close()
+        stores.close()
+
+
+def test_gated_lock_change_count_and_ring(tmp_path: Path) -> None:
+    """Every exclusive hold moves the count by two (odd while held); the ids a
+    hold notes reach a shared holder's written_since; a hold that notes
+    nothing, or more than the ring holds, reads as "anything changed"."""
+    from engine.fs import GatedLock
+    from engine.fs.lock import RING
+
+    path = str(tmp_path / "f")
+    fs = default_fs()
+    fs.open(path + "-gate", OpenMode.CREATE).close()
+    with fs.open(path, OpenMode.CREATE) as wh, fs.open(path, OpenMode.READ) as rh:
+        writer = GatedLock(fs, wh, path + "-gate", what="x")
+        reader = GatedLock(fs, rh, path + "-gate", what="x")
+        assert reader.changes() is None and reader.written_since(None) is None  # no count before a writer
+        writer.acquire(exclusive=True, wait=0)
+        count = reader.changes()
+        assert count is not None and count() == 1  # odd: held
+        writer.note_written([3, 9])
+        writer.release()
+        assert count() == 2
+        assert reader.written_since(None) == (2, None)  # no head seen yet: unknown
+        for n in range(3 * RING // 2):  # around the ring more than once
+            writer.acquire(exclusive=True, wait=0)
+            writer.note_written([n, n + 1])
+            writer.release()
+            assert reader.written_since(2 + 2 * n) == (4 + 2 * n, [n, n + 1])
+        head = 2 + 3 * RING
+        writer.acquire(exclusive=True, wait=0)
+        writer.release()  # noted nothing: anything may have changed
+        assert reader.written_since(head) == (head + RING + 1, None)
+        writer.acquire(exclusive=True, wait=0)
+        writer.note_written(range(RING + 1))
+        writer.release()
+        assert reader.written_since(head + RING + 1) == (head + 2 * (RING + 1), None)
+        assert count() % 2 == 0
+        reader.close()
+        writer.close()
+
+
+def test_scratch_words_are_the_mapped_words_on_the_os(tmp_path: Path) -> None:
+    """On the OS, scratch words are the file's first bytes, mapped (map_words)."""
+    path = str(tmp_path / "gate")
+    with OsFileSystem().open(path, OpenMode.CREATE) as handle, OsFileSystem().open(path) as reader:
+        assert reader.watch_scratch_words(2) is None  # nobody made them yet
+        words = handle.map_scratch_words(2)
+        watched = reader.watch_scratch_words(2)
+        assert watched is not None
+        words.set64(0, 7)
+        assert watched.get64(0) == 7 and handle.read_at(0, 8) == struct.pack("<Q", 7)
+        watched.close()
+        words.close()
+
+
+def test_scratch_words_in_the_simulator_are_shared_memory_outside_the_file() -> None:
+    """In the crash simulator, scratch words are shared by every handle of the
+    inode, seen by tests, and no part of the file (stress/simwords.py)."""
+    sim = SimFS()
+    with sim.open("/gate", OpenMode.CREATE) as handle, sim.open("/gate") as reader:
+        assert reader.watch_scratch_words(4) is None
+        words = handle.map_scratch_words(4)
+        watched = reader.watch_scratch_words(4)
+        assert watched is not None
+        operations = sim.operation_count()
+        words.set64(0, 5)
+        words.write_bytes(8, b"abcd")
+        assert watched.get64(0) == 5 and watched.read_bytes(8, 4) == b"abcd" and watched.get(2) == 0x64636261
+        with pytest.raises(OSError):
+            watched.set(0, 1)
+        assert sim.operation_count() == operations and sim.file_size("/gate") == 0
+        assert sim.scratch_words("/gate") == struct.pack("<Q", 5) + b"abcd" + bytes(4)
+        woken = threading.Event()
+
+        def sleeper() -> None:
+            words.wait(3, 0, 30.0)
+            woken.set()
+
+        thread = threading.Thread(target=sleeper)
+        thread.start()
+        words.set(3, 1)
+        words.wake(3)
+        thread.join(30.0)
+        assert woken.is_set()
+        words.close()
+        with pytest.raises(ValueError):
+            words.get(0)
