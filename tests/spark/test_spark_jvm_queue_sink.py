@@ -174,6 +174,26 @@ def test_abort_removes_an_uncommitted_job_only(tmp_path: Path) -> None:
         qs.commit_job(d, "a.read.x", "j", [])
 
 
+def test_engine_spark_cleanup_settles_a_staging_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from engine.cli import main
+
+    d = str(tmp_path)
+    names = stage(d, "q", "j1", [rows_of(1500)])
+    previous = set_crashpoint_hook(crash_at("spark.queuesink.before-marker-update"))
+    try:
+        with pytest.raises(Crash):
+            qs.commit_job(d, "q", "j1", names)
+    finally:
+        set_crashpoint_hook(previous)
+    stage(d, "q", "j2", [rows_of(3)])  # never committed
+    assert main(["spark", "cleanup", qs.staging_dir(d, "q")]) == 0
+    assert "2 staged job directories: put job-j1, removed job-j2" in " ".join(capsys.readouterr().out.split())
+    whole = rows_of(1500)
+    assert items(d, "q") == whole[:1024] + whole  # the run put before the crash, again
+    assert main(["spark", "cleanup", "--json", qs.staging_dir(d, "q")]) == 0
+    assert '"settled": []' in capsys.readouterr().out
+
+
 # -- Spark -------------------------------------------------------------------------
 
 
