@@ -233,6 +233,8 @@ def commit_job(directory: str, queue: str, job_id: str, parts: list[str], *, str
     stage = staging_dir(directory, queue)
     job_dir = naming.join(stage, JOB_PREFIX + job_id)
     if not fs.isdir(job_dir):
+        if not parts:
+            return 0  # a job of no task (an empty input without partitions): nothing to put
         raise ConfigError(f"{job_dir}: no such staged job of the engine-queue sink")
     with _lock(fs, stage):
         _resume(fs, directory, queue, stage, skip=JOB_PREFIX + job_id)

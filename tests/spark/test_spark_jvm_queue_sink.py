@@ -258,6 +258,31 @@ def test_wrong_columns(spark: Any, tmp_path: Path, expr: str, words: str) -> Non
     assert not os.path.exists(tmp_path / "new")
 
 
+def test_a_stream_puts_each_micro_batch_once(spark: Any, tmp_path: Path) -> None:
+    src, d, chk = tmp_path / "in", str(tmp_path / "queues"), str(tmp_path / "chk")
+    src.mkdir()
+
+    def run() -> None:
+        q = (spark.readStream.format("text").load(str(src)).selectExpr("value as data")
+             .writeStream.format(FORMAT).option("queue", "q").option("checkpointLocation", chk)
+             .option("streamName", "lines").trigger(availableNow=True).start(d))
+        q.awaitTermination(120)
+        assert q.exception() is None
+
+    (src / "a.txt").write_text("a1\na2\n")
+    run()
+    (src / "b.txt").write_text("b1\n")
+    run()
+    assert [x for x, _ in items(d, "q")] == [b"a1", b"a2", b"b1"]
+    with open(f"{qs.staging_dir(d, 'q')}/{qs.STREAMS}") as f:
+        assert '"lines": 1' in f.read()
+    for name in ("1", ".1.crc"):  # Spark runs batch 1 again on restart: it is not put again
+        os.remove(f"{chk}/commits/{name}")
+    run()
+    assert [x for x, _ in items(d, "q")] == [b"a1", b"a2", b"b1"]
+    assert sorted(os.listdir(qs.staging_dir(d, "q"))) == ["_LOCK", qs.STREAMS]
+
+
 STALLED_COMMIT = r'''#!/bin/sh
 # The commit's interpreter: stalls the commit (after the tasks staged their rows).
 if [ "$3" = commit ]; then touch "{marker}"; sleep 600; fi
