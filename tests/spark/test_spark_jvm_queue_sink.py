@@ -236,6 +236,8 @@ def test_a_failed_job_leaves_nothing(spark: Any, tmp_path: Path) -> None:
     (lambda w: w.option("queue", "a/b"), r"engine-queue sink: ConfigError: invalid queue name 'a/b'"),
     (lambda w: w.option("queue", "a.read.b"), r"would collide with queue 'a'"),
     (lambda w: w.option("queue", "q").option("commitTimeoutSeconds", 0), "must be at least 1, not 0"),
+    (lambda w: w.option("queue", "q").mode("overwrite"), "does not support truncate in batch mode"),
+    (lambda w: w.option("queue", "q").mode("errorifexists"), "UNSUPPORTED_DATA_SOURCE_SAVE_MODE"),
 ])
 def test_wrong_arguments_are_one_line_errors_and_create_nothing(spark: Any, tmp_path: Path, build: Any,
                                                                 words: str) -> None:
