@@ -236,8 +236,6 @@ def test_a_failed_job_leaves_nothing(spark: Any, tmp_path: Path) -> None:
     (lambda w: w.option("queue", "a/b"), r"engine-queue sink: ConfigError: invalid queue name 'a/b'"),
     (lambda w: w.option("queue", "a.read.b"), r"would collide with queue 'a'"),
     (lambda w: w.option("queue", "q").option("commitTimeoutSeconds", 0), "must be at least 1, not 0"),
-    (lambda w: w.option("queue", "q").mode("overwrite"), "does not support truncate in batch mode"),
-    (lambda w: w.option("queue", "q").mode("errorifexists"), "UNSUPPORTED_DATA_SOURCE_SAVE_MODE"),
 ])
 def test_wrong_arguments_are_one_line_errors_and_create_nothing(spark: Any, tmp_path: Path, build: Any,
                                                                 words: str) -> None:
@@ -245,6 +243,17 @@ def test_wrong_arguments_are_one_line_errors_and_create_nothing(spark: Any, tmp_
     with pytest.raises(Exception, match=words) as err:
         build(df.write.format(FORMAT).mode("append")).save(str(tmp_path / "new"))
     assert "\n" not in str(err.value).split("ConfigException: ")[-1].split("\n\tat ")[0].strip()
+    assert not os.path.exists(tmp_path / "new")
+
+
+@pytest.mark.parametrize("mode,words", [
+    ("overwrite", "does not support truncate in batch mode"),
+    ("errorifexists", "UNSUPPORTED_DATA_SOURCE_SAVE_MODE"),
+])
+def test_spark_refuses_modes_other_than_append(spark: Any, tmp_path: Path, mode: str, words: str) -> None:
+    with pytest.raises(Exception, match=words):  # Spark's own errors (a plan follows the first line)
+        spark.range(3).selectExpr("cast(id as string) as data").write.format(FORMAT).option("queue", "q") \
+            .mode(mode).save(str(tmp_path / "new"))
     assert not os.path.exists(tmp_path / "new")
 
 
