@@ -62,6 +62,8 @@ from engine.spark.sink import remove_tree
 RUN_ROWS = 1024
 #: ... or once its records hold this many bytes (the row that crosses it included).
 RUN_BYTES = 1 << 20
+#: What the commit reads of a staged file at a time.
+READ_CHUNK = 4 << 20
 STAGE_SUFFIX = ".sink"
 JOB_PREFIX = "job-"
 MARKER = "_COMMIT.json"
@@ -103,29 +105,40 @@ def _close_run(run: list[bytes]) -> bytes:
 
 def read_runs(fs: FileSystem, path: str) -> Iterator[list[Row]]:
     """The runs of a staged file, each verified by its CHECK; CorruptFileError
-    (file and offset) on anything else (nothing of a damaged run is yielded)."""
+    (file and offset) on anything else (nothing of a damaged run is yielded).
+    Reads :data:`READ_CHUNK` bytes at a time and keeps one run's bytes at most."""
     with fs.open(path, OpenMode.READ) as h:
-        buf = h.read_all()
-    if not buf.startswith(STAGE_HEADER):
-        raise CorruptFileError(path, 0, "a staged file of the engine-queue sink (writer magic, empty CHECK)")
-    pos = since = len(STAGE_HEADER)
-    run: list[Row] = []
-    while pos < len(buf):
-        try:
-            record, end = codec.decode_record(buf, pos)
-        except (codec.Incomplete, codec.BadRecord) as exc:
-            raise CorruptFileError(path, pos, "a whole PUT or CHECK record", str(exc)) from None
-        if isinstance(record, codec.Put) and record.xid > 0:
-            run.append((record.data, record.expire_time))
-        elif isinstance(record, codec.Check) and codec.check_matches(record, buf[since:pos]) and run:
-            yield run
-            run, since = [], end
-        else:
-            raise CorruptFileError(path, pos, "a PUT record, or the CHECK of the run before it",
-                                   type(record).__name__ if record is not None else "the end marker")
-        pos = end
-    if run:
-        raise CorruptFileError(path, since, "a CHECK after the last run", "records without one")
+        size = h.size()
+        if h.read_at(0, len(STAGE_HEADER)) != STAGE_HEADER:
+            raise CorruptFileError(path, 0, "a staged file of the engine-queue sink (writer magic, empty CHECK)")
+        base = len(STAGE_HEADER)  # the file offset of buf[0], where the current run starts
+        buf = b""
+        pos = 0
+        run: list[Row] = []
+        while base + pos < size:
+            try:
+                record, end = codec.decode_record(buf, pos)
+            except codec.Incomplete:
+                record, end = None, -1
+            except codec.BadRecord as exc:
+                raise CorruptFileError(path, base + exc.offset, exc.expected, exc.found) from None
+            if record is None and (end == -1 or pos == len(buf)):  # the record goes on past buf
+                more = h.read_at(base + len(buf), READ_CHUNK)
+                if not more:
+                    raise CorruptFileError(path, base + pos, "a whole record", "the end of the file")
+                buf += more
+                continue
+            if isinstance(record, codec.Put) and record.xid > 0:
+                run.append((record.data, record.expire_time))
+            elif isinstance(record, codec.Check) and run and codec.check_matches(record, buf[:pos]):
+                yield run
+                run, buf, base, end = [], buf[end:], base + end, 0
+            else:
+                raise CorruptFileError(path, base + pos, "a PUT record, or the CHECK of the run before it",
+                                       type(record).__name__ if record is not None else "the end marker")
+            pos = end
+        if run or pos:
+            raise CorruptFileError(path, base, "a CHECK after the last run", "records without one")
 
 
 @dataclass

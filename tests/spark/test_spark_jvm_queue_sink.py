@@ -111,6 +111,44 @@ def test_a_damaged_part_fails_the_commit_before_anything_is_put(tmp_path: Path) 
     assert qs.cleanup(qs.staging_dir(d, "q")) == ["removed job-j1"]
 
 
+@pytest.mark.parametrize("chunk", [33, 4096, 4 << 20])
+def test_read_runs_reads_by_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    from engine.fs import resolve
+
+    big = 1_200_000 if chunk > 33 else 1000  # (33-byte reads of a MiB would copy it a hundred thousand times)
+    rows = [*rows_of(2100), (b"y" * big, None), (b"", 5)]
+    path = tmp_path / "part"
+    path.write_bytes(qs.encode_stage(rows, 1))
+    monkeypatch.setattr(qs, "READ_CHUNK", chunk)
+    runs = list(qs.read_runs(resolve(None), str(path)))
+    assert [len(r) for r in runs] == ([1024, 1024, 53, 1] if big > qs.RUN_BYTES else [1024, 1024, 54])
+    assert [x for r in runs for x in r] == rows
+
+
+def _damaged(good: bytes) -> Iterator[tuple[str, bytes, str]]:
+    yield "magic", b"\x27\x64\x26\x04" + good[4:], "at offset 0: expected a staged file"
+    yield "torn", good[:-20], "expected a whole record, found the end of the file"
+    yield "no-check", good[:-9], "expected a CHECK after the last run"
+    yield "crc", good[:-9] + b"\x22" + bytes(8), "expected a PUT record, or the CHECK of the run before it"
+    yield "marker", good + b"\x00", "found the end marker"
+    yield "hostile", good[:13] + b"\x86\xff\xff\xff\x7f" + bytes(4) + b"\x01" + bytes(40), \
+        "offset 13: expected a whole record, found the end of the file"
+    yield "id-0", good[:13] + b"\x86" + bytes(40), "offset 13: expected a positive item id"
+
+
+@pytest.mark.parametrize("case", ["magic", "torn", "no-check", "crc", "marker", "hostile", "id-0"])
+def test_read_runs_refuses_damaged_files(tmp_path: Path, case: str) -> None:
+    from engine.fs import resolve
+
+    good = qs.encode_stage(rows_of(1030), 1)
+    data, words = {n: (d, w) for n, d, w in _damaged(good)}[case]
+    path = tmp_path / "part"
+    path.write_bytes(data)
+    with pytest.raises(CorruptFileError, match=words):
+        for _ in qs.read_runs(resolve(None), str(path)):
+            pass
+
+
 class Crash(Exception):
     pass
 
