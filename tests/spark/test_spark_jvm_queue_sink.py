@@ -97,6 +97,16 @@ def test_a_commit_puts_the_parts_in_order_and_removes_them(tmp_path: Path) -> No
     assert os.listdir(qs.staging_dir(d, "q")) == ["_LOCK"]
 
 
+def test_a_commit_is_one_more_producer_of_a_queue_in_use(tmp_path: Path) -> None:
+    d = str(tmp_path)
+    names = stage(d, "q", "j1", [rows_of(2100)])
+    with Queue.open(d, "q") as q:  # another producer, open throughout (the commit joins it)
+        q.put(b"before")
+        assert qs.commit_job(d, "q", "j1", names) == 2100
+        q.put(b"after")
+    assert items(d, "q") == [(b"before", None), *rows_of(2100), (b"after", None)]
+
+
 def test_a_damaged_part_fails_the_commit_before_anything_is_put(tmp_path: Path) -> None:
     d = str(tmp_path)
     names = stage(d, "q", "j1", [rows_of(10), rows_of(3000, 10)])
