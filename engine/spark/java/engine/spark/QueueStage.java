@@ -36,7 +36,6 @@ final class QueueStage {
     private ByteBuffer run = ByteBuffer.allocate(64 * 1024).order(ByteOrder.LITTLE_ENDIAN);
     private int runRows;
     private long rows;
-    private long bytes;
 
     QueueStage(Path path, long addTimeMs) {
         this.path = path;
@@ -75,7 +74,6 @@ final class QueueStage {
         }
         run.put(data);
         runRows++;
-        bytes += data.length;
         if (runRows >= RUN_ROWS || run.position() >= RUN_BYTES) {
             closeRun();
         }
@@ -113,10 +111,6 @@ final class QueueStage {
 
     long rows() {
         return rows;
-    }
-
-    long bytes() {
-        return bytes;
     }
 
     /** The last run, then the file and its directory durable (before the task reports it). */
