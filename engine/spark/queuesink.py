@@ -192,23 +192,22 @@ def _jobs(fs: FileSystem, stage: str) -> list[str]:
     return sorted(n for n in fs.listdir(stage) if n.startswith(JOB_PREFIX)) if fs.isdir(stage) else []
 
 
-def _publish(fs: FileSystem, directory: str, queue: str, job_dir: str, marker: Marker) -> int:
-    """Put the rows of ``marker`` not yet put, recording each run; then remove the
-    job's staging directory (marker first).  Returns the rows put now."""
+def _publish(fs: FileSystem, q: Queue, job_dir: str, marker: Marker) -> int:
+    """Put the rows of ``marker`` not yet put into ``q``, recording each run; then
+    remove the job's staging directory (marker first).  Returns the rows put now."""
     put = 0
     position = 0
     marker_path = naming.join(job_dir, MARKER)
-    with Queue.open(directory, queue, fs=fs, sync="always") as q:
-        for part in marker.parts:
-            for run in read_runs(fs, naming.join(job_dir, part)):
-                position += len(run)
-                if position <= marker.done:
-                    continue  # put before a crash (runs are the unit of progress)
-                q.put_many([(data, None if exp is None else datetime_from_ms(exp)) for data, exp in run])
-                put += len(run)
-                crashpoint("spark.queuesink.before-marker-update")
-                marker.done = position
-                atomic_write(fs, marker_path, marker.encode())
+    for part in marker.parts:
+        for run in read_runs(fs, naming.join(job_dir, part)):
+            position += len(run)
+            if position <= marker.done:
+                continue  # put before a crash (runs are the unit of progress)
+            q.put_many([(data, None if exp is None else datetime_from_ms(exp)) for data, exp in run])
+            put += len(run)
+            crashpoint("spark.queuesink.before-marker-update")
+            marker.done = position
+            atomic_write(fs, marker_path, marker.encode())
     if marker.stream is not None and marker.epoch is not None:
         stage = os.path.dirname(job_dir)
         streams = read_streams(fs, stage)
@@ -221,36 +220,51 @@ def _publish(fs: FileSystem, directory: str, queue: str, job_dir: str, marker: M
     return put
 
 
-def _resume(fs: FileSystem, directory: str, queue: str, stage: str, skip: str | None = None) -> list[str]:
-    """Finish every committed job of the staging directory (lock held); returns them."""
-    finished = []
-    for job in _jobs(fs, stage):
-        job_dir = naming.join(stage, job)
-        marker_path = naming.join(job_dir, MARKER)
-        if job != skip and fs.exists(marker_path):
-            _publish(fs, directory, queue, job_dir, Marker.read(fs, marker_path))
-            finished.append(job)
-    return finished
+def _committed(fs: FileSystem, stage: str) -> list[str]:
+    """The job directories of ``stage`` whose commit has begun (a marker)."""
+    return [job for job in _jobs(fs, stage) if fs.exists(naming.join(naming.join(stage, job), MARKER))]
+
+
+def _finish(fs: FileSystem, q: Queue, stage: str, job: str) -> int:
+    """:func:`_publish` of a committed job; a failure says that the job stays
+    committed and how it is finished."""
+    job_dir = naming.join(stage, job)
+    try:
+        return _publish(fs, q, job_dir, Marker.read(fs, naming.join(job_dir, MARKER)))
+    except (EngineError, OSError) as exc:
+        raise EngineError(
+            f"{' '.join(str(exc).split())}; {job} is committed (its commit marker is written), so it stays: "
+            f"the next commit into queue {q.name!r} or `engine spark cleanup {stage}` puts the rest of its rows"
+        ) from exc
+
+
+def _open(fs: FileSystem, directory: str, queue: str) -> Queue:
+    """The commit's producer: durable puts, so the marker never runs ahead of them."""
+    return Queue.open(directory, queue, fs=fs, sync="always")
 
 
 def commit_job(directory: str, queue: str, job_id: str, parts: list[str], *, stream: str | None = None,
                epoch: int | None = None, fs: FileSystem | None = None) -> int:
     """Publish a job's staged parts into ``queue`` (in the order given); returns the
-    rows put.  Committed jobs a crash interrupted are finished first.  Every part is
-    read and checked before the marker is written: a damaged or missing part, or an
-    item the queue would refuse, fails the commit with the queue untouched.  A
-    streaming write's micro-batch (``stream``, ``epoch``) already put is not put
-    again: its staged parts are removed (Spark re-runs a batch after a failure)."""
+    rows put.  Committed jobs a crash interrupted are finished first.  The queue is
+    opened and every part read and checked before the marker is written: a queue
+    that cannot be opened, a damaged or missing part, or an item the queue would
+    refuse, fails the commit with the queue untouched.  A streaming write's
+    micro-batch (``stream``, ``epoch``) already put is not put again: its staged
+    parts are removed (Spark re-runs a batch after a failure)."""
     fs = resolve(fs)
     naming.check_queue_name(queue)
     stage = staging_dir(directory, queue)
-    job_dir = naming.join(stage, JOB_PREFIX + job_id)
+    job = JOB_PREFIX + job_id
+    job_dir = naming.join(stage, job)
     if not fs.isdir(job_dir):
         if not parts:
             return 0  # a job of no task (an empty input without partitions): nothing to put
         raise ConfigError(f"{job_dir}: no such staged job of the engine-queue sink")
-    with _lock(fs, stage):
-        _resume(fs, directory, queue, stage, skip=JOB_PREFIX + job_id)
+    with _lock(fs, stage), _open(fs, directory, queue) as q:
+        for other in _committed(fs, stage):
+            if other != job:
+                _finish(fs, q, stage, other)
         marker_path = naming.join(job_dir, MARKER)
         if stream is not None and epoch is not None and read_streams(fs, stage).get(stream, -1) >= epoch:
             remove_tree(fs, job_dir)  # this micro-batch is in the queue already
@@ -258,14 +272,13 @@ def commit_job(directory: str, queue: str, job_id: str, parts: list[str], *, str
         if not fs.exists(marker_path):
             for part in parts:
                 for run in read_runs(fs, naming.join(job_dir, part)):
-                    big = next((len(d) for d, _ in run if len(d) > codec.DEFAULT_MAX_ITEM_SIZE), None)
+                    big = next((len(d) for d, _ in run if len(d) > q.max_item_size), None)
                     if big is not None:
-                        raise ConfigError(f"{part}: item of {big} bytes exceeds max_item_size "
-                                          f"{codec.DEFAULT_MAX_ITEM_SIZE}")
+                        raise ConfigError(f"{part}: item of {big} bytes exceeds max_item_size {q.max_item_size}")
             crashpoint("spark.queuesink.before-marker")
             atomic_write(fs, marker_path, Marker(queue, list(parts), 0, stream, epoch).encode())
         # Failed task attempts' parts are not in the marker: removed with the job.
-        return _publish(fs, directory, queue, job_dir, Marker.read(fs, marker_path))
+        return _finish(fs, q, stage, job)
 
 
 def abort_job(directory: str, queue: str, job_id: str, *, fs: FileSystem | None = None) -> bool:
@@ -294,7 +307,13 @@ def cleanup(stage: str, *, fs: FileSystem | None = None) -> list[str]:
         raise ConfigError(f"{stage}: not a staging directory of the engine-queue sink (DIR/<queue>{STAGE_SUFFIX})")
     queue = name[: -len(STAGE_SUFFIX)]
     with _lock(fs, stage):
-        out = [f"put {job}" for job in _resume(fs, directory, queue, stage)]
+        out = []
+        committed = _committed(fs, stage)
+        if committed:
+            with _open(fs, directory, queue) as q:
+                for job in committed:
+                    _finish(fs, q, stage, job)
+                    out.append(f"put {job}")
         for job in _jobs(fs, stage):
             remove_tree(fs, naming.join(stage, job))
             out.append(f"removed {job}")

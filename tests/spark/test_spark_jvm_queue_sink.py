@@ -159,6 +159,39 @@ def test_read_runs_refuses_damaged_files(tmp_path: Path, case: str) -> None:
             pass
 
 
+def test_a_queue_that_cannot_be_opened_leaves_the_job_uncommitted(tmp_path: Path) -> None:
+    d = str(tmp_path)
+    names = stage(d, "q", "j1", [rows_of(3)])
+    (tmp_path / "q.1").write_bytes(b"not a journal")
+    with pytest.raises(CorruptFileError, match="writer journal magic"):
+        qs.commit_job(d, "q", "j1", names)
+    assert qs.abort_job(d, "q", "j1")  # no marker: the abort removes it
+
+
+def test_a_failure_after_the_marker_says_the_job_stays_committed(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.errors import EngineError
+
+    d = str(tmp_path)
+    names = stage(d, "q", "j1", [rows_of(1500)])
+    calls = []
+
+    def failing(self: Queue, batch: Any) -> list[int]:
+        calls.append(len(batch))
+        if len(calls) == 2:
+            raise OSError(5, "Input/output error")
+        return original(self, batch)
+
+    original = Queue.put_many
+    monkeypatch.setattr(Queue, "put_many", failing)
+    with pytest.raises(EngineError, match=r"Input/output error; job-j1 is committed .*engine spark cleanup"):
+        qs.commit_job(d, "q", "j1", names)
+    monkeypatch.setattr(Queue, "put_many", original)
+    assert not qs.abort_job(d, "q", "j1")  # kept: its commit has begun
+    assert qs.cleanup(qs.staging_dir(d, "q")) == ["put job-j1"]
+    assert items(d, "q") == rows_of(1500)
+
+
 class Crash(Exception):
     pass
 
