@@ -192,6 +192,66 @@ def test_a_failure_after_the_marker_says_the_job_stays_committed(tmp_path: Path,
     assert items(d, "q") == rows_of(1500)
 
 
+def _sim_stage(sim: Any, job: str, rows: Rows) -> str:
+    from engine.fs import OpenMode, make_dirs
+
+    job_dir = f"/db/q.sink/job-{job}"
+    make_dirs(sim, job_dir)
+    h = sim.open(f"{job_dir}/part-00000-0", OpenMode.CREATE)
+    h.write_at(0, qs.encode_stage(rows, 1))
+    h.fsync()
+    h.close()
+    sim.fsync_dir(job_dir)
+    return "part-00000-0"
+
+
+def _accepted(runs: list[Rows], got: Rows) -> bool:
+    """Whether ``got`` is the job's rows, in order, with at most a prefix of one run
+    put twice (a crash between a run's put and its record in the marker; the put
+    itself may be torn, whole records kept)."""
+    whole = [r for run in runs for r in run]
+    for i, run in enumerate(runs):
+        before = [r for x in runs[:i] for r in x]
+        for k in range(len(run) + 1):
+            if got == before + run[:k] + [r for x in runs[i:] for r in x]:
+                return True
+    return got == whole
+
+
+def test_every_crash_state_of_a_commit_settles_to_the_job_or_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.fs import make_dirs
+    from stress.simfs import SimFS
+
+    monkeypatch.setattr(qs, "RUN_ROWS", 4)
+    sim = SimFS()
+    make_dirs(sim, "/db")
+    j1, j2 = rows_of(10), rows_of(5, 100)
+    qs.commit_job("/db", "q", "1", [_sim_stage(sim, "1", j1)], fs=sim)
+    sim.mark(1)
+    qs.commit_job("/db", "q", "2", [_sim_stage(sim, "2", j2)], fs=sim)
+    sim.mark(2)
+    runs1, runs2 = [j1[:4], j1[4:8], j1[8:]], [j2[:4], j2[4:]]
+    seen = 0
+    for state in sim.crash_states(limit=300, seed=1):
+        fs2 = state.fs()
+        if fs2.isdir("/db/q.sink"):
+            qs.cleanup("/db/q.sink", fs=fs2)
+        with Queue.open("/db", "q", fs=fs2) as q:
+            r = q.reader("check")
+            got = []
+            while (it := r.get(timeout=0)) is not None:
+                got.append((it.data, it.expire_time_ms))
+        cut = next((i for i in range(len(got) + 1) if _accepted(runs1, got[:i]) and
+                    (_accepted(runs2, got[i:]) or not got[i:])), None)
+        acked = len(state.marks)
+        assert cut is not None or (not got and acked == 0), state.describe()
+        assert acked < 1 or (cut is not None and cut > 0), state.describe()
+        assert acked < 2 or (cut is not None and got[cut:]), state.describe()
+        assert not fs2.isdir("/db/q.sink") or fs2.listdir("/db/q.sink") in (["_LOCK"], []), state.describe()
+        seen += 1
+    assert seen > 50
+
+
 class Crash(Exception):
     pass
 
