@@ -88,10 +88,22 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_spark_cleanup(args: argparse.Namespace) -> int:
+    from engine.spark import queuesink
     from engine.spark.sink import cleanup
 
     for dataset in args.datasets:
-        removed = cleanup(os.path.abspath(dataset))
+        path = os.path.abspath(dataset)
+        if path.endswith(queuesink.STAGE_SUFFIX):
+            # An engine-queue sink's staging directory: committed jobs a crash
+            # interrupted are finished into the queue, the others removed.
+            settled = queuesink.cleanup(path)
+            if args.json:
+                print_json({"staging": dataset, "settled": settled})
+            else:
+                console.print(f"{dataset}: {len(settled)} staged job director{'y' if len(settled) == 1 else 'ies'}"
+                              + (": " + ", ".join(settled) if settled else ""))
+            continue
+        removed = cleanup(path)
         if args.json:
             print_json({"dataset": dataset, "removed": removed})
             continue
@@ -141,10 +153,13 @@ def register(subparsers: Any) -> None:
                    "Spark's log in DIR/spark.log)")
     d.set_defaults(func=_cmd_demo)
 
-    sp = subparsers.add_parser("spark", help="maintenance of datasets written by the engine-log Spark sink")
+    sp = subparsers.add_parser("spark", help="maintenance of what the engine-log and engine-queue Spark sinks write")
     spsub = sp.add_subparsers(dest="spark_command", required=True, metavar="COMMAND")
     c = spsub.add_parser("cleanup", help="remove the job directories no manifest lists (what a crashed "
-                         "driver left); run it when no job is writing to the dataset")
-    c.add_argument("datasets", nargs="+", metavar="DIR", help="a dataset directory the engine-log sink wrote")
+                         "driver left); for a queue sink's DIR/<queue>.sink, finish the commits a crash "
+                         "interrupted and remove the uncommitted jobs; run it when no job is writing")
+    c.add_argument("datasets", nargs="+", metavar="DIR",
+                   help="a dataset directory the engine-log sink wrote, or a queue's staging directory "
+                   "(DIR/<queue>.sink) of the engine-queue sink")
     add_json_option(c)
     c.set_defaults(func=_cmd_spark_cleanup, command="spark cleanup")

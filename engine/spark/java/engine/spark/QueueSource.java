@@ -64,8 +64,9 @@ public final class QueueSource implements TableProvider, DataSourceRegister {
 
     @Override
     public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
-        return new BatchTable(QueueOptions.SOURCE, schema, properties, p -> new QueueOptions(p).permissive(),
-            QueueSource::fullSchema, (read, options) -> new QueueScanBuilder(read, new QueueOptions(options)));
+        return new QueueSink.QueueTable(new BatchTable(QueueOptions.SOURCE, schema, properties,  // writes: QueueSink
+            p -> new QueueOptions(p).permissive(), QueueSource::fullSchema,
+            (read, options) -> new QueueScanBuilder(read, new QueueOptions(options))), schema);
     }
 
     /** Column pruning (no filter pushdown: a queue's items are read in id order, whole). */
