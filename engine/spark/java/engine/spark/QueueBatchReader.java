@@ -186,7 +186,7 @@ public final class QueueBatchReader implements PartitionReader<ColumnarBatch> {
     }
 
     private boolean pending(QueueCodec.Columns c, int k) {
-        if (!doneIds.isEmpty() && doneIds.contains(c.ids[k])) {
+        if ((!doneIds.isEmpty() && doneIds.contains(c.ids[k])) || !part.admits(c.ids[k])) {
             return false;
         }
         // BURNT: an id a crash took out of the journal (codec.is_burnt), not an item.

@@ -46,8 +46,17 @@ public final class QueuePlan {
         public final List<Segment> known;
         /** The queue's journal bytes (statistics). */
         public final long bytes;
+        /** A stream's micro-batch: the ids its reader handed out, as sorted runs {@code [lo, hi, ...]}
+         * (only those are read); null: every pending item. */
+        public final long[] only;
 
         Part(String directory, String queue, String reader, long after, long upto, List<Segment> known, long bytes) {
+            this(directory, queue, reader, after, upto, known, bytes, null);
+        }
+
+        Part(String directory, String queue, String reader, long after, long upto, List<Segment> known, long bytes,
+             long[] only) {
+            this.only = only;
             this.directory = directory;
             this.queue = queue;
             this.reader = reader;
@@ -55,6 +64,24 @@ public final class QueuePlan {
             this.upto = upto;
             this.known = known;
             this.bytes = bytes;
+        }
+
+        /** Whether id {@code x} is one of {@link #only}'s (always, when null). */
+        boolean admits(long x) {
+            if (only == null) {
+                return true;
+            }
+            int lo = 0;
+            int hi = only.length / 2;
+            while (lo < hi) {  // the first run whose end is >= x
+                int mid = (lo + hi) >>> 1;
+                if (only[2 * mid + 1] < x) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            return lo < only.length / 2 && only[2 * lo] <= x;
         }
     }
 
