@@ -59,6 +59,8 @@ from engine.spark.schemas import QUEUE_SCHEMA
 
 SOURCE = "engine-queue"
 BATCH_OPTIONS = ("queue", "reader", "mode", "bytesPerPartition", "minPartitions")
+#: The connector's streaming options: accepted and without effect in a batch read (as the connector does).
+STREAM_OPTIONS = ("maxRecordsPerTrigger", "maxBytesPerTrigger", "failOnDataLoss")
 
 log = logging.getLogger("engine.spark")
 
@@ -295,7 +297,7 @@ class QueueReader(DataSourceReader):
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         opts = lower(options)
-        check_options(SOURCE, opts, BATCH_OPTIONS)
+        check_options(SOURCE, opts, set(BATCH_OPTIONS) | set(STREAM_OPTIONS))
         self.schema = user_schema(SOURCE, read_schema(QUEUE_SCHEMA, opts), schema, opts)
         self.directories = input_paths(SOURCE, opts)
         self.queues = _names(opts.get("queue"))
