@@ -33,9 +33,10 @@ def _queue(d: str, items: list[bytes], **config: Any) -> Any:
     return q
 
 
-def _run(spark: Any, d: str, chk: str, schema: str | None = None, **opts: Any) -> list[tuple[int, list[Any]]]:
+def _run(spark: Any, d: str, chk: str, schema: str | None = None, during: Any = None,
+         **opts: Any) -> list[tuple[int, list[Any]]]:
     """One Trigger.AvailableNow run: (batch id, its rows) per micro-batch (rows: ids, or tuples
-    of the given schema's columns)."""
+    of the given schema's columns); ``during()`` is called in each batch."""
     reader = spark.readStream.format("engine-queue").option("queue", "jobs").option("reader", "spark")
     if schema is not None:
         reader = reader.schema(schema)
@@ -47,6 +48,8 @@ def _run(spark: Any, d: str, chk: str, schema: str | None = None, **opts: Any) -
         rows = df.collect()
         got = [tuple(r) for r in rows] if schema is not None else sorted(r["id"] for r in rows)
         batches.append((batch_id, got))
+        if during is not None:
+            during()
 
     query = reader.load(d).writeStream.foreachBatch(each).option("checkpointLocation", chk) \
         .trigger(availableNow=True).start()
@@ -91,6 +94,21 @@ def test_micro_batches_follow_max_records_and_a_restart_skips_what_was_processed
 
 
 @needs_jar
+def test_available_now_stops_at_what_was_there_when_the_query_started(spark: Any, tmp_path: Any) -> None:
+    d, chk = str(tmp_path / "q"), str(tmp_path / "chk")
+    q = _queue(d, [b"j%d" % i for i in range(12)])
+
+    def put_more() -> None:
+        q.put_many([b"new"] * 5)
+        q.sync()
+
+    batches = _run(spark, d, chk, during=put_more, maxRecordsPerTrigger=5)
+    assert [ids for _b, ids in batches] == [[1, 2, 3, 4, 5], [6, 7, 8, 9, 10], [11, 12]]
+    assert [ids for _b, ids in _run(spark, d, chk, maxRecordsPerTrigger=100)] == [list(range(13, 28))]
+    q.close()
+
+
+@needs_jar
 def test_max_bytes_per_trigger_bounds_a_batch_by_data_bytes(spark: Any, tmp_path: Any) -> None:
     d, chk = str(tmp_path / "q"), str(tmp_path / "chk")
     q = _queue(d, [b"x" * 10 for _ in range(10)] + [b"y" * 100])
@@ -111,6 +129,22 @@ def test_a_given_schema_projects_the_rows_and_a_bad_one_fails(spark: Any, tmp_pa
         spark.readStream.format("engine-queue").schema("nope long").option("queue", "jobs").load(d)
     with pytest.raises(Exception, match="needs option\\('queue', NAME\\) naming one queue"):
         _run(spark, d, chk + "2", queue="jobs,other")
+    q.close()
+
+
+@needs_jar
+def test_consumers_of_one_reader_get_distinct_items(spark: Any, tmp_path: Any) -> None:
+    from engine.queue import Queue
+
+    d, chk = str(tmp_path / "q"), str(tmp_path / "chk")
+    q = _queue(d, [b"j%d" % i for i in range(12)])
+    other = Queue.open_reader(d, "jobs", "spark")  # another consumer, holding 1..4 unconfirmed
+    held = [other.get(timeout=0) for _ in range(4)]
+    assert [i.id for i in held if i is not None] == [1, 2, 3, 4]
+    batches = _run(spark, d, chk, maxRecordsPerTrigger=5)
+    # Only what the stream's reader handed out, not the other consumer's pending items.
+    assert [ids for _b, ids in batches] == [list(range(5, 10)), [10, 11, 12]]
+    other.close()
     q.close()
 
 
