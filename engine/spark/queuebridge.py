@@ -20,8 +20,10 @@ handed out, which are answered as ranges.  One request, one reply line::
         first confirm items a previous run of the query processed (ids <= SKIP);
         then take up to MAX_ITEMS items (at least one; -1: no limit) whose data
         add up to at most MAX_BYTES (-1: no limit; the first item always fits),
-        none above CAP (-1: no cap: Trigger.AvailableNow's end); LAST is the
-        highest id taken (SKIP when none), RANGES ``a-b,c-d`` or ``-``.
+        none above CAP (-1: no cap: Trigger.AvailableNow's end), for up to
+        :data:`TAKE_SECONDS` (then fewer: a reply stays well inside the JVM's
+        timeout whatever the limits); LAST is the highest id taken (SKIP when
+        none), RANGES ``a-b,c-d`` or ``-``.
     confirm UPTO  -> ok
         Spark committed the micro-batch ending at UPTO: confirm the items taken
         with ids <= UPTO and those a previous run processed, then checkpoint.
@@ -33,6 +35,7 @@ A failure is ``error <type>: <message>`` on one line, and the process exits.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterable
 from typing import Any, TextIO
 
@@ -42,6 +45,8 @@ from engine.queue import Queue
 #: Bound of a request's items when the query sets none: the JVM source always
 #: sends one; this only guards a malformed request.
 _NO_LIMIT = -1
+#: Seconds a ``get`` takes items for at most (the JVM waits a minute for a reply).
+TAKE_SECONDS = 10.0
 
 
 def ranges(ids: Iterable[int]) -> str:
@@ -87,7 +92,8 @@ class Bridge:
         self.skip(skip)
         taken: list[int] = []
         size = 0
-        while max_items == _NO_LIMIT or len(taken) < max_items:
+        deadline = time.monotonic() + TAKE_SECONDS
+        while (max_items == _NO_LIMIT or len(taken) < max_items) and (not taken or time.monotonic() < deadline):
             item = self._next()
             if item is None:
                 break
