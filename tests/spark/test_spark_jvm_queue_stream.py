@@ -133,18 +133,18 @@ def test_a_given_schema_projects_the_rows_and_a_bad_one_fails(spark: Any, tmp_pa
 
 
 @needs_jar
-def test_consumers_of_one_reader_get_distinct_items(spark: Any, tmp_path: Any) -> None:
-    from engine.queue import Queue
+def test_an_expired_item_the_reader_drops_is_in_no_batch(spark: Any, tmp_path: Any) -> None:
+    from engine.queue import Item
 
     d, chk = str(tmp_path / "q"), str(tmp_path / "chk")
-    q = _queue(d, [b"j%d" % i for i in range(12)])
-    other = Queue.open_reader(d, "jobs", "spark")  # another consumer, holding 1..4 unconfirmed
-    held = [other.get(timeout=0) for _ in range(4)]
-    assert [i.id for i in held if i is not None] == [1, 2, 3, 4]
-    batches = _run(spark, d, chk, maxRecordsPerTrigger=5)
-    # Only what the stream's reader handed out, not the other consumer's pending items.
-    assert [ids for _b, ids in batches] == [list(range(5, 10)), [10, 11, 12]]
-    other.close()
+    q = _queue(d, [b"a", b"b"])
+    q.put_moved(Item(0, b"expired", 1_700_000_000_000, 1_700_000_000_001, 0))  # pending, expired in 2023
+    q.put_many([b"c", b"d"])
+    q.sync()
+    assert _pending(d) == [1, 2, 3, 4, 5]
+    batches = _run(spark, d, chk)
+    # The reader drops the expired item (not handed out), and the batch read from the files leaves it out.
+    assert [ids for _b, ids in batches] == [[1, 2, 4, 5]]
     q.close()
 
 

@@ -58,9 +58,10 @@ public final class QueueStream implements MicroBatchStream, SupportsAdmissionCon
         this.schema = schema;
         this.options = options;
         this.fs = LogSource.driverFs();
-        this.directory = options.streamDirectory(fs);
+        this.directory = options.streamDirectory(fs);  // a bad path or queue option fails the query's start
         this.queue = options.streamQueue();
         this.reader = options.streamReader();
+        fs.close();
     }
 
     /** The offset: the highest id handed out. */
