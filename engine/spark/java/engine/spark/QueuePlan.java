@@ -51,12 +51,16 @@ public final class QueuePlan {
         public final long[] only;
 
         Part(String directory, String queue, String reader, long after, long upto, List<Segment> known, long bytes) {
-            this(directory, queue, reader, after, upto, known, bytes, null);
+            this(directory, queue, reader, after, upto, known, bytes, null, true);
         }
 
+        /** With {@link #only}: whether handed-out items missing from the journal fail the read (else a warning). */
+        public final boolean failOnDataLoss;
+
         Part(String directory, String queue, String reader, long after, long upto, List<Segment> known, long bytes,
-             long[] only) {
+             long[] only, boolean failOnDataLoss) {
             this.only = only;
+            this.failOnDataLoss = failOnDataLoss;
             this.directory = directory;
             this.queue = queue;
             this.reader = reader;
@@ -64,6 +68,18 @@ public final class QueuePlan {
             this.upto = upto;
             this.known = known;
             this.bytes = bytes;
+        }
+
+        /** How many ids {@link #only} names (-1: null). */
+        long onlyCount() {
+            if (only == null) {
+                return -1;
+            }
+            long n = 0;
+            for (int k = 0; k < only.length; k += 2) {
+                n += only[k + 1] - only[k] + 1;
+            }
+            return n;
         }
 
         /** Whether id {@code x} is one of {@link #only}'s (always, when null). */

@@ -169,7 +169,7 @@ public final class QueueStream implements MicroBatchStream, SupportsAdmissionCon
         if (only != null) {
             // Ids the reader handed out (one given back by another consumer may be below start).
             long after = only.length == 0 ? start : Math.min(start, only[0] - 1);
-            part = new QueuePlan.Part(directory, queue, reader, after, end, List.of(), 0, only);
+            part = new QueuePlan.Part(directory, queue, reader, after, end, List.of(), 0, only, options.failOnDataLoss);
         } else {
             // A batch planned before a restart: the reader's pending items in its range, from the files.
             checkReplay(start, end);
