@@ -148,6 +148,26 @@ def test_an_expired_item_the_reader_drops_is_in_no_batch(spark: Any, tmp_path: A
     q.close()
 
 
+@needs_jar
+def test_consumers_of_one_reader_get_distinct_items(spark: Any, tmp_path: Any) -> None:
+    from engine.queue import Queue
+
+    d, chk = str(tmp_path / "q"), str(tmp_path / "chk")
+    q = _queue(d, [b"j%d" % i for i in range(12)])
+    other = Queue.open_reader(d, "jobs", "spark")  # another consumer, holding 1..4 unconfirmed
+    # A third one present meanwhile: the other claims one item at a time, none ahead (a consumer
+    # alone claims a run ahead, which a newcomer waits for: nothing to take at first).
+    third = Queue.open_reader(d, "jobs", "spark")
+    held = [other.get(timeout=0) for _ in range(4)]
+    third.close()
+    assert [i.id for i in held if i is not None] == [1, 2, 3, 4]
+    batches = _run(spark, d, chk, maxRecordsPerTrigger=5)
+    # Only what the stream's reader handed out, not the other consumer's pending items.
+    assert [ids for _b, ids in batches] == [list(range(5, 10)), [10, 11, 12]]
+    other.close()
+    q.close()
+
+
 def _drop_last_commit(chk: str) -> int:
     """As if the driver died after running its last batch, before recording it done."""
     last = max(int(n) for n in os.listdir(os.path.join(chk, "commits")) if n.isdigit())

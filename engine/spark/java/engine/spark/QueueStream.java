@@ -38,7 +38,8 @@ import org.slf4j.LoggerFactory;
  *
  * <p>{@code maxRecordsPerTrigger} (default 1000) and {@code maxBytesPerTrigger} (data bytes; at
  * least one item) bound a micro-batch; {@code Trigger.AvailableNow} stops at the journal's last id
- * when the query started.
+ * when the query started, or at the first take that finds nothing (items other consumers of the
+ * reader hold then are left for a later run).
  */
 public final class QueueStream implements MicroBatchStream, SupportsAdmissionControl, SupportsTriggerAvailableNow {
     private static final Logger LOG = LoggerFactory.getLogger("engine.spark");
