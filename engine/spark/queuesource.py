@@ -1,12 +1,19 @@
-"""``engine-queue``: persistent queues as a Spark batch source and a streaming source.
+"""The Python reference reader of ``engine-queue`` batch reads, without Spark.
 
-Batch: one row per item still pending for a reader (the backlog), read from the
-journal and the reader checkpoint files alone — no lock taken, nothing changed::
+Spark's ``engine-queue`` (batch and streaming reads) is the JVM connector
+(``engine.spark.QueueSource``, ``engine/spark/java``; its streaming reader takes
+items through :mod:`engine.spark.queuebridge`); this module is no Spark data
+source any more.  :class:`QueueReader` is the reference the connector's parity
+tests compare it with (row for row, error for error:
+``tests/spark/test_spark_jvm_queue_parity.py``), driven directly::
 
-    spark.read.format("engine-queue").load("/data/queues")          # every queue
-    spark.read.format("engine-queue").option("queue", "jobs").load(dir)
-    spark.read.format("engine-queue").option("reader", "billing").load(dir)  # only that reader's items
+    reader = QueueReader({"path": "/data/queues", "reader": "billing"}, QUEUE_SCHEMA)
+    for part in reader.partitions():
+        for batch in reader.read(part):   # pyarrow RecordBatches
+            ...
 
+One row per item still pending for a reader (the backlog), read from the
+journal and the reader checkpoint files alone: no lock taken, nothing changed.
 Partitions per (queue, reader): id ranges of about ``bytesPerPartition``
 journal bytes (default 256 MiB), at least ``minPartitions`` (default 2), ending
 at journal files' edges where they can (:func:`split_points`).  ``queue`` and
@@ -14,24 +21,9 @@ at journal files' edges where they can (:func:`split_points`).  ``queue`` and
 in the directories and every reader with a checkpoint file (the default reader
 ``""`` when none has one).  Items are read through the queue's own journal
 cursor in its columnar form (:class:`engine.queue.cursor.ColumnCursor`), so
-every check the queue's readers make applies, and each Arrow batch is built
-from the decoder's column buffers (no Python object per item); ``mode`` says
-what damage does.  A schema given with ``.schema(...)`` (some of the columns)
-builds only those.
-
-Streaming: a queue *reader* as a source whose items are confirmed once Spark has
-committed the micro-batch that carried them::
-
-    spark.readStream.format("engine-queue").option("queue", "jobs")
-         .option("reader", "spark").load(dir)
-
-Spark calls ``commit(end)`` for batch N only when it plans batch N+1 (one
-micro-batch late), so when a query stops or crashes, the items of its last
-committed batch are still unconfirmed in the queue: delivery is **at least
-once**.  With the same checkpoint location, a restarted query skips (and then
-confirms) the items its offsets say were processed, so it does not duplicate
-them; a consumer *without* that checkpoint (another reader process, or a new
-query) gets them again.
+every check the queue's readers make applies; ``mode`` says what damage does.
+:func:`pending_puts` lists a reader's pending items one by one (what tests and
+the pipeline check a queue with).
 """
 
 from __future__ import annotations
@@ -43,16 +35,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceReader,
-    InputPartition,
-    SimpleDataSourceStreamReader,
-)
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from engine.conventions import datetime_from_ms
-from engine.errors import ConfigError, EngineError
+from engine.errors import EngineError
 from engine.fs import FileSystem, resolve
 from engine.queue import checkpoint, codec, naming
 from engine.queue.cursor import ColumnCursor, PollingSource
@@ -73,7 +59,8 @@ from engine.spark.schemas import QUEUE_SCHEMA
 
 SOURCE = "engine-queue"
 BATCH_OPTIONS = ("queue", "reader", "mode", "bytesPerPartition", "minPartitions")
-STREAM_OPTIONS = ("queue", "reader", "maxRecordsPerTrigger")
+#: The connector's streaming options: accepted and without effect in a batch read (as the connector does).
+STREAM_OPTIONS = ("maxRecordsPerTrigger", "maxBytesPerTrigger", "failOnDataLoss")
 
 log = logging.getLogger("engine.spark")
 
@@ -86,8 +73,6 @@ log = logging.getLogger("engine.spark")
 #: small backlog is read by two cores (docs/pipeline.md).
 DEFAULT_BYTES_PER_PARTITION = 256 << 20
 DEFAULT_MIN_PARTITIONS = 2
-#: Items per micro-batch of the streaming source unless maxRecordsPerTrigger says otherwise.
-DEFAULT_STREAM_ITEMS = 1000
 
 
 def reader_names(fs: FileSystem, directory: str, queue: str) -> list[str]:
@@ -169,7 +154,7 @@ def _burnt(cols: codec.PutColumns, first: int, stop: int) -> np.ndarray | None:
 
 def pending_puts(fs: FileSystem, directory: str, queue: str, reader: str,
                  after_id: int | None = None, upto_id: int | None = None) -> Iterator[codec.Put]:
-    """:func:`pending_runs` one item at a time (the streaming source's replay)."""
+    """:func:`pending_runs` one item at a time."""
     for run in pending_runs(fs, directory, queue, reader, after_id, upto_id):
         c = run.columns
         ids, adds = memoryview(c.ids).cast("q"), memoryview(c.add_times).cast("q")
@@ -312,7 +297,7 @@ class QueueReader(DataSourceReader):
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         opts = lower(options)
-        check_options(SOURCE, opts, BATCH_OPTIONS)
+        check_options(SOURCE, opts, set(BATCH_OPTIONS) | set(STREAM_OPTIONS))
         self.schema = user_schema(SOURCE, read_schema(QUEUE_SCHEMA, opts), schema, opts)
         self.directories = input_paths(SOURCE, opts)
         self.queues = _names(opts.get("queue"))
@@ -358,142 +343,3 @@ class QueueReader(DataSourceReader):
             batch = run_to_batch(self.schema, part.queue, part.reader, run)
             if batch.num_rows:
                 yield batch
-
-
-def _row(queue: str, reader: str, item: Any) -> tuple[Any, ...]:
-    """One row from a reader's item (``engine.queue.Item``)."""
-    return (queue, reader, item.id, item.added_at, item.expires_at, item.error_count, item.data)
-
-
-def _put_row(queue: str, reader: str, put: Any) -> tuple[Any, ...]:
-    """One row from a journal's PUT record (``engine.queue.codec.Put``: times in ms)."""
-    add = datetime_from_ms(put.add_time)
-    exp = None if put.expire_time is None else datetime_from_ms(put.expire_time)
-    return (queue, reader, put.xid, add, exp, put.error_count, put.data)
-
-
-def _projection(schema: StructType | None) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
-    """Full rows (the engine-queue schema's order) -> rows of ``schema``."""
-    if schema is None or schema.fieldNames() == QUEUE_SCHEMA.fieldNames():
-        return lambda row: row
-    at = [QUEUE_SCHEMA.fieldNames().index(name) for name in schema.fieldNames()]
-    return lambda row: tuple(row[k] for k in at)
-
-
-class QueueStreamReader(SimpleDataSourceStreamReader):
-    """A queue reader as a streaming source; see the module docstring.
-
-    The offset is ``{"id": highest item id delivered}``: a reader that never
-    aborts gets items in id order, so everything up to the offset has been
-    handed to Spark.  ``read`` runs in Spark's long-lived driver-side Python
-    process, which holds the reader (one process per reader name).
-    """
-
-    def __init__(self, options: dict[str, str], schema: StructType | None = None) -> None:
-        opts = lower(options)
-        check_options(SOURCE, opts, STREAM_OPTIONS)
-        self._project = _projection(None if schema is None else user_schema(SOURCE, QUEUE_SCHEMA, schema, opts))
-        directories = input_paths(SOURCE, opts)
-        if len(directories) != 1:
-            raise ConfigError(f"{SOURCE} streaming reads one queue directory, not {len(directories)}")
-        self.directory = directories[0]
-        queue = opts.get("queue")
-        if not queue or "," in queue:
-            raise ConfigError(f"{SOURCE} streaming needs option('queue', NAME) naming one queue")
-        self.queue: str = queue
-        self.reader_name = opts.get("reader", "")
-        self.max_items = int_option(opts, "maxRecordsPerTrigger", DEFAULT_STREAM_ITEMS) or 1
-        self._reader: Any = None
-        self._delivered: dict[int, Any] = {}  # id -> item, not yet confirmed
-        self._lookahead: list[Any] = []
-        self._committed = 0  # highest id Spark committed
-
-    def _open(self) -> Any:
-        if self._reader is None:
-            from engine.queue import Queue
-
-            self._reader = Queue.open_reader(self.directory, self.queue, self.reader_name)
-        return self._reader
-
-    def initialOffset(self) -> dict[str, int]:
-        return {"id": 0}
-
-    def _next(self) -> Any:
-        if self._lookahead:
-            return self._lookahead.pop(0)
-        return self._open().get(timeout=0)
-
-    def _skip_processed(self, upto: int) -> None:
-        """Confirm items a previous run of this query already processed (ids <= upto)."""
-        reader = self._open()
-        while True:
-            item = self._next()
-            if item is None:
-                return
-            if item.id > upto:
-                self._lookahead.insert(0, item)
-                return
-            reader.confirm([item.id])
-
-    def read(self, start: dict[str, int]) -> tuple[Iterator[tuple[Any, ...]], dict[str, int]]:
-        begin = int(start.get("id", 0))
-        self._skip_processed(begin)
-        rows: list[tuple[Any, ...]] = []
-        last = begin
-        while len(rows) < self.max_items:
-            item = self._next()
-            if item is None:
-                break
-            self._delivered[item.id] = item
-            last = max(last, item.id)
-            rows.append(self._project(_row(self.queue, self.reader_name, item)))
-        return iter(rows), {"id": last}
-
-    def readBetweenOffsets(self, start: dict[str, int], end: dict[str, int]) -> Iterator[tuple[Any, ...]]:
-        """Replay a planned batch after a restart: read ids in (start, end] from the files."""
-        fs = resolve(None)
-        for put in pending_puts(fs, self.directory, self.queue, self.reader_name,
-                                int(start.get("id", 0)), int(end.get("id", 0))):
-            yield self._project(_put_row(self.queue, self.reader_name, put))
-
-    def commit(self, end: dict[str, int]) -> None:
-        upto = int(end.get("id", 0))
-        self._committed = max(self._committed, upto)
-        ids = [i for i in self._delivered if i <= upto]
-        if self._reader is None:
-            return
-        if ids:
-            self._reader.confirm(ids)
-            for i in ids:
-                del self._delivered[i]
-        self._skip_processed(upto)
-        self._reader.checkpoint()
-
-    def stop(self) -> None:
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
-
-
-class EngineQueueDataSource(DataSource):
-    """``engine-queue``: see the module docstring."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "engine-queue"
-
-    def schema(self) -> StructType:
-        """The engine-queue schema; checks the read options when the DataFrame is defined."""
-        opts = lower(self.options)
-        check_options(SOURCE, opts, set(BATCH_OPTIONS) | set(STREAM_OPTIONS))
-        int_option(opts, "maxRecordsPerTrigger", None)
-        int_option(opts, "bytesPerPartition", None)
-        int_option(opts, "minPartitions", None)
-        input_paths(SOURCE, opts)
-        return read_schema(QUEUE_SCHEMA, opts)
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        return QueueReader(dict(self.options), schema)
-
-    def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
-        return QueueStreamReader(dict(self.options), schema)

@@ -103,7 +103,7 @@ def test_every_reader_checks_its_schema(tmp_path: Any) -> None:
     from engine.spark.eventsource import EventsReader
     from engine.spark.logsource import LogReader
     from engine.spark.pagesource import PagesReader
-    from engine.spark.queuesource import QueueReader, QueueStreamReader
+    from engine.spark.queuesource import QueueReader
     from engine.spark.streamsource import StreamsReader
 
     bad = _schema(("nope", LongType()))
@@ -111,8 +111,6 @@ def test_every_reader_checks_its_schema(tmp_path: Any) -> None:
     for cls in (LogReader, QueueReader, EventsReader, StreamsReader, PagesReader):
         with pytest.raises(ConfigError, match="no column 'nope'"):
             cls({"path": path}, bad)
-    with pytest.raises(ConfigError, match="no column 'nope'"):
-        QueueStreamReader({"path": path, "queue": "q"}, bad)
 
 
 # -- the log source ------------------------------------------------------------------------
@@ -266,17 +264,6 @@ def test_queue_partitions_split_the_backlog_and_prune(queue_dir: str) -> None:
         schema = StructType([full[c] for c in cols])
         want = sorted((tuple(row[names.index(c)] for c in cols) for row in whole), key=repr)
         assert _queue_rows(queue_dir, schema, bytesPerPartition="1000") == want
-
-
-def test_queue_stream_reader_projects_rows(queue_dir: str) -> None:
-    from engine.spark.queuesource import QueueStreamReader
-
-    s = QueueStreamReader({"path": queue_dir, "queue": "jobs", "reader": "b", "maxRecordsPerTrigger": "3"},
-                          _schema(("data", BinaryType()), ("id", LongType())))
-    rows, end = s.read(s.initialOffset())
-    assert list(rows) == [(b"j%d" % i * 10, i + 1) for i in range(3)]
-    assert list(s.readBetweenOffsets({"id": 0}, end)) == [(b"j%d" % i * 10, i + 1) for i in range(3)]
-    s.stop()
 
 
 def _subsets(schema: StructType) -> list[StructType]:

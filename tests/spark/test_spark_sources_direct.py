@@ -67,33 +67,6 @@ def test_queue_backlog_per_reader(queue_dir: Any) -> None:
     assert collect(r3, QUEUE_SCHEMA).num_rows == 0
 
 
-def test_queue_stream_reader_offsets_and_confirm(queue_dir: Any) -> None:
-    from engine.fs import resolve
-    from engine.spark.queuesource import QueueStreamReader, pending_puts
-
-    d, q = queue_dir
-    reader_b = q.readers["b"] if isinstance(q.readers, dict) else q.readers()["b"]
-    reader_b.close()
-    s = QueueStreamReader({"path": d, "queue": "jobs", "reader": "b", "maxRecordsPerTrigger": "8"})
-    start = s.initialOffset()
-    rows, end = s.read(start)
-    assert [r[2] for r in rows] == list(range(1, 9)) and end == {"id": 8}
-    rows2, end2 = s.read(end)
-    assert [r[2] for r in rows2] == list(range(9, 17))
-    # replay of the first batch from the files (what an executor does after a restart)
-    assert [r[2] for r in s.readBetweenOffsets(start, end)] == list(range(1, 9))
-    s.commit(end)  # Spark committed batch 1: its items are confirmed and checkpointed
-    assert next(p.xid for p in pending_puts(resolve(None), d, "jobs", "b")) == 9
-    s.stop()
-    # a new source process resuming from offset 16 skips (and confirms) 9..16
-    s2 = QueueStreamReader({"path": d, "queue": "jobs", "reader": "b", "maxRecordsPerTrigger": "100"})
-    rows3, end3 = s2.read(end2)
-    assert [r[2] for r in rows3] == list(range(17, 22)) and end3 == {"id": 21}
-    s2.commit(end3)
-    s2.stop()
-    assert list(pending_puts(resolve(None), d, "jobs", "b")) == []
-
-
 def test_events_partitions_and_options(tmp_path: Any) -> None:
     from engine.events import EventJournal
     from engine.spark.eventsource import EventsReader

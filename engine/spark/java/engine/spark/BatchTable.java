@@ -15,7 +15,7 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
- * The table of a batch-only source of the connector (engine-events, engine-queue, ...): the
+ * The table of a read-only source of the connector (engine-events, engine-queue, ...): the
  * source's schema, or the one the user gave ({@link LogSource#userSchema}), and a scan builder
  * per read.  One copy of the DataSource V2 plumbing; a source names its parts.
  */
@@ -26,6 +26,7 @@ final class BatchTable implements Table, SupportsRead {
     private final Predicate<Map<String, String>> permissive;
     private final Function<Boolean, StructType> fullSchema;
     private final BiFunction<StructType, Map<String, String>, ScanBuilder> builder;
+    private final Set<TableCapability> capabilities;
 
     /**
      * @param permissive whether options (checked on the way) ask for PERMISSIVE
@@ -35,6 +36,14 @@ final class BatchTable implements Table, SupportsRead {
     BatchTable(String source, StructType given, Map<String, String> properties,
                Predicate<Map<String, String>> permissive, Function<Boolean, StructType> fullSchema,
                BiFunction<StructType, Map<String, String>, ScanBuilder> builder) {
+        this(source, given, properties, permissive, fullSchema, builder, EnumSet.of(TableCapability.BATCH_READ));
+    }
+
+    /** As above, for a source whose scans also stream ({@code capabilities}: what it reads). */
+    BatchTable(String source, StructType given, Map<String, String> properties,
+               Predicate<Map<String, String>> permissive, Function<Boolean, StructType> fullSchema,
+               BiFunction<StructType, Map<String, String>, ScanBuilder> builder, Set<TableCapability> capabilities) {
+        this.capabilities = capabilities;
         this.source = source;
         this.given = given;
         this.properties = properties;
@@ -60,7 +69,7 @@ final class BatchTable implements Table, SupportsRead {
 
     @Override
     public Set<TableCapability> capabilities() {
-        return EnumSet.of(TableCapability.BATCH_READ);
+        return capabilities;
     }
 
     @Override

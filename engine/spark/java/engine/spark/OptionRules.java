@@ -74,6 +74,22 @@ final class OptionRules {
         return value;
     }
 
+    /** A true/false option (also 1/0, yes/no, any case); {@code dflt} when not given. */
+    static boolean boolOption(Map<String, String> opts, String key, boolean dflt) {
+        String raw = opts.get(key.toLowerCase(Locale.ROOT));
+        if (raw == null) {
+            return dflt;
+        }
+        String v = raw.strip().toLowerCase(Locale.ROOT);
+        if (v.equals("true") || v.equals("1") || v.equals("yes")) {
+            return true;
+        }
+        if (v.equals("false") || v.equals("0") || v.equals("no")) {
+            return false;
+        }
+        throw new ConfigException("option " + key + "='" + raw + "' is not true or false");
+    }
+
     /** A comma-separated list of names, each stripped, in order, once; null when not given. */
     static Set<String> names(String raw) {
         if (raw == null) {

@@ -79,6 +79,7 @@ public final class QueueBatchReader implements PartitionReader<ColumnarBatch> {
                 continue;
             }
             if (done) {
+                checkHandedOut();
                 return false;
             }
             try {
@@ -93,6 +94,26 @@ public final class QueueBatchReader implements PartitionReader<ColumnarBatch> {
     }
 
     private CorruptFileException error;
+    /** Rows read of a stream's handed-out ids (Part.only), and whether they were checked. */
+    private long handedRead;
+    private boolean handedChecked;
+
+    /** A stream's micro-batch: every id its reader handed out is read, or that is data loss (never silent). */
+    private void checkHandedOut() {
+        long want = part.onlyCount();
+        if (handedChecked || want < 0 || handedRead >= want) {
+            return;
+        }
+        handedChecked = true;
+        String what = QueueOptions.SOURCE + " stream of queue '" + part.queue + "', reader '" + part.reader + "' in "
+            + part.directory + ": " + (want - handedRead) + " of the " + want + " items its reader handed out for this"
+            + " micro-batch (ids " + part.only[0] + ".." + part.only[part.only.length - 1]
+            + ") are not pending in the journal any more";
+        if (part.failOnDataLoss) {
+            throw new IllegalStateException(what + " (set failOnDataLoss=false to go on without them)");
+        }
+        LOG.warn("{}; going on without them (failOnDataLoss=false)", what);
+    }
 
     /** Reads the next journal file into {@link #ready}; false when there is none to read. */
     private boolean readNextFile() {
@@ -186,7 +207,7 @@ public final class QueueBatchReader implements PartitionReader<ColumnarBatch> {
     }
 
     private boolean pending(QueueCodec.Columns c, int k) {
-        if (!doneIds.isEmpty() && doneIds.contains(c.ids[k])) {
+        if ((!doneIds.isEmpty() && doneIds.contains(c.ids[k])) || !part.admits(c.ids[k])) {
             return false;
         }
         // BURNT: an id a crash took out of the journal (codec.is_burnt), not an item.
@@ -246,6 +267,7 @@ public final class QueueBatchReader implements PartitionReader<ColumnarBatch> {
         }
         ColumnarBatch batch = new ColumnarBatch(cols);
         batch.setNumRows(m);
+        handedRead += m;
         return batch;
     }
 

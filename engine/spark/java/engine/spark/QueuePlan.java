@@ -46,8 +46,21 @@ public final class QueuePlan {
         public final List<Segment> known;
         /** The queue's journal bytes (statistics). */
         public final long bytes;
+        /** A stream's micro-batch: the ids its reader handed out, as sorted runs {@code [lo, hi, ...]}
+         * (only those are read); null: every pending item. */
+        public final long[] only;
 
         Part(String directory, String queue, String reader, long after, long upto, List<Segment> known, long bytes) {
+            this(directory, queue, reader, after, upto, known, bytes, null, true);
+        }
+
+        /** With {@link #only}: whether handed-out items missing from the journal fail the read (else a warning). */
+        public final boolean failOnDataLoss;
+
+        Part(String directory, String queue, String reader, long after, long upto, List<Segment> known, long bytes,
+             long[] only, boolean failOnDataLoss) {
+            this.only = only;
+            this.failOnDataLoss = failOnDataLoss;
             this.directory = directory;
             this.queue = queue;
             this.reader = reader;
@@ -55,6 +68,36 @@ public final class QueuePlan {
             this.upto = upto;
             this.known = known;
             this.bytes = bytes;
+        }
+
+        /** How many ids {@link #only} names (-1: null). */
+        long onlyCount() {
+            if (only == null) {
+                return -1;
+            }
+            long n = 0;
+            for (int k = 0; k < only.length; k += 2) {
+                n += only[k + 1] - only[k] + 1;
+            }
+            return n;
+        }
+
+        /** Whether id {@code x} is one of {@link #only}'s (always, when null). */
+        boolean admits(long x) {
+            if (only == null) {
+                return true;
+            }
+            int lo = 0;
+            int hi = only.length / 2;
+            while (lo < hi) {  // the first run whose end is >= x
+                int mid = (lo + hi) >>> 1;
+                if (only[2 * mid + 1] < x) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            return lo < only.length / 2 && only[2 * lo] <= x;
         }
     }
 

@@ -1,11 +1,13 @@
 package engine.spark;
 
+import java.util.EnumSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.read.Batch;
@@ -17,6 +19,7 @@ import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.Statistics;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
 import org.apache.spark.sql.connector.read.SupportsReportStatistics;
+import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.sources.DataSourceRegister;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.Metadata;
@@ -29,8 +32,9 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * {@code engine-queue} on the JVM: queue backlogs (one row per item still pending for a reader) as a
  * DataSource V2 batch source with column pruning, partitions from the journal files' sizes and
  * first ids ({@link QueuePlan}), statistics and columnar batches; no lock taken, nothing changed.
- * Every record is checked as the queue's own readers check it ({@link QueueFiles}). Batch only:
- * the streaming reader (which confirms items) is the Python source's. See docs/pipeline.md.
+ * Every record is checked as the queue's own readers check it ({@link QueueFiles}). A streaming read
+ * consumes one reader of one queue, confirming items once Spark committed them ({@link QueueStream}).
+ * See docs/pipeline.md.
  */
 public final class QueueSource implements TableProvider, DataSourceRegister {
     @Override
@@ -64,9 +68,11 @@ public final class QueueSource implements TableProvider, DataSourceRegister {
 
     @Override
     public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
-        return new QueueSink.QueueTable(new BatchTable(QueueOptions.SOURCE, schema, properties,  // writes: QueueSink
+        // Reads (batch and micro-batch) are this source's; writes are QueueSink's.
+        return new QueueSink.QueueTable(new BatchTable(QueueOptions.SOURCE, schema, properties,
             p -> new QueueOptions(p).permissive(), QueueSource::fullSchema,
-            (read, options) -> new QueueScanBuilder(read, new QueueOptions(options))), schema);
+            (read, options) -> new QueueScanBuilder(read, new QueueOptions(options)),
+            EnumSet.of(TableCapability.BATCH_READ, TableCapability.MICRO_BATCH_READ)), schema);
     }
 
     /** Column pruning (no filter pushdown: a queue's items are read in id order, whole). */
@@ -123,6 +129,11 @@ public final class QueueSource implements TableProvider, DataSourceRegister {
         @Override
         public Batch toBatch() {
             return this;
+        }
+
+        @Override
+        public MicroBatchStream toMicroBatchStream(String checkpoint) {
+            return new QueueStream(schema, options);
         }
 
         @Override
