@@ -200,6 +200,14 @@ final class PagesFile {
      * {@code pagesource.check_free_pages}: every free page checked against its checksum.
      */
     void load() {
+        load(true);
+    }
+
+    /**
+     * {@link #load()}; {@code checkFree}: the free pages checked too (what the engine-pages
+     * source adds to a reader's refresh; a key-value reader checks the pages it reads only).
+     */
+    void load(boolean checkFree) {
         long time = mtime();
         byte[] raw = readHeader();
         long have = fs.size(path);
@@ -215,6 +223,9 @@ final class PagesFile {
         }
         walkFreeList();
         loadSums();
+        if (!checkFree) {
+            return;
+        }
         byte[] page = new byte[pageSize];
         for (long p : freeOrder) {
             int n = fs.readInto(path, p * pageSize, page, pageSize, size);
@@ -328,6 +339,25 @@ final class PagesFile {
                     "a different CRC (damaged)");
             }
         }
+    }
+
+    /**
+     * {@code PageReader.read(page)}: a live page's bytes, checked; a free page or one past the
+     * store's pages is a {@link PageException} ({@code reader.not_visible_words}).
+     */
+    byte[] readPage(long page) {
+        if (page > pageCount || free.contains(page)) {
+            String holds = "the store file holds " + pageRange(pageCount);
+            String where = page > pageCount ? "beyond what the store file holds yet (" + holds + ")"
+                : "free in the store file (" + holds + ")";
+            throw new PageException(path, page, page * pageSize, where + "; pages a writer has committed reach "
+                + "readers at its next flush or checkpoint (a writer opened with apply=\"commit\" makes every commit "
+                + "visible at once)");
+        }
+        byte[] out = new byte[pageSize];
+        int n = fs.readInto(path, page * pageSize, out, pageSize, size);
+        check(page, out, 0, n);
+        return out;
     }
 
     /**
