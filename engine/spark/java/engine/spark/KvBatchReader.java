@@ -138,6 +138,9 @@ public final class KvBatchReader implements PartitionReader<ColumnarBatch> {
     @Override
     public void close() {
         fs.close();
+        if (tree != null) {
+            tree.file.close();
+        }
     }
 
     private ColumnarBatch build(int n) {

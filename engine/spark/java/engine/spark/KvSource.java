@@ -230,7 +230,12 @@ public final class KvSource implements TableProvider, DataSourceRegister {
         }
         for (String path : paths) {
             KvTree t = KvTree.open(fs, path);
-            List<byte[]> cuts = t.splitPoints(o.tree, b.start, b.stop, o.partitions);
+            List<byte[]> cuts;
+            try {
+                cuts = t.splitPoints(o.tree, b.start, b.stop, o.partitions);
+            } finally {
+                t.file.close();
+            }
             long[] info = t.info(o.tree);
             plan.rows += info == null ? 0 : info[1];
             long bytes = (t.pageCount + 1) * (long) t.pageSize / (cuts.size() + 1);

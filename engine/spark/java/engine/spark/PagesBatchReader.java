@@ -60,7 +60,9 @@ public final class PagesBatchReader implements PartitionReader<ColumnarBatch> {
             try {
                 if (file == null) {
                     file = PagesFile.open(fs, part.path);
-                    loadSettled();
+                    if (part.planned == null || !file.adopt(part.planned, part.freeIn, part.lo, part.hi)) {
+                        loadSettled();
+                    }
                     hi = Math.min(part.hi, file.pageCount() + 1);
                     at = part.lo;
                 }
@@ -145,6 +147,9 @@ public final class PagesBatchReader implements PartitionReader<ColumnarBatch> {
     @Override
     public void close() {
         fs.close();
+        if (file != null) {
+            file.close();
+        }
         if (vectors != null) {
             for (WritableColumnVector v : vectors) {
                 if (v != null) {

@@ -53,9 +53,17 @@ final class PagesFile {
     /** The free pages in list order, and as a set. */
     long[] freeOrder = new long[0];
     Set<Long> free = new HashSet<>();
-    /** Checksums, index = page id (0 unused); null: no sums file. */
+    /** Checksums of pages {@code sumsFrom ..}, {@code sums[page - sumsFrom]}; null: no sums file. */
     private int[] sums;
+    private long sumsFrom;
+    /** How many entries the sums file holds (pages 1..sumsEntries have one). */
+    private long sumsEntries;
     private boolean crc32c;
+    /** The store file's channel when it is local (opened by the first read). */
+    private java.nio.channels.FileChannel channel;
+    /** The free pages' checksums, both kinds, computed while the list was walked (load's checks). */
+    private int[] freeCrc;
+    private int[] freeCrc32c;
 
     private PagesFile(Hfs fs, String path) {
         this.fs = fs;
@@ -127,7 +135,54 @@ final class PagesFile {
     }
 
     private byte[] headerBytes() {
-        return fs.readAt(path, 0, HEADER_SIZE);
+        byte[] raw = new byte[HEADER_SIZE];
+        int n = read(0, raw, HEADER_SIZE, Long.MAX_VALUE);
+        return n == HEADER_SIZE ? raw : Arrays.copyOf(raw, n);
+    }
+
+    /**
+     * Up to {@code len} bytes of the store file at {@code offset} into {@code out} (as far as
+     * {@code limit}, the file size known, and the file go); how many were read.  A local file is
+     * read with positioned reads of one channel (one system call each, no stream buffer), any
+     * other through {@link Hfs}.
+     */
+    private int read(long offset, byte[] out, int len, long limit) {
+        java.nio.file.Path local = channel == null ? fs.localPath(path) : null;
+        if (channel == null && local != null) {
+            try {
+                channel = java.nio.channels.FileChannel.open(local, java.nio.file.StandardOpenOption.READ);
+            } catch (IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
+        if (channel == null) {
+            return fs.readInto(path, offset, out, len, limit == Long.MAX_VALUE ? fs.size(path) : limit);
+        }
+        int want = (int) Math.max(0, Math.min(len, limit - offset));
+        ByteBuffer b = ByteBuffer.wrap(out, 0, want);
+        try {
+            while (b.hasRemaining()) {
+                int n = channel.read(b, offset + b.position());
+                if (n < 0) {
+                    break;
+                }
+            }
+        } catch (IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+        return b.position();
+    }
+
+    /** Closes the channel {@link #read} opened (a reader that is done). */
+    void close() {
+        if (channel != null) {
+            try {
+                channel.close();
+            } catch (IOException e) {
+                // a read-only channel: nothing to lose
+            }
+            channel = null;
+        }
     }
 
     /** {@code reader._read_header}: decoded, FLUSHING refused (or, with a writer's flock held, waited for). */
@@ -161,18 +216,27 @@ final class PagesFile {
      */
     static PagesFile open(Hfs fs, String path) {
         PagesFile f = new PagesFile(fs, path);
+        try {
+            return f.opened();
+        } catch (RuntimeException e) {
+            f.close();
+            throw e;
+        }
+    }
+
+    private PagesFile opened() {
         if (fs.size(path) < 0) {
             throw new java.io.UncheckedIOException(new java.io.FileNotFoundException(path));
         }
-        f.readHeader();
+        readHeader();
         String jpath = path + "-journal";
         if (!present(fs, jpath, "the page store's JRNL journal file")) {
-            if ((f.flags & JOURNAL_LIVE) != 0) {
+            if ((flags & JOURNAL_LIVE) != 0) {
                 throw new CorruptFileException(jpath, 0, "the JRNL journal of " + path + " (its header flags say a "
                     + "writer had it open, so commits may be only in it)",
                     "no file: it was deleted or moved; put it back (or restore a backup) before opening the store");
             }
-            return f;
+            return this;
         }
         byte[] raw = fs.readAt(jpath, 0, JRNL_HEADER_SIZE);
         if (raw.length < JRNL_HEADER_SIZE || raw[0] != 'J' || raw[1] != 'R' || raw[2] != 'N' || raw[3] != 'L') {
@@ -186,7 +250,7 @@ final class PagesFile {
             throw new RecoveryNeededException(jpath + ": holds committed transactions not yet in the store file (its "
                 + "writer did not close it); open the store for writing once to apply them (nothing is lost)");
         }
-        return f;
+        return this;
     }
 
     /** {@code PageReader.page_count}: the header read again. */
@@ -221,15 +285,18 @@ final class PagesFile {
             throw new CorruptFileException(path, have, need + " bytes for " + Long.toUnsignedString(pageCount)
                 + " pages", Long.toString(have));
         }
-        walkFreeList();
+        walkFreeList(checkFree);
         loadSums();
-        if (!checkFree) {
+        if (!checkFree || sums == null) {
             return;
         }
-        byte[] page = new byte[pageSize];
-        for (long p : freeOrder) {
-            int n = fs.readInto(path, p * pageSize, page, pageSize, size);
-            check(p, page, 0, n);
+        // check_free_pages: each free page against its sum, in list order (read by the walk).
+        for (int i = 0; i < freeOrder.length; i++) {
+            long p = freeOrder[i];
+            if (p <= sumsEntries && (crc32c ? freeCrc32c[i] : freeCrc[i]) != sums[(int) (p - sumsFrom)]) {
+                throw new CorruptFileException(path, p * pageSize, "page " + p + " matching its checksum",
+                    "a different CRC (damaged)");
+            }
         }
     }
 
@@ -252,14 +319,16 @@ final class PagesFile {
     }
 
     /** {@code recovery.walk_free_list}: head first; a link out of range or a cycle is damage. */
-    private void walkFreeList() {
+    private void walkFreeList(boolean sumsToo) {
         long ps = pageSize;
         Set<Long> seen = new HashSet<>();
         long[] order = new long[16];
         int n = 0;
         long off = freeHead;
         long linkAt = 24;
-        byte[] link = new byte[8];
+        byte[] link = new byte[sumsToo ? pageSize : 8];
+        int[] crcs = new int[16];
+        int[] crcs32c = new int[16];
         while (off != 0) {
             long page = Long.divideUnsigned(off, ps);
             if (Long.remainderUnsigned(off, ps) != 0 || !inside(page, pageCount)) {
@@ -271,16 +340,27 @@ final class PagesFile {
             }
             if (n == order.length) {
                 order = Arrays.copyOf(order, n * 2);
+                crcs = Arrays.copyOf(crcs, n * 2);
+                crcs32c = Arrays.copyOf(crcs32c, n * 2);
             }
-            order[n++] = page;
-            int got = fs.readInto(path, off, link, 8, size);
+            int got = read(off, link, link.length, size);
             if (got < 8) {
                 throw new CorruptFileException(path, off, "a free page link", got + " bytes (file cut short)");
             }
+            if (sumsToo) {
+                // (the size check made every page whole: the page's sums, for the checks after the walk)
+                crcs[n] = (int) crc32(link, 0, pageSize);
+                CRC32C c = new CRC32C();
+                c.update(link, 0, pageSize);
+                crcs32c[n] = (int) c.getValue();
+            }
+            order[n++] = page;
             linkAt = off;
             off = u64(link, 0);
         }
         freeOrder = Arrays.copyOf(order, n);
+        freeCrc = crcs;
+        freeCrc32c = crcs32c;
         free = seen;
     }
 
@@ -294,12 +374,18 @@ final class PagesFile {
 
     /** {@code sums.load_present}: none without the file; damage when it is there but unusable. */
     private void loadSums() {
+        loadSums(1, Long.MAX_VALUE);
+    }
+
+    /** {@link #loadSums()} keeping the entries of pages {@code [lo, hi)} only (the header checked as ever). */
+    private void loadSums(long lo, long hi) {
         String spath = path + "-sums";
         sums = null;
         if (!present(fs, spath, "the page checksum file")) {
             return;
         }
-        byte[] raw = fs.readAll(spath);
+        long fileSize = fs.size(spath);
+        byte[] raw = fs.readAt(spath, 0, SUMS_HEADER_SIZE);
         boolean ok = raw.length >= SUMS_HEADER_SIZE && crc32(raw, 0, 12) == u32(raw, 12);
         String magic = ok ? new String(raw, 0, 8, StandardCharsets.ISO_8859_1) : "";
         ok = ok && (magic.equals("ENGSUMS1") || magic.equals("ENGSUMS2")) && u32(raw, 8) == pageSize;
@@ -308,12 +394,65 @@ final class PagesFile {
                 "a damaged or foreign header (the next writable open rebuilds the file from the store)");
         }
         crc32c = magic.equals("ENGSUMS2");
-        int entries = (raw.length - SUMS_HEADER_SIZE) / 4;
-        sums = new int[entries + 1];
-        ByteBuffer b = ByteBuffer.wrap(raw, SUMS_HEADER_SIZE, entries * 4).order(ByteOrder.LITTLE_ENDIAN);
-        for (int i = 1; i <= entries; i++) {
+        sumsEntries = Math.max(0, (fileSize - SUMS_HEADER_SIZE) / 4);
+        sumsFrom = Math.max(1, lo);
+        long last = Math.min(sumsEntries, hi - 1);  // the last page kept
+        int n = (int) Math.max(0, last - sumsFrom + 1);
+        byte[] body = fs.readAt(spath, SUMS_HEADER_SIZE + 4 * (sumsFrom - 1), 4 * n);
+        n = body.length / 4;
+        sumsEntries = Math.min(sumsEntries, sumsFrom - 1 + n);  // (a file cut meanwhile: fewer)
+        sums = new int[n];
+        ByteBuffer b = ByteBuffer.wrap(body, 0, 4 * n).order(ByteOrder.LITTLE_ENDIAN);
+        for (int i = 0; i < n; i++) {
             sums[i] = b.getInt();
         }
+    }
+
+    /** The state a planner's {@link #load()} saw, for its partitions' readers ({@link #adopt}). */
+    static final class Planned implements java.io.Serializable {
+        private static final long serialVersionUID = 1L;
+        final byte[] header;
+        final long time;
+        final long size;
+
+        Planned(byte[] header, long time, long size) {
+            this.header = header;
+            this.time = time;
+            this.size = size;
+        }
+    }
+
+    /** After a {@link #load()} that found nothing wrong: what it saw. */
+    Planned planned() {
+        return new Planned(keyHeader, keyTime, size);
+    }
+
+    /**
+     * The state the planner loaded and checked, taken over without walking the free list again
+     * when the store file is still as it was then (header bytes, modification time, size): the
+     * free pages of {@code [lo, hi)} ({@code freeIn}) and the sums of those pages.  False (nothing
+     * taken) when the file changed: the reader loads it itself.  (A free page damaged at rest
+     * after the planner checked it, which changes no modification time, is found by the next
+     * query's planner, not by this one's reader.)
+     */
+    boolean adopt(Planned p, long[] freeIn, long lo, long hi) {
+        long time = mtime();
+        byte[] raw = headerBytes();
+        long have = fs.size(path);
+        if (!Arrays.equals(raw, p.header) || time != p.time || have != p.size) {
+            return false;
+        }
+        decodeHeader(raw);
+        keyHeader = raw;
+        keyTime = time;
+        size = have;
+        freeOrder = freeIn;
+        free = new HashSet<>();
+        for (long f : freeIn) {
+            free.add(f);
+        }
+        loadSums(lo, hi);
+        return true;
     }
 
     /**
@@ -325,7 +464,7 @@ final class PagesFile {
             throw new CorruptFileException(path, page * pageSize + n, "page " + page + " of " + pageSize + " bytes",
                 "end of file");
         }
-        if (sums != null && page < sums.length) {
+        if (sums != null && page <= sumsEntries) {
             int value;
             if (crc32c) {
                 CRC32C c = new CRC32C();
@@ -334,7 +473,7 @@ final class PagesFile {
             } else {
                 value = (int) crc32(buf, at, pageSize);
             }
-            if (value != sums[(int) page]) {
+            if (value != sums[(int) (page - sumsFrom)]) {
                 throw new CorruptFileException(path, page * pageSize, "page " + page + " matching its checksum",
                     "a different CRC (damaged)");
             }
@@ -355,7 +494,7 @@ final class PagesFile {
                 + "visible at once)");
         }
         byte[] out = new byte[pageSize];
-        int n = fs.readInto(path, page * pageSize, out, pageSize, size);
+        int n = read(page * pageSize, out, pageSize, size);
         check(page, out, 0, n);
         return out;
     }
@@ -365,7 +504,7 @@ final class PagesFile {
      * bytes the file had there.
      */
     int readRun(long lo, int n, byte[] out) {
-        int got = fs.readInto(path, lo * pageSize, out, n * pageSize, size);
+        int got = read(lo * pageSize, out, n * pageSize, size);
         for (int i = 0; i < n; i++) {
             long p = lo + i;
             if (!free.contains(p)) {

@@ -94,13 +94,18 @@ public final class PagesSource implements TableProvider, DataSourceRegister {
         final long hi;
         final Boolean free;
         final long bytes;
+        /** The store as the planner loaded and checked it (null: it found damage), and the free pages in range. */
+        final PagesFile.Planned planned;
+        final long[] freeIn;
 
-        Part(String path, long lo, long hi, Boolean free, long bytes) {
+        Part(String path, long lo, long hi, Boolean free, long bytes, PagesFile.Planned planned, long[] freeIn) {
             this.path = path;
             this.lo = lo;
             this.hi = hi;
             this.free = free;
             this.bytes = bytes;
+            this.planned = planned;
+            this.freeIn = freeIn;
         }
     }
 
@@ -136,17 +141,43 @@ public final class PagesSource implements TableProvider, DataSourceRegister {
         List<Part> parts = new ArrayList<>();
         for (String path : paths) {
             PagesFile f = PagesFile.open(fs, path);
-            long count = f.pageCount();
+            long count;
+            PagesFile.Planned planned = null;
+            long[] free = new long[0];
+            try {
+                count = f.pageCount();
+                try {
+                    // The free list walked and checked once here, not by every partition: a part
+                    // takes it over while the file is unchanged (PagesFile.adopt).  Damage found
+                    // here is left to the parts, which report it as their mode says.
+                    f.load();
+                    planned = f.planned();
+                    free = f.freeOrder.clone();
+                    Arrays.sort(free);
+                } catch (CorruptFileException e) {
+                    planned = null;
+                }
+            } finally {
+                f.close();
+            }
             for (long a = 1; a <= count; a += o.perPartition) {
                 long lo = Math.max(a, b.lo);
                 long hi = Math.min(Math.min(count + 1, a + o.perPartition), b.hi);
                 if (lo < hi && !b.none) {
-                    parts.add(new Part(path, lo, hi, b.free, (hi - lo) * f.pageSize));
+                    int from = lowerBound(free, lo);
+                    long[] in = Arrays.copyOfRange(free, from, lowerBound(free, hi));
+                    parts.add(new Part(path, lo, hi, b.free, (hi - lo) * f.pageSize, planned, in));
                 }
             }
         }
         fs.close();
         return parts;
+    }
+
+    /** The first index of {@code sorted} holding a value >= {@code v}. */
+    private static int lowerBound(long[] sorted, long v) {
+        int i = Arrays.binarySearch(sorted, v);
+        return i >= 0 ? i : -i - 1;
     }
 
     @Override
