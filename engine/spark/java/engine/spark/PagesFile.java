@@ -303,7 +303,19 @@ final class PagesFile {
     /** Whether the store file is as {@link #load} saw it (header bytes, modification time, size). */
     boolean unchanged() {
         return keyHeader != null && Arrays.equals(headerBytes(), keyHeader) && mtime() == keyTime
-            && fs.size(path) == size;
+            && currentSize() == size;
+    }
+
+    /** The store file's size now (through the channel {@link #read} keeps, when local: no Hadoop status). */
+    private long currentSize() {
+        if (channel != null) {
+            try {
+                return channel.size();
+            } catch (IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
+        return fs.size(path);
     }
 
     private long mtime() {
