@@ -160,6 +160,13 @@ public final class PagesSource implements TableProvider, DataSourceRegister {
             } finally {
                 f.close();
             }
+            if (planned == null && (count < 0 || (count - 1) / o.perPartition >= MAX_PARTS)) {
+                // A header naming more pages than any file holds (the planner's size check failed):
+                // one part, whose reader reports that damage as its mode says, not ~2^63 / n parts.
+                parts.add(new Part(path, 1, 1 + o.perPartition, b.free, o.perPartition * f.pageSize, null,
+                    new long[0]));
+                continue;
+            }
             for (long a = 1; a <= count; a += o.perPartition) {
                 long lo = Math.max(a, b.lo);
                 long hi = Math.min(Math.min(count + 1, a + o.perPartition), b.hi);
@@ -173,6 +180,9 @@ public final class PagesSource implements TableProvider, DataSourceRegister {
         fs.close();
         return parts;
     }
+
+    /** The most parts one store is cut into when its header's page count is beyond its file. */
+    static final long MAX_PARTS = 1_000_000;
 
     /** The first index of {@code sorted} holding a value >= {@code v}. */
     private static int lowerBound(long[] sorted, long v) {
