@@ -45,6 +45,8 @@ public final class KvBatchReader implements PartitionReader<ColumnarBatch> {
     private final List<byte[]> keys = new ArrayList<>();
     private final List<byte[]> values = new ArrayList<>();
     private ColumnarBatch current;
+    /** The key and value vectors, reused batch after batch (Spark copies a batch's rows before the next). */
+    private WritableColumnVector[] vectors;
 
     public KvBatchReader(Hfs fs, KvSource.Part part, StructType schema, String mode) {
         this.fs = fs;
@@ -138,6 +140,13 @@ public final class KvBatchReader implements PartitionReader<ColumnarBatch> {
     @Override
     public void close() {
         fs.close();
+        if (vectors != null) {
+            for (WritableColumnVector v : vectors) {
+                if (v != null) {
+                    v.close();
+                }
+            }
+        }
         if (tree != null) {
             tree.file.close();
         }
@@ -146,6 +155,9 @@ public final class KvBatchReader implements PartitionReader<ColumnarBatch> {
     private ColumnarBatch build(int n) {
         StructField[] fields = schema.fields();
         ColumnVector[] cols = new ColumnVector[fields.length];
+        if (vectors == null) {
+            vectors = new WritableColumnVector[fields.length];
+        }
         for (int c = 0; c < fields.length; c++) {
             String name = fields[c].name();
             if (name.equals("key") || name.equals("value")) {
@@ -154,7 +166,11 @@ public final class KvBatchReader implements PartitionReader<ColumnarBatch> {
                 for (int r = 0; r < n; r++) {
                     total += src.get(r).length;
                 }
-                WritableColumnVector v = new OnHeapColumnVector(n, fields[c].dataType());
+                if (vectors[c] == null) {
+                    vectors[c] = new OnHeapColumnVector(BATCH_ROWS, fields[c].dataType());
+                }
+                WritableColumnVector v = vectors[c];
+                v.reset();
                 v.arrayData().reserve(total);
                 for (int r = 0; r < n; r++) {
                     byte[] b = src.get(r);
