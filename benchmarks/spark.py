@@ -6,6 +6,8 @@
     python3 -m benchmarks.spark --only queue --queue-items 1000000   # the queue measure alone
     python3 -m benchmarks.spark --only jvm-log        # the JVM engine-log connector (engine.spark.LogSource)
     python3 -m benchmarks.spark --only events         # engine-events (the JVM connector), --records events
+    python3 -m benchmarks.spark --only pages          # engine-pages (the JVM connector), --records 512-byte pages
+    python3 -m benchmarks.spark --only kv             # engine-kv (the JVM connector), --records keys
 
 Data: ``--records`` log records with 80-byte payloads, written by the engine-log
 sink's segment writer (with ``.crc`` files), and a queue of ``--records / 10``
@@ -26,6 +28,10 @@ every round in the JSON):
 * full scan of the queue source vs Parquet;                        target >= 0.5x
 * (``--only events``) full scan and ``count()`` of an event journal of
   ``--records`` 80-byte events over 1,000 ids vs Parquet (reported beside it).
+* (``--only pages``) full scan, ``count()`` and a 1% page-range filter of a page
+  store of ``--records`` 512-byte pages (1% of them free) vs Parquet.
+* (``--only kv``) full scan, ``count()`` and a 1% key-range filter of a
+  key-value store of ``--records`` 10-byte keys with 80-byte values vs Parquet.
 
 The load average before and after is in the JSON (the machine is shared).
 """
@@ -132,6 +138,76 @@ def events_pairs(spark: Any, root: str, n: int) -> list[tuple[str, Callable[[], 
     ]
 
 
+def make_pages(root: str, n: int) -> str:
+    """A page store of n 512-byte pages of random bytes, every 100th page freed,
+    written in commits of 10,000 pages."""
+    from engine.pages import PageStore
+
+    path = os.path.join(root, "pages.db")
+    rng = np.random.default_rng(5)
+    with PageStore.open(path, page_size=512, create=True) as ps:
+        for start in range(0, n, 10_000):
+            m = min(10_000, n - start)
+            raw = rng.integers(0, 256, size=m * 512, dtype=np.uint8).tobytes()
+            with ps.transaction() as tx:
+                for i in range(m):
+                    tx.write(tx.allocate(), 0, raw[i * 512 : (i + 1) * 512])
+        with ps.transaction() as tx:
+            for page in range(100, n + 1, 100):
+                tx.free(page)
+    return path
+
+
+def pages_pairs(spark: Any, root: str, n: int) -> list[tuple[str, Callable[[], Any], Callable[[], Any], int, float]]:
+    """A page store's measures (engine-pages is the JVM connector's)."""
+    store = make_pages(root, n)
+    pq = os.path.join(root, "pages.parquet")
+    spark.read.format("engine-pages").load(store).write.parquet(pq)
+    df, pq_df = spark.read.format("engine-pages").load(store), spark.read.parquet(pq)
+    assert df.count() == pq_df.count() == n
+    cut = f"page >= {n // 2} and page < {n // 2 + n // 100}"
+    assert df.where(cut).count() == pq_df.where(cut).count() == n // 100
+    return [
+        ("pages full scan (5 columns)", noop(df), noop(pq_df), n, 1.0),
+        ("pages count()", df.count, pq_df.count, n, 1.0),
+        ("pages page-range filter (1% of pages, 5 columns)", noop(df.where(cut)), noop(pq_df.where(cut)), n, 1.0),
+    ]
+
+
+def make_kv(root: str, n: int) -> str:
+    """A key-value store (4 KiB pages) of n keys ``%010d`` with 80 random printable
+    bytes each, written in commits of 50,000 keys."""
+    from engine.kv import KV
+
+    path = os.path.join(root, "store.kv")
+    rng = np.random.default_rng(7)
+    with KV.open(path, create=True) as kv:
+        for start in range(0, n, 50_000):
+            m = min(50_000, n - start)
+            raw = rng.integers(32, 127, size=m * PAYLOAD, dtype=np.uint8).tobytes()
+            with kv.transaction() as tx:
+                for i in range(m):
+                    tx[b"%010d" % (start + i)] = raw[i * PAYLOAD : (i + 1) * PAYLOAD]
+    return path
+
+
+def kv_pairs(spark: Any, root: str, n: int) -> list[tuple[str, Callable[[], Any], Callable[[], Any], int, float]]:
+    """A key-value store's measures (engine-kv is the JVM connector's)."""
+    store = make_kv(root, n)
+    pq = os.path.join(root, "kv.parquet")
+    spark.read.format("engine-kv").load(store).write.parquet(pq)
+    df, pq_df = spark.read.format("engine-kv").load(store), spark.read.parquet(pq)
+    assert df.count() == pq_df.count() == n
+    lo, hi = (b"%010d" % (n // 2)).hex(), (b"%010d" % (n // 2 + n // 100)).hex()
+    cut = f"key >= X'{lo}' and key < X'{hi}'"
+    assert df.where(cut).count() == pq_df.where(cut).count() == n // 100
+    return [
+        ("kv full scan (4 columns)", noop(df), noop(pq_df), n, 1.0),
+        ("kv count()", df.count, pq_df.count, n, 1.0),
+        ("kv key-range filter (1% of keys, 4 columns)", noop(df.where(cut)), noop(pq_df.where(cut)), n, 1.0),
+    ]
+
+
 def rate(action: Callable[[], Any], n: int) -> float:
     t = time.perf_counter()
     action()
@@ -198,6 +274,10 @@ def measure(spark: Any, root: str, n: int, queue_n: int, rounds: int,
         return paired_rounds(jvm_log_pairs(spark, root, n), rounds)
     if only == "events":
         return paired_rounds(events_pairs(spark, root, n), rounds)
+    if only == "pages":
+        return paired_rounds(pages_pairs(spark, root, n), rounds)
+    if only == "kv":
+        return paired_rounds(kv_pairs(spark, root, n), rounds)
     queue_dir = make_queue(root, queue_n)
     queue_pq = os.path.join(root, "queue.parquet")
     spark.read.format("engine-queue").load(queue_dir).write.parquet(queue_pq)
@@ -286,9 +366,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--records", type=int, default=1_000_000, help="log records (default 1,000,000; at most 10 M)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--cluster", action="store_true", help="a standalone master with 2 one-core workers")
-    ap.add_argument("--only", choices=("all", "queue", "jvm-log", "events"), default="all",
+    ap.add_argument("--only", choices=("all", "queue", "jvm-log", "events", "pages", "kv"), default="all",
                     help="queue: only the queue measure (no log written); jvm-log: the JVM log connector's measures; "
-                         "events: an event journal of --records events")
+                         "events: an event journal of --records events; pages: a page store of --records pages; "
+                         "kv: a key-value store of --records keys")
     ap.add_argument("--queue-items", type=int, default=None, help="queue items (default --records / 10)")
     args = ap.parse_args(argv)
     n = min(args.records, 10_000_000)
@@ -325,6 +406,10 @@ def main(argv: list[str] | None = None) -> int:
         what, queue_n = f"{n:,} 80-byte log records by the JVM connector", 0
     if args.only == "events":
         what, queue_n = f"{n:,} 80-byte events over 1,000 persistence ids (engine-events, the JVM connector) ", 0
+    if args.only == "pages":
+        what, queue_n = f"{n:,} 512-byte pages (engine-pages, the JVM connector) ", 0
+    if args.only == "kv":
+        what, queue_n = f"{n:,} keys with 80-byte values (engine-kv, the JVM connector) ", 0
     json_path = RESULTS_CLUSTER if args.cluster else RESULTS
     if args.only != "all":  # a subset does not replace the full run's results
         json_path = json_path.replace(".json", f"_{args.only}.json")

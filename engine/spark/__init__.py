@@ -1,10 +1,10 @@
 """Apache Spark integration: data sources for every engine format and the engine-log sink.
 
-``engine-log`` (reads and the sink), ``engine-events`` and ``engine-queue`` are the
-JVM connector (``engine/spark/java``, built into ``engine/spark/jars/engine-spark.jar``
-by :mod:`engine.spark.jvmbuild`, which :func:`engine.spark.session.build_session`
-puts on the session's class path); ``register(spark)`` adds the Python sources
-(``engine-streams``, ``engine-pages``, ``engine-kv``); ``load`` and
+``engine-log`` (reads and the sink), ``engine-events``, ``engine-queue`` (reads and the sink),
+``engine-pages`` and ``engine-kv`` are the JVM connector (``engine/spark/java``, built into
+``engine/spark/jars/engine-spark.jar`` by :mod:`engine.spark.jvmbuild`, which
+:func:`engine.spark.session.build_session` puts on the session's class path);
+``register(spark)`` adds the Python sources (``engine-streams``); ``load`` and
 ``save`` read and write them from ``str`` or ``pathlib.Path`` paths (PySpark's own
 ``.load()`` takes text only).  See ``docs/pipeline.md``.
 

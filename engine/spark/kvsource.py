@@ -1,15 +1,19 @@
-"""``engine-kv``: key-value stores as a Spark batch source.
+"""The Python reference reader of ``engine-kv`` batch reads, without Spark.
 
-::
+Spark's ``engine-kv`` is the JVM connector (``engine.spark.KvSource``,
+``engine/spark/java``); this module is no Spark data source any more.
+:class:`KVSourceReader` is the reference the connector's parity tests compare
+it with (key for key, error for error: ``tests/spark/test_spark_jvm_kv_parity.py``,
+``test_spark_jvm_kv.py``), driven directly, and what ``stress/readpaths`` reads
+damaged stores through::
 
-    spark.read.format("engine-kv").load("/data/app.kv")                       # the default tree
-    spark.read.format("engine-kv").option("tree", "users").option("prefix", "user:").load(path)
-    spark.read.format("engine-kv").option("start", "a").option("stop", "m").load(path)
+    reader = KVSourceReader({"path": "/data/app.kv", "tree": "users"}, KV_SCHEMA)
+    for part in reader.partitions():
+        for batch in reader.read(part):   # pyarrow RecordBatches
+            ...
 
 One row per key: ``store`` (the file's name), ``tree``, ``key``, ``value``
-(binary), in key order within each partition.  Key ranges are pushed down as
-*options*, never through Spark's filter pushdown (PySpark caches a pushed-down
-plan across the queries of one DataFrame: see ``engine.spark.logplan``):
+(binary), in key order within each partition.  Key ranges are options:
 ``start`` (inclusive), ``stop`` (exclusive) and ``prefix`` bound the scan
 itself, so only the leaves in range are read; ``hex=true`` gives them in hex
 instead of UTF-8.  ``partitions`` (default 4) splits the range at separator keys
@@ -25,7 +29,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from engine.errors import ConfigError
@@ -191,22 +195,3 @@ class KVSourceReader(DataSourceReader):
             partition.path,
         )
 
-
-class EngineKVDataSource(DataSource):
-    """``engine-kv``: see the module docstring."""
-
-    @classmethod
-    def name(cls) -> str:
-        return SOURCE
-
-    def schema(self) -> StructType:
-        """The engine-kv schema; checks the options when the DataFrame is defined."""
-        opts = lower(self.options)
-        check_options(SOURCE, opts, OPTIONS)
-        int_option(opts, "partitions", None)
-        key_bounds(opts)
-        input_paths(SOURCE, opts)
-        return read_schema(KV_SCHEMA, opts)
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        return KVSourceReader(dict(self.options), schema)

@@ -1,9 +1,16 @@
-"""``engine-pages``: page stores as a Spark batch source.
+"""The Python reference reader of ``engine-pages`` batch reads, without Spark.
 
-::
+Spark's ``engine-pages`` is the JVM connector (``engine.spark.PagesSource``,
+``engine/spark/java``); this module is no Spark data source any more.
+:class:`PagesReader` is the reference the connector's parity tests compare it
+with (page for page, error for error: ``tests/spark/test_spark_jvm_pages_parity.py``,
+``test_spark_jvm_pages.py``), driven directly, and what ``stress/readpaths``
+reads damaged stores through::
 
-    spark.read.format("engine-pages").load("/data/pages/store.db")
-    ... .where("page between 100 and 199")      # pushed down: only those pages are read
+    reader = PagesReader({"path": "/data/pages/store.db"}, PAGES_SCHEMA)
+    for part in reader.partitions():
+        for batch in reader.read(part):   # pyarrow RecordBatches
+            ...
 
 One row per page (id, byte offset, whether it is on the free list, its bytes;
 a free page's bytes are not data — the store keeps its free-list link there — so
@@ -11,9 +18,9 @@ its ``data`` is empty).
 Reads go through ``PageStore.open_reader(path)``, which takes the store's
 shared lock while reading, so a row never shows a half-applied transaction.
 Partitions are page-id ranges of ``pagesPerPartition`` (default 4096) pages.
-Every check the store's reads make (page sums) applies; ``mode`` says what
-damage does.  Several paths and globs are accepted; there is no filter
-pushdown (see engine.spark.logplan).
+Every check the store's reads make (page sums) applies, and the free pages'
+sums too (:func:`check_free_pages`); ``mode`` says what damage does.  Several
+paths and globs are accepted.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from engine.fs import OpenMode
@@ -135,21 +142,3 @@ class PagesReader(DataSourceReader):
         yield from guarded(self.schema, self.mode, read_pages(self.schema, partition),
                            {"store": partition.path.rstrip("/").rsplit("/", 1)[-1]}, partition.path)
 
-
-class EnginePagesDataSource(DataSource):
-    """``engine-pages``: see the module docstring."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "engine-pages"
-
-    def schema(self) -> StructType:
-        """The engine-pages schema; checks the options when the DataFrame is defined."""
-        opts = lower(self.options)
-        check_options(SOURCE, opts, OPTIONS)
-        int_option(opts, "pagesPerPartition", None)
-        input_paths(SOURCE, opts)
-        return read_schema(PAGES_SCHEMA, opts)
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        return PagesReader(dict(self.options), schema)

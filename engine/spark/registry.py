@@ -1,7 +1,7 @@
 """Registering the engine data sources with a SparkSession.
 
 Two kinds: the formats the JVM connector serves (``engine-log``, ``engine-events``,
-``engine-queue``:
+``engine-queue``, ``engine-pages``, ``engine-kv``:
 :data:`engine.spark.jvmbuild.REGISTERED_NAMES`, registered by the jar's
 ``META-INF/services`` once the jar is on the session's class path) and the
 Python Data Sources registered here.  Every source is part of engine: one whose
@@ -20,12 +20,10 @@ from engine.spark.shipping import ship_package
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-#: (short name, module, class) of every Python source (engine-log, engine-events and engine-queue are the
-#: JVM connector's).
+#: (short name, module, class) of every Python source (engine-log, engine-events, engine-queue,
+#: engine-pages and engine-kv are the JVM connector's).
 SOURCES = (
     ("engine-streams", "engine.spark.streamsource", "EngineStreamsDataSource"),
-    ("engine-pages", "engine.spark.pagesource", "EnginePagesDataSource"),
-    ("engine-kv", "engine.spark.kvsource", "EngineKVDataSource"),
 )
 
 

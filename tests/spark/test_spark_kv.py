@@ -12,7 +12,7 @@ import pytest
 from engine.errors import ConfigError, CorruptFileError
 from engine.kv import KV
 from engine.spark.batches import arrow_schema
-from engine.spark.kvsource import KV_SCHEMA, EngineKVDataSource, KVSourceReader, key_bounds
+from engine.spark.kvsource import KV_SCHEMA, KVSourceReader, key_bounds
 from engine.spark.options import read_schema
 
 
@@ -79,7 +79,7 @@ def test_damage_modes(store: str) -> None:
 
 @pytest.mark.slow
 def test_through_spark(spark: Any, store: str) -> None:
-    spark.dataSource.register(EngineKVDataSource)
+    # engine-kv is the JVM connector's (engine.spark.KvSource), on the session's class path
     df = spark.read.format("engine-kv").option("prefix", "k019").load(store)
     assert df.count() == 100
     assert sorted(r.key for r in df.select("key").collect())[0] == bytearray(b"k01900")

@@ -95,6 +95,7 @@ public final class QueueSink {
 
         @Override
         public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+            read.schema();  // a read with a schema that is not the source's fails here, as without the sink
             return ((SupportsRead) read).newScanBuilder(options);
         }
 

@@ -1,0 +1,220 @@
+package engine.spark;
+
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.execution.vectorized.ConstantColumnVector;
+import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
+import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.apache.spark.unsafe.types.UTF8String;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Reads one {@link KvSource.Part} as columnar batches of {@link #BATCH_ROWS} keys, as
+ * {@code kvsource.read_keys}: the store opened ({@link KvTree#open}), a named tree the store
+ * lacks read as empty, then the scan of [start, stop) one leaf at a time
+ * ({@link KvTree#fetch}).  A leaf read while the store file changed is read again from a fresh
+ * state ({@link KvTree#snap}).  {@code mode} as {@code batches.guarded}: the reader stops at
+ * the first damage, the keys since the last whole batch are left out, FAILFAST fails,
+ * DROPMALFORMED ends the part with a warning, PERMISSIVE adds one row whose
+ * {@code _corrupt_record} names the file and the offset.
+ */
+public final class KvBatchReader implements PartitionReader<ColumnarBatch> {
+    private static final Logger LOG = LoggerFactory.getLogger("engine.spark");
+    /** Keys per batch ({@code kvsource.BATCH_ROWS}). */
+    static final int BATCH_ROWS = 4096;
+
+    private final Hfs fs;
+    private final KvSource.Part part;
+    private final StructType schema;
+    private final String mode;
+    private final String store;
+    private final String label;
+    private KvTree tree;
+    private byte[] lower;
+    private boolean started;
+    private boolean scanned;
+    private boolean done;
+    private final List<byte[]> keys = new ArrayList<>();
+    private final List<byte[]> values = new ArrayList<>();
+    private ColumnarBatch current;
+    /** The key and value vectors, reused batch after batch (Spark copies a batch's rows before the next). */
+    private WritableColumnVector[] vectors;
+
+    public KvBatchReader(Hfs fs, KvSource.Part part, StructType schema, String mode) {
+        this.fs = fs;
+        this.part = part;
+        this.schema = schema;
+        this.mode = mode;
+        this.store = PagesFile.storeName(part.path);
+        this.label = new String(part.tree, StandardCharsets.UTF_8);
+    }
+
+    @Override
+    public boolean next() {
+        if (done) {
+            return false;
+        }
+        try {
+            if (!started) {
+                started = true;
+                tree = KvTree.open(fs, part.path);
+                lower = part.start;
+            }
+            while (!scanned && keys.size() < BATCH_ROWS) {
+                long[] info = tree.info(part.tree);
+                if (info == null) {
+                    scanned = true;  // no such tree (in this commit): nothing
+                    break;
+                }
+                KvTree.Fetched f = fetchSettled();
+                keys.addAll(f.keys);
+                values.addAll(f.values);
+                if (f.hi == null || (part.stop != null && KvTree.cmp(f.hi, part.stop) >= 0)) {
+                    scanned = true;
+                } else {
+                    lower = f.hi;
+                }
+            }
+            int n = Math.min(BATCH_ROWS, keys.size());
+            if (n == 0) {
+                done = true;
+                return false;
+            }
+            current = build(n);
+            keys.subList(0, n).clear();
+            values.subList(0, n).clear();
+            return true;
+        } catch (CorruptFileException | RecoveryNeededException | PageException e) {
+            done = true;
+            if (mode.equals("FAILFAST")) {
+                throw e;
+            }
+            if (mode.equals("DROPMALFORMED")) {
+                LOG.warn("{}: damaged, the rest is left out: {}", part.path, e.getMessage());
+                return false;
+            }
+            String text = e instanceof CorruptFileException ? ((CorruptFileException) e).damageText()
+                : e instanceof PageException ? ((PageException) e).damageText()
+                : ((RecoveryNeededException) e).damageText();
+            current = corruptRow(text);
+            return true;
+        }
+    }
+
+    /** One leaf from a state the store file still has when it was read (again from a fresh one if not). */
+    private KvTree.Fetched fetchSettled() {
+        for (int attempt = 0; ; attempt++) {
+            long[] info = tree.info(part.tree);
+            try {
+                KvTree.Fetched f = tree.fetch(info, lower, part.stop);
+                if (tree.file.unchanged() || attempt >= PagesBatchReader.ATTEMPTS) {
+                    return f;
+                }
+            } catch (CorruptFileException | PageException e) {
+                if (tree.file.unchanged() || attempt >= PagesBatchReader.ATTEMPTS) {
+                    throw e;
+                }
+            }
+            PagesFile.pause();
+            tree.snap();
+            if (tree.info(part.tree) == null) {
+                KvTree.Fetched none = new KvTree.Fetched();
+                return none;  // the tree is gone in the new commit: the scan ends
+            }
+        }
+    }
+
+    @Override
+    public ColumnarBatch get() {
+        return current;
+    }
+
+    @Override
+    public void close() {
+        fs.close();
+        if (vectors != null) {
+            for (WritableColumnVector v : vectors) {
+                if (v != null) {
+                    v.close();
+                }
+            }
+        }
+        if (tree != null) {
+            tree.file.close();
+        }
+    }
+
+    private ColumnarBatch build(int n) {
+        StructField[] fields = schema.fields();
+        ColumnVector[] cols = new ColumnVector[fields.length];
+        if (vectors == null) {
+            vectors = new WritableColumnVector[fields.length];
+        }
+        for (int c = 0; c < fields.length; c++) {
+            String name = fields[c].name();
+            if (name.equals("key") || name.equals("value")) {
+                List<byte[]> src = name.equals("key") ? keys : values;
+                int total = 0;
+                for (int r = 0; r < n; r++) {
+                    total += src.get(r).length;
+                }
+                if (vectors[c] == null) {
+                    vectors[c] = new OnHeapColumnVector(BATCH_ROWS, fields[c].dataType());
+                }
+                WritableColumnVector v = vectors[c];
+                v.reset();
+                v.arrayData().reserve(total);
+                for (int r = 0; r < n; r++) {
+                    byte[] b = src.get(r);
+                    v.putByteArray(r, b, 0, b.length);
+                }
+                cols[c] = v;
+                continue;
+            }
+            ConstantColumnVector v = new ConstantColumnVector(n, fields[c].dataType());
+            if (name.equals("store")) {
+                v.setUtf8String(UTF8String.fromString(store));
+            } else if (name.equals("tree")) {
+                v.setUtf8String(UTF8String.fromString(label));
+            } else if (name.equals(ScanParts.CORRUPT)) {
+                v.setNull();
+            } else {
+                throw new ConfigException(KvSource.SOURCE + " has no column '" + name + "'");
+            }
+            cols[c] = v;
+        }
+        ColumnarBatch batch = new ColumnarBatch(cols);
+        batch.setNumRows(n);
+        return batch;
+    }
+
+    /** PERMISSIVE: one row for damage that ends the part ({@code batches.corrupt_batch}). */
+    private ColumnarBatch corruptRow(String text) {
+        StructField[] fields = schema.fields();
+        ColumnVector[] cols = new ColumnVector[fields.length];
+        for (int c = 0; c < fields.length; c++) {
+            String name = fields[c].name();
+            WritableColumnVector v = new OnHeapColumnVector(1, fields[c].dataType());
+            String s = name.equals("store") ? store : name.equals("tree") ? label
+                : name.equals(ScanParts.CORRUPT) ? text : null;
+            if (s == null) {
+                v.putNull(0);
+            } else {
+                byte[] b = s.getBytes(StandardCharsets.UTF_8);
+                v.putByteArray(0, b, 0, b.length);
+            }
+            cols[c] = v;
+        }
+        ColumnarBatch batch = new ColumnarBatch(cols);
+        batch.setNumRows(1);
+        return batch;
+    }
+}
