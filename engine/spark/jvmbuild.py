@@ -46,9 +46,9 @@ SERVICES = "META-INF/services/org.apache.spark.sql.sources.DataSourceRegister"
 #: here is served by the JVM only (one implementation per format).  Every
 #: provider is also reachable by its class name, e.g.
 #: ``spark.read.format("engine.spark.LogSource")``.
-REGISTERED: tuple[str, ...] = ("engine.spark.LogSource", "engine.spark.EventsSource")
+REGISTERED: tuple[str, ...] = ("engine.spark.LogSource", "engine.spark.EventsSource", "engine.spark.StreamSource")
 #: The short names those providers register (their ``shortName()``).
-REGISTERED_NAMES: tuple[str, ...] = ("engine-log", "engine-events")
+REGISTERED_NAMES: tuple[str, ...] = ("engine-log", "engine-events", "engine-streams")
 JAVA_RELEASE = "17"
 
 

@@ -1,6 +1,7 @@
 """Registering the engine data sources with a SparkSession.
 
-Two kinds: the formats the JVM connector serves (``engine-log``, ``engine-events``:
+Two kinds: the formats the JVM connector serves (``engine-log``, ``engine-events``,
+``engine-streams``:
 :data:`engine.spark.jvmbuild.REGISTERED_NAMES`, registered by the jar's
 ``META-INF/services`` once the jar is on the session's class path) and the
 Python Data Sources registered here.  Every source is part of engine: one whose
@@ -19,10 +20,10 @@ from engine.spark.shipping import ship_package
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-#: (short name, module, class) of every Python source (engine-log and engine-events are the JVM connector's).
+#: (short name, module, class) of every Python source (engine-log, engine-events and engine-streams are
+#: the JVM connector's).
 SOURCES = (
     ("engine-queue", "engine.spark.queuesource", "EngineQueueDataSource"),
-    ("engine-streams", "engine.spark.streamsource", "EngineStreamsDataSource"),
     ("engine-pages", "engine.spark.pagesource", "EnginePagesDataSource"),
     ("engine-kv", "engine.spark.kvsource", "EngineKVDataSource"),
 )
