@@ -357,3 +357,38 @@ def test_partitions_and_statistics(tmp_path: object, spark: Any) -> None:
         spark.read.format("engine-streams").option("bytesPerPart", "1").load(d)
     with pytest.raises(Exception, match="option minPartitions must be at least 1"):
         spark.read.format("engine-streams").option("minPartitions", "0").load(d)
+
+
+def test_a_journal_past_2_gib(tmp_path: object, spark: Any) -> None:
+    """Offsets past 2**31: a sparse journal with pages of 1.1 GB, a stream whose records sit in the
+    transactions at 1.1 GB and 2.2 GB, one wholly past 2**31 and one left open there; the padding and
+    the zero page that ends it (3.3 GB of zeros) are read and checked in windows."""
+    page = 1_100_000_000
+    p = f"{tmp_path}/huge"
+    header = codec.encode_file_header(page, 0)
+    first, second = bytearray(), bytearray()
+    codec.append_record(first, codec.INFO, 0, 0, 0, codec.encode_info(0, b"across"))
+    codec.append_record(first, codec.DATA, 1, 0, 0, b"a" * 1000)
+    codec.append_record(second, codec.DATA, 2, 0, 1, b"b" * 3000)
+    codec.append_record(second, codec.EOS, 3, 0, 2, b"")
+    codec.append_record(second, codec.INFO, 4, 1, 0, codec.encode_info(0, b"past"))
+    codec.append_record(second, codec.DATA | codec.EOS, 5, 1, 0, b"c" * 70000)
+    codec.append_record(second, codec.INFO, 6, 2, 0, codec.encode_info(0, b"open"))
+    codec.append_record(second, codec.DATA, 7, 2, 0, b"d" * 10)
+    with open(p, "wb") as f:
+        f.write(header + codec.encode_mark(header))
+        f.seek(page)
+        f.write(first)
+        f.seek(2 * page)
+        f.write(second)
+        f.truncate(4 * page)  # the zero page at 3 * page ends the journal
+    df = spark.read.format("engine-streams").load(p)
+    rows = sorted(map(tuple, df.selectExpr("stream", "ident", "status", "bytes", "md5(data)").collect()))
+    assert rows == [(0, "across", "complete", 4000, hashlib.md5(b"a" * 1000 + b"b" * 3000).hexdigest()),
+                    (1, "past", "complete", 70000, hashlib.md5(b"c" * 70000).hexdigest()),
+                    (2, "open", "open", 10, hashlib.md5(b"d" * 10).hexdigest())]
+    assert df.select("stream").count() == 3
+    with open(p, "r+b") as f:  # a bad check code past 2**31: the journal ends before that transaction
+        f.seek(2 * page + 30)
+        f.write(b"!")
+    assert sorted(map(tuple, df.select("stream", "status", "bytes").collect())) == [(0, "open", 1000)]
