@@ -301,6 +301,7 @@ public final class StreamSource implements TableProvider, DataSourceRegister {
         private final boolean data;
         private int next;
         private String path;
+        private UTF8String journal;
         private StreamScanner scanner;
         private InternalRow current;
 
@@ -323,6 +324,7 @@ public final class StreamSource implements TableProvider, DataSourceRegister {
                             return false;
                         }
                         path = part.paths[next++];
+                        journal = UTF8String.fromString(path.substring(path.lastIndexOf('/') + 1));
                         scanner = new StreamScanner(fs.fresh(), path, StreamScanner.WINDOW, ident, data);
                     }
                     StreamCodec.Stream st = scanner.next();
@@ -363,7 +365,7 @@ public final class StreamSource implements TableProvider, DataSourceRegister {
             Object[] v = new Object[names.length];
             for (int i = 0; i < names.length; i++) {
                 if (names[i].equals("journal")) {
-                    v[i] = UTF8String.fromString(path.substring(path.lastIndexOf('/') + 1));
+                    v[i] = journal;
                 } else if (names[i].equals(ScanParts.CORRUPT)) {
                     v[i] = corrupt == null ? null : UTF8String.fromString(corrupt);
                 } else if (st == null) {
@@ -371,9 +373,9 @@ public final class StreamSource implements TableProvider, DataSourceRegister {
                 } else {
                     switch (names[i]) {
                         case "stream": v[i] = st.number; break;
-                        case "ident": v[i] = UTF8String.fromString(utf8(st.ident)); break;
+                        case "ident": v[i] = utf8(st.ident); break;
                         case "start_offset": v[i] = st.startOffset; break;
-                        case "status": v[i] = UTF8String.fromString(st.status); break;
+                        case "status": v[i] = status(st.status); break;
                         case "bytes": v[i] = st.length; break;
                         default: v[i] = st.data;
                     }
@@ -382,11 +384,26 @@ public final class StreamSource implements TableProvider, DataSourceRegister {
             return new GenericInternalRow(v);
         }
 
-        /** bytes.decode("utf-8", "replace"). */
-        static String utf8(byte[] b) {
+        private static final UTF8String COMPLETE = UTF8String.fromString("complete");
+        private static final UTF8String ABORTED = UTF8String.fromString("aborted");
+        private static final UTF8String OPEN = UTF8String.fromString("open");
+
+        static UTF8String status(String s) {
+            return s.equals("complete") ? COMPLETE : s.equals("aborted") ? ABORTED : OPEN;
+        }
+
+        /** bytes.decode("utf-8", "replace") (ASCII, the usual ident, as it is). */
+        static UTF8String utf8(byte[] b) {
+            boolean ascii = true;
+            for (byte x : b) {
+                ascii &= x >= 0;
+            }
+            if (ascii) {
+                return UTF8String.fromBytes(b);
+            }
             try {
-                return StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPLACE)
-                    .onUnmappableCharacter(CodingErrorAction.REPLACE).decode(java.nio.ByteBuffer.wrap(b)).toString();
+                return UTF8String.fromString(StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPLACE)
+                    .onUnmappableCharacter(CodingErrorAction.REPLACE).decode(java.nio.ByteBuffer.wrap(b)).toString());
             } catch (java.nio.charset.CharacterCodingException e) {
                 throw new IllegalStateException(e);
             }
