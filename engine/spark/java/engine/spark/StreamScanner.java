@@ -28,6 +28,8 @@ final class StreamScanner implements AutoCloseable {
     static final int WINDOW = 4 << 20;
     /** The smallest window: page 0's head and a record header always fit in one. */
     static final int MIN_WINDOW = 64;
+    private static final java.lang.invoke.VarHandle LE64 =
+        java.lang.invoke.MethodHandles.byteArrayViewVarHandle(long[].class, java.nio.ByteOrder.LITTLE_ENDIAN);
 
     private final Hfs fs;
     private final String path;
@@ -151,10 +153,16 @@ final class StreamScanner implements AutoCloseable {
         for (long done = 0; done < len; ) {
             int n = (int) Math.min(len - done, buf.length);
             int i = at(from + done, n);
-            for (int k = i; k < i + n; k++) {
-                if (buf[k] != 0) {
-                    return false;
-                }
+            int k = i;
+            long any = 0;
+            for (; k + 8 <= i + n; k += 8) {
+                any |= (long) LE64.get(buf, k);
+            }
+            for (; k < i + n; k++) {
+                any |= buf[k];
+            }
+            if (any != 0) {
+                return false;
             }
             done += n;
         }

@@ -1,8 +1,6 @@
 package engine.spark;
 
 import java.io.Serializable;
-import java.nio.charset.CodingErrorAction;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
@@ -10,7 +8,6 @@ import java.util.List;
 import java.util.Map;
 
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.expressions.Transform;
@@ -29,9 +26,7 @@ import org.apache.spark.sql.types.Metadata;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
-import org.apache.spark.unsafe.types.UTF8String;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
  * {@code engine-streams} on the JVM: one row per stream of each journald journal (ident,
@@ -41,13 +36,12 @@ import org.slf4j.LoggerFactory;
  * check code is verified whatever is selected, and the idents and data are not copied when
  * their columns are not read.  Partitions: whole journals (one can only be read from its
  * start), consecutive ones grouped up to about {@code bytesPerPartition} (256 MiB) bytes and
- * {@code 1 / minPartitions} (2) of the total; statistics from the file sizes; {@code mode} as
- * the other sources (the streams read before damage, then FAILFAST fails, DROPMALFORMED ends
+ * {@code 1 / minPartitions} (2) of the total; statistics from the file sizes; columnar batches
+ * ({@link StreamBatchReader}); {@code mode} as the other sources (the streams read before damage, then FAILFAST fails, DROPMALFORMED ends
  * the journal there, PERMISSIVE adds one row naming the file and offset).  See docs/pipeline.md.
  */
 public final class StreamSource implements TableProvider, DataSourceRegister {
     static final String SOURCE = "engine-streams";
-    private static final Logger LOG = LoggerFactory.getLogger("engine.spark");
 
     @Override
     public String shortName() {
@@ -283,140 +277,18 @@ public final class StreamSource implements TableProvider, DataSourceRegister {
         }
 
         @Override
+        public boolean supportColumnarReads(InputPartition partition) {
+            return true;
+        }
+
+        @Override
+        public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
+            return new StreamBatchReader(fs, (Part) partition, schema, mode);
+        }
+
+        @Override
         public PartitionReader<InternalRow> createReader(InputPartition partition) {
-            return new Reader(fs, (Part) partition, schema, mode);
-        }
-    }
-
-    /**
-     * The rows of a part's journals, one journal after the other: its streams as the scan
-     * gives them, then (FAILFAST) the anomalies' error, as streamsource.read_journal.
-     */
-    static final class Reader implements PartitionReader<InternalRow> {
-        private final Hfs fs;
-        private final Part part;
-        private final String[] names;
-        private final String mode;
-        private final boolean ident;
-        private final boolean data;
-        private int next;
-        private String path;
-        private UTF8String journal;
-        private StreamScanner scanner;
-        private InternalRow current;
-
-        Reader(Hfs fs, Part part, StructType schema, String mode) {
-            this.fs = fs;
-            this.part = part;
-            this.names = schema.fieldNames();
-            this.mode = mode;
-            List<String> cols = Arrays.asList(names);
-            this.ident = cols.contains("ident");
-            this.data = cols.contains("data");
-        }
-
-        @Override
-        public boolean next() {
-            while (true) {
-                try {
-                    if (scanner == null) {
-                        if (next >= part.paths.length) {
-                            return false;
-                        }
-                        path = part.paths[next++];
-                        journal = UTF8String.fromString(path.substring(path.lastIndexOf('/') + 1));
-                        scanner = new StreamScanner(fs.fresh(), path, StreamScanner.WINDOW, ident, data);
-                    }
-                    StreamCodec.Stream st = scanner.next();
-                    if (st != null) {
-                        current = row(st, null);
-                        return true;
-                    }
-                    List<String> anomalies = scanner.anomalies;
-                    endJournal();
-                    if (!anomalies.isEmpty()) {
-                        // What the store's own verify rejects (a torn transaction at the end is
-                        // not damage: the scan stops before it, as the store's readers do).
-                        throw new CorruptFileException(path, 0, "records consistent with their streams",
-                            String.join("; ", anomalies));
-                    }
-                } catch (CorruptFileException e) {
-                    endJournal();
-                    if (mode.equals("FAILFAST")) {
-                        throw e;
-                    }
-                    if (mode.equals("PERMISSIVE")) {
-                        current = row(null, e.damageText());
-                        return true;
-                    }
-                    LOG.warn("{}: damaged, the rest is left out: {}", path, e.getMessage());
-                }
-            }
-        }
-
-        private void endJournal() {
-            if (scanner != null) {
-                scanner.close();
-                scanner = null;
-            }
-        }
-
-        private InternalRow row(StreamCodec.Stream st, String corrupt) {
-            Object[] v = new Object[names.length];
-            for (int i = 0; i < names.length; i++) {
-                if (names[i].equals("journal")) {
-                    v[i] = journal;
-                } else if (names[i].equals(ScanParts.CORRUPT)) {
-                    v[i] = corrupt == null ? null : UTF8String.fromString(corrupt);
-                } else if (st == null) {
-                    v[i] = null;
-                } else {
-                    switch (names[i]) {
-                        case "stream": v[i] = st.number; break;
-                        case "ident": v[i] = utf8(st.ident); break;
-                        case "start_offset": v[i] = st.startOffset; break;
-                        case "status": v[i] = status(st.status); break;
-                        case "bytes": v[i] = st.length; break;
-                        default: v[i] = st.data;
-                    }
-                }
-            }
-            return new GenericInternalRow(v);
-        }
-
-        private static final UTF8String COMPLETE = UTF8String.fromString("complete");
-        private static final UTF8String ABORTED = UTF8String.fromString("aborted");
-        private static final UTF8String OPEN = UTF8String.fromString("open");
-
-        static UTF8String status(String s) {
-            return s.equals("complete") ? COMPLETE : s.equals("aborted") ? ABORTED : OPEN;
-        }
-
-        /** bytes.decode("utf-8", "replace") (ASCII, the usual ident, as it is). */
-        static UTF8String utf8(byte[] b) {
-            boolean ascii = true;
-            for (byte x : b) {
-                ascii &= x >= 0;
-            }
-            if (ascii) {
-                return UTF8String.fromBytes(b);
-            }
-            try {
-                return UTF8String.fromString(StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPLACE)
-                    .onUnmappableCharacter(CodingErrorAction.REPLACE).decode(java.nio.ByteBuffer.wrap(b)).toString());
-            } catch (java.nio.charset.CharacterCodingException e) {
-                throw new IllegalStateException(e);
-            }
-        }
-
-        @Override
-        public InternalRow get() {
-            return current;
-        }
-
-        @Override
-        public void close() {
-            endJournal();
+            throw new UnsupportedOperationException(SOURCE + " reads columnar batches only");
         }
     }
 }
