@@ -8,6 +8,7 @@
     python3 -m benchmarks.spark --only events         # engine-events (the JVM connector), --records events
     python3 -m benchmarks.spark --only pages          # engine-pages (the JVM connector), --records 512-byte pages
     python3 -m benchmarks.spark --only kv             # engine-kv (the JVM connector), --records keys
+    python3 -m benchmarks.spark --only streams        # engine-streams (the JVM connector), --records streams
 
 Data: ``--records`` log records with 80-byte payloads, written by the engine-log
 sink's segment writer (with ``.crc`` files), and a queue of ``--records / 10``
@@ -32,6 +33,10 @@ every round in the JSON):
   store of ``--records`` 512-byte pages (1% of them free) vs Parquet.
 * (``--only kv``) full scan, ``count()`` and a 1% key-range filter of a
   key-value store of ``--records`` 10-byte keys with 80-byte values vs Parquet.
+* (``--only streams``) full scan and ``select(stream, status, bytes)`` of two
+  stream journals (512-byte pages) holding ``--records`` streams of 80 bytes
+  between them, written by ``StreamJournal``, vs Parquet (reported beside it; a
+  journal is one partition, so two journals keep both cores busy).
 
 The load average before and after is in the JSON (the machine is shared).
 """
@@ -208,6 +213,40 @@ def kv_pairs(spark: Any, root: str, n: int) -> list[tuple[str, Callable[[], Any]
     ]
 
 
+def make_streams(root: str, n: int, journals: int = 2) -> str:
+    """``journals`` stream journals holding ``n`` streams of 80 random printable bytes
+    between them, each stream opened, written and closed in turn (one page each)."""
+    from engine.streams.journal import StreamJournal
+
+    d = os.path.join(root, "streams")
+    os.makedirs(d)
+    rng = np.random.default_rng(5)
+    for k in range(journals):
+        per = n // journals + (k < n % journals)
+        raw = rng.integers(32, 127, size=per * PAYLOAD, dtype=np.uint8).tobytes()
+        with StreamJournal.open(os.path.join(d, f"j{k}.journal"), size=(per + 64) * 512, page_size=512,
+                                sync_delay=1000, create=True) as j:
+            for i in range(per):
+                s = j.open_stream(b"s%d" % i)
+                s.write(raw[i * PAYLOAD : (i + 1) * PAYLOAD])
+                s.close()
+    return d
+
+
+def streams_pairs(spark: Any, root: str, n: int) -> list[tuple[str, Callable[[], Any], Callable[[], Any], int, float]]:
+    """Stream journals' measures (engine-streams is the JVM connector's)."""
+    d = make_streams(root, n)
+    pq = os.path.join(root, "streams.parquet")
+    spark.read.format("engine-streams").load(d).write.parquet(pq)
+    df, pq_df = spark.read.format("engine-streams").load(d), spark.read.parquet(pq)
+    assert df.count() == pq_df.count() == n
+    cols = ("stream", "status", "bytes")
+    return [
+        ("streams full scan (7 columns)", noop(df), noop(pq_df), n, 1.0),
+        ("streams select(stream, status, bytes)", noop(df.select(*cols)), noop(pq_df.select(*cols)), n, 1.0),
+    ]
+
+
 def rate(action: Callable[[], Any], n: int) -> float:
     t = time.perf_counter()
     action()
@@ -278,6 +317,8 @@ def measure(spark: Any, root: str, n: int, queue_n: int, rounds: int,
         return paired_rounds(pages_pairs(spark, root, n), rounds)
     if only == "kv":
         return paired_rounds(kv_pairs(spark, root, n), rounds)
+    if only == "streams":
+        return paired_rounds(streams_pairs(spark, root, n), rounds)
     queue_dir = make_queue(root, queue_n)
     queue_pq = os.path.join(root, "queue.parquet")
     spark.read.format("engine-queue").load(queue_dir).write.parquet(queue_pq)
@@ -366,10 +407,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--records", type=int, default=1_000_000, help="log records (default 1,000,000; at most 10 M)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--cluster", action="store_true", help="a standalone master with 2 one-core workers")
-    ap.add_argument("--only", choices=("all", "queue", "jvm-log", "events", "pages", "kv"), default="all",
+    ap.add_argument("--only", choices=("all", "queue", "jvm-log", "events", "pages", "kv", "streams"), default="all",
                     help="queue: only the queue measure (no log written); jvm-log: the JVM log connector's measures; "
                          "events: an event journal of --records events; pages: a page store of --records pages; "
-                         "kv: a key-value store of --records keys")
+                         "kv: a key-value store of --records keys; streams: two stream journals of --records streams")
     ap.add_argument("--queue-items", type=int, default=None, help="queue items (default --records / 10)")
     args = ap.parse_args(argv)
     n = min(args.records, 10_000_000)
@@ -410,6 +451,8 @@ def main(argv: list[str] | None = None) -> int:
         what, queue_n = f"{n:,} 512-byte pages (engine-pages, the JVM connector) ", 0
     if args.only == "kv":
         what, queue_n = f"{n:,} keys with 80-byte values (engine-kv, the JVM connector) ", 0
+    if args.only == "streams":
+        what, queue_n = f"{n:,} 80-byte streams in two journals (engine-streams, the JVM connector) ", 0
     json_path = RESULTS_CLUSTER if args.cluster else RESULTS
     if args.only != "all":  # a subset does not replace the full run's results
         json_path = json_path.replace(".json", f"_{args.only}.json")

@@ -1,10 +1,10 @@
-"""Apache Spark integration: data sources for every engine format and the engine-log sink.
+"""Apache Spark integration: data sources for every engine format, the engine-log and engine-queue sinks.
 
-``engine-log`` (reads and the sink), ``engine-events``, ``engine-queue`` (reads and the sink),
-``engine-pages`` and ``engine-kv`` are the JVM connector (``engine/spark/java``, built into
-``engine/spark/jars/engine-spark.jar`` by :mod:`engine.spark.jvmbuild`, which
-:func:`engine.spark.session.build_session` puts on the session's class path);
-``register(spark)`` adds the Python sources (``engine-streams``); ``load`` and
+Every format (``engine-log`` reads and the sink, ``engine-queue`` reads and the sink,
+``engine-events``, ``engine-pages``, ``engine-kv``, ``engine-streams``) is the JVM
+connector's (``engine/spark/java``, built into ``engine/spark/jars/engine-spark.jar``
+by :mod:`engine.spark.jvmbuild`, which :func:`engine.spark.session.build_session`
+puts on the session's class path); ``load`` and
 ``save`` read and write them from ``str`` or ``pathlib.Path`` paths (PySpark's own
 ``.load()`` takes text only).  See ``docs/pipeline.md``.
 
@@ -14,6 +14,6 @@ Only this package imports pyspark; ``import engine`` does not.
 from __future__ import annotations
 
 from engine.spark.io import load, save
-from engine.spark.registry import SOURCES, available_sources, register
+from engine.spark.registry import available_sources, register
 
-__all__ = ["SOURCES", "available_sources", "load", "register", "save"]
+__all__ = ["available_sources", "load", "register", "save"]

@@ -47,9 +47,10 @@ SERVICES = "META-INF/services/org.apache.spark.sql.sources.DataSourceRegister"
 #: provider is also reachable by its class name, e.g.
 #: ``spark.read.format("engine.spark.LogSource")``.
 REGISTERED: tuple[str, ...] = ("engine.spark.LogSource", "engine.spark.EventsSource", "engine.spark.QueueSource",
-                               "engine.spark.PagesSource", "engine.spark.KvSource")
+                               "engine.spark.PagesSource", "engine.spark.KvSource", "engine.spark.StreamSource")
 #: The short names those providers register (their ``shortName()``).
-REGISTERED_NAMES: tuple[str, ...] = ("engine-log", "engine-events", "engine-queue", "engine-pages", "engine-kv")
+REGISTERED_NAMES: tuple[str, ...] = ("engine-log", "engine-events", "engine-queue", "engine-pages", "engine-kv",
+                                     "engine-streams")
 JAVA_RELEASE = "17"
 
 

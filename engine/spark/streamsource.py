@@ -1,17 +1,22 @@
-"""``engine-streams``: journald stream journals as a Spark batch source.
+"""The Python reference reader of ``engine-streams`` batch reads, without Spark.
 
-::
+Spark's ``engine-streams`` is the JVM connector (``engine.spark.StreamSource``,
+``engine/spark/java``); this module is no Spark data source any more.
+:class:`StreamsReader` is the reference the connector's tests compare it with
+(stream for stream, error for error: ``tests/spark/test_spark_jvm_streams.py``),
+driven directly, and what ``stress/readpaths`` reads damaged journals through::
 
-    spark.read.format("engine-streams").load("/data/streams/uploads.journal")
-    spark.read.format("engine-streams").load("/data/streams")   # every journal file in it
+    reader = StreamsReader({"path": "/data/streams"}, STREAMS_SCHEMA)
+    for part in reader.partitions():
+        for batch in reader.read(part):   # pyarrow RecordBatches
+            ...
 
 One row per stream (ident, start offset, status complete / aborted / open, the
-data).  A journal file is one transaction log that can only be read from its
-start (record numbers and wrapping), so each file is one partition.  Reading goes
-through :meth:`engine.streams.StreamJournal.open_reader`, which checks every check code
+data), one partition per journal file.  Reading goes through
+:meth:`engine.streams.StreamJournal.open_reader`, which checks every check code
 (CRC-64) and stops cleanly at a torn transaction; ``mode`` says what damage
-does.  Several paths and globs are accepted; there is no filter pushdown (see
-engine.spark.logplan).
+does: the streams read before it are kept, then FAILFAST raises, DROPMALFORMED
+ends the journal there and PERMISSIVE adds one row naming the file and offset.
 """
 
 from __future__ import annotations
@@ -20,10 +25,10 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from engine.errors import ConfigError, CorruptFileError
+from engine.errors import ConfigError, CorruptFileError, EngineError
 from engine.fs import resolve
 from engine.spark.batches import guarded, record_batch, repeat_string
 from engine.spark.options import check_options, input_paths, lower, mode_option, read_schema, user_schema
@@ -81,15 +86,22 @@ def read_journal(schema: StructType, path: str, statuses: set[str] | None) -> It
         }
         return record_batch(schema, cols, n)
 
-    with StreamJournal.open_reader(path) as reader:
-        scan = reader.events()
-        for s in scan.streams():
-            if statuses is not None and s.status not in statuses:
-                continue
-            rows.append((s.number, s.ident.decode("utf-8", "replace"), s.start_offset, s.status, s.data))
-            if len(rows) >= BATCH_STREAMS:
-                yield flush()
-                rows = []
+    try:
+        with StreamJournal.open_reader(path) as reader:
+            scan = reader.events()
+            for s in scan.streams():
+                if statuses is not None and s.status not in statuses:
+                    continue
+                rows.append((s.number, s.ident.decode("utf-8", "replace"), s.start_offset, s.status, s.data))
+                if len(rows) >= BATCH_STREAMS:
+                    yield flush()
+                    rows = []
+    except EngineError:
+        # The streams read whole before damage are rows (each was checked), however
+        # many there are: the rows do not depend on where a batch ends.
+        if rows:
+            yield flush()
+        raise
     if rows:
         yield flush()
     if scan.anomalies:
@@ -117,21 +129,3 @@ class StreamsReader(DataSourceReader):
             return  # an empty plan is read as one InputPartition(None)
         yield from guarded(self.schema, self.mode, read_journal(self.schema, partition.path, None),
                            {"journal": partition.path.rsplit("/", 1)[-1]}, partition.path)
-
-
-class EngineStreamsDataSource(DataSource):
-    """``engine-streams``: see the module docstring."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "engine-streams"
-
-    def schema(self) -> StructType:
-        """The engine-streams schema; checks the options when the DataFrame is defined."""
-        opts = lower(self.options)
-        check_options(SOURCE, opts, OPTIONS)
-        input_paths(SOURCE, opts)
-        return read_schema(STREAMS_SCHEMA, opts)
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        return StreamsReader(dict(self.options), schema)

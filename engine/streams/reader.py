@@ -48,7 +48,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
 
-from engine.errors import CorruptFileError
+from engine.errors import CorruptFileError, EngineError
 from engine.fs import FileHandle, FileSystem, OpenMode, as_path, no_such, resolve
 from engine.fs.core import StoreCore
 from engine.lifetime import ClosedWhenDropped
@@ -343,12 +343,21 @@ class JournalScan:
 
     def streams(self) -> Iterator[StreamData]:
         """Whole streams: each complete or aborted one when its end is read, then
-        the ones left open.  Data is kept in memory until the stream ends."""
+        the ones left open.  Data is kept in memory until the stream ends.  Damage
+        found later (a zeroed region the journal goes on past) is raised after
+        every stream ended before it: the same streams whichever record ended last."""
         self._collect = True
-        for _ in self:
-            if self._finished:
-                yield from self._finished
-                self._finished.clear()
+        try:
+            for _ in self:
+                if self._finished:
+                    yield from self._finished
+                    self._finished.clear()
+        except EngineError:
+            # A stream's end event comes before it is finished: the last one
+            # ended is still here when the next step raises.
+            yield from self._finished
+            self._finished.clear()
+            raise
         yield from self._finished
         self._finished.clear()
 

@@ -74,6 +74,20 @@ def test_zeroed_single_page_in_the_middle_is_an_error() -> None:
     assert str(starts[2]) in str(info.value)  # names where the journal goes on
 
 
+def test_streams_ended_before_a_zeroed_region_are_read_before_the_error() -> None:
+    """Every stream read whole before the damage is given, the last one included
+    (its end record is the last before the zeroed page), then the error."""
+    sim = SimFS()
+    starts, journal = _build(sim, [100, 100, 100, 100])
+    journal.close()
+    _zero(sim, starts[2], PAGE)
+    got: list[bytes] = []
+    with pytest.raises(CorruptFileError) as info:
+        got.extend(s.ident for s in read_streams(PATH, sim))
+    assert info.value.offset == starts[2]
+    assert got == [b"s0", b"s1"]
+
+
 def test_zeroed_range_spanning_pages_is_an_error() -> None:
     sim = SimFS()
     starts, journal = _build(sim, [100, 1200, 300, 100, 100])

@@ -1,21 +1,12 @@
 package engine.spark;
 
 import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
-import java.util.List;
-import java.util.TreeMap;
 
 /**
- * The journald version 2 stream journal, decoded in the JVM: the twin of
- * {@code engine.streams.codec} and {@code engine.streams.reader.JournalScan} (whole
- * streams).  Integers are 4 bytes MSB first; check codes are CRC-64/GO-ISO stored as
- * 8 little-endian bytes and every one is verified.  The first record that fails its
- * check code or its global record number (or runs past the end) is the end of the
- * journal (a torn transaction: {@link Scan#clean} false and {@link Scan#reason}, as the
- * Python scan's {@code end}); a zero page at a transaction start is a clean end, probed
- * past for intact records numbered ahead when page 0 carries engine's mark (damage:
- * {@link CorruptFileException} with the file and offset, same words as Python).  Records
- * that pass their checks but make no sense for their stream are {@link Scan#anomalies}.
+ * The journald version 2 stream journal's layout in the JVM: the twin of
+ * {@code engine.streams.codec} (page 0's header, record fields, check codes).  Integers are
+ * 4 bytes MSB first; check codes are CRC-64/GO-ISO stored as 8 little-endian bytes.  The walk
+ * over a journal's records is {@link StreamScanner}'s.
  */
 public final class StreamCodec {
     static final byte[] MAGIC = "journald".getBytes(StandardCharsets.US_ASCII);
@@ -36,16 +27,51 @@ public final class StreamCodec {
     private StreamCodec() {
     }
 
-    /** CRC-64/GO-ISO (reflected 0xD800000000000000, init all ones, final complement). */
-    static long crc64(byte[] b, int off, int len) {
-        long crc = -1L;
-        for (int i = off; i < off + len; i++) {
-            crc ^= b[i] & 0xFFL;
+    private static final long POLY = 0xD800000000000000L;
+    /** Slicing-by-8 tables: {@code T[k][i]} is byte {@code i} followed by {@code k} zero bytes. */
+    private static final long[][] T = new long[8][256];
+    private static final java.lang.invoke.VarHandle LE64 =
+        java.lang.invoke.MethodHandles.byteArrayViewVarHandle(long[].class, java.nio.ByteOrder.LITTLE_ENDIAN);
+
+    static {
+        for (int i = 0; i < 256; i++) {
+            long c = i;
             for (int k = 0; k < 8; k++) {
-                crc = (crc >>> 1) ^ ((crc & 1L) != 0 ? 0xD800000000000000L : 0L);
+                c = (c >>> 1) ^ ((c & 1L) != 0 ? POLY : 0L);
+            }
+            T[0][i] = c;
+        }
+        for (int k = 1; k < 8; k++) {
+            for (int i = 0; i < 256; i++) {
+                T[k][i] = (T[k - 1][i] >>> 8) ^ T[0][(int) (T[k - 1][i] & 0xFF)];
             }
         }
-        return ~crc;
+    }
+
+    /** CRC-64/GO-ISO (reflected 0xD800000000000000, init all ones, final complement). */
+    static long crc64(byte[] b, int off, int len) {
+        return ~crc64Update(-1L, b, off, len);
+    }
+
+    /**
+     * The CRC-64 register after {@code b[off, off + len)}, from {@code crc} ({@code -1L} at the
+     * start; the check code is its complement): a record larger than the read window is checked
+     * window by window.
+     */
+    static long crc64Update(long crc, byte[] b, int off, int len) {
+        long[] t0 = T[0];
+        int i = off;
+        int end = off + len;
+        for (; end - i >= 8; i += 8) {
+            long c = crc ^ (long) LE64.get(b, i);
+            crc = T[7][(int) c & 0xFF] ^ T[6][(int) (c >>> 8) & 0xFF] ^ T[5][(int) (c >>> 16) & 0xFF]
+                ^ T[4][(int) (c >>> 24) & 0xFF] ^ T[3][(int) (c >>> 32) & 0xFF] ^ T[2][(int) (c >>> 40) & 0xFF]
+                ^ T[1][(int) (c >>> 48) & 0xFF] ^ t0[(int) (c >>> 56)];
+        }
+        for (; i < end; i++) {
+            crc = (crc >>> 8) ^ t0[(int) (crc ^ b[i]) & 0xFF];
+        }
+        return crc;
     }
 
     static long u32(byte[] b, int off) {
@@ -100,66 +126,32 @@ public final class StreamCodec {
         return s.append(q).toString();
     }
 
-    /** One whole stream, as {@code StreamData}. */
+    /** One whole stream, as {@code StreamData}; {@code ident} and {@code data} are null when not read. */
     public static final class Stream {
         public final long number;
         public final byte[] ident;
         public final long startOffset;
         public final String status;
         public final byte[] data;
+        /** The data's length (known whether or not the data was kept). */
+        public final long length;
         public final long position;
 
-        Stream(long number, byte[] ident, long startOffset, String status, byte[] data, long position) {
+        Stream(long number, byte[] ident, long startOffset, String status, byte[] data, long length, long position) {
             this.number = number;
             this.ident = ident;
             this.startOffset = startOffset;
             this.status = status;
             this.data = data;
+            this.length = length;
             this.position = position;
         }
     }
 
-    private static final class Open {
-        final long number;
-        final byte[] ident;
-        final long start;
-        long offset;
-        long record;
-        final long position;
-        final java.io.ByteArrayOutputStream chunks = new java.io.ByteArrayOutputStream();
-
-        Open(long number, byte[] ident, long start, long record, long position) {
-            this.number = number;
-            this.ident = ident;
-            this.start = start;
-            this.offset = start;
-            this.record = record;
-            this.position = position;
-        }
-    }
-
-    /** What a scan found: streams in the Python order, where and why it stopped. */
-    public static final class Scan {
-        public final List<Stream> streams = new ArrayList<>();
-        public final List<String> anomalies = new ArrayList<>();
-        public long position;
-        public boolean clean;
-        public String reason;
-        public long nextGlobal;
-        public long records;
-        final TreeMap<Long, Open> open = new TreeMap<>();
-
-        void anomaly(String message, long position) {
-            anomalies.add("offset " + position + ": " + message);
-        }
-
-        void finish(Open st, String status) {
-            open.remove(st.number);
-            streams.add(new Stream(st.number, st.ident, st.start, status, st.chunks.toByteArray(), st.position));
-        }
-    }
-
-    /** Decode and check page 0's header; returns the page size (as codec.decode_file_header). */
+    /**
+     * Decode and check page 0's header ({@code f}: the file's first {@link #HEAD_SIZE} bytes, fewer
+     * when it is shorter); returns the page size (as codec.decode_file_header).
+     */
     static long pageSize(byte[] f, String path) {
         int n = Math.min(f.length, HEAD_SIZE);
         if (n < FILE_HEADER_SIZE) {
@@ -216,172 +208,7 @@ public final class StreamCodec {
         return false;
     }
 
-    static boolean zeros(byte[] f, long from, long len) {
-        for (long i = from; i < from + len; i++) {
-            if (f[(int) i] != 0) {
-                return false;
-            }
-        }
-        return true;
-    }
-
-    static boolean checkOk(byte[] f, long pos, long length) {
-        int end = (int) (pos + RECORD_HEADER_SIZE + length);
-        return le64(f, end) == crc64(f, (int) pos, end - (int) pos);
-    }
-
     static boolean isAhead(long g, long expected) {
         return ((g - expected) & U32) < (1L << 31);
-    }
-
-    /** Read the whole journal ({@code f} is the file's bytes) into streams. */
-    public static Scan scan(byte[] f, String path) {
-        long page = pageSize(f, path);
-        boolean strict = marked(f);
-        long size = f.length;
-        long limit = size - size % page;
-        if (limit < 2 * page) {
-            throw new CorruptFileException(path, size, "at least 2 pages of " + page + " bytes", size + " bytes");
-        }
-        Scan s = new Scan();
-        long pos = page;
-        long expected = u32(f, 16);
-        long records = 0;
-        String stop = null;
-        boolean clean = false;
-        outer:
-        while (true) {
-            if (pos + 4 > limit) {
-                stop = "end of file without the zero page that ends a journal";
-                break;
-            }
-            if (u32(f, (int) pos) == 0) {
-                if (pos + page > limit || !zeros(f, pos, page)) {
-                    stop = "a zero type word not followed by a zero page";
-                } else {
-                    stop = "end of journal";
-                    clean = true;
-                    if (strict) {
-                        checkRealEnd(f, path, pos, page, limit, expected);
-                    }
-                }
-                break;
-            }
-            while (true) {
-                if (pos + RECORD_OVERHEAD > limit) {
-                    stop = "record header runs past the end of the file";
-                    break outer;
-                }
-                int p = (int) pos;
-                long type = u32(f, p);
-                long global = u32(f, p + 4);
-                long length = u32(f, p + 16);
-                long total = RECORD_OVERHEAD + length;
-                if (pos + total > limit) {
-                    stop = "record length " + length + " runs past the end of the file";
-                    break outer;
-                }
-                if (!checkOk(f, pos, length)) {
-                    stop = "check code mismatch in record " + expected;
-                    break outer;
-                }
-                if (global != expected) {
-                    stop = "global record number " + global + ", expected " + expected;
-                    break outer;
-                }
-                record(s, type, u32(f, p + 8), u32(f, p + 12), f, p + RECORD_HEADER_SIZE, (int) length, pos);
-                records++;
-                expected = (expected + 1) & U32;
-                pos += total;
-                long room = page - pos % page;
-                if (room == page) {
-                    continue outer;
-                }
-                if (pos + 4 > limit || u32(f, (int) pos) == 0) {
-                    if (!zeros(f, pos, room)) {
-                        stop = "non-zero bytes in the padding after a zero type word";
-                        break outer;
-                    }
-                    pos += room;
-                    continue outer;
-                }
-            }
-        }
-        s.position = pos;
-        s.clean = clean;
-        s.reason = stop;
-        s.nextGlobal = expected;
-        s.records = records;
-        for (Open st : new ArrayList<>(s.open.values())) {
-            s.streams.add(new Stream(st.number, st.ident, st.start, "open", st.chunks.toByteArray(), st.position));
-        }
-        return s;
-    }
-
-    private static void checkRealEnd(byte[] f, String path, long end, long page, long limit, long expected) {
-        long pos = ((end + page + page - 1) / page) * page;
-        for (; pos + RECORD_OVERHEAD <= limit; pos += page) {
-            int p = (int) pos;
-            long type = u32(f, p);
-            long global = u32(f, p + 4);
-            long total = RECORD_OVERHEAD + u32(f, p + 16);
-            if (type != 0 && pos + total <= limit && isAhead(global, expected) && checkOk(f, pos, total - RECORD_OVERHEAD)) {
-                throw new CorruptFileException(path, end,
-                    "the end of the journal (nothing intact numbered " + expected + " or later after it)",
-                    "zeros where a transaction should start, and an intact record " + global + " at offset " + pos
-                        + ": the journal goes on past a damaged region");
-            }
-        }
-    }
-
-    /** The original reader's per-record state machine (reader.c), as reader._handle_record. */
-    private static void record(Scan s, long type, long number, long rec, byte[] f, int off, int len, long position) {
-        Open st = s.open.get(number);
-        if (st != null && rec != st.record) {
-            s.anomaly("stream " + number + ": record number " + rec + ", expected " + st.record + "; dropping the stream",
-                position);
-            s.finish(st, "aborted");
-            return;
-        }
-        if ((type & ABORT) != 0) {
-            if (st == null) {
-                s.anomaly("stream " + number + ": ABORT for a stream not open", position);
-                return;
-            }
-            s.finish(st, "aborted");
-        } else if ((type & INFO) != 0) {
-            if (st != null) {
-                s.anomaly("stream " + number + ": INFO for a stream already open; ignored", position);
-                return;
-            }
-            if (len < 4) {
-                s.anomaly("stream " + number + ": INFO data of " + len + " bytes is too short", position);
-                return;
-            }
-            long offset = u32(f, off);
-            byte[] ident = java.util.Arrays.copyOfRange(f, off + 4, off + len);
-            s.open.put(number, new Open(number, ident, offset, rec, position));
-        } else {
-            if ((type & DATA) != 0) {
-                if (st == null) {
-                    s.anomaly("stream " + number + ": DATA for a stream not open", position);
-                } else {
-                    st.chunks.write(f, off, len);
-                    st.offset = (st.offset + len) & U32;
-                    st.record++;
-                }
-            }
-            if ((type & EOS) != 0) {
-                if (st == null) {
-                    s.anomaly("stream " + number + ": EOS for a stream not open", position);
-                } else {
-                    s.finish(st, "complete");
-                }
-            }
-            if ((type & (DATA | EOS)) == 0) {
-                s.anomaly("stream " + number + ": record type 0x" + Long.toHexString(type) + " has no known type bit; ignored",
-                    position);
-            }
-        }
     }
 }

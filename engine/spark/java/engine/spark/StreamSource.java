@@ -1,22 +1,14 @@
 package engine.spark;
 
-import java.nio.charset.CodingErrorAction;
-import java.nio.charset.StandardCharsets;
+import java.io.Serializable;
 import java.util.ArrayList;
-import java.util.EnumSet;
-import java.util.HashMap;
-import java.util.Iterator;
-import java.util.LinkedHashSet;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
-import java.util.Set;
 
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
-import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.Table;
-import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.read.Batch;
@@ -28,23 +20,33 @@ import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.Statistics;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
 import org.apache.spark.sql.connector.read.SupportsReportStatistics;
+import org.apache.spark.sql.sources.DataSourceRegister;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.Metadata;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
-import org.apache.spark.unsafe.types.UTF8String;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
- * {@code engine-streams} on the JVM (DRAFT, not registered yet: reachable as
- * {@code format("engine.spark.StreamSource")} until it replaces engine/spark/streamsource.py):
- * one row per stream of each journald journal, one partition per journal file, column
- * pruning (no data copied when {@code data} is not read), statistics from the file sizes,
- * and {@code mode} as the other sources.  Decoding is {@link StreamCodec}'s (every check
- * code verified; a torn tail ends the scan as the Python reader does).
+ * {@code engine-streams} on the JVM: one row per stream of each journald journal (ident,
+ * start offset, status complete / aborted / open, the data), as a DataSource V2 batch source.
+ * A journal is read front to back by {@link StreamScanner} through Hadoop's FileSystem in
+ * bounded windows (any file size, memory a window plus the streams being assembled); every
+ * check code is verified whatever is selected, and the idents and data are not copied when
+ * their columns are not read.  Partitions: whole journals (one can only be read from its
+ * start), consecutive ones grouped up to about {@code bytesPerPartition} (256 MiB) bytes and
+ * {@code 1 / minPartitions} (2) of the total; statistics from the file sizes; columnar batches
+ * ({@link StreamBatchReader}); {@code mode} as the other sources (the streams read before damage, then FAILFAST fails, DROPMALFORMED ends
+ * the journal there, PERMISSIVE adds one row naming the file and offset).  See docs/pipeline.md.
  */
-public final class StreamSource implements TableProvider {
+public final class StreamSource implements TableProvider, DataSourceRegister {
     static final String SOURCE = "engine-streams";
+
+    @Override
+    public String shortName() {
+        return SOURCE;
+    }
 
     static StructType fullSchema(boolean permissive) {
         return ScanParts.schema(permissive,
@@ -57,53 +59,102 @@ public final class StreamSource implements TableProvider {
             new StructField("data", DataTypes.BinaryType, false, Metadata.empty()));
     }
 
-    /** The read options: only {@code mode} and the paths (LogOptions parses both the same way). */
-    static LogOptions options(Map<String, String> given) {
-        Map<String, String> keep = new HashMap<>();
-        for (Map.Entry<String, String> e : given.entrySet()) {
-            String k = e.getKey().toLowerCase(Locale.ROOT);
-            if (!k.equals("mode") && !k.equals("path") && !k.equals("paths")) {
-                throw new ConfigException(SOURCE + ": unknown option '" + e.getKey() + "' (valid: mode, path, paths)");
-            }
-            keep.put(k, e.getValue());
+    /** The read options: {@code mode}, {@code bytesPerPartition} (256 MiB), {@code minPartitions} (2), the paths. */
+    static final class Options implements Serializable {
+        private static final long serialVersionUID = 1L;
+        static final List<String> VALID = Arrays.asList("mode", "bytesPerPartition", "minPartitions", "path", "paths");
+        final Map<String, String> opts;
+        final String mode;
+        final long bytesPerPartition;
+        final long minPartitions;
+
+        Options(Map<String, String> given) {
+            opts = OptionRules.lowered(given);
+            OptionRules.checkNames(SOURCE, VALID, opts);
+            mode = OptionRules.mode(opts);
+            Long per = OptionRules.intOption(opts, "bytesPerPartition", 1);
+            bytesPerPartition = per == null ? 256L << 20 : per;
+            Long min = OptionRules.intOption(opts, "minPartitions", 1);
+            minPartitions = min == null ? 2 : min;
         }
-        return new LogOptions(keep);
+
+        boolean permissive() {
+            return mode.equals("PERMISSIVE");
+        }
+
+        List<String> inputPaths(Hfs fs) {
+            return LogOptions.inputPaths(SOURCE, opts, fs);
+        }
     }
 
+    /** Whether {@code path} is a file starting with the journald magic (streamsource.is_stream_journal). */
     static boolean isJournal(Hfs fs, String path) {
-        if (!fs.exists(path) || fs.isDir(path) || fs.size(path) < StreamCodec.MAGIC.length) {
+        if (fs.isDir(path) || fs.size(path) < StreamCodec.MAGIC.length) {
             return false;
         }
-        return java.util.Arrays.equals(fs.readAt(path, 0, StreamCodec.MAGIC.length), StreamCodec.MAGIC);
+        return Arrays.equals(fs.readAt(path, 0, StreamCodec.MAGIC.length), StreamCodec.MAGIC);
     }
 
-    /** The journal at each path, or every journal file directly inside a directory (streamsource.journal_files). */
-    static List<String> journalFiles(Hfs fs, List<String> paths) {
-        Set<String> out = new LinkedHashSet<>();
+    /**
+     * The journal at each path, or every journal file directly inside a directory, sorted
+     * (streamsource.journal_files), once each, with their sizes.
+     */
+    static Map<String, Long> journalFiles(Hfs fs, List<String> paths) {
+        Map<String, Long> out = new LinkedHashMap<>();
         for (String p : paths) {
             if (fs.isDir(p)) {
                 List<String> inside = new ArrayList<>();
                 for (String n : fs.list(p)) {
-                    String f = Hfs.join(p.replaceAll("/+$", ""), n.substring(n.lastIndexOf('/') + 1));
+                    String f = Hfs.join(p.replaceAll("/+$", ""), n);
                     if (isJournal(fs, f)) {
                         inside.add(f);
                     }
                 }
                 inside.sort(null);
-                out.addAll(inside);
+                for (String f : inside) {
+                    out.putIfAbsent(f, fs.size(f));
+                }
             } else if (isJournal(fs, p)) {
-                out.add(p);
+                out.putIfAbsent(p, fs.size(p));
             } else {
                 throw new ConfigException(p + ": not a stream journal (no 'journald' magic) or a directory of them");
             }
         }
-        return new ArrayList<>(out);
+        return out;
+    }
+
+    /**
+     * Whole journals in order, consecutive ones grouped while a group holds less than the
+     * target: {@code bytesPerPartition}, or less so that there are {@code minPartitions}.
+     */
+    static List<Part> plan(Map<String, Long> files, long bytesPerPartition, long minPartitions) {
+        long total = 0;
+        for (long size : files.values()) {
+            total += size;
+        }
+        long target = Math.max(1, Math.min(bytesPerPartition, -Math.floorDiv(-total, minPartitions)));
+        List<Part> parts = new ArrayList<>();
+        List<String> group = new ArrayList<>();
+        long bytes = 0;
+        for (Map.Entry<String, Long> f : files.entrySet()) {
+            group.add(f.getKey());
+            bytes += f.getValue();
+            if (bytes >= target) {
+                parts.add(new Part(group.toArray(new String[0]), bytes));
+                group.clear();
+                bytes = 0;
+            }
+        }
+        if (!group.isEmpty()) {
+            parts.add(new Part(group.toArray(new String[0]), bytes));
+        }
+        return parts;
     }
 
     @Override
     public StructType inferSchema(CaseInsensitiveStringMap options) {
-        LogOptions o = options(options.asCaseSensitiveMap());
-        o.inputPaths(LogSource.driverFs());
+        Options o = new Options(options.asCaseSensitiveMap());
+        o.inputPaths(LogSource.driverFs());  // a bad path fails the DataFrame's definition
         return fullSchema(o.permissive());
     }
 
@@ -114,45 +165,16 @@ public final class StreamSource implements TableProvider {
 
     @Override
     public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
-        return new StreamTable(schema, properties);
+        return new BatchTable(SOURCE, schema, properties, p -> new Options(p).permissive(), StreamSource::fullSchema,
+            (read, options) -> new Builder(read, new Options(options)));
     }
 
-    static final class StreamTable implements Table, SupportsRead {
-        private final StructType given;
-        private final Map<String, String> properties;
-
-        StreamTable(StructType given, Map<String, String> properties) {
-            this.given = given;
-            this.properties = properties;
-        }
-
-        @Override
-        public String name() {
-            return SOURCE;
-        }
-
-        @Override
-        public StructType schema() {
-            LogOptions o = options(properties);
-            return LogSource.userSchema(fullSchema(o.permissive()), given, o.permissive());
-        }
-
-        @Override
-        public Set<TableCapability> capabilities() {
-            return EnumSet.of(TableCapability.BATCH_READ);
-        }
-
-        @Override
-        public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-            return new Builder(schema(), options(options.asCaseSensitiveMap()));
-        }
-    }
-
+    /** Column pruning (no filter pushdown: a journal is read whole, front to back). */
     static final class Builder implements ScanBuilder, SupportsPushDownRequiredColumns {
         private StructType schema;
-        private final LogOptions options;
+        private final Options options;
 
-        Builder(StructType schema, LogOptions options) {
+        Builder(StructType schema, Options options) {
             this.schema = schema;
             this.options = options;
         }
@@ -168,34 +190,39 @@ public final class StreamSource implements TableProvider {
         }
     }
 
+    /** Whole journals, read one after the other by one task. */
     static final class Part implements InputPartition {
         private static final long serialVersionUID = 1L;
-        final String path;
-        final long size;
+        final String[] paths;
+        final long bytes;
 
-        Part(String path, long size) {
-            this.path = path;
-            this.size = size;
+        Part(String[] paths, long bytes) {
+            this.paths = paths;
+            this.bytes = bytes;
         }
     }
 
     static final class StreamScan implements Scan, Batch, SupportsReportStatistics {
         private final StructType schema;
-        private final LogOptions options;
+        private final Options options;
         private final Hfs fs;
         private List<Part> parts;
 
-        StreamScan(StructType schema, LogOptions options, Hfs fs) {
+        StreamScan(StructType schema, Options options, Hfs fs) {
             this.schema = schema;
             this.options = options;
             this.fs = fs;
         }
 
+        /** The plan, from the files' names, sizes and first 8 bytes (computed once). */
         List<Part> parts() {
             if (parts == null) {
-                parts = new ArrayList<>();
-                for (String f : journalFiles(fs, options.inputPaths(fs))) {
-                    parts.add(new Part(f, fs.size(f)));
+                Hfs planning = fs.fresh();
+                try {
+                    parts = plan(journalFiles(planning, options.inputPaths(planning)), options.bytesPerPartition,
+                        options.minPartitions);
+                } finally {
+                    planning.close();
                 }
             }
             return parts;
@@ -231,7 +258,7 @@ public final class StreamSource implements TableProvider {
         public Statistics estimateStatistics() {
             long bytes = 0;
             for (Part p : parts()) {
-                bytes += p.size;
+                bytes += p.bytes;
             }
             return ScanParts.statistics(bytes, null);
         }
@@ -250,105 +277,18 @@ public final class StreamSource implements TableProvider {
         }
 
         @Override
-        public PartitionReader<InternalRow> createReader(InputPartition partition) {
-            return new Reader(fs.fresh(), (Part) partition, schema, mode);
-        }
-    }
-
-    /** The rows of one journal: its streams, then (FAILFAST) the anomalies' error, as streamsource.read_journal. */
-    static final class Reader implements PartitionReader<InternalRow> {
-        private final Hfs fs;
-        private final Part part;
-        private final StructType schema;
-        private final String mode;
-        private final String name;
-        private Iterator<InternalRow> rows;
-        private InternalRow current;
-
-        Reader(Hfs fs, Part part, StructType schema, String mode) {
-            this.fs = fs;
-            this.part = part;
-            this.schema = schema;
-            this.mode = mode;
-            this.name = part.path.substring(part.path.lastIndexOf('/') + 1);
-        }
-
-        private List<InternalRow> load() {
-            List<InternalRow> out = new ArrayList<>();
-            try {
-                StreamCodec.Scan s = StreamCodec.scan(fs.readAll(part.path), part.path);
-                for (StreamCodec.Stream st : s.streams) {
-                    out.add(row(st, null));
-                }
-                if (!s.anomalies.isEmpty()) {
-                    throw new CorruptFileException(part.path, 0, "records consistent with their streams",
-                        String.join("; ", s.anomalies));
-                }
-            } catch (CorruptFileException e) {
-                if (mode.equals("FAILFAST")) {
-                    throw e;
-                }
-                if (mode.equals("PERMISSIVE")) {
-                    out.add(row(null, e.damageText()));
-                }
-            }
-            return out;
-        }
-
-        private InternalRow row(StreamCodec.Stream st, String corrupt) {
-            String[] names = schema.fieldNames();
-            Object[] v = new Object[names.length];
-            for (int i = 0; i < names.length; i++) {
-                if (names[i].equals("journal")) {
-                    v[i] = UTF8String.fromString(name);
-                } else if (names[i].equals(LogBatchReader.CORRUPT)) {
-                    v[i] = corrupt == null ? null : UTF8String.fromString(corrupt);
-                } else if (st == null) {
-                    v[i] = null;
-                } else {
-                    switch (names[i]) {
-                        case "stream": v[i] = st.number; break;
-                        case "ident": v[i] = UTF8String.fromString(utf8(st.ident)); break;
-                        case "start_offset": v[i] = st.startOffset; break;
-                        case "status": v[i] = UTF8String.fromString(st.status); break;
-                        case "bytes": v[i] = (long) st.data.length; break;
-                        default: v[i] = st.data;
-                    }
-                }
-            }
-            return new GenericInternalRow(v);
-        }
-
-        /** bytes.decode("utf-8", "replace"). */
-        static String utf8(byte[] b) {
-            try {
-                return StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPLACE)
-                    .onUnmappableCharacter(CodingErrorAction.REPLACE).decode(java.nio.ByteBuffer.wrap(b)).toString();
-            } catch (java.nio.charset.CharacterCodingException e) {
-                throw new IllegalStateException(e);
-            }
-        }
-
-        @Override
-        public boolean next() {
-            if (rows == null) {
-                rows = load().iterator();
-            }
-            if (!rows.hasNext()) {
-                return false;
-            }
-            current = rows.next();
+        public boolean supportColumnarReads(InputPartition partition) {
             return true;
         }
 
         @Override
-        public InternalRow get() {
-            return current;
+        public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
+            return new StreamBatchReader(fs, (Part) partition, schema, mode);
         }
 
         @Override
-        public void close() {
-            fs.close();
+        public PartitionReader<InternalRow> createReader(InputPartition partition) {
+            throw new UnsupportedOperationException(SOURCE + " reads columnar batches only");
         }
     }
 }
