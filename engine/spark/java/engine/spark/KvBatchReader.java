@@ -20,8 +20,7 @@ import org.slf4j.LoggerFactory;
  * Reads one {@link KvSource.Part} as columnar batches of {@link #BATCH_ROWS} keys, as
  * {@code kvsource.read_keys}: the store opened ({@link KvTree#open}), a named tree the store
  * lacks read as empty, then the scan of [start, stop) one leaf at a time
- * ({@link KvTree#fetch}).  A leaf read while the store file changed is read again from a fresh
- * state ({@link KvTree#snap}).  {@code mode} as {@code batches.guarded}: the reader stops at
+ * ({@link KvTree#fetch}), each batch from one state of the store file ({@link #readSettled}).  {@code mode} as {@code batches.guarded}: the reader stops at
  * the first damage, the keys since the last whole batch are left out, FAILFAST fails,
  * DROPMALFORMED ends the part with a warning, PERMISSIVE adds one row whose
  * {@code _corrupt_record} names the file and the offset.
@@ -68,29 +67,17 @@ public final class KvBatchReader implements PartitionReader<ColumnarBatch> {
                 tree = KvTree.open(fs, part.path);
                 lower = part.start;
             }
-            while (!scanned && keys.size() < BATCH_ROWS) {
-                long[] info = tree.info(part.tree);
-                if (info == null) {
-                    scanned = true;  // no such tree (in this commit): nothing
-                    break;
-                }
-                KvTree.Fetched f = fetchSettled();
-                keys.addAll(f.keys);
-                values.addAll(f.values);
-                if (f.hi == null || (part.stop != null && KvTree.cmp(f.hi, part.stop) >= 0)) {
-                    scanned = true;
-                } else {
-                    lower = f.hi;
-                }
+            if (!scanned) {
+                readSettled();
             }
-            int n = Math.min(BATCH_ROWS, keys.size());
+            int n = keys.size();
             if (n == 0) {
                 done = true;
                 return false;
             }
             current = build(n);
-            keys.subList(0, n).clear();
-            values.subList(0, n).clear();
+            keys.clear();
+            values.clear();
             return true;
         } catch (CorruptFileException | RecoveryNeededException | PageException e) {
             done = true;
@@ -109,26 +96,63 @@ public final class KvBatchReader implements PartitionReader<ColumnarBatch> {
         }
     }
 
-    /** One leaf from a state the store file still has when it was read (again from a fresh one if not). */
-    private KvTree.Fetched fetchSettled() {
+    /**
+     * The next batch: up to {@link #BATCH_ROWS} keys from {@link #lower} into {@link #keys} and
+     * {@link #values}, read from one state of the store file: its descents and leaves read
+     * between two loads of the change count ({@link PagesFile#begin}, {@link PagesFile#stands}),
+     * all of it discarded and read again from the same key, from the meta page on, when the
+     * count moved (a commit between two leaf reads, such as a split moving keys, would
+     * otherwise give a key twice or miss one).  The batch ends inside a leaf when it is full,
+     * the next one resuming from the first key left.  Batches are each one commit, in key
+     * order: a key present all along is read once.  A writer changing the file at every try:
+     * the task fails ({@link StoreGate#busy}); without a count, as before it existed, the last
+     * batch read stands.
+     */
+    private void readSettled() {
+        PagesFile file = tree.file;
         for (int attempt = 0; ; attempt++) {
-            long[] info = tree.info(part.tree);
+            long seen = file.begin();
+            keys.clear();
+            values.clear();
+            byte[] from = lower;
+            boolean end = false;
             try {
-                KvTree.Fetched f = tree.fetch(info, lower, part.stop);
-                if (tree.file.unchanged() || attempt >= PagesBatchReader.ATTEMPTS) {
-                    return f;
+                if (!file.current(seen)) {
+                    tree.snap();
+                }
+                long[] info = tree.info(part.tree);
+                end = info == null;  // no such tree (in this commit): nothing
+                while (!end && keys.size() < BATCH_ROWS) {
+                    KvTree.Fetched f = tree.fetch(info, from, part.stop);
+                    int room = BATCH_ROWS - keys.size();
+                    if (f.keys.size() > room) {
+                        keys.addAll(f.keys.subList(0, room));
+                        values.addAll(f.values.subList(0, room));
+                        from = f.keys.get(room);
+                        break;
+                    }
+                    keys.addAll(f.keys);
+                    values.addAll(f.values);
+                    end = f.hi == null || (part.stop != null && KvTree.cmp(f.hi, part.stop) >= 0);
+                    from = f.hi;
+                }
+                if (file.stands(seen) || attempt >= PagesBatchReader.ATTEMPTS && seen == StoreGate.NONE) {
+                    file.stood(seen);
+                    lower = from;
+                    scanned = end;
+                    return;
                 }
             } catch (CorruptFileException | PageException e) {
-                if (tree.file.unchanged() || attempt >= PagesBatchReader.ATTEMPTS) {
+                if (attempt >= PagesBatchReader.ATTEMPTS && seen == StoreGate.NONE || file.stands(seen)) {
                     throw e;
                 }
             }
-            PagesFile.pause();
-            tree.snap();
-            if (tree.info(part.tree) == null) {
-                KvTree.Fetched none = new KvTree.Fetched();
-                return none;  // the tree is gone in the new commit: the scan ends
+            if (attempt >= PagesBatchReader.ATTEMPTS) {
+                keys.clear();
+                values.clear();
+                throw StoreGate.busy(part.path, attempt);
             }
+            PagesFile.backoff(attempt);
         }
     }
 

@@ -24,9 +24,9 @@ import java.util.zip.CRC32C;
  * a descent from the root for the key past the last leaf's separator) and the planner's split
  * keys ({@code kvsource.split_points}).  Errors are the Python ones, word for word.
  *
- * <p>The JVM holds no lock ({@link PagesFile}): each leaf of a scan is read from one state of
- * the store file (a leaf read while the file changed is read again, from the meta page on), so
- * a scan beside a live writer sees each leaf whole, as a Python scan outside a snapshot does.
+ * <p>The JVM holds no lock ({@link PagesFile}): the reader reads each batch of a scan, from its
+ * descent to its last leaf, between two loads of the store's change count, and again, from the
+ * meta page on ({@link #snap}), when the count moved ({@link KvBatchReader}).
  */
 final class KvTree {
     static final int HEAD = 20;
@@ -76,6 +76,7 @@ final class KvTree {
 
     /** {@code KVReader._snap}: the page count, the meta page and its trees (the node cache cleared). */
     void snap() {
+        file.forget();
         cache.clear();
         trees.clear();
         pageCount = file.pageCount();
