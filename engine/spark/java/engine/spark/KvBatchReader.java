@@ -96,64 +96,49 @@ public final class KvBatchReader implements PartitionReader<ColumnarBatch> {
         }
     }
 
+    /** One batch read: its pairs, the key the next one starts from, whether the scan ended. */
+    private static final class Batch {
+        final List<byte[]> keys = new ArrayList<>();
+        final List<byte[]> values = new ArrayList<>();
+        byte[] from;
+        boolean end;
+    }
+
     /**
      * The next batch: up to {@link #BATCH_ROWS} keys from {@link #lower} into {@link #keys} and
-     * {@link #values}, read from one state of the store file: its descents and leaves read
-     * between two loads of the change count ({@link PagesFile#begin}, {@link PagesFile#stands}),
-     * all of it discarded and read again from the same key, from the meta page on, when the
-     * count moved (a commit between two leaf reads, such as a split moving keys, would
-     * otherwise give a key twice or miss one).  The batch ends inside a leaf when it is full,
-     * the next one resuming from the first key left.  Batches are each one commit, in key
-     * order: a key present all along is read once.  A writer changing the file at every try:
-     * the task fails ({@link StoreGate#busy}); without a count, as before it existed, the last
-     * batch read stands.
+     * {@link #values}, read from one state of the store file ({@link KvTree#settled}: its
+     * descents and leaves read between two loads of the change count, all of it read again from
+     * the same key when the count moved; a commit between two leaf reads, such as a split
+     * moving keys, would otherwise give a key twice or miss one).  The batch ends inside a leaf
+     * when it is full, the next one resuming from the first key left.  Batches are each one
+     * commit, in key order: a key present all along is read once.
      */
     private void readSettled() {
-        PagesFile file = tree.file;
-        for (int attempt = 0; ; attempt++) {
-            long seen = file.begin();
-            keys.clear();
-            values.clear();
-            byte[] from = lower;
-            boolean end = false;
-            try {
-                if (!file.current(seen)) {
-                    tree.snap();
+        Batch b = tree.settled(() -> {
+            Batch got = new Batch();
+            got.from = lower;
+            long[] info = tree.info(part.tree);
+            got.end = info == null;  // no such tree (in this commit): nothing
+            while (!got.end && got.keys.size() < BATCH_ROWS) {
+                KvTree.Fetched f = tree.fetch(info, got.from, part.stop);
+                int room = BATCH_ROWS - got.keys.size();
+                if (f.keys.size() > room) {
+                    got.keys.addAll(f.keys.subList(0, room));
+                    got.values.addAll(f.values.subList(0, room));
+                    got.from = f.keys.get(room);
+                    break;
                 }
-                long[] info = tree.info(part.tree);
-                end = info == null;  // no such tree (in this commit): nothing
-                while (!end && keys.size() < BATCH_ROWS) {
-                    KvTree.Fetched f = tree.fetch(info, from, part.stop);
-                    int room = BATCH_ROWS - keys.size();
-                    if (f.keys.size() > room) {
-                        keys.addAll(f.keys.subList(0, room));
-                        values.addAll(f.values.subList(0, room));
-                        from = f.keys.get(room);
-                        break;
-                    }
-                    keys.addAll(f.keys);
-                    values.addAll(f.values);
-                    end = f.hi == null || (part.stop != null && KvTree.cmp(f.hi, part.stop) >= 0);
-                    from = f.hi;
-                }
-                if (file.stands(seen) || attempt >= PagesBatchReader.ATTEMPTS && seen == StoreGate.NONE) {
-                    file.stood(seen);
-                    lower = from;
-                    scanned = end;
-                    return;
-                }
-            } catch (CorruptFileException | PageException e) {
-                if (attempt >= PagesBatchReader.ATTEMPTS && seen == StoreGate.NONE || file.stands(seen)) {
-                    throw e;
-                }
+                got.keys.addAll(f.keys);
+                got.values.addAll(f.values);
+                got.end = f.hi == null || (part.stop != null && KvTree.cmp(f.hi, part.stop) >= 0);
+                got.from = f.hi;
             }
-            if (attempt >= PagesBatchReader.ATTEMPTS) {
-                keys.clear();
-                values.clear();
-                throw StoreGate.busy(part.path, attempt);
-            }
-            PagesFile.backoff(attempt);
-        }
+            return got;
+        });
+        keys.addAll(b.keys);
+        values.addAll(b.values);
+        lower = b.from;
+        scanned = b.end;
     }
 
     @Override
