@@ -28,7 +28,7 @@ from engine.spark import jvmbuild
 pytestmark = pytest.mark.skipif(jvmbuild.missing() is not None, reason=str(jvmbuild.missing()))
 
 KEYS = 300  # one batch (KvBatchReader.BATCH_ROWS): each read is one seqlock window
-PAGES = 40  # one run (PagesBatchReader.BATCH_PAGES)
+PAGES = 120  # one run (PagesBatchReader.BATCH_PAGES)
 READS = 40
 
 _KV_WRITER = """
