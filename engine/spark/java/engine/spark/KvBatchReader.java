@@ -20,8 +20,7 @@ import org.slf4j.LoggerFactory;
  * Reads one {@link KvSource.Part} as columnar batches of {@link #BATCH_ROWS} keys, as
  * {@code kvsource.read_keys}: the store opened ({@link KvTree#open}), a named tree the store
  * lacks read as empty, then the scan of [start, stop) one leaf at a time
- * ({@link KvTree#fetch}).  A leaf read while the store file changed is read again from a fresh
- * state ({@link KvTree#snap}).  {@code mode} as {@code batches.guarded}: the reader stops at
+ * ({@link KvTree#fetch}), each batch from one state of the store file ({@link #readSettled}).  {@code mode} as {@code batches.guarded}: the reader stops at
  * the first damage, the keys since the last whole batch are left out, FAILFAST fails,
  * DROPMALFORMED ends the part with a warning, PERMISSIVE adds one row whose
  * {@code _corrupt_record} names the file and the offset.
@@ -68,29 +67,17 @@ public final class KvBatchReader implements PartitionReader<ColumnarBatch> {
                 tree = KvTree.open(fs, part.path);
                 lower = part.start;
             }
-            while (!scanned && keys.size() < BATCH_ROWS) {
-                long[] info = tree.info(part.tree);
-                if (info == null) {
-                    scanned = true;  // no such tree (in this commit): nothing
-                    break;
-                }
-                KvTree.Fetched f = fetchSettled();
-                keys.addAll(f.keys);
-                values.addAll(f.values);
-                if (f.hi == null || (part.stop != null && KvTree.cmp(f.hi, part.stop) >= 0)) {
-                    scanned = true;
-                } else {
-                    lower = f.hi;
-                }
+            if (!scanned) {
+                readSettled();
             }
-            int n = Math.min(BATCH_ROWS, keys.size());
+            int n = keys.size();
             if (n == 0) {
                 done = true;
                 return false;
             }
             current = build(n);
-            keys.subList(0, n).clear();
-            values.subList(0, n).clear();
+            keys.clear();
+            values.clear();
             return true;
         } catch (CorruptFileException | RecoveryNeededException | PageException e) {
             done = true;
@@ -109,27 +96,49 @@ public final class KvBatchReader implements PartitionReader<ColumnarBatch> {
         }
     }
 
-    /** One leaf from a state the store file still has when it was read (again from a fresh one if not). */
-    private KvTree.Fetched fetchSettled() {
-        for (int attempt = 0; ; attempt++) {
+    /** One batch read: its pairs, the key the next one starts from, whether the scan ended. */
+    private static final class Batch {
+        final List<byte[]> keys = new ArrayList<>();
+        final List<byte[]> values = new ArrayList<>();
+        byte[] from;
+        boolean end;
+    }
+
+    /**
+     * The next batch: up to {@link #BATCH_ROWS} keys from {@link #lower} into {@link #keys} and
+     * {@link #values}, read from one state of the store file ({@link KvTree#settled}: its
+     * descents and leaves read between two loads of the change count, all of it read again from
+     * the same key when the count moved; a commit between two leaf reads, such as a split
+     * moving keys, would otherwise give a key twice or miss one).  The batch ends inside a leaf
+     * when it is full, the next one resuming from the first key left.  Batches are each one
+     * commit, in key order: a key present all along is read once.
+     */
+    private void readSettled() {
+        Batch b = tree.settled(() -> {
+            Batch got = new Batch();
+            got.from = lower;
             long[] info = tree.info(part.tree);
-            try {
-                KvTree.Fetched f = tree.fetch(info, lower, part.stop);
-                if (tree.file.unchanged() || attempt >= PagesBatchReader.ATTEMPTS) {
-                    return f;
+            got.end = info == null;  // no such tree (in this commit): nothing
+            while (!got.end && got.keys.size() < BATCH_ROWS) {
+                KvTree.Fetched f = tree.fetch(info, got.from, part.stop);
+                int room = BATCH_ROWS - got.keys.size();
+                if (f.keys.size() > room) {
+                    got.keys.addAll(f.keys.subList(0, room));
+                    got.values.addAll(f.values.subList(0, room));
+                    got.from = f.keys.get(room);
+                    break;
                 }
-            } catch (CorruptFileException | PageException e) {
-                if (tree.file.unchanged() || attempt >= PagesBatchReader.ATTEMPTS) {
-                    throw e;
-                }
+                got.keys.addAll(f.keys);
+                got.values.addAll(f.values);
+                got.end = f.hi == null || (part.stop != null && KvTree.cmp(f.hi, part.stop) >= 0);
+                got.from = f.hi;
             }
-            PagesFile.pause();
-            tree.snap();
-            if (tree.info(part.tree) == null) {
-                KvTree.Fetched none = new KvTree.Fetched();
-                return none;  // the tree is gone in the new commit: the scan ends
-            }
-        }
+            return got;
+        });
+        keys.addAll(b.keys);
+        values.addAll(b.values);
+        lower = b.from;
+        scanned = b.end;
     }
 
     @Override

@@ -232,7 +232,7 @@ public final class KvSource implements TableProvider, DataSourceRegister {
             KvTree t = KvTree.open(fs, path);
             List<byte[]> cuts;
             try {
-                cuts = t.splitPoints(o.tree, b.start, b.stop, o.partitions);
+                cuts = t.settled(() -> t.splitPoints(o.tree, b.start, b.stop, o.partitions));
             } finally {
                 t.file.close();
             }

@@ -24,9 +24,9 @@ import java.util.zip.CRC32C;
  * a descent from the root for the key past the last leaf's separator) and the planner's split
  * keys ({@code kvsource.split_points}).  Errors are the Python ones, word for word.
  *
- * <p>The JVM holds no lock ({@link PagesFile}): each leaf of a scan is read from one state of
- * the store file (a leaf read while the file changed is read again, from the meta page on), so
- * a scan beside a live writer sees each leaf whole, as a Python scan outside a snapshot does.
+ * <p>The JVM holds no lock ({@link PagesFile}): the reader reads each batch of a scan, from its
+ * descent to its last leaf, between two loads of the store's change count, and again, from the
+ * meta page on ({@link #snap}), when the count moved ({@link KvBatchReader}).
  */
 final class KvTree {
     static final int HEAD = 20;
@@ -67,15 +67,50 @@ final class KvTree {
         this.path = file.path;
     }
 
-    /** {@code KVReader.open}: the page store's open, then the meta page read and checked. */
+    /**
+     * {@code KVReader.open}: the page store's open; the meta page is read and checked by the
+     * first {@link #settled} read.
+     */
     static KvTree open(Hfs fs, String path) {
-        KvTree t = new KvTree(PagesFile.open(fs, path));
-        t.snap();
-        return t;
+        return new KvTree(PagesFile.open(fs, path));
+    }
+
+    /**
+     * {@code read} made from one state of the store file: between two loads of the store's
+     * change count ({@link PagesFile#begin}, {@link PagesFile#stands}), the state loaded anew
+     * ({@link #snap}) unless it is that count's, and all of it again (after a pause) when the
+     * count moved; damage found while it moved is looked at again before it is reported.  A
+     * writer changing the file at every try: the task fails ({@link StoreGate#busy}); without a
+     * count (see {@link StoreGate#open}), as before it existed, the last try stands.
+     */
+    <T> T settled(java.util.function.Supplier<T> read) {
+        for (int attempt = 0; ; attempt++) {
+            long seen = file.begin();
+            boolean last = attempt >= PagesBatchReader.ATTEMPTS;
+            try {
+                if (!file.current(seen)) {
+                    snap();
+                }
+                T got = read.get();
+                if (file.stands(seen) || last && seen == StoreGate.NONE) {
+                    file.stood(seen);
+                    return got;
+                }
+            } catch (CorruptFileException | PageException e) {
+                if (last && seen == StoreGate.NONE || file.stands(seen)) {
+                    throw e;
+                }
+            }
+            if (last) {
+                throw StoreGate.busy(path, attempt);
+            }
+            PagesFile.backoff(attempt);
+        }
     }
 
     /** {@code KVReader._snap}: the page count, the meta page and its trees (the node cache cleared). */
     void snap() {
+        file.forget();
         cache.clear();
         trees.clear();
         pageCount = file.pageCount();

@@ -19,9 +19,8 @@ import org.slf4j.LoggerFactory;
  * store opened and its state loaded ({@link PagesFile#load}: free list and every free page
  * checked), then runs of {@link #BATCH_PAGES} page ids, each page of a run read (one read) and
  * every live one checked before the run becomes a batch, whatever columns are asked for.  The
- * JVM holds no lock ({@link PagesFile}): a run read while the store file changed is read again
- * from the state loaded anew, and damage found while it changed is looked at again before it is
- * reported.  {@code mode} as {@code batches.guarded}: the reader stops at the first damage, the
+ * JVM holds no lock ({@link PagesFile}): each run is read from one state of the store file, a
+ * seqlock over its change count ({@link #readSettled}).  {@code mode} as {@code batches.guarded}: the reader stops at the first damage, the
  * run being read is left out, FAILFAST fails, DROPMALFORMED ends the part with a warning,
  * PERMISSIVE adds one row whose {@code _corrupt_record} names the file and the offset.
  */
@@ -40,7 +39,6 @@ public final class PagesBatchReader implements PartitionReader<ColumnarBatch> {
     private final String store;
     private PagesFile file;
     private long at;
-    private long hi;
     private boolean done;
     private byte[] buf = new byte[0];
     private ColumnarBatch current;
@@ -60,18 +58,13 @@ public final class PagesBatchReader implements PartitionReader<ColumnarBatch> {
             try {
                 if (file == null) {
                     file = PagesFile.open(fs, part.path);
-                    if (part.planned == null || !file.adopt(part.planned, part.freeIn, part.lo, part.hi)) {
-                        loadSettled();
-                    }
-                    hi = Math.min(part.hi, file.pageCount() + 1);
                     at = part.lo;
                 }
-                if (at >= hi) {
+                int n = readSettled();
+                if (n == 0) {
                     done = true;
                     return false;
                 }
-                int n = (int) Math.min(BATCH_PAGES, hi - at);
-                readRun(n);
                 ColumnarBatch b = build(n);
                 at += n;
                 if (b.numRows() > 0) {
@@ -95,27 +88,48 @@ public final class PagesBatchReader implements PartitionReader<ColumnarBatch> {
         return false;
     }
 
-    /** {@link PagesFile#load} until it loads a state the file still has (damage found in a changed file: again). */
-    private void loadSettled() {
+    /**
+     * The next run of pages from {@link #at} read into {@link #buf} from one state of the store
+     * file (its state loaded, or taken over from the planner, and its pages read between the two
+     * loads of the change count, {@link PagesFile#begin} and {@link PagesFile#stands}; all of it
+     * again when the count moved): how many pages, 0 at the end of the part.  Damage found while
+     * the count moved is looked at again before it is reported.  A writer changing the file at
+     * every try: the task fails ({@link StoreGate#busy}); without a count, as before it existed,
+     * the last run read stands.
+     */
+    private int readSettled() {
         for (int attempt = 0; ; attempt++) {
+            long seen = file.begin();
+            int n = -1;
             try {
-                file.load();
-                if (file.unchanged()) {
-                    return;
+                if (!file.current(seen)
+                    && (part.planned == null || !file.adopt(part.planned, seen, part.freeIn, part.lo, part.hi))) {
+                    file.load();
+                }
+                n = (int) Math.max(0, Math.min(BATCH_PAGES, Math.min(part.hi, file.pageCount + 1) - at));
+                if (n > 0) {
+                    readRun(n);
+                }
+                if (file.stands(seen)) {
+                    file.stood(seen);
+                    return n;
                 }
             } catch (CorruptFileException e) {
-                if (attempt >= ATTEMPTS || file.unchanged()) {
+                if (attempt >= ATTEMPTS && seen == StoreGate.NONE || file.stands(seen)) {
                     throw e;
                 }
             }
             if (attempt >= ATTEMPTS) {
-                return;  // a writer changing the file all along: the last state loaded, its pages checked
+                if (seen != StoreGate.NONE) {
+                    throw StoreGate.busy(part.path, attempt);
+                }
+                return n;  // no count: a writer changing the file all along, the last run read stands
             }
-            PagesFile.pause();
+            PagesFile.backoff(attempt);
         }
     }
 
-    /** Pages {@code [at, at + n)} into {@link #buf}, read again from a fresh state while the file changes. */
+    /** Pages {@code [at, at + n)} into {@link #buf} (one read, each live page checked). */
     private void readRun(int n) {
         if (Boolean.TRUE.equals(part.free)) {
             return;  // free pages only: their data is not returned, and load() checked them
@@ -124,19 +138,7 @@ public final class PagesBatchReader implements PartitionReader<ColumnarBatch> {
         if (buf.length < need) {
             buf = new byte[(int) need];
         }
-        for (int attempt = 0; ; attempt++) {
-            try {
-                file.readRun(at, n, buf);
-                if (file.unchanged() || attempt >= ATTEMPTS) {
-                    return;
-                }
-            } catch (CorruptFileException e) {
-                if (attempt >= ATTEMPTS || file.unchanged()) {
-                    throw e;
-                }
-            }
-            loadSettled();
-        }
+        file.readRun(at, n, buf);
     }
 
     @Override

@@ -27,10 +27,14 @@ import java.util.zip.CRC32C;
  *
  * <p>A Python reader holds the store file's shared {@code flock} while it reads; the JVM cannot
  * take a flock ({@link java.nio.channels.FileLock} is an fcntl lock, which a flock ignores).  So a
- * read here is optimistic: {@link #unchanged} says whether the store file is as it was when the
- * state was loaded (header bytes, modification time, size); the batch reader re-reads what it
- * read under a changed file, and a FLUSHING mark with the store's flock held by a writer is a
- * flush in progress, waited for, not damage.
+ * read here is optimistic, a seqlock over the store's change count ({@link StoreGate}): a unit
+ * of work that must be consistent (a batch of a partition) is read between {@link #begin} and
+ * {@link #stands}, and read again, from the state loaded anew, when the count moved in between.
+ * Where the store has no count (no gate: a writer of an older version, or a path that is not a
+ * local file) {@link #stands} falls back to {@link #unchanged}: the store file as it was when the
+ * state was loaded (header bytes, modification time, size), which can miss a change within one
+ * modification-time tick.  A FLUSHING mark with the store's flock held by a writer is a flush in
+ * progress, waited for, not damage.
  */
 final class PagesFile {
     static final byte[] MAGIC = "ENGPAGES".getBytes(StandardCharsets.US_ASCII);
@@ -64,6 +68,10 @@ final class PagesFile {
     /** The free pages' checksums, both kinds, computed while the list was walked (load's checks). */
     private int[] freeCrc;
     private int[] freeCrc32c;
+    /** The store's change count (null: none yet, looked for again at each {@link #begin}). */
+    private StoreGate gate;
+    /** The change count the state loaded was read under and stood at ({@link StoreGate#NONE}: none). */
+    private long validAt = StoreGate.NONE;
 
     private PagesFile(Hfs fs, String path) {
         this.fs = fs;
@@ -188,16 +196,73 @@ final class PagesFile {
     /** {@code reader._read_header}: decoded, FLUSHING refused (or, with a writer's flock held, waited for). */
     private byte[] readHeader() {
         for (int attempt = 0; ; attempt++) {
+            if (gate == null) {
+                gate = StoreGate.open(fs, path);
+            }
+            long before = gate == null ? StoreGate.NONE : gate.count();
             byte[] raw = headerBytes();
             decodeHeader(raw);
             if ((flags & FLUSHING) == 0) {
                 return raw;
             }
-            if (attempt >= 2000 || !flockHeld(fs, path, true)) {
+            // The mark with no writer holding the lock is a writer's death, unless the change
+            // count moved by the time the lock was looked for (loaded after that look): the
+            // writer that wrote it let go between the two looks.  (Without a count that race
+            // reads as a death, as before the count existed.)
+            if (attempt >= 2000 || !flockHeld(fs, path, true) && (gate == null || gate.count() == before)) {
                 throw new RecoveryNeededException(path + ": a writer stopped while writing pages into the store file; "
                     + "open the store for writing once to finish from its journal (nothing committed is lost)");
             }
             pause();  // a live writer is flushing: it clears the mark when its pages are written
+        }
+    }
+
+    /**
+     * The start of a read that must see one state of the store file: the change count to
+     * compare with at its end ({@link #stands}), an even one (waited for while a writer
+     * writes); {@link StoreGate#NONE} when the store has no count.
+     */
+    long begin() {
+        if (gate == null) {
+            gate = StoreGate.open(fs, path);
+        }
+        return gate == null ? StoreGate.NONE : gate.settled(fs, path);
+    }
+
+    /**
+     * The end of a read {@link #begin} started: whether what was read is one state of the store
+     * file (the change count still {@code seen}; without a count, {@link #unchanged}).  False:
+     * the read is discarded and made again.
+     */
+    boolean stands(long seen) {
+        return seen == StoreGate.NONE ? unchanged() : gate.count() == seen;
+    }
+
+    /** After a read under {@code seen} that {@link #stands}: the state loaded is that of {@code seen}. */
+    void stood(long seen) {
+        validAt = seen;
+    }
+
+    /**
+     * Whether the state loaded (header, free list, checksums) is the store file's at count
+     * {@code seen}, so a read under it needs no reload (without a count: {@link #unchanged}).
+     */
+    boolean current(long seen) {
+        return seen == StoreGate.NONE ? keyHeader != null && unchanged() : validAt == seen;
+    }
+
+    /** The state loaded is no longer known to be any count's (a reload begins). */
+    void forget() {
+        validAt = StoreGate.NONE;
+    }
+
+    /** Between two tries of a read that raced a writer: 1 ms, doubling up to 50 ms. */
+    static void backoff(int attempt) {
+        try {
+            Thread.sleep(Math.min(50, 1L << Math.min(attempt, 6)));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while waiting for a page store's writer", e);
         }
     }
 
@@ -272,6 +337,7 @@ final class PagesFile {
      * source adds to a reader's refresh; a key-value reader checks the pages it reads only).
      */
     void load(boolean checkFree) {
+        forget();
         long time = mtime();
         byte[] raw = readHeader();
         long have = fs.size(path);
@@ -426,28 +492,37 @@ final class PagesFile {
         final byte[] header;
         final long time;
         final long size;
+        /** The change count the load stood at ({@link StoreGate#NONE}: none, or it moved). */
+        final long count;
 
-        Planned(byte[] header, long time, long size) {
+        Planned(byte[] header, long time, long size, long count) {
             this.header = header;
             this.time = time;
             this.size = size;
+            this.count = count;
         }
     }
 
-    /** After a {@link #load()} that found nothing wrong: what it saw. */
-    Planned planned() {
-        return new Planned(keyHeader, keyTime, size);
+    /** After a {@link #load()} that found nothing wrong (under change count {@code count}): what it saw. */
+    Planned planned(long count) {
+        return new Planned(keyHeader, keyTime, size, count);
     }
 
     /**
      * The state the planner loaded and checked, taken over without walking the free list again
      * when the store file is still as it was then (header bytes, modification time, size): the
      * free pages of {@code [lo, hi)} ({@code freeIn}) and the sums of those pages.  False (nothing
-     * taken) when the file changed: the reader loads it itself.  (A free page damaged at rest
-     * after the planner checked it, which changes no modification time, is found by the next
-     * query's planner, not by this one's reader.)
+     * taken) when the file changed: the reader loads it itself.  Under a change count
+     * ({@code seen}, from {@link #begin}) the planner's must be the same too (both: the count
+     * is per machine, and a "local" path of a cluster's executor may be another machine's file).
+     * (A free page damaged at rest after the planner checked it, which changes no modification
+     * time, is found by the next query's planner, not by this one's reader.)
      */
-    boolean adopt(Planned p, long[] freeIn, long lo, long hi) {
+    boolean adopt(Planned p, long seen, long[] freeIn, long lo, long hi) {
+        forget();
+        if (p.count != seen) {
+            return false;
+        }
         long time = mtime();
         byte[] raw = headerBytes();
         long have = fs.size(path);

@@ -150,8 +150,9 @@ public final class PagesSource implements TableProvider, DataSourceRegister {
                     // The free list walked and checked once here, not by every partition: a part
                     // takes it over while the file is unchanged (PagesFile.adopt).  Damage found
                     // here is left to the parts, which report it as their mode says.
+                    long seen = f.begin();
                     f.load();
-                    planned = f.planned();
+                    planned = f.planned(f.stands(seen) ? seen : StoreGate.NONE);
                     free = f.freeOrder.clone();
                     Arrays.sort(free);
                 } catch (CorruptFileException e) {
