@@ -4,20 +4,15 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 
-import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.expressions.filter.Predicate;
 import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
-import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
-import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.Statistics;
-import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
-import org.apache.spark.sql.connector.read.SupportsPushDownV2Filters;
 import org.apache.spark.sql.connector.read.SupportsReportStatistics;
 import org.apache.spark.sql.sources.DataSourceRegister;
 import org.apache.spark.sql.types.DataTypes;
@@ -25,7 +20,6 @@ import org.apache.spark.sql.types.Metadata;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
-import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
  * {@code engine-events} on the JVM: event journals as a DataSource V2 batch source with column
@@ -68,45 +62,17 @@ public final class EventsSource implements TableProvider, DataSourceRegister {
     }
 
     /** Column pruning and the id / sequence-number filters ({@link EventsPushdown}). */
-    static final class EventsScanBuilder implements ScanBuilder, SupportsPushDownRequiredColumns,
-        SupportsPushDownV2Filters {
+    static final class EventsScanBuilder extends FilterScanBuilder<EventsPlan.Bounds> {
         private final EventsOptions options;
-        private final EventsPlan.Bounds bounds;
-        private StructType schema;
-        private Predicate[] pushed = new Predicate[0];
 
         EventsScanBuilder(StructType schema, EventsOptions options) {
-            this.schema = schema;
+            super(schema, options.permissive(), new EventsPlan.Bounds(options));
             this.options = options;
-            this.bounds = new EventsPlan.Bounds(options);
         }
 
         @Override
-        public void pruneColumns(StructType required) {
-            schema = ScanParts.prune(schema, required, options.permissive());
-        }
-
-        @Override
-        public Predicate[] pushPredicates(Predicate[] predicates) {
-            List<Predicate> used = new ArrayList<>();
-            List<Predicate> after = new ArrayList<>();
-            for (Predicate p : predicates) {
-                boolean taken = EventsPushdown.apply(p, bounds);
-                if (taken) {
-                    used.add(p);
-                }
-                // PERMISSIVE rows may hold nulls: Spark evaluates every filter again there.
-                if (!taken || options.permissive()) {
-                    after.add(p);
-                }
-            }
-            pushed = used.toArray(new Predicate[0]);
-            return after.toArray(new Predicate[0]);
-        }
-
-        @Override
-        public Predicate[] pushedPredicates() {
-            return pushed;
+        protected boolean answers(Predicate p, EventsPlan.Bounds b) {
+            return EventsPushdown.apply(p, b);
         }
 
         @Override
@@ -166,7 +132,8 @@ public final class EventsSource implements TableProvider, DataSourceRegister {
 
         @Override
         public PartitionReaderFactory createReaderFactory() {
-            return new Factory(fs, schema, options.mode);
+            return new ColumnarFactory("engine-events", fs, schema, options.mode,
+                (f, p, s, m) -> new EventsBatchReader(f, (EventsPlan.Part) p, s, m));
         }
 
         @Override
@@ -178,34 +145,6 @@ public final class EventsSource implements TableProvider, DataSourceRegister {
                 bytes += p.bytes;
             }
             return ScanParts.statistics(bytes, rows);
-        }
-    }
-
-    static final class Factory implements PartitionReaderFactory {
-        private static final long serialVersionUID = 1L;
-        private final Hfs fs;
-        private final StructType schema;
-        private final String mode;
-
-        Factory(Hfs fs, StructType schema, String mode) {
-            this.fs = fs;
-            this.schema = schema;
-            this.mode = mode;
-        }
-
-        @Override
-        public boolean supportColumnarReads(InputPartition partition) {
-            return true;
-        }
-
-        @Override
-        public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-            return new EventsBatchReader(fs.fresh(), (EventsPlan.Part) partition, schema, mode);
-        }
-
-        @Override
-        public PartitionReader<InternalRow> createReader(InputPartition partition) {
-            throw new UnsupportedOperationException("engine-events reads columnar batches only");
         }
     }
 }

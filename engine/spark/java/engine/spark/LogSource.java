@@ -27,8 +27,6 @@ import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.Statistics;
 import org.apache.spark.sql.connector.read.SupportsPushDownAggregates;
 import org.apache.spark.sql.connector.read.SupportsPushDownLimit;
-import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
-import org.apache.spark.sql.connector.read.SupportsPushDownV2Filters;
 import org.apache.spark.sql.connector.read.SupportsReportStatistics;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
 import org.apache.spark.sql.connector.write.WriteBuilder;
@@ -193,46 +191,20 @@ public final class LogSource implements TableProvider, DataSourceRegister {
     }
 
     /** The scan builder: every pushdown Spark offers a DSv2 source, as far as the files can answer it. */
-    public static final class LogScanBuilder implements ScanBuilder, SupportsPushDownRequiredColumns,
-        SupportsPushDownV2Filters, SupportsPushDownAggregates, SupportsPushDownLimit {
+    public static final class LogScanBuilder extends FilterScanBuilder<LogPlan.Bounds>
+        implements SupportsPushDownAggregates, SupportsPushDownLimit {
         private final LogOptions options;
-        private StructType schema;
-        private final LogPlan.Bounds bounds = new LogPlan.Bounds();
-        private Predicate[] pushed = new Predicate[0];
         private Integer limit;
         private LogPushdown.Aggregates aggregates;
 
         LogScanBuilder(StructType schema, LogOptions options) {
-            this.schema = schema;
+            super(schema, options.permissive(), new LogPlan.Bounds());
             this.options = options;
         }
 
         @Override
-        public void pruneColumns(StructType required) {
-            schema = ScanParts.prune(schema, required, options.permissive());
-        }
-
-        @Override
-        public Predicate[] pushPredicates(Predicate[] predicates) {
-            List<Predicate> used = new ArrayList<>();
-            List<Predicate> after = new ArrayList<>();
-            for (Predicate p : predicates) {
-                boolean taken = LogPushdown.apply(p, bounds);
-                if (taken) {
-                    used.add(p);
-                }
-                // PERMISSIVE rows may hold nulls: Spark evaluates every filter again there.
-                if (!taken || options.permissive()) {
-                    after.add(p);
-                }
-            }
-            pushed = used.toArray(new Predicate[0]);
-            return after.toArray(new Predicate[0]);
-        }
-
-        @Override
-        public Predicate[] pushedPredicates() {
-            return pushed;
+        protected boolean answers(Predicate p, LogPlan.Bounds b) {
+            return LogPushdown.apply(p, b);
         }
 
         @Override

@@ -6,7 +6,6 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 
-import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.expressions.Expression;
@@ -16,13 +15,9 @@ import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.expressions.filter.Predicate;
 import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
-import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
-import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.Statistics;
-import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
-import org.apache.spark.sql.connector.read.SupportsPushDownV2Filters;
 import org.apache.spark.sql.connector.read.SupportsReportStatistics;
 import org.apache.spark.sql.sources.DataSourceRegister;
 import org.apache.spark.sql.types.DataTypes;
@@ -30,7 +25,6 @@ import org.apache.spark.sql.types.Metadata;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
-import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
  * {@code engine-pages} on the JVM: page stores as a DataSource V2 batch source, one row per page
@@ -303,44 +297,17 @@ public final class PagesSource implements TableProvider, DataSourceRegister {
     }
 
     /** Column pruning and the page / free filters. */
-    static final class PagesScanBuilder implements ScanBuilder, SupportsPushDownRequiredColumns,
-        SupportsPushDownV2Filters {
+    static final class PagesScanBuilder extends FilterScanBuilder<Bounds> {
         private final Options options;
-        private final Bounds bounds = new Bounds();
-        private StructType schema;
-        private Predicate[] pushed = new Predicate[0];
 
         PagesScanBuilder(StructType schema, Options options) {
-            this.schema = schema;
+            super(schema, options.permissive(), new Bounds());
             this.options = options;
         }
 
         @Override
-        public void pruneColumns(StructType required) {
-            schema = ScanParts.prune(schema, required, options.permissive());
-        }
-
-        @Override
-        public Predicate[] pushPredicates(Predicate[] predicates) {
-            List<Predicate> used = new ArrayList<>();
-            List<Predicate> after = new ArrayList<>();
-            for (Predicate p : predicates) {
-                boolean taken = push(p, bounds);
-                if (taken) {
-                    used.add(p);
-                }
-                // PERMISSIVE rows may hold nulls: Spark evaluates every filter again there.
-                if (!taken || options.permissive()) {
-                    after.add(p);
-                }
-            }
-            pushed = used.toArray(new Predicate[0]);
-            return after.toArray(new Predicate[0]);
-        }
-
-        @Override
-        public Predicate[] pushedPredicates() {
-            return pushed;
+        protected boolean answers(Predicate p, Bounds b) {
+            return push(p, b);
         }
 
         @Override
@@ -400,7 +367,8 @@ public final class PagesSource implements TableProvider, DataSourceRegister {
 
         @Override
         public PartitionReaderFactory createReaderFactory() {
-            return new Factory(fs, schema, options.mode);
+            return new ColumnarFactory(SOURCE, fs, schema, options.mode,
+                (f, p, s, m) -> new PagesBatchReader(f, (Part) p, s, m));
         }
 
         @Override
@@ -412,34 +380,6 @@ public final class PagesSource implements TableProvider, DataSourceRegister {
                 bytes += p.bytes;
             }
             return ScanParts.statistics(bytes, bounds.free == null ? Long.valueOf(rows) : null);
-        }
-    }
-
-    static final class Factory implements PartitionReaderFactory {
-        private static final long serialVersionUID = 1L;
-        private final Hfs fs;
-        private final StructType schema;
-        private final String mode;
-
-        Factory(Hfs fs, StructType schema, String mode) {
-            this.fs = fs;
-            this.schema = schema;
-            this.mode = mode;
-        }
-
-        @Override
-        public boolean supportColumnarReads(InputPartition partition) {
-            return true;
-        }
-
-        @Override
-        public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-            return new PagesBatchReader(fs.fresh(), (Part) partition, schema, mode);
-        }
-
-        @Override
-        public PartitionReader<InternalRow> createReader(InputPartition partition) {
-            throw new UnsupportedOperationException(SOURCE + " reads columnar batches only");
         }
     }
 }

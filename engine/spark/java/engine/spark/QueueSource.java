@@ -5,14 +5,12 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 
-import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
-import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
@@ -26,7 +24,6 @@ import org.apache.spark.sql.types.Metadata;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
-import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
  * {@code engine-queue} on the JVM: queue backlogs (one row per item still pending for a reader) as a
@@ -143,7 +140,7 @@ public final class QueueSource implements TableProvider, DataSourceRegister {
 
         @Override
         public PartitionReaderFactory createReaderFactory() {
-            return new Factory(fs, schema, options.mode);
+            return factory(fs, schema, options.mode);
         }
 
         /** Journal bytes read (each (queue, reader) reads its queue's journal once over its parts). */
@@ -160,31 +157,9 @@ public final class QueueSource implements TableProvider, DataSourceRegister {
         }
     }
 
-    static final class Factory implements PartitionReaderFactory {
-        private static final long serialVersionUID = 1L;
-        private final Hfs fs;
-        private final StructType schema;
-        private final String mode;
-
-        Factory(Hfs fs, StructType schema, String mode) {
-            this.fs = fs;
-            this.schema = schema;
-            this.mode = mode;
-        }
-
-        @Override
-        public boolean supportColumnarReads(InputPartition partition) {
-            return true;
-        }
-
-        @Override
-        public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-            return new QueueBatchReader(fs.fresh(), (QueuePlan.Part) partition, schema, mode);
-        }
-
-        @Override
-        public PartitionReader<InternalRow> createReader(InputPartition partition) {
-            throw new UnsupportedOperationException("engine-queue reads columnar batches only");
-        }
+    /** The reader factory of a batch read and of a stream's micro-batches. */
+    static ColumnarFactory factory(Hfs fs, StructType schema, String mode) {
+        return new ColumnarFactory(QueueOptions.SOURCE, fs, schema, mode,
+            (f, p, s, m) -> new QueueBatchReader(f, (QueuePlan.Part) p, s, m));
     }
 }

@@ -207,7 +207,7 @@ public final class QueueStream implements MicroBatchStream, SupportsAdmissionCon
 
     @Override
     public PartitionReaderFactory createReaderFactory() {
-        return new QueueSource.Factory(fs, schema, options.mode);
+        return QueueSource.factory(fs, schema, options.mode);
     }
 
     /** Spark committed the batch ending at {@code end}: its items are confirmed and checkpointed. */

@@ -7,13 +7,11 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
-import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
-import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
@@ -26,7 +24,6 @@ import org.apache.spark.sql.types.Metadata;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
-import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
  * {@code engine-streams} on the JVM: one row per stream of each journald journal (ident,
@@ -250,7 +247,8 @@ public final class StreamSource implements TableProvider, DataSourceRegister {
 
         @Override
         public PartitionReaderFactory createReaderFactory() {
-            return new Factory(fs, schema, options.mode);
+            return new ColumnarFactory(SOURCE, fs, schema, options.mode,
+                (f, p, s, m) -> new StreamBatchReader(f, (Part) p, s, m));
         }
 
         /** Sizes only (a journal is a preallocated ring: the file size bounds its streams' bytes). */
@@ -261,34 +259,6 @@ public final class StreamSource implements TableProvider, DataSourceRegister {
                 bytes += p.bytes;
             }
             return ScanParts.statistics(bytes, null);
-        }
-    }
-
-    static final class Factory implements PartitionReaderFactory {
-        private static final long serialVersionUID = 1L;
-        private final Hfs fs;
-        private final StructType schema;
-        private final String mode;
-
-        Factory(Hfs fs, StructType schema, String mode) {
-            this.fs = fs;
-            this.schema = schema;
-            this.mode = mode;
-        }
-
-        @Override
-        public boolean supportColumnarReads(InputPartition partition) {
-            return true;
-        }
-
-        @Override
-        public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-            return new StreamBatchReader(fs, (Part) partition, schema, mode);
-        }
-
-        @Override
-        public PartitionReader<InternalRow> createReader(InputPartition partition) {
-            throw new UnsupportedOperationException(SOURCE + " reads columnar batches only");
         }
     }
 }
