@@ -238,37 +238,66 @@ public final class QueueBatchReader implements PartitionReader<ColumnarBatch> {
             }
             WritableColumnVector v = new OnHeapColumnVector(Math.max(m, 1), fields[i].dataType());
             cols[i] = v;
-            for (int r = 0; r < m; r++) {
-                int k = rows[r];
-                switch (name) {
-                    case "id":
-                        v.putLong(r, c.ids[k]);
-                        break;
-                    case "add_time":
-                        v.putLong(r, c.addTimes[k] * 1000);
-                        break;
-                    case "expire_time":
-                        if (c.hasExpiry[k]) {
-                            v.putLong(r, c.expireTimes[k] * 1000);
-                        } else {
-                            v.putNull(r);
-                        }
-                        break;
-                    case "error_count":
-                        v.putInt(r, c.errorCounts[k]);
-                        break;
-                    case "data":
-                        v.putByteArray(r, data, c.dataAt[k], c.dataLen[k]);
-                        break;
-                    default:
-                        throw new ConfigException(QueueOptions.SOURCE + " has no column '" + name + "'");
-                }
-            }
+            fill(v, name, c, data, rows, m, first, m == stop - first);
         }
         ColumnarBatch batch = new ColumnarBatch(cols);
         batch.setNumRows(m);
         handedRead += m;
         return batch;
+    }
+
+    /**
+     * Column {@code name} of the batch: rows {@code rows[0..m)} of the run (the column chosen once,
+     * then one loop per column; {@code dense}: every row of {@code first..first+m} is an item, so the
+     * ids are copied in one call).
+     */
+    private static void fill(WritableColumnVector v, String name, QueueCodec.Columns c, byte[] data, int[] rows,
+                             int m, int first, boolean dense) {
+        switch (name) {
+            case "id":
+                if (dense) {
+                    v.putLongs(0, m, c.ids, first);
+                } else {
+                    for (int r = 0; r < m; r++) {
+                        v.putLong(r, c.ids[rows[r]]);
+                    }
+                }
+                break;
+            case "add_time":
+                for (int r = 0; r < m; r++) {
+                    v.putLong(r, c.addTimes[rows[r]] * 1000);
+                }
+                break;
+            case "expire_time":
+                for (int r = 0; r < m; r++) {
+                    int k = rows[r];
+                    if (c.hasExpiry[k]) {
+                        v.putLong(r, c.expireTimes[k] * 1000);
+                    } else {
+                        v.putNull(r);
+                    }
+                }
+                break;
+            case "error_count":
+                for (int r = 0; r < m; r++) {
+                    v.putInt(r, c.errorCounts[rows[r]]);
+                }
+                break;
+            case "data":
+                long bytes = 0;
+                for (int r = 0; r < m; r++) {
+                    bytes += c.dataLen[rows[r]];
+                }
+                // The payloads' bytes reserved at once (not grown by doubling while appended).
+                v.arrayData().reserve((int) Math.min(bytes, Integer.MAX_VALUE - 16));
+                for (int r = 0; r < m; r++) {
+                    int k = rows[r];
+                    v.putByteArray(r, data, c.dataAt[k], c.dataLen[k]);
+                }
+                break;
+            default:
+                throw new ConfigException(QueueOptions.SOURCE + " has no column '" + name + "'");
+        }
     }
 
     @Override
