@@ -14,86 +14,22 @@ import os
 import random
 import shutil
 import struct
-import subprocess
 import zlib
 
 import pytest
-from pyspark.sql.types import StructType
+from dump_parity import Case, DumpParity
 
-from engine.errors import EngineError
 from engine.fs import OpenMode, resolve
 from engine.pages import PageStore
 from engine.spark import jvmbuild
-from engine.spark.options import lower, read_schema
 from engine.spark.pagesource import PagesReader
 from engine.spark.schemas import PAGES_SCHEMA
 
 pytestmark = pytest.mark.skipif(jvmbuild.missing() is not None, reason=str(jvmbuild.missing()))
 
-Case = tuple[dict[str, str], list[str] | None]
-
-
-def _text(value: object) -> str:
-    if value is None:
-        return "None"
-    if isinstance(value, bytes):
-        return value.hex()
-    return str(value)
-
-
-def python_rows(opts: dict[str, str], columns: list[str] | None = None) -> list[str]:
-    """What the Python reader gives, in PagesDump's format."""
-    out: list[str] = []
-    try:
-        full = read_schema(PAGES_SCHEMA, lower(opts))
-        schema = full if columns is None else StructType(
-            [f for f in full.fields if f.name in columns or f.name == "_corrupt_record"])
-        reader = PagesReader(dict(opts), schema)
-        for part in reader.partitions():
-            for batch in reader.read(part):
-                for row in batch.to_pylist():
-                    out.append("\t".join(_text(v) for v in row.values()))
-    except EngineError as exc:
-        out.append(f"ERROR {type(exc).__name__}: {exc}")
-    except FileNotFoundError as exc:
-        out.append(f"ERROR FileNotFoundError: {exc}")
-    return out
-
-
-def jvm_rows(cases: list[Case]) -> list[list[str]]:
-    """What the JVM reader gives for each case (one engine.spark.PagesDump run for all)."""
-    cp = os.pathsep.join([jvmbuild.connector_jar(), *jvmbuild.spark_jars()])
-    args: list[str] = []
-    for k, (opts, columns) in enumerate(cases):
-        if k:
-            args.append("--")
-        args += [f"{key}={value}" for key, value in opts.items()]
-        if columns:
-            args.append(f"columns={','.join(columns)}")
-    java = jvmbuild._tool("java") or "java"
-    done = subprocess.run([java, "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-cp", cp, "engine.spark.PagesDump",
-                           *args], capture_output=True, text=True, check=False, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out: list[list[str]] = [[]]
-    for line in done.stdout.splitlines():
-        if line == "--":
-            out.append([])
-        else:
-            out[-1].append(line)
-    assert len(out) == len(cases)
-    return out
-
-
-def agree_all(cases: list[Case]) -> list[list[str]]:
-    jvm = jvm_rows(cases)
-    py = [python_rows(opts, columns) for opts, columns in cases]
-    for (opts, columns), j, p in zip(cases, jvm, py, strict=True):
-        assert j == p, (opts, columns)
-    return py
-
-
-def agree(opts: dict[str, str], columns: list[str] | None = None) -> list[str]:
-    return agree_all([(opts, columns)])[0]
+_PARITY = DumpParity("engine.spark.PagesDump", PagesReader, PAGES_SCHEMA)
+python_rows, jvm_rows = _PARITY.python_rows, _PARITY.jvm_rows
+agree_all, agree = _PARITY.agree_all, _PARITY.agree
 
 
 def write(path: str, pages: int = 12, page_size: int = 512, free: tuple[int, ...] = (3, 6, 9)) -> None:

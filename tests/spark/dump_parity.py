@@ -1,0 +1,92 @@
+"""What the JVM connector's ``*Dump`` mains and the Python reference readers give, in one
+text form, so a parity test compares them row for row and error for error.
+
+A dump prints one line per row (the columns' values, tab-separated; bytes as hex, null as
+``None``) or ``ERROR <Type>: <message>``, and ``--`` between cases; the Python side prints
+the same from the reference reader's partitions and batches.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.types import StructType
+
+from engine.errors import EngineError
+from engine.spark import jvmbuild
+from engine.spark.options import lower, read_schema
+
+#: (options, columns or None for every column)
+Case = tuple[dict[str, str], list[str] | None]
+
+
+def _text(value: object) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)
+
+
+@dataclass(frozen=True)
+class DumpParity:
+    """One format's pair: the dump's main class, the reference reader and its schema."""
+
+    main: str
+    reader: Any
+    schema: StructType
+
+    def python_rows(self, opts: dict[str, str], columns: list[str] | None = None) -> list[str]:
+        """What the Python reader gives, in the dump's format."""
+        out: list[str] = []
+        try:
+            full = read_schema(self.schema, lower(opts))
+            schema = full if columns is None else StructType(
+                [f for f in full.fields if f.name in columns or f.name == "_corrupt_record"])
+            reader = self.reader(dict(opts), schema)
+            for part in reader.partitions():
+                for batch in reader.read(part):
+                    for row in batch.to_pylist():
+                        out.append("\t".join(_text(v) for v in row.values()))
+        except EngineError as exc:
+            out.append(f"ERROR {type(exc).__name__}: {exc}")
+        except FileNotFoundError as exc:
+            out.append(f"ERROR FileNotFoundError: {exc}")
+        return out
+
+    def jvm_rows(self, cases: list[Case]) -> list[list[str]]:
+        """What the JVM reader gives for each case (one run of the dump for all)."""
+        cp = os.pathsep.join([jvmbuild.connector_jar(), *jvmbuild.spark_jars()])
+        args: list[str] = []
+        for k, (opts, columns) in enumerate(cases):
+            if k:
+                args.append("--")
+            args += [f"{key}={value}" for key, value in opts.items()]
+            if columns:
+                args.append(f"columns={','.join(columns)}")
+        java = jvmbuild._tool("java") or "java"
+        done = subprocess.run([java, "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-cp", cp, self.main, *args],
+                              capture_output=True, text=True, check=False, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        out: list[list[str]] = [[]]
+        for line in done.stdout.splitlines():
+            if line == "--":
+                out.append([])
+            else:
+                out[-1].append(line)
+        assert len(out) == len(cases)
+        return out
+
+    def agree_all(self, cases: list[Case]) -> list[list[str]]:
+        """Both sides on every case; they must agree. Returns the rows."""
+        jvm = self.jvm_rows(cases)
+        py = [self.python_rows(opts, columns) for opts, columns in cases]
+        for (opts, columns), j, p in zip(cases, jvm, py, strict=True):
+            assert j == p, (opts, columns)
+        return py
+
+    def agree(self, opts: dict[str, str], columns: list[str] | None = None) -> list[str]:
+        return self.agree_all([(opts, columns)])[0]
