@@ -14,7 +14,7 @@ RESULTS = os.path.join(os.path.dirname(__file__), "results")
 OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "benchmarks.md")
 ORDER = (
     "queue", "queue_mp", "kestrel", "pagestore", "kv", "kv-200k",
-    "streams", "applog", "append_ceiling", "events", "spark",
+    "streams", "applog", "append_ceiling", "events", "versions", "spark",
 )
 
 INTRO = """# Benchmarks
@@ -43,6 +43,17 @@ the median of per-round ratios rather than on the rows' values.
 """
 
 
+def demote(body: str) -> str:
+    """The notes' headings one level down, so they nest under the page's; lines in
+    fenced code blocks (shell comments, say) are left as written."""
+    out, fenced = [], False
+    for line in body.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        out.append("#" + line if line.startswith("#") and not fenced else line)
+    return "\n".join(out)
+
+
 def main() -> None:
     lines = [INTRO]
     sections = []
@@ -63,9 +74,7 @@ def main() -> None:
         if os.path.exists(md_path):
             with open(md_path, encoding="utf-8") as f:
                 body = f.read().strip()
-            # Demote the notes' headings by one level so they nest under ours.
-            body = "\n".join("#" + line if line.startswith("#") else line for line in body.splitlines())
-            sections.append(body)
+            sections.append(demote(body))
     lines.append("\n")
     lines.append("\n\n".join(sections))
     lines.append("\n")
