@@ -54,7 +54,8 @@ def demote(body: str) -> str:
     return "\n".join(out)
 
 
-def main() -> None:
+def render() -> str:
+    """The page: the targets of every runner's JSON, then each runner's notes."""
     lines = [INTRO]
     sections = []
     for name in ORDER:
@@ -78,8 +79,12 @@ def main() -> None:
     lines.append("\n")
     lines.append("\n\n".join(sections))
     lines.append("\n")
+    return "".join(lines)
+
+
+def main() -> None:
     with open(OUT, "w", encoding="utf-8") as f:
-        f.write("".join(lines))
+        f.write(render())
     print(f"wrote {OUT}")
 
 
