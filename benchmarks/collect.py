@@ -14,7 +14,7 @@ RESULTS = os.path.join(os.path.dirname(__file__), "results")
 OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "benchmarks.md")
 ORDER = (
     "queue", "queue_mp", "kestrel", "pagestore", "kv", "kv-200k",
-    "streams", "applog", "append_ceiling", "events", "versions", "spark",
+    "streams", "applog", "append_ceiling", "events", "versions", "spark", "spark_cluster",
 )
 
 INTRO = """# Benchmarks
