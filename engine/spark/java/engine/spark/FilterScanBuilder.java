@@ -3,6 +3,9 @@ package engine.spark;
 import java.util.ArrayList;
 import java.util.List;
 
+import org.apache.spark.sql.connector.expressions.Expression;
+import org.apache.spark.sql.connector.expressions.Literal;
+import org.apache.spark.sql.connector.expressions.NamedReference;
 import org.apache.spark.sql.connector.expressions.filter.Predicate;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
@@ -63,5 +66,75 @@ abstract class FilterScanBuilder<B> implements ScanBuilder, SupportsPushDownRequ
     @Override
     public Predicate[] pushedPredicates() {
         return pushed;
+    }
+
+    /** The top-level column {@code e} names (null: {@code e} is no such column). */
+    static String column(Expression e) {
+        if (e instanceof NamedReference) {
+            String[] names = ((NamedReference) e).fieldNames();
+            return names.length == 1 ? names[0] : null;
+        }
+        return null;
+    }
+
+    /** The value of {@code e} when it is an integer literal (null: anything else, a null literal too). */
+    static Long integer(Expression e) {
+        if (e instanceof Literal) {
+            Object v = ((Literal<?>) e).value();
+            if (v instanceof Long || v instanceof Integer || v instanceof Short || v instanceof Byte) {
+                return ((Number) v).longValue();
+            }
+        }
+        return null;
+    }
+
+    /**
+     * A comparison of column {@code col} with an integer ({@code =}, {@code <=>}, {@code <},
+     * {@code <=}, {@code >}, {@code >=}, the column on either side) as the inclusive range
+     * {@code [lo, hi]} of the values it lets through ({@code lo > hi}: none); null when {@code p}
+     * is no such comparison.  Inclusive ends, so that no comparison with {@code Long.MIN_VALUE}
+     * or {@code Long.MAX_VALUE} overflows.  ({@code <=>} is {@code =}: the literal is not null.)
+     */
+    static long[] integerRange(Predicate p, String col) {
+        Expression[] ch = p.children();
+        if (ch.length != 2) {
+            return null;
+        }
+        String op = p.name();
+        Long v = integer(ch[1]);
+        if (!col.equals(column(ch[0])) || v == null) {
+            v = integer(ch[0]);
+            if (!col.equals(column(ch[1])) || v == null) {
+                return null;
+            }
+            op = flip(op);
+        }
+        long n = v;
+        switch (op) {
+            case "=":
+            case "<=>":
+                return new long[] {n, n};
+            case ">=":
+                return new long[] {n, Long.MAX_VALUE};
+            case ">":
+                return n == Long.MAX_VALUE ? new long[] {1, 0} : new long[] {n + 1, Long.MAX_VALUE};
+            case "<=":
+                return new long[] {Long.MIN_VALUE, n};
+            case "<":
+                return n == Long.MIN_VALUE ? new long[] {1, 0} : new long[] {Long.MIN_VALUE, n - 1};
+            default:
+                return null;
+        }
+    }
+
+    /** {@code a op b} as {@code b op' a}. */
+    private static String flip(String op) {
+        switch (op) {
+            case "<": return ">";
+            case "<=": return ">=";
+            case ">": return "<";
+            case ">=": return "<=";
+            default: return op;
+        }
     }
 }

@@ -159,6 +159,16 @@ public final class QueueBatchReader implements PartitionReader<ColumnarBatch> {
         QueuePlan.Segment seg = segs.get(nextSeg++);
         boolean growing = nextSeg == segs.size();
         long nextId = growing ? -1 : segs.get(nextSeg).firstId;
+        // A file is opened only if it can hold an id the part reads: its ids are its first id's (the
+        // plan read it behind its CHECK) up to the next file's first (ids increase through the journal).
+        // A file left out is not read at all, so damage in it is not reported by this part.
+        if (part.upto >= 0 && seg.firstId > part.upto) {
+            finished = true;
+            return false;
+        }
+        if (seg.firstId >= 0 && nextId >= 0 && !part.admitsAny(seg.firstId, nextId - 1)) {
+            return true;
+        }
         if (!fs.exists(seg.path)) {
             return true; // retired meanwhile: as if listed a moment later
         }

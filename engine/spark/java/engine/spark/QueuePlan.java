@@ -46,20 +46,29 @@ public final class QueuePlan {
         public final List<Segment> known;
         /** The queue's journal bytes (statistics). */
         public final long bytes;
-        /** A stream's micro-batch: the ids its reader handed out, as sorted runs {@code [lo, hi, ...]}
-         * (only those are read); null: every pending item. */
+        /** The only ids read, as sorted runs {@code [lo, hi, ...]}: a stream's micro-batch's (the ids its
+         * reader handed out) or a batch read's {@code id IN (...)}; null: every pending item. */
         public final long[] only;
+        /** Whether {@link #only} is what a stream's reader handed out (every one must be read). */
+        public final boolean handed;
 
         Part(String directory, String queue, String reader, long after, long upto, List<Segment> known, long bytes) {
-            this(directory, queue, reader, after, upto, known, bytes, null, true);
+            this(directory, queue, reader, after, upto, known, bytes, null, false, true);
         }
 
         /** With {@link #only}: whether handed-out items missing from the journal fail the read (else a warning). */
         public final boolean failOnDataLoss;
 
+        /** A stream's micro-batch: the ids {@code only} its reader handed out. */
         Part(String directory, String queue, String reader, long after, long upto, List<Segment> known, long bytes,
              long[] only, boolean failOnDataLoss) {
+            this(directory, queue, reader, after, upto, known, bytes, only, only != null, failOnDataLoss);
+        }
+
+        private Part(String directory, String queue, String reader, long after, long upto, List<Segment> known,
+                     long bytes, long[] only, boolean handed, boolean failOnDataLoss) {
             this.only = only;
+            this.handed = handed;
             this.failOnDataLoss = failOnDataLoss;
             this.directory = directory;
             this.queue = queue;
@@ -70,9 +79,71 @@ public final class QueuePlan {
             this.bytes = bytes;
         }
 
-        /** How many ids {@link #only} names (-1: null). */
-        long onlyCount() {
+        /**
+         * This batch read's part narrowed to the ids {@code b} lets through (a batch read's pushed
+         * filters): its range {@code (after, upto]} cut to {@code [b.lo, b.hi]}, and to the first
+         * and last of {@code b.ids} in it, which become {@link #only}; null when no id is left.
+         * The task then opens the journal files from the one holding the first id through the one
+         * holding the last (no other file can hold one: ids increase through the journal), and
+         * drops the rows outside as it fills the batches.
+         */
+        Part within(QueuePushdown.Bounds b) {
+            long a = after < 0 ? b.lo - 1 : Math.max(after, b.lo - 1);
+            long z = upto < 0 ? b.hi : Math.min(upto, b.hi);
+            if (a >= z) {
+                return null;
+            }
+            long[] runs = null;
+            if (b.ids != null) {
+                List<Long> in = new ArrayList<>();
+                for (long x : b.ids) {
+                    if (x > a && x <= z) {
+                        in.add(x);
+                    }
+                }
+                if (in.isEmpty()) {
+                    return null;
+                }
+                runs = new long[2 * in.size()];
+                for (int k = 0; k < in.size(); k++) {
+                    runs[2 * k] = in.get(k);
+                    runs[2 * k + 1] = in.get(k);
+                }
+                a = in.get(0) - 1;
+                z = in.get(in.size() - 1);
+            }
+            // upto -1: unbounded (no id is above Long.MAX_VALUE).
+            return new Part(directory, queue, reader, a, z == Long.MAX_VALUE ? -1 : z, known, bytes, runs, false,
+                failOnDataLoss);
+        }
+
+        /** Whether any id in {@code [lo, hi]} is one of {@link #only}'s (always, when null). */
+        boolean admitsAny(long lo, long hi) {
             if (only == null) {
+                return true;
+            }
+            int at = firstRunEndingAtOrAbove(lo);
+            return at < only.length / 2 && only[2 * at] <= hi;
+        }
+
+        /** The index of the first run of {@link #only} whose end is {@code >= x}. */
+        private int firstRunEndingAtOrAbove(long x) {
+            int lo = 0;
+            int hi = only.length / 2;
+            while (lo < hi) {
+                int mid = (lo + hi) >>> 1;
+                if (only[2 * mid + 1] < x) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            return lo;
+        }
+
+        /** How many ids a stream's reader handed out ({@link #only}; -1: not a stream's micro-batch). */
+        long onlyCount() {
+            if (!handed) {
                 return -1;
             }
             long n = 0;
@@ -87,17 +158,7 @@ public final class QueuePlan {
             if (only == null) {
                 return true;
             }
-            int lo = 0;
-            int hi = only.length / 2;
-            while (lo < hi) {  // the first run whose end is >= x
-                int mid = (lo + hi) >>> 1;
-                if (only[2 * mid + 1] < x) {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-            return lo < only.length / 2 && only[2 * lo] <= x;
+            return admitsAny(x, x);
         }
     }
 
@@ -222,8 +283,45 @@ public final class QueuePlan {
         return out;
     }
 
-    /** The partitions of a read. */
+    /** The partitions of a read of every pending item. */
     public static List<Part> plan(Hfs fs, List<String> directories, QueueOptions o) {
+        return plan(fs, directories, o, new QueuePushdown.Bounds());
+    }
+
+    /**
+     * The partitions of a read whose pushed filters let the ids of {@code b} through: the parts
+     * of the whole backlogs, each narrowed to them ({@link Part#within}), those left with no id
+     * not planned.  Their {@link Part#bytes}: the journal files that can hold ids of {@code b}.
+     */
+    public static List<Part> plan(Hfs fs, List<String> directories, QueueOptions o, QueuePushdown.Bounds b) {
+        if (b.none()) {
+            return new ArrayList<>();  // nothing can match: no file is read
+        }
+        List<Part> parts = new ArrayList<>();
+        for (Part p : backlogs(fs, directories, o, b.narrowed() ? b : null)) {
+            Part q = b.narrowed() ? p.within(b) : p;
+            if (q != null) {
+                parts.add(q);
+            }
+        }
+        return parts;
+    }
+
+    /** The journal bytes of the files of {@code segs} that can hold ids in {@code [lo, hi]} (unknown spans count). */
+    static long bytesWithin(Hfs fs, List<Segment> segs, long lo, long hi) {
+        long bytes = 0;
+        for (int k = 0; k < segs.size(); k++) {
+            long first = segs.get(k).firstId;
+            long next = k + 1 < segs.size() ? segs.get(k + 1).firstId : -1;
+            if ((first < 0 || first <= hi) && (next < 0 || next > lo)) {
+                bytes += Math.max(0, fs.size(segs.get(k).path));
+            }
+        }
+        return bytes;
+    }
+
+    /** The partitions of the whole backlogs ({@code b} not null: their bytes are those of the files it reaches). */
+    private static List<Part> backlogs(Hfs fs, List<String> directories, QueueOptions o, QueuePushdown.Bounds b) {
         List<Part> parts = new ArrayList<>();
         for (String directory : directories) {
             List<String> queues = queueNames(fs, directory);
@@ -255,9 +353,8 @@ public final class QueuePlan {
                 long bytes = 0;
                 try {
                     segs = listSegments(fs, directory, q, false, List.of());
-                    for (Segment s : segs) {
-                        bytes += Math.max(0, fs.size(s.path));
-                    }
+                    bytes = b == null ? bytesWithin(fs, segs, Long.MIN_VALUE, Long.MAX_VALUE)
+                        : bytesWithin(fs, segs, b.first(), b.last());
                     points = splitPoints(fs, segs, o.bytesPerPartition, o.minPartitions);
                 } catch (CorruptFileException | java.io.UncheckedIOException e) {
                     // A damaged or vanishing file: no split (the reads report damage, per mode).

@@ -1,5 +1,6 @@
 package engine.spark;
 
+import java.util.ArrayList;
 import java.util.EnumSet;
 import java.util.List;
 import java.util.Map;
@@ -9,13 +10,12 @@ import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.connector.expressions.filter.Predicate;
 import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
-import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.Statistics;
-import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
 import org.apache.spark.sql.connector.read.SupportsReportStatistics;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.sources.DataSourceRegister;
@@ -27,8 +27,10 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * {@code engine-queue} on the JVM: queue backlogs (one row per item still pending for a reader) as a
- * DataSource V2 batch source with column pruning, partitions from the journal files' sizes and
- * first ids ({@link QueuePlan}), statistics and columnar batches; no lock taken, nothing changed.
+ * DataSource V2 batch source with column pruning, pushdown of {@code id} filters ({@link
+ * QueuePushdown}: partitions and journal files without ids in range skipped, answered exactly),
+ * partitions from the journal files' sizes and first ids ({@link QueuePlan}), statistics and
+ * columnar batches; no lock taken, nothing changed.
  * Every record is checked as the queue's own readers check it ({@link QueueFiles}). A streaming read
  * consumes one reader of one queue, confirming items once Spark committed them ({@link QueueStream}).
  * See docs/pipeline.md.
@@ -72,43 +74,46 @@ public final class QueueSource implements TableProvider, DataSourceRegister {
             EnumSet.of(TableCapability.BATCH_READ, TableCapability.MICRO_BATCH_READ)), schema);
     }
 
-    /** Column pruning (no filter pushdown: a queue's items are read in id order, whole). */
-    static final class QueueScanBuilder implements ScanBuilder, SupportsPushDownRequiredColumns {
+    /** Column pruning and the {@code id} filters ({@link QueuePushdown}). */
+    static final class QueueScanBuilder extends FilterScanBuilder<QueuePushdown.Bounds> {
         private final QueueOptions options;
-        private StructType schema;
 
         QueueScanBuilder(StructType schema, QueueOptions options) {
-            this.schema = schema;
+            super(schema, options.permissive(), new QueuePushdown.Bounds());
             this.options = options;
         }
 
         @Override
-        public void pruneColumns(StructType required) {
-            schema = ScanParts.prune(schema, required, options.permissive());
+        protected boolean answers(Predicate p, QueuePushdown.Bounds b) {
+            return QueuePushdown.apply(p, b);
         }
 
         @Override
         public Scan build() {
-            return new QueueScan(schema, options);
+            return new QueueScan(schema, options, bounds, pushed);
         }
     }
 
-    /** One planned scan: partitions from the journal files, computed once. */
+    /** One planned scan: partitions from the journal files and the pushed id filters, computed once. */
     static final class QueueScan implements Scan, Batch, SupportsReportStatistics {
         private final StructType schema;
         private final QueueOptions options;
+        private final QueuePushdown.Bounds bounds;
+        private final Predicate[] pushed;
         private final Hfs fs;
         private List<QueuePlan.Part> parts;
 
-        QueueScan(StructType schema, QueueOptions options) {
+        QueueScan(StructType schema, QueueOptions options, QueuePushdown.Bounds bounds, Predicate[] pushed) {
             this.schema = schema;
             this.options = options;
+            this.bounds = bounds;
+            this.pushed = pushed;
             this.fs = LogSource.driverFs();
         }
 
         List<QueuePlan.Part> parts() {
             if (parts == null) {
-                parts = QueuePlan.plan(fs, options.inputPaths(fs), options);
+                parts = QueuePlan.plan(fs, options.inputPaths(fs), options, bounds);
             }
             return parts;
         }
@@ -120,7 +125,12 @@ public final class QueueSource implements TableProvider, DataSourceRegister {
 
         @Override
         public String description() {
-            return QueueOptions.SOURCE + " [" + String.join(", ", schema.fieldNames()) + "]";
+            List<String> p = new ArrayList<>();
+            for (Predicate x : pushed) {
+                p.add(x.toString());
+            }
+            return QueueOptions.SOURCE + " [" + String.join(", ", schema.fieldNames()) + "]"
+                + (p.isEmpty() ? "" : " pushed filters: [" + String.join(", ", p) + "]");
         }
 
         @Override
@@ -130,6 +140,11 @@ public final class QueueSource implements TableProvider, DataSourceRegister {
 
         @Override
         public MicroBatchStream toMicroBatchStream(String checkpoint) {
+            // Spark pushes no filter into a stream's scan; were one pushed, the stream would not apply it.
+            if (pushed.length != 0) {
+                throw new IllegalStateException(QueueOptions.SOURCE + ": a stream's scan was given filters to push ("
+                    + pushed.length + "), which a queue reader's stream does not apply");
+            }
             return new QueueStream(schema, options);
         }
 
@@ -143,7 +158,8 @@ public final class QueueSource implements TableProvider, DataSourceRegister {
             return factory(fs, schema, options.mode);
         }
 
-        /** Journal bytes read (each (queue, reader) reads its queue's journal once over its parts). */
+        /** Journal bytes read (each (queue, reader) reads its queue's journal once over its parts; with
+         * pushed id filters, the files that can hold those ids). */
         @Override
         public Statistics estimateStatistics() {
             long bytes = 0;
