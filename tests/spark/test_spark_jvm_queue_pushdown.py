@@ -44,6 +44,7 @@ def queues(tmp_path_factory: pytest.TempPathFactory) -> str:
     a.confirm([item.id for item in got[1:4:2] if item is not None])
     q.checkpoint()
     q.close()
+    assert firsts(d) == [1, 51, 100, 147, 193]  # the ranges below are chosen at these files' edges
     m = Queue.open(d, "mail", sync="never")
     m.put_many([b"m%d" % i for i in range(7)])
     m.close()
@@ -74,11 +75,6 @@ def spark_filtered(spark: Any, path: str, where: str, **options: str) -> list[tu
         whole = spark.read.format(JVM).options(**options).load(path)
         _WHOLE[key] = spark.createDataFrame(whole.collect(), whole.schema)
     return rows(_WHOLE[key].where(where))
-
-
-def test_layout(queues: str) -> None:
-    # The ranges below are chosen at these files' edges.
-    assert firsts(queues) == [1, 51, 100, 147, 193]
 
 
 WHERE = [
@@ -190,10 +186,37 @@ def test_permissive_keeps_the_filters_in_spark(spark: Any, queues: str, tmp_path
     """In PERMISSIVE mode Spark checks every filter again (a damaged row's id is null); the
     files out of range are still not opened."""
     d = damaged_copy(queues, tmp_path, 1)
-    df = spark.read.format(JVM).option("mode", "PERMISSIVE").load(d).where("id >= 100")
+    # One partition per reader: one opening the damaged file would end there, before ids 100 on.
+    df = spark.read.format(JVM).option("mode", "PERMISSIVE").option("minPartitions", "1").load(d).where("id >= 100")
     assert re.search(r"\bFilter\b", plan(df))
     got = rows(df)
     assert all(r[-1] is None for r in got)
     assert [r[:-1] for r in got] == spark_filtered(spark, queues, "id >= 100")
     damaged = spark.read.format(JVM).option("mode", "PERMISSIVE").load(d).where("id >= 60 or id is null")
     assert any(r["_corrupt_record"] for r in damaged.collect())
+
+
+def test_a_stream_leaves_the_filter_to_spark(spark: Any, tmp_path: Any) -> None:
+    """Spark pushes no filter into a stream's scan (the connector refuses one it would not apply):
+    a filtered stream gets the items in range."""
+    from engine.queue import Queue
+
+    d = str(tmp_path / "stream")
+    q = Queue.open(d, "jobs", sync="never", journal_size=2048)
+    q.reader("spark").close()
+    q.put_many([b"s%d" % i for i in range(30)])
+    q.close()
+    got: list[int] = []
+
+    def each(df: Any, batch_id: int) -> None:
+        got.extend(r["id"] for r in df.collect())
+
+    query = (spark.readStream.format(JVM).option("queue", "jobs").option("reader", "spark").load(d)
+             .where("id > 20").writeStream.foreachBatch(each)
+             .option("checkpointLocation", str(tmp_path / "chk")).trigger(availableNow=True).start())
+    try:
+        query.awaitTermination(180)
+    finally:
+        query.stop()
+    assert query.exception() is None
+    assert sorted(got) == list(range(21, 31))
