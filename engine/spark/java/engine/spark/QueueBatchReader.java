@@ -24,8 +24,10 @@ import org.slf4j.LoggerFactory;
  * from the one holding the first id after the head (or {@code after}) through the column cursor's
  * rules ({@link QueueFiles#readJournal}: the newest file as one a writer may be writing), each run
  * of PUTs cut at {@code upto} and masked: ids confirmed out of order and BURNT records (added and
- * expiring at the epoch, no data) are not items. One batch per run; only the columns of the read
- * schema are built. {@code mode} as {@code batches.guarded}: the read stops at the first damage,
+ * expiring at the epoch, no data) are not items, nor ids outside {@link QueuePlan.Part#only} (a
+ * stream's handed-out ids, a batch read's pushed {@code id IN}). A journal file is opened only if
+ * its ids (its first id to the next file's) can hold one the part reads. One batch per run; only the
+ * columns of the read schema are built. {@code mode} as {@code batches.guarded}: the read stops at the first damage,
  * FAILFAST fails, DROPMALFORMED ends the part with a warning, PERMISSIVE adds one row whose
  * {@code _corrupt_record} names the file and the offset.
  */

@@ -14,7 +14,9 @@ import org.apache.spark.sql.connector.read.InputPartition;
  * makes it: per queue of each directory ({@code diagnose.queue_names}) and per reader with a
  * checkpoint file (the default reader {@code ""} when none has one), id ranges of about
  * {@code bytesPerPartition} journal bytes, at least {@code minPartitions}, ending at journal
- * files' edges where they can ({@link #splitPoints}, {@code queuesource.split_points}).
+ * files' edges where they can ({@link #splitPoints}, {@code queuesource.split_points}); pushed
+ * {@code id} filters ({@link QueuePushdown.Bounds}) cut those ranges, and ranges left empty are not
+ * planned.
  */
 public final class QueuePlan {
     private QueuePlan() {
