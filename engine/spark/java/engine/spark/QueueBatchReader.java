@@ -26,10 +26,10 @@ import org.slf4j.LoggerFactory;
  * of PUTs cut at {@code upto} and masked: ids confirmed out of order and BURNT records (added and
  * expiring at the epoch, no data) are not items, nor ids outside {@link QueuePlan.Part#only} (a
  * stream's handed-out ids, a batch read's pushed {@code id IN}). A journal file is opened only if
- * its ids (its first id to the next file's) can hold one the part reads. One batch per run; only the
- * columns of the read schema are built. {@code mode} as {@code batches.guarded}: the read stops at the first damage,
- * FAILFAST fails, DROPMALFORMED ends the part with a warning, PERMISSIVE adds one row whose
- * {@code _corrupt_record} names the file and the offset.
+ * its ids (its first id to the next file's) can hold one the part reads. One batch per run; only
+ * the columns of the read schema are built. {@code mode} as {@code batches.guarded}: the read
+ * stops at the first damage, FAILFAST fails, DROPMALFORMED ends the part with a warning,
+ * PERMISSIVE adds one row whose {@code _corrupt_record} names the file and the offset.
  */
 public final class QueueBatchReader implements PartitionReader<ColumnarBatch> {
     private static final Logger LOG = LoggerFactory.getLogger("engine.spark");
