@@ -1,111 +1,21 @@
 package engine.spark;
 
-import java.util.ArrayList;
-import java.util.Arrays;
-import java.util.HashMap;
-import java.util.List;
-import java.util.Map;
-
-import org.apache.hadoop.conf.Configuration;
-import org.apache.spark.sql.types.StructField;
-import org.apache.spark.sql.types.StructType;
-import org.apache.spark.sql.vectorized.ColumnVector;
-import org.apache.spark.sql.vectorized.ColumnarBatch;
-
 /**
  * The JVM pages reader without Spark, for the parity tests: {@code java -cp ...
- * engine.spark.PagesDump key=value ... [columns=a,b]} plans and reads as the connector does and
- * prints one line per row (the columns tab-separated: strings as they are, {@code free} as
- * Python's True/False, {@code data} in hex, nulls as {@code None}), or
- * {@code ERROR <type>: <message>}.  Several reads in one JVM: their arguments separated by
- * {@code --}, their output by {@code --} lines.
+ * engine.spark.PagesDump key=value ... [columns=a,b]} plans and reads as the connector does
+ * ({@link PagesSource#plan}, {@link PagesBatchReader}) and prints one line per row ({@code store
+ * page offset free hex(data)}, the corrupt record when PERMISSIVE), or
+ * {@code ERROR <type>: <message>}; see {@link DumpMain} for the arguments (several reads
+ * separated by {@code --}) and the spelling of values.
  */
 public final class PagesDump {
     private PagesDump() {
     }
 
     public static void main(String[] args) {
-        List<String> one = new ArrayList<>();
-        StringBuilder out = new StringBuilder();
-        for (String a : args) {
-            if (a.equals("--")) {
-                dump(one.toArray(new String[0]), out);
-                out.append("--\n");
-                one.clear();
-            } else {
-                one.add(a);
-            }
-        }
-        dump(one.toArray(new String[0]), out);
-        System.out.print(out);
-        System.out.flush();
-    }
-
-    private static void dump(String[] args, StringBuilder out) {
-        Map<String, String> opts = new HashMap<>();
-        String columns = null;
-        for (String a : args) {
-            int eq = a.indexOf('=');
-            if (a.startsWith("columns=")) {
-                columns = a.substring(eq + 1);
-            } else {
-                opts.put(a.substring(0, eq), a.substring(eq + 1));
-            }
-        }
-        try {
-            PagesSource.Options o = new PagesSource.Options(opts);
-            StructType schema = PagesSource.fullSchema(o.permissive());
-            if (columns != null) {
-                List<String> keep = Arrays.asList(columns.split(","));
-                schema = new StructType(Arrays.stream(schema.fields())
-                    .filter(f -> keep.contains(f.name()) || f.name().equals(ScanParts.CORRUPT))
-                    .toArray(StructField[]::new));
-            }
-            Hfs fs = new Hfs(new Configuration());
-            for (PagesSource.Part p : PagesSource.plan(fs, o.inputPaths(fs), o, new PagesSource.Bounds())) {
-                PagesBatchReader r = new PagesBatchReader(fs.fresh(), p, schema, o.mode);
-                try {
-                    while (r.next()) {
-                        ColumnarBatch b = r.get();
-                        for (int i = 0; i < b.numRows(); i++) {
-                            row(out, schema, b, i);
-                        }
-                    }
-                } finally {
-                    r.close();
-                }
-            }
-        } catch (CorruptFileException e) {
-            out.append("ERROR ").append(e.typeName()).append(": ").append(e.getMessage()).append('\n');
-        } catch (RecoveryNeededException e) {
-            out.append("ERROR RecoveryNeededError: ").append(e.getMessage()).append('\n');
-        } catch (ConfigException e) {
-            out.append("ERROR ConfigError: ").append(e.getMessage()).append('\n');
-        } catch (java.io.UncheckedIOException e) {
-            String type = e.getCause() instanceof java.io.FileNotFoundException ? "FileNotFoundError" : "OSError";
-            out.append("ERROR ").append(type).append(": ").append(e.getCause().getMessage()).append('\n');
-        }
-    }
-
-    private static void row(StringBuilder out, StructType schema, ColumnarBatch b, int i) {
-        String[] names = schema.fieldNames();
-        for (int c = 0; c < names.length; c++) {
-            ColumnVector v = b.column(c);
-            if (c > 0) {
-                out.append('\t');
-            }
-            if (v.isNullAt(i)) {
-                out.append("None");
-            } else if (names[c].equals("page") || names[c].equals("offset")) {
-                out.append(v.getLong(i));
-            } else if (names[c].equals("free")) {
-                out.append(v.getBoolean(i) ? "True" : "False");
-            } else if (names[c].equals("data")) {
-                out.append(Py.hex(v.getBinary(i)));
-            } else {
-                out.append(v.getUTF8String(i).toString());
-            }
-        }
-        out.append('\n');
+        DumpMain.main(args, new DumpMain.Format<PagesSource.Options, PagesSource.Part>(PagesSource.Options::new,
+            o -> PagesSource.fullSchema(o.permissive()),
+            (fs, o, schema) -> PagesSource.plan(fs, o.inputPaths(fs), o, new PagesSource.Bounds()),
+            (fs, p, schema, o) -> new PagesBatchReader(fs.fresh(), p, schema, o.mode)));
     }
 }

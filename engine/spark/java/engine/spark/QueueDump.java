@@ -10,10 +10,17 @@ import java.nio.file.Paths;
  * ({@link QueueFiles}) and prints, per item of the journal files (read in the order given, as one
  * journal: ids must increase across them) {@code id add_time expire_time|None error_count hex(data)},
  * per reader file {@code head H} and {@code done id,id,...}, or {@code ERROR <type>: <message>} (the
- * files after an error are not read). Several dumps in one JVM: arguments and outputs separated by
- * {@code --}.
+ * files after an error are not read). {@code read key=value ... [columns=a,b]} instead reads as the
+ * source does and prints its rows ({@link DumpMain}). Several dumps in one JVM: arguments and outputs
+ * separated by {@code --}.
  */
 public final class QueueDump {
+    /** {@code read key=value ... [columns=a,b]}: the source's plan and batch reader ({@link DumpMain}). */
+    private static final DumpMain.Format<QueueOptions, QueuePlan.Part> SOURCE = new DumpMain.Format<>(
+        QueueOptions::new, o -> QueueSource.fullSchema(o.permissive()),
+        (fs, o, schema) -> QueuePlan.plan(fs, o.inputPaths(fs), o),
+        (fs, p, schema, o) -> new QueueBatchReader(fs.fresh(), p, schema, o.mode));
+
     private QueueDump() {
     }
 
@@ -31,7 +38,7 @@ public final class QueueDump {
                 continue;
             }
             if (a.equals("--") && read != null) {
-                source(read, out);
+                DumpMain.read(read, SOURCE, out);
                 read = null;
                 out.append("--\n");
                 continue;
@@ -70,83 +77,14 @@ public final class QueueDump {
                     out.append('\n');
                 }
             } catch (CorruptFileException e) {
-                out.append("ERROR ").append(e.typeName()).append(": ").append(e.getMessage()).append('\n');
+                DumpMain.error(out, e.typeName(), e.getMessage());
                 last[0] = -1;
             }
         }
         if (read != null) {
-            source(read, out);
+            DumpMain.read(read, SOURCE, out);
         }
-        System.out.print(out);
-        System.out.flush();
-    }
-
-    /**
-     * {@code read key=value ... [columns=a,b]}: plans and reads as the source does, one line per row
-     * (the columns tab-separated: timestamps in microseconds, data in hex, nulls as None).
-     */
-    private static void source(java.util.List<String> args, StringBuilder out) {
-        java.util.Map<String, String> opts = new java.util.HashMap<>();
-        String columns = null;
-        for (String a : args) {
-            int eq = a.indexOf('=');
-            if (a.startsWith("columns=")) {
-                columns = a.substring(eq + 1);
-            } else {
-                opts.put(a.substring(0, eq), a.substring(eq + 1));
-            }
-        }
-        try {
-            QueueOptions o = new QueueOptions(opts);
-            org.apache.spark.sql.types.StructType schema = QueueSource.fullSchema(o.permissive());
-            if (columns != null) {
-                java.util.List<String> keep = java.util.Arrays.asList(columns.split(","));
-                schema = new org.apache.spark.sql.types.StructType(java.util.Arrays.stream(schema.fields())
-                    .filter(f -> keep.contains(f.name()) || f.name().equals(QueueBatchReader.CORRUPT))
-                    .toArray(org.apache.spark.sql.types.StructField[]::new));
-            }
-            Hfs fs = new Hfs(new org.apache.hadoop.conf.Configuration());
-            for (QueuePlan.Part p : QueuePlan.plan(fs, o.inputPaths(fs), o)) {
-                QueueBatchReader r = new QueueBatchReader(fs.fresh(), p, schema, o.mode);
-                try {
-                    while (r.next()) {
-                        org.apache.spark.sql.vectorized.ColumnarBatch b = r.get();
-                        for (int i = 0; i < b.numRows(); i++) {
-                            row(out, schema, b, i);
-                        }
-                    }
-                } finally {
-                    r.close();
-                }
-            }
-        } catch (CorruptFileException e) {
-            out.append("ERROR ").append(e.typeName()).append(": ").append(e.getMessage()).append('\n');
-        } catch (ConfigException e) {
-            out.append("ERROR ConfigError: ").append(e.getMessage()).append('\n');
-        }
-    }
-
-    private static void row(StringBuilder out, org.apache.spark.sql.types.StructType schema,
-                            org.apache.spark.sql.vectorized.ColumnarBatch b, int i) {
-        String[] names = schema.fieldNames();
-        for (int c = 0; c < names.length; c++) {
-            org.apache.spark.sql.vectorized.ColumnVector v = b.column(c);
-            if (c > 0) {
-                out.append('\t');
-            }
-            if (v.isNullAt(i)) {
-                out.append("None");
-            } else if (names[c].equals("id") || names[c].endsWith("_time")) {
-                out.append(v.getLong(i));
-            } else if (names[c].equals("error_count")) {
-                out.append(v.getInt(i));
-            } else if (names[c].equals("data")) {
-                out.append(Py.hex(v.getBinary(i)));
-            } else {
-                out.append(v.getUTF8String(i).toString());
-            }
-        }
-        out.append('\n');
+        DumpMain.print(out);
     }
 
     private static void hex(StringBuilder out, byte[] b, int at, int len) {

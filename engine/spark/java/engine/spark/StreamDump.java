@@ -25,8 +25,7 @@ public final class StreamDump {
             out.append("WINDOW ").append(args[i]).append('\n');
             dump(args[0], Integer.parseInt(args[i]), out);
         }
-        System.out.print(out);
-        System.out.flush();
+        DumpMain.print(out);
     }
 
     private static void dump(String path, int window, StringBuilder out) {
@@ -43,7 +42,7 @@ public final class StreamDump {
             out.append("END ").append(s.endPosition).append(' ').append(s.clean ? "True" : "False").append(' ')
                 .append(s.reason).append('|').append(s.nextGlobal()).append('|').append(s.records()).append('\n');
         } catch (CorruptFileException e) {
-            out.append("ERROR ").append(e.typeName()).append(": ").append(e.getMessage()).append('\n');
+            DumpMain.error(out, e.typeName(), e.getMessage());
         }
     }
 }
