@@ -176,10 +176,15 @@ class PageReader(ClosedWhenDropped):
 
     @property
     def page_count(self) -> int:
-        """Pages in the store (ids 1..page_count), live and free."""
+        """Pages in the store (ids 1..page_count), live and free: the header's
+        field, read now under the shared lock (checked by its CRC; a header marked
+        mid-flush is RecoveryNeededError).  The free list and the checksums are
+        not loaded for it: they are checked where pages are read (:meth:`read`,
+        :attr:`free_pages`, :meth:`verify`), so a damaged free list does not hide
+        how many pages there are (a planner splits them into ranges whose reads
+        report the damage)."""
         with self._shared():
-            self._refresh()  # (the header as loaded: reloaded whenever the file changed)
-            return self._header.page_count
+            return self._current_header().page_count
 
     @property
     def free_pages(self) -> list[int]:
@@ -270,11 +275,16 @@ class PageReader(ClosedWhenDropped):
                 yield self
 
     def _read_header(self) -> StoreHeader:
+        """The store file's header (:meth:`_current_header`), made the loaded one."""
+        self._header = self._current_header()
+        return self._header
+
+    def _current_header(self) -> StoreHeader:
+        """The store file's header as it is now (under the shared lock), nothing loaded."""
         header = read_header(self.path, self._handle)
         if header.flags & store_codec.FLUSHING:
             # We hold the shared lock, so no writer is flushing now: one died mid-flush.
             raise flushing_error(self.path)
-        self._header = header
         return header
 
     def change_count(self) -> Callable[[], int] | None:

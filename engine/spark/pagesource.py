@@ -32,9 +32,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from engine.errors import CorruptFileError
-from engine.fs import OpenMode, resolve
-from engine.pages import PageReader, PageStore, store_codec, sums
+from engine.fs import OpenMode
+from engine.pages import PageReader, PageStore, sums
 from engine.spark.batches import guarded, record_batch, repeat_string
 from engine.spark.options import (
     check_options,
@@ -51,20 +50,6 @@ SOURCE = "engine-pages"
 OPTIONS = ("pagesPerPartition", "mode")
 MAGIC = b"ENGPAGES"
 BATCH_PAGES = 1024
-
-
-def _planned_count(path: str) -> int:
-    """The pages to plan partitions for: the store's ``page_count``; when the
-    reader refuses the store's free list, the header's count (checked by its
-    CRC), so that each partition reports the damage as ``mode`` says, as the
-    JVM connector plans (``PagesSource``: from the header; the free list is
-    each partition's to check)."""
-    with PageStore.open_reader(path) as store:
-        try:
-            return store.page_count
-        except CorruptFileError:
-            with resolve(None).open(path, OpenMode.READ) as handle:
-                return store_codec.decode_header(handle.read_at(0, store_codec.HEADER_SIZE)).page_count
 
 
 class PagesPartition(InputPartition):
@@ -145,7 +130,10 @@ class PagesReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         parts: list[InputPartition] = []
         for path in self.paths:
-            count = _planned_count(path)
+            # The header's count: a damaged free list is each partition's to report, as
+            # mode says (as PagesSource plans, from the header).
+            with PageStore.open_reader(path) as store:
+                count = store.page_count
             parts.extend(PagesPartition(path, a, min(count + 1, a + self.per_partition), None)
                          for a in range(1, count + 1, self.per_partition))
         return parts

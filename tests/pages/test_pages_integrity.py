@@ -271,3 +271,26 @@ def test_a_close_with_nothing_to_write_clears_the_flag_too(tmp_path: Path) -> No
         store.checkpoint()
     with open(path, "rb") as f:
         assert store_codec.decode_header(f.read(40)).flags == 0
+
+
+def test_a_damaged_free_list_leaves_the_page_count_and_fails_the_reads(tmp_path: Path) -> None:
+    """The page count is a header field: a reader gives it over a free list whose
+    link points outside the store (a planner splits the pages into ranges, as
+    PagesSource does from the header), while what walks the list refuses it."""
+    path = str(tmp_path / "s.db")
+    with PageStore.open(path, page_size=512) as store:
+        with store.transaction() as tx:
+            pages = [tx.allocate() for _ in range(4)]
+            for p in pages:
+                tx.write(p, 0, b"x")
+        with store.transaction() as tx:
+            tx.free(pages[2])
+    with open(path, "r+b") as f:
+        f.seek(pages[2] * 512)
+        f.write((99 * 512).to_bytes(8, "little"))  # the head's link: past the store's end
+    with PageStore.open_reader(path) as reader:
+        assert reader.page_count == 4
+        for walk in (lambda: reader.free_pages, lambda: reader.read(1), reader.verify, reader.stats):
+            with pytest.raises(CorruptFileError, match="a free page offset inside the store") as info:
+                walk()
+            assert info.value.path == path and info.value.offset == pages[2] * 512
