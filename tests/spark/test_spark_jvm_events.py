@@ -7,18 +7,19 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import pyarrow as pa
 import pytest
+from source_parity import SourceParity, plan, scan_rows
 
 from engine.events import EventJournal
 from engine.fs import OpenMode, resolve
 from engine.spark import jvmbuild
 from engine.spark.eventsource import EventsReader
-from engine.spark.options import lower, read_schema
 from engine.spark.schemas import EVENTS_SCHEMA
 
 pytestmark = pytest.mark.skipif(jvmbuild.missing() is not None, reason=str(jvmbuild.missing()))
 JVM = "engine.spark.EventsSource"
+_SPARK = SourceParity(JVM, EventsReader, EVENTS_SCHEMA, "ev")
+same = _SPARK.same
 
 
 @pytest.fixture(scope="module")
@@ -31,31 +32,6 @@ def journal(tmp_path_factory: pytest.TempPathFactory) -> str:
         j.delete_to("id-2", 10)
         j.delete_to("id-5", 40)
     return d
-
-
-def plan(df: Any) -> str:
-    return str(df._jdf.queryExecution().executedPlan().toString())
-
-
-def python_df(spark: Any, path: str, options: dict[str, str]) -> Any:
-    opts = {"path": path, **options}
-    schema = read_schema(EVENTS_SCHEMA, lower(opts))
-    reader = EventsReader(dict(opts), schema)
-    batches = [b for p in reader.partitions() for b in reader.read(p)]
-    if not batches:
-        return spark.createDataFrame([], schema)
-    return spark.createDataFrame(pa.Table.from_batches(batches), schema)
-
-
-def same(spark: Any, path: str, query: str, **options: str) -> list[Any]:
-    jvm = spark.read.format(JVM).options(**options).load(path)
-    py = python_df(spark, path, options)
-    jvm.createOrReplaceTempView("jvm_ev")
-    py.createOrReplaceTempView("py_ev")
-    a = sorted(map(tuple, spark.sql(query.format(t="jvm_ev")).collect()), key=repr)
-    b = sorted(map(tuple, spark.sql(query.format(t="py_ev")).collect()), key=repr)
-    assert a == b
-    return a
 
 
 @pytest.mark.parametrize("where", [
@@ -96,12 +72,7 @@ def test_pushed_filters_are_trusted(spark: Any, journal: str) -> None:
 def test_pruning_and_statistics(spark: Any, journal: str) -> None:
     df = spark.read.format(JVM).load(journal).select("sequence_nr")
     assert "engine-events [sequence_nr]" in plan(df)
-    spark.conf.set("spark.sql.cbo.enabled", "true")  # (without it Spark keeps the size only)
-    try:
-        stats = df._jdf.queryExecution().optimizedPlan().collectLeaves().head().stats()  # the scan's
-        assert int(str(stats.rowCount().get())) == 12 * 40 - 10 - 40
-    finally:
-        spark.conf.unset("spark.sql.cbo.enabled")
+    assert scan_rows(spark, df) == 12 * 40 - 10 - 40
     assert df.count() == 12 * 40 - 10 - 40
 
 

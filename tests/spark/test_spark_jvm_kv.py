@@ -8,17 +8,18 @@ import re
 import shutil
 from typing import Any
 
-import pyarrow as pa
 import pytest
+from source_parity import SourceParity, plan, scan_rows
 
 from engine.fs import OpenMode, resolve
 from engine.kv import KV
 from engine.spark import jvmbuild
 from engine.spark.kvsource import KV_SCHEMA, KVSourceReader
-from engine.spark.options import lower, read_schema
 
 pytestmark = pytest.mark.skipif(jvmbuild.missing() is not None, reason=str(jvmbuild.missing()))
 JVM = "engine.spark.KvSource"
+_SPARK = SourceParity(JVM, KVSourceReader, KV_SCHEMA, "kv")
+same = _SPARK.same
 
 
 @pytest.fixture(scope="module")
@@ -32,31 +33,6 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
         for name in ("ann", "bob", "cy"):
             users[b"user:" + name.encode()] = name.encode() * 3
     return path
-
-
-def plan(df: Any) -> str:
-    return str(df._jdf.queryExecution().executedPlan().toString())
-
-
-def python_df(spark: Any, path: str, options: dict[str, str]) -> Any:
-    opts = {"path": path, **options}
-    schema = read_schema(KV_SCHEMA, lower(opts))
-    reader = KVSourceReader(dict(opts), schema)
-    batches = [b for p in reader.partitions() for b in reader.read(p)]
-    if not batches:
-        return spark.createDataFrame([], schema)
-    return spark.createDataFrame(pa.Table.from_batches(batches), schema)
-
-
-def same(spark: Any, path: str, query: str, **options: str) -> list[Any]:
-    jvm = spark.read.format(JVM).options(**options).load(path)
-    py = python_df(spark, path, options)
-    jvm.createOrReplaceTempView("jvm_kv")
-    py.createOrReplaceTempView("py_kv")
-    a = sorted(map(tuple, spark.sql(query.format(t="jvm_kv")).collect()), key=repr)
-    b = sorted(map(tuple, spark.sql(query.format(t="py_kv")).collect()), key=repr)
-    assert a == b
-    return a
 
 
 @pytest.mark.parametrize("where", [
@@ -92,12 +68,7 @@ def test_pushed_filters_are_trusted(spark: Any, store: str) -> None:
 def test_pruning_statistics_and_partitions(spark: Any, store: str) -> None:
     df = spark.read.format(JVM).load(store).select("key")
     assert "engine-kv [key]" in plan(df)
-    spark.conf.set("spark.sql.cbo.enabled", "true")  # (without it Spark keeps the size only)
-    try:
-        stats = df._jdf.queryExecution().optimizedPlan().collectLeaves().head().stats()  # the scan's
-        assert int(str(stats.rowCount().get())) == 3000
-    finally:
-        spark.conf.unset("spark.sql.cbo.enabled")
+    assert scan_rows(spark, df) == 3000
     assert spark.read.format(JVM).load(store).rdd.getNumPartitions() == 4
     assert spark.read.format(JVM).option("partitions", "1").load(store).rdd.getNumPartitions() == 1
     rows = spark.read.format(JVM).option("partitions", "1").load(store).collect()

@@ -8,18 +8,19 @@ import re
 import shutil
 from typing import Any
 
-import pyarrow as pa
 import pytest
+from source_parity import SourceParity, plan, scan_rows
 
 from engine.fs import OpenMode, resolve
 from engine.pages import PageStore
 from engine.spark import jvmbuild
-from engine.spark.options import lower, read_schema
 from engine.spark.pagesource import PagesReader
 from engine.spark.schemas import PAGES_SCHEMA
 
 pytestmark = pytest.mark.skipif(jvmbuild.missing() is not None, reason=str(jvmbuild.missing()))
 JVM = "engine.spark.PagesSource"
+_SPARK = SourceParity(JVM, PagesReader, PAGES_SCHEMA, "pages")
+same = _SPARK.same
 
 
 @pytest.fixture(scope="module")
@@ -33,31 +34,6 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
             with ps.transaction() as tx:
                 tx.free(p)
     return path
-
-
-def plan(df: Any) -> str:
-    return str(df._jdf.queryExecution().executedPlan().toString())
-
-
-def python_df(spark: Any, path: str, options: dict[str, str]) -> Any:
-    opts = {"path": path, **options}
-    schema = read_schema(PAGES_SCHEMA, lower(opts))
-    reader = PagesReader(dict(opts), schema)
-    batches = [b for p in reader.partitions() for b in reader.read(p)]
-    if not batches:
-        return spark.createDataFrame([], schema)
-    return spark.createDataFrame(pa.Table.from_batches(batches), schema)
-
-
-def same(spark: Any, path: str, query: str, **options: str) -> list[Any]:
-    jvm = spark.read.format(JVM).options(**options).load(path)
-    py = python_df(spark, path, options)
-    jvm.createOrReplaceTempView("jvm_pages")
-    py.createOrReplaceTempView("py_pages")
-    a = sorted(map(tuple, spark.sql(query.format(t="jvm_pages")).collect()), key=repr)
-    b = sorted(map(tuple, spark.sql(query.format(t="py_pages")).collect()), key=repr)
-    assert a == b
-    return a
 
 
 @pytest.mark.parametrize("where", [
@@ -91,12 +67,7 @@ def test_pushed_filters_are_trusted(spark: Any, store: str) -> None:
 def test_pruning_statistics_and_partitions(spark: Any, store: str) -> None:
     df = spark.read.format(JVM).load(store).select("page")
     assert "engine-pages [page]" in plan(df)
-    spark.conf.set("spark.sql.cbo.enabled", "true")  # (without it Spark keeps the size only)
-    try:
-        stats = df._jdf.queryExecution().optimizedPlan().collectLeaves().head().stats()  # the scan's
-        assert int(str(stats.rowCount().get())) == 300
-    finally:
-        spark.conf.unset("spark.sql.cbo.enabled")
+    assert scan_rows(spark, df) == 300
     assert spark.read.format(JVM).option("pagesPerPartition", "64").load(store).rdd.getNumPartitions() == 5
     ranged = spark.read.format(JVM).option("pagesPerPartition", "64").load(store).where("page between 70 and 140")
     assert ranged.rdd.getNumPartitions() == 2 and ranged.count() == 71

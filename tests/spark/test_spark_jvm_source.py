@@ -6,19 +6,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import pyarrow as pa
 import pytest
+from source_parity import SourceParity, plan
 
 from engine.applog import AppendLog
 from engine.fs import OpenMode, resolve
 from engine.spark import jvmbuild, logfiles
 from engine.spark.logsource import LogReader
-from engine.spark.options import lower, read_schema
 from engine.spark.schemas import LOG_SCHEMA
 
 pytestmark = pytest.mark.skipif(jvmbuild.missing() is not None, reason=str(jvmbuild.missing()))
 JVM = "engine.spark.LogSource"
 T0 = 1_700_000_000_000_000_000
+_SPARK = SourceParity(JVM, LogReader, LOG_SCHEMA, "log")
+same = _SPARK.same
 
 
 @pytest.fixture(scope="module")
@@ -30,34 +31,6 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> str:
     log.close()
     assert len(logfiles.list_segments(d)) > 4
     return d
-
-
-def plan(df: Any) -> str:
-    return str(df._jdf.queryExecution().executedPlan().toString())
-
-
-def python_df(spark: Any, path: str, options: dict[str, str]) -> Any:
-    """A DataFrame of what the Python reference reader (engine.spark.logsource.LogReader) reads."""
-    opts = {"path": path, **options}
-    schema = read_schema(LOG_SCHEMA, lower(opts))
-    reader = LogReader(dict(opts), schema)
-    batches = [b for p in reader.partitions() for b in reader.read(p)]
-    if not batches:
-        return spark.createDataFrame([], schema)
-    return spark.createDataFrame(pa.Table.from_batches(batches), schema)
-
-
-def same(spark: Any, path: str, query: str, **options: str) -> list[Any]:
-    """The query's rows over the JVM source and over the Python reference reader's rows,
-    which Spark filters and aggregates itself (sorted)."""
-    jvm = spark.read.format(JVM).options(**options).load(path)
-    py = python_df(spark, path, options)
-    jvm.createOrReplaceTempView("jvm_log")
-    py.createOrReplaceTempView("py_log")
-    a = sorted(map(tuple, spark.sql(query.format(t="jvm_log")).collect()), key=repr)
-    b = sorted(map(tuple, spark.sql(query.format(t="py_log")).collect()), key=repr)
-    assert a == b
-    return a
 
 
 @pytest.mark.parametrize("where", [
