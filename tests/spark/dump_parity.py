@@ -1,9 +1,10 @@
 """What the JVM connector's ``*Dump`` mains and the Python reference readers give, in one
 text form, so a parity test compares them row for row and error for error.
 
-A dump prints one line per row (the columns' values, tab-separated; bytes as hex, null as
-``None``) or ``ERROR <Type>: <message>``, and ``--`` between cases; the Python side prints
-the same from the reference reader's partitions and batches.
+A dump prints one line per row (the columns' values, tab-separated; bytes as hex, timestamps
+as microseconds since the epoch, null as ``None``) or ``ERROR <Type>: <message>``, and ``--``
+between cases; the Python side prints the same from the reference reader's partitions and
+batches.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.types import StructType
 
 from engine.errors import EngineError
@@ -33,11 +35,13 @@ def _text(value: object) -> str:
 
 @dataclass(frozen=True)
 class DumpParity:
-    """One format's pair: the dump's main class, the reference reader and its schema."""
+    """One format's pair: the dump's main class, the reference reader and its schema, and the
+    words the dump wants before each case's options (QueueDump's ``read``)."""
 
     main: str
     reader: Any
     schema: StructType
+    before: tuple[str, ...] = ()
 
     def python_rows(self, opts: dict[str, str], columns: list[str] | None = None) -> list[str]:
         """What the Python reader gives, in the dump's format."""
@@ -49,8 +53,10 @@ class DumpParity:
             reader = self.reader(dict(opts), schema)
             for part in reader.partitions():
                 for batch in reader.read(part):
-                    for row in batch.to_pylist():
-                        out.append("\t".join(_text(v) for v in row.values()))
+                    # Timestamps as the dump spells them (Spark's long: microseconds).
+                    cols = [(c.cast(pa.int64()) if pa.types.is_timestamp(c.type) else c).to_pylist()
+                            for c in batch.columns]
+                    out += ["\t".join(_text(col[i]) for col in cols) for i in range(batch.num_rows)]
         except EngineError as exc:
             out.append(f"ERROR {type(exc).__name__}: {exc}")
         except FileNotFoundError as exc:
@@ -64,7 +70,7 @@ class DumpParity:
         for k, (opts, columns) in enumerate(cases):
             if k:
                 args.append("--")
-            args += [f"{key}={value}" for key, value in opts.items()]
+            args += [*self.before, *(f"{key}={value}" for key, value in opts.items())]
             if columns:
                 args.append(f"columns={','.join(columns)}")
         java = jvmbuild._tool("java") or "java"

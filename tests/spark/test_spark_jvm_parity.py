@@ -9,73 +9,25 @@ without a session.  Skipped where the connector cannot be built (no JDK).
 
 from __future__ import annotations
 
-import datetime
 import os
-import subprocess
 from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
 import pytest
-from pyspark.sql.types import StructType
+from dump_parity import DumpParity
 
 from engine.applog import AppendLog
-from engine.errors import EngineError
 from engine.fs import OpenMode, resolve
 from engine.spark import jvmbuild, logfiles
 from engine.spark.logsource import LogReader
-from engine.spark.options import lower, read_schema
 from engine.spark.schemas import LOG_SCHEMA
 from engine.spark.sink import ShardWriter, commit_job
 
 pytestmark = pytest.mark.skipif(jvmbuild.missing() is not None, reason=str(jvmbuild.missing()))
-EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 T0 = 1_700_000_000_000_000_000
-
-
-def _text(name: str, value: object) -> str:
-    if value is None:
-        return "None"
-    if isinstance(value, bytes):
-        return value.hex()
-    if isinstance(value, datetime.datetime):
-        return str((value - EPOCH) // datetime.timedelta(microseconds=1))
-    return str(value)
-
-
-def python_rows(opts: dict[str, str], columns: list[str] | None = None) -> list[str]:
-    """What the Python reader gives, in LogDump's format."""
-    out: list[str] = []
-    try:
-        full = read_schema(LOG_SCHEMA, lower(opts))
-        schema = full if columns is None else StructType(
-            [f for f in full.fields if f.name in columns or f.name == "_corrupt_record"])
-        reader = LogReader(dict(opts), schema)
-        for part in reader.partitions():
-            for batch in reader.read(part):
-                for row in batch.to_pylist():
-                    out.append("\t".join(_text(k, v) for k, v in row.items()))
-    except EngineError as exc:
-        out.append(f"ERROR {type(exc).__name__}: {exc}")
-    return out
-
-
-def jvm_rows(opts: dict[str, str], columns: list[str] | None = None) -> list[str]:
-    """What the JVM reader gives (engine.spark.LogDump)."""
-    cp = os.pathsep.join([jvmbuild.connector_jar(), *jvmbuild.spark_jars()])
-    args = [f"{k}={v}" for k, v in opts.items()] + ([f"columns={','.join(columns)}"] if columns else [])
-    java = jvmbuild._tool("java") or "java"
-    done = subprocess.run([java, "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-cp", cp, "engine.spark.LogDump", *args],
-                          capture_output=True, text=True, check=False, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout.splitlines()
-
-
-def agree(opts: dict[str, str], columns: list[str] | None = None) -> list[str]:
-    py = python_rows(opts, columns)
-    jvm = jvm_rows(opts, columns)
-    assert jvm == py
-    return py
+_PARITY = DumpParity("engine.spark.LogDump", LogReader, LOG_SCHEMA)
+agree = _PARITY.agree
 
 
 def write(path: str, n: int, *, segment_bytes: int = 1 << 20, sizes: Callable[[int], int] = lambda i: 10 + i % 7

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from dump_parity import DumpParity
 
 from engine.errors import EngineError
 from engine.fs import FileHandle, resolve
@@ -26,6 +27,8 @@ from engine.queue import checkpoint, codec, naming
 from engine.queue.cursor import ColumnCursor, WakeUps
 from engine.queue.segments import Segment
 from engine.spark import jvmbuild
+from engine.spark.queuesource import QueueReader
+from engine.spark.schemas import QUEUE_SCHEMA
 
 pytestmark = pytest.mark.skipif(jvmbuild.missing() is not None, reason=str(jvmbuild.missing()))
 
@@ -257,64 +260,8 @@ def test_hostile_files(tmp_path: Any) -> None:
 # -- the source: the JVM QueueSource's plan and reads against queuesource.QueueReader's -------
 
 
-def python_read(opts: dict[str, str], columns: list[str] | None = None) -> list[str]:
-    """What the Python source's reader gives (no Spark), in QueueDump's ``read`` format."""
-    import pyarrow as pa
-    from pyspark.sql.types import StructType
-
-    from engine.spark.options import lower, read_schema
-    from engine.spark.queuesource import QueueReader
-    from engine.spark.schemas import QUEUE_SCHEMA
-
-    out: list[str] = []
-    try:
-        full = read_schema(QUEUE_SCHEMA, lower(opts))
-        schema = full if columns is None else StructType(
-            [f for f in full.fields if f.name in columns or f.name == "_corrupt_record"])
-        reader = QueueReader(dict(opts), schema)
-        for part in reader.partitions():
-            for batch in reader.read(part):
-                cols = []
-                for col in batch.columns:
-                    if pa.types.is_timestamp(col.type):
-                        col = col.cast(pa.int64())
-                    cols.append(col.to_pylist())
-                for row in zip(*cols):
-                    out.append("\t".join("None" if v is None else v.hex() if isinstance(v, bytes) else str(v)
-                                         for v in row))
-    except EngineError as exc:
-        out.append(f"ERROR {type(exc).__name__}: {exc}")
-    return out
-
-
-def jvm_reads(cases: list[tuple[dict[str, str], list[str] | None]]) -> list[list[str]]:
-    cp = os.pathsep.join([jvmbuild.connector_jar(), *jvmbuild.spark_jars()])
-    args: list[str] = []
-    for k, (opts, columns) in enumerate(cases):
-        if k:
-            args.append("--")
-        args += ["read", *(f"{key}={value}" for key, value in opts.items())]
-        if columns:
-            args.append(f"columns={','.join(columns)}")
-    java = jvmbuild._tool("java") or "java"
-    done = subprocess.run([java, "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-cp", cp, "engine.spark.QueueDump",
-                           *args], capture_output=True, text=True, check=False, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out: list[list[str]] = [[]]
-    for line in done.stdout.splitlines():
-        if line == "--":
-            out.append([])
-        else:
-            out[-1].append(line)
-    return out
-
-
-def assert_source_parity(cases: list[tuple[dict[str, str], list[str] | None]]) -> list[list[str]]:
-    jvm = jvm_reads(cases)
-    assert len(jvm) == len(cases)
-    for (opts, columns), got in zip(cases, jvm):
-        assert got == python_read(opts, columns), (opts, columns)
-    return jvm
+_SOURCE = DumpParity("engine.spark.QueueDump", QueueReader, QUEUE_SCHEMA, before=("read",))
+assert_source_parity = _SOURCE.agree_all
 
 
 def test_source_rows_and_partitions(queue_dir: str, tmp_path: Any) -> None:
