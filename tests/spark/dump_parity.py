@@ -33,6 +33,29 @@ def _text(value: object) -> str:
     return str(value)
 
 
+def run_java(main: str, args: list[str], timeout: float = 300) -> str:
+    """What ``main`` (a class of the connector jar) prints given ``args``: one short-lived JVM
+    (the C1 compiler only: they exit in seconds); its exit status must be 0."""
+    cp = os.pathsep.join([jvmbuild.connector_jar(), *jvmbuild.spark_jars()])
+    java = jvmbuild._tool("java") or "java"
+    done = subprocess.run([java, "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-cp", cp, main, *args],
+                          capture_output=True, text=True, check=False, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def run_dump(main: str, args: list[str], timeout: float = 300) -> list[list[str]]:
+    """A dump main's output for several cases (their arguments separated by ``--``, in one
+    JVM): each case's lines, split at the ``--`` lines the dump prints between them."""
+    out: list[list[str]] = [[]]
+    for line in run_java(main, args, timeout).splitlines():
+        if line == "--":
+            out.append([])
+        else:
+            out[-1].append(line)
+    return out
+
+
 @dataclass(frozen=True)
 class DumpParity:
     """One format's pair: the dump's main class, the reference reader and its schema, and the
@@ -65,7 +88,6 @@ class DumpParity:
 
     def jvm_rows(self, cases: list[Case]) -> list[list[str]]:
         """What the JVM reader gives for each case (one run of the dump for all)."""
-        cp = os.pathsep.join([jvmbuild.connector_jar(), *jvmbuild.spark_jars()])
         args: list[str] = []
         for k, (opts, columns) in enumerate(cases):
             if k:
@@ -73,16 +95,7 @@ class DumpParity:
             args += [*self.before, *(f"{key}={value}" for key, value in opts.items())]
             if columns:
                 args.append(f"columns={','.join(columns)}")
-        java = jvmbuild._tool("java") or "java"
-        done = subprocess.run([java, "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-cp", cp, self.main, *args],
-                              capture_output=True, text=True, check=False, timeout=300)
-        assert done.returncode == 0, done.stderr[-3000:]
-        out: list[list[str]] = [[]]
-        for line in done.stdout.splitlines():
-            if line == "--":
-                out.append([])
-            else:
-                out[-1].append(line)
+        out = run_dump(self.main, args)
         assert len(out) == len(cases)
         return out
 

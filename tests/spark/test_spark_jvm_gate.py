@@ -20,6 +20,7 @@ import sys
 import textwrap
 
 import pytest
+from dump_parity import run_dump
 
 from engine.kv import KV
 from engine.pages import PageStore
@@ -83,24 +84,14 @@ def _race(tmp_path: object, writer: str, dump: str, args: list[str]) -> tuple[li
     proc = subprocess.Popen([sys.executable, script, args[0].split("=", 1)[1], stop], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        cp = os.pathsep.join([jvmbuild.connector_jar(), *jvmbuild.spark_jars()])
-        java = jvmbuild._tool("java") or "java"
         joined: list[str] = []
         for k in range(READS):
             joined += (["--"] if k else []) + args
-        done = subprocess.run([java, "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-cp", cp, dump, *joined],
-                              capture_output=True, text=True, check=False, timeout=600)
+        reads = run_dump(dump, joined, timeout=600)
     finally:
         open(stop, "w").close()
         out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err[-3000:]
-    assert done.returncode == 0, done.stderr[-3000:]
-    reads: list[list[str]] = [[]]
-    for line in done.stdout.splitlines():
-        if line == "--":
-            reads.append([])
-        else:
-            reads[-1].append(line)
     assert len(reads) == READS
     return reads, int(out.split()[-1])
 

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from dump_parity import DumpParity
+from dump_parity import DumpParity, run_dump
 
 from engine.errors import EngineError
 from engine.fs import FileHandle, resolve
@@ -86,7 +85,6 @@ def python_dump(case: Case) -> list[str]:
 
 def jvm_dumps(cases: list[Case]) -> list[list[str]]:
     """What QueueDump gives for each case (one JVM for all)."""
-    cp = os.pathsep.join([jvmbuild.connector_jar(), *jvmbuild.spark_jars()])
     args: list[str] = []
     for k, case in enumerate(cases):
         if k:
@@ -94,17 +92,7 @@ def jvm_dumps(cases: list[Case]) -> list[list[str]]:
         # The journal files first, as one journal, then the reader files (python_dump's order).
         args += [f"{kind}={path}" for kind, path in case if kind == "journal"]
         args += [f"{kind}={path}" for kind, path in case if kind == "reader"]
-    java = jvmbuild._tool("java") or "java"
-    done = subprocess.run([java, "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-cp", cp, "engine.spark.QueueDump",
-                           *args], capture_output=True, text=True, check=False, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out: list[list[str]] = [[]]
-    for line in done.stdout.splitlines():
-        if line == "--":
-            out.append([])
-        else:
-            out[-1].append(line)
-    return out
+    return run_dump("engine.spark.QueueDump", args)
 
 
 def assert_parity(cases: list[Case]) -> list[list[str]]:

@@ -18,11 +18,11 @@ import hashlib
 import os
 import shutil
 import struct
-import subprocess
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from dump_parity import run_java
 
 from engine.errors import CorruptFileError, EngineError
 from engine.fs import OpenMode, resolve
@@ -60,13 +60,8 @@ def python_dump(path: str) -> list[str]:
 
 def jvm_dumps(path: str, windows: tuple[int, ...] = WINDOWS) -> dict[int, list[str]]:
     """What the JVM decoder gives through each read window (engine.spark.StreamDump)."""
-    cp = os.pathsep.join([jvmbuild.connector_jar(), *jvmbuild.spark_jars()])
-    java = jvmbuild._tool("java") or "java"
-    done = subprocess.run([java, "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-cp", cp, "engine.spark.StreamDump", path,
-                           *map(str, windows)], capture_output=True, text=True, check=False, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
     out: dict[int, list[str]] = {}
-    for line in done.stdout.splitlines():
+    for line in run_java("engine.spark.StreamDump", [path, *map(str, windows)], timeout=120).splitlines():
         if line.startswith("WINDOW "):
             window = int(line.split()[1])
             out[window] = []
