@@ -18,6 +18,7 @@ import pyarrow as pa
 from pyspark.sql.types import StructType
 
 from engine.errors import EngineError
+from engine.fs import OpenMode, resolve
 from engine.spark import jvmbuild
 from engine.spark.options import lower, read_schema
 
@@ -31,6 +32,18 @@ def _text(value: object) -> str:
     if isinstance(value, bytes):
         return value.hex()
     return str(value)
+
+
+def poke(path: str, offset: int, raw: bytes) -> None:
+    """Damage a case's file: ``raw`` written over it at ``offset`` (through the file-system seam)."""
+    with resolve(None).open(path, OpenMode.WRITE) as h:
+        h.write_at(offset, raw)
+
+
+def truncate(path: str, size: int) -> None:
+    """Cut a case's file to ``size`` bytes (a torn tail)."""
+    with resolve(None).open(path, OpenMode.WRITE) as h:
+        h.truncate(size)
 
 
 def run_java(main: str, args: list[str], timeout: float = 300) -> str:

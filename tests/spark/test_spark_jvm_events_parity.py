@@ -16,7 +16,7 @@ import random
 import shutil
 
 import pytest
-from dump_parity import Case, DumpParity
+from dump_parity import Case, DumpParity, poke, truncate
 
 from engine.events import EventJournal
 from engine.fs import OpenMode, resolve
@@ -41,16 +41,6 @@ def write(d: str, ids: int = 5, events: int = 12, *, batch: int = 3, size: int =
         if ids > 2:
             j.delete_to("id-1", 4)
             j.delete_to("id-2", events)
-
-
-def poke(path: str, offset: int, raw: bytes) -> None:
-    with resolve(None).open(path, OpenMode.WRITE) as h:
-        h.write_at(offset, raw)
-
-
-def truncate(path: str, size: int) -> None:
-    with resolve(None).open(path, OpenMode.WRITE) as h:
-        h.truncate(size)
 
 
 def test_golden_journal(tmp_path: object) -> None:

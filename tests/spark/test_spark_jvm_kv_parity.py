@@ -16,7 +16,7 @@ import shutil
 import struct
 
 import pytest
-from dump_parity import Case, DumpParity
+from dump_parity import Case, DumpParity, poke
 
 from engine.fs import OpenMode, resolve
 from engine.kv import KV
@@ -46,11 +46,6 @@ def write(path: str, keys: int = 600, page_size: int = 512) -> None:
         with kv.transaction() as tx:
             for i in range(3, keys, 17):
                 del tx[b"k%05d" % i]
-
-
-def poke(path: str, offset: int, raw: bytes) -> None:
-    with resolve(None).open(path, OpenMode.WRITE) as h:
-        h.write_at(offset, raw)
 
 
 def copy(src: str, dst: str) -> str:

@@ -17,9 +17,9 @@ import struct
 import zlib
 
 import pytest
-from dump_parity import Case, DumpParity
+from dump_parity import Case, DumpParity, poke, truncate
 
-from engine.fs import OpenMode, resolve
+from engine.fs import resolve
 from engine.pages import PageStore
 from engine.spark import jvmbuild
 from engine.spark.pagesource import PagesReader
@@ -42,16 +42,6 @@ def write(path: str, pages: int = 12, page_size: int = 512, free: tuple[int, ...
         for p in free:
             with ps.transaction() as tx:
                 tx.free(p)
-
-
-def poke(path: str, offset: int, raw: bytes) -> None:
-    with resolve(None).open(path, OpenMode.WRITE) as h:
-        h.write_at(offset, raw)
-
-
-def truncate(path: str, size: int) -> None:
-    with resolve(None).open(path, OpenMode.WRITE) as h:
-        h.truncate(size)
 
 
 def copy(src: str, dst: str) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 import pytest
-from dump_parity import DumpParity
+from dump_parity import DumpParity, poke
 
 from engine.applog import AppendLog
 from engine.fs import OpenMode, resolve
@@ -36,11 +36,6 @@ def write(path: str, n: int, *, segment_bytes: int = 1 << 20, sizes: Callable[[i
     for i in range(n):
         log.append(bytes([65 + i % 26]) * sizes(i), flags=i % 5, time_ns=T0 + i * 1000)
     log.close()
-
-
-def poke(path: str, offset: int, raw: bytes) -> None:
-    with resolve(None).open(path, OpenMode.WRITE) as h:
-        h.write_at(offset, raw)
 
 
 def segs(path: str) -> list[logfiles.Segment]:

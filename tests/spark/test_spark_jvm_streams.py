@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from dump_parity import run_java
+from dump_parity import poke, run_java
 
 from engine.errors import CorruptFileError, EngineError
 from engine.fs import OpenMode, resolve
@@ -96,11 +96,6 @@ def journal(path: str, *, pages: int = 64, streams: int = 3, open_last: bool = T
     j.close()
     if open_last:
         os.replace(path + ".live", path)
-
-
-def poke(path: str, offset: int, raw: bytes) -> None:
-    with resolve(None).open(path, OpenMode.WRITE) as h:
-        h.write_at(offset, raw)
 
 
 def test_golden(tmp_path: object) -> None:
