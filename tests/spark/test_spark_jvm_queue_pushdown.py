@@ -15,6 +15,7 @@ import shutil
 from typing import Any
 
 import pytest
+from source_parity import plan
 
 from engine.fs import resolve
 from engine.queue.segments import list_segments
@@ -54,10 +55,6 @@ def queues(tmp_path_factory: pytest.TempPathFactory) -> str:
 def firsts(d: str) -> list[int]:
     """The first ids of queue ``jobs``'s journal files, oldest first."""
     return [s.first_id for s in list_segments(resolve(None), d, "jobs", strict=False) if s.first_id is not None]
-
-
-def plan(df: Any) -> str:
-    return str(df._jdf.queryExecution().executedPlan().toString())
 
 
 def rows(df: Any) -> list[tuple[Any, ...]]:
