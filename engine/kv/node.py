@@ -169,6 +169,13 @@ class Leaf:
     def copy(self) -> Leaf:
         return Leaf(self.keys[:], self.values(), self.size)
 
+    def own(self, vals: list[Value]) -> None:
+        """Hold ``vals`` (this leaf's values, sliced out of its page) from now on and
+        drop the page: a lazy leaf made a transaction's own, to change in place."""
+        self._vals = vals
+        self._page = b""
+        self._voffs = None
+
 
 class Branch:
     """A decoded branch: ``len(keys) + 1`` children; child ``i`` holds the keys

@@ -23,10 +23,13 @@ from engine.pages import PageError
 #: :mod:`engine.kv.node`; chosen once per process, here.
 #: decode_node(data, page_count) -> Node (see :func:`engine.kv.node.decode_node`).
 decode_node: Callable[[bytes, int], Node] = kernel("kv.decode_node") or nodes.decode_node
-_leaf_image: Callable[[list[bytes], list[nodes.Value], int], bytes] = (
+#: leaf_image(keys, values, page_size) and branch_image(level, keys, children,
+#: page_size): a node's page image (:func:`engine.kv.node.leaf_image`,
+#: ``branch_image`` or their compiled twins).
+leaf_image: Callable[[list[bytes], list[nodes.Value], int], bytes] = (
     kernel("kv.encode_leaf") or nodes.leaf_image
 )
-_branch_image: Callable[[int, list[bytes], list[int], int], bytes] = (
+branch_image: Callable[[int, list[bytes], list[int], int], bytes] = (
     kernel("kv.encode_branch") or nodes.branch_image
 )
 
@@ -59,8 +62,8 @@ def encode_node(node: Node, page_size: int) -> bytes:
     """A node's page image (:func:`engine.kv.node.leaf_image` / ``branch_image``
     or their compiled twins)."""
     if type(node) is Leaf:
-        return _leaf_image(node.keys, node.vals, page_size)
-    return _branch_image(node.level, node.keys, node.children, page_size)  # type: ignore[union-attr]
+        return leaf_image(node.keys, node.vals, page_size)
+    return branch_image(node.level, node.keys, node.children, page_size)  # type: ignore[union-attr]
 
 #: Decoded nodes kept by default: a tree of ~1.4 million 16-byte keys with
 #: 100-byte values (a 4 KiB leaf of them costs 6-7 KiB: its page, which a lazy

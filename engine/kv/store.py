@@ -147,12 +147,18 @@ class KVTransaction(TreeAPI):
             try:
                 shape = self._shape
                 images = self._images = {}
+                encode_leaf, encode_branch, write = pager.leaf_image, pager.branch_image, ptx.write
                 for page, node in changed.items():
-                    image = images[page] = pager.encode_node(node, ps)
-                    if shape.get(page) == (len(node.keys), node.size):
+                    # (pager.encode_node, written out: a bulk commit encodes ~1,000 nodes)
+                    if type(node) is Leaf:
+                        image = images[page] = encode_leaf(node.keys, node.vals, ps)
+                    else:
+                        image = images[page] = encode_branch(node.level, node.keys, node.children, ps)  # type: ignore[union-attr]
+                    was = shape.get(page)
+                    if was is not None and was == (len(node.keys), node.size):
                         _write_changes(ptx, page, image)
                     else:  # new, or entries added or removed: the arrays moved
-                        ptx.write(page, 0, image)
+                        write(page, 0, image)
                 self._write_meta()
                 ptx.commit()
             except BaseException:
@@ -605,11 +611,10 @@ class KV(TreeAPI):
                 raise CorruptFileError(self.path, exc.offset, exc.expected, exc.found) from exc
             if isinstance(got, int):  # not a leaf after all: decoding said it was
                 raise CorruptFileError(self.path, page * self.page_size, "a leaf page")
-            raw = got[1]
-            vals: list[Value] = raw  # type: ignore[assignment]
-            if tuple in map(type, raw):  # overflow values come as (page, length)
-                vals = [v if type(v) is bytes else Overflow(*v) for v in raw]  # type: ignore[misc]
-            return Leaf(node.keys, vals, node.size)
+            # Every value is bytes: a leaf is lazy only if its page holds no overflow
+            # reference (decode_node), and leaf_items read that same page.  The node
+            # itself takes them (no new Leaf: it is out of the cache, this transaction's).
+            node.own(got[1])  # type: ignore[arg-type]
         return node
 
     def value(self, value: Value) -> bytes:

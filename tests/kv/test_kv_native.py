@@ -244,12 +244,12 @@ def test_the_store_uses_the_kernel_unless_pure_python_is_forced() -> None:
     """engine.kv.pager picks the twins once, at import (engine.native, the kernel registry)."""
     if pure_python_forced() or NATIVE is None:
         assert pager.decode_node is nodes.decode_node
-        assert pager._leaf_image is nodes.leaf_image
-        assert pager._branch_image is nodes.branch_image
+        assert pager.leaf_image is nodes.leaf_image
+        assert pager.branch_image is nodes.branch_image
     else:
         assert pager.decode_node is NATIVE.decode_node
-        assert pager._leaf_image is NATIVE.encode_leaf
-        assert pager._branch_image is NATIVE.encode_branch
+        assert pager.leaf_image is NATIVE.encode_leaf
+        assert pager.branch_image is NATIVE.encode_branch
     if pure_python_forced() or DESCENT is None:
         assert pager.find is find_image and pager.leaf_items is leaf_items_image
         assert pager.leaf_pairs is leaf_pairs_image
@@ -272,8 +272,8 @@ def test_a_store_written_with_one_twin_reads_with_the_other(tmp_path: Any, monke
         }
         for which in (writer, reader):
             leaf, branch, decode = twins[which]
-            monkeypatch.setattr(pager, "_leaf_image", leaf)
-            monkeypatch.setattr(pager, "_branch_image", branch)
+            monkeypatch.setattr(pager, "leaf_image", leaf)
+            monkeypatch.setattr(pager, "branch_image", branch)
             monkeypatch.setattr(pager, "decode_node", decode)
             with KV.open(path, page_size=512, cache_nodes=0) as kv:
                 if which == writer:
