@@ -157,7 +157,8 @@ def decode_page(path: str, page: int, data: bytes, page_count: int, eager: bool 
     """Decode a node page (``eager``: a leaf with its values sliced at once, see
     :func:`engine.kv.node.decode_node`); CorruptFileError naming the file and offset."""
     try:
-        return decode_node(data, page_count, eager)
+        # (readers decode lazily, with the two arguments they always passed)
+        return decode_node(data, page_count, True) if eager else decode_node(data, page_count)
     except NodeError as exc:
         raise CorruptFileError(path, page * len(data) + exc.offset, exc.expected, exc.found) from exc
 
