@@ -21,7 +21,8 @@ Targets:
   ``data.crc`` entries);
 * ``kv``: ``engine.kv._native.decode_node`` against
   ``engine.kv.node.decode_node`` (a B+tree node page: the input as it is, and
-  resealed with a valid CRC-32C so that the structural checks are reached);
+  resealed with a valid CRC-32C so that the structural checks are reached;
+  decoded lazily and eagerly);
 * ``kv_find``: ``engine.kv._native_descent.find``, ``leaf_items`` and ``leaf_pairs`` against
   ``engine.kv.descent.find_image``, ``leaf_items_image`` and ``leaf_pairs_image`` (a get and a scan's
   leaf over page images: the input cut into page images, each page id mapped to
@@ -221,7 +222,8 @@ def events_target() -> Callable[[bytes], None]:
 
 
 def kv_target() -> Callable[[bytes], None]:
-    """decode_node(page, page_count) on both twins, the page as given and resealed."""
+    """decode_node(page, page_count, eager) on both twins, lazily and eagerly, the
+    page as given and resealed."""
     from engine.kv import node
 
     native = importlib.import_module(TARGETS["kv"])
@@ -244,10 +246,12 @@ def kv_target() -> Callable[[bytes], None]:
             crc = node.page_crc(page, node.CRC_AT, min(max(used, 12), len(page)))
             page = page[:8] + crc.to_bytes(4, "little") + page[12:]
         twins = (node.decode_node, native.decode_node)
-        got = [_outcome(lambda d=decode: shape(d(page, page_count))) for decode in twins]  # type: ignore[misc]
-        errors = [(g[0], g[1][0], g[1][1]) if g[0] == "error" else g for g in got]
-        if errors[0] != errors[1]:
-            raise AssertionError(f"kv decode_node twins differ on {data.hex()}: {got[0]} != {got[1]}")
+        for eager in (False, True):  # lazily and eagerly (a transaction's read): the same input
+            got = [_outcome(lambda d=decode, e=eager: shape(d(page, page_count, e))) for decode in twins]  # type: ignore[misc]
+            errors = [(g[0], g[1][0], g[1][1]) if g[0] == "error" else g for g in got]
+            if errors[0] != errors[1]:
+                raise AssertionError(f"kv decode_node twins differ on {data.hex()} (eager {eager}): "
+                                     f"{got[0]} != {got[1]}")
 
     return one
 

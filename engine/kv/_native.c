@@ -186,7 +186,7 @@ ascending(const unsigned char *page, const unsigned char *klen, Py_ssize_t n, Py
 }
 
 static PyObject *
-decode_leaf(PyObject *data, const unsigned char *page, Py_ssize_t n, uint32_t used, long long page_count)
+decode_leaf(PyObject *data, const unsigned char *page, Py_ssize_t n, uint32_t used, long long page_count, int eager)
 {
     char found[64];
     Py_ssize_t end = HEAD + 4 * n;
@@ -222,7 +222,7 @@ decode_leaf(PyObject *data, const unsigned char *page, Py_ssize_t n, uint32_t us
     PyObject *keys = slice_keys(page, klen, n, end);
     if (keys == NULL)
         return NULL;
-    if (!overflows) {
+    if (!overflows && !eager) {
         /* values stay in the page, sliced when asked for: the offsets as array('I') */
         PyObject *offs_bytes = PyBytes_FromStringAndSize(NULL, (n + 1) * (Py_ssize_t)sizeof(uint32_t));
         if (offs_bytes == NULL) {
@@ -252,7 +252,8 @@ decode_leaf(PyObject *data, const unsigned char *page, Py_ssize_t n, uint32_t us
         Py_DECREF(keys);
         return NULL;
     }
-    /* like the reference: every value sliced first, then the overflow references checked in order */
+    /* like the reference: every value sliced first, then the overflow references checked in order
+     * (eager and without overflow values: the values sliced, nothing to check) */
     Py_ssize_t pos = (Py_ssize_t)values_at;
     for (Py_ssize_t i = 0; i < n; i++) {
         uint32_t v = le16(vlen + 2 * i);
@@ -264,7 +265,7 @@ decode_leaf(PyObject *data, const unsigned char *page, Py_ssize_t n, uint32_t us
         pos += len;
     }
     pos = (Py_ssize_t)values_at;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = 0; overflows && i < n; i++) {
         uint32_t v = le16(vlen + 2 * i);
         if (v != OVERFLOW_MARK) {
             pos += v;
@@ -354,17 +355,22 @@ decode_branch(const unsigned char *page, Py_ssize_t n, unsigned level, uint32_t 
 }
 
 PyDoc_STRVAR(decode_node_doc,
-             "decode_node(data, page_count)\n--\n\n"
+             "decode_node(data, page_count, eager=False)\n--\n\n"
              "A leaf or branch page (bytes); NodeError if anything in it is inconsistent.\n"
              "The compiled twin of engine.kv.node.decode_node (same objects, same errors).");
 
 static PyObject *
 decode_node(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "decode_node(data, page_count) takes 2 arguments");
+    if (nargs != 2 && nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "decode_node(data, page_count, eager=False) takes 2 or 3 arguments");
         return NULL;
     }
+    if (nargs == 3 && !PyBool_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "decode_node: eager must be a bool");
+        return NULL;
+    }
+    int eager = nargs == 3 && args[2] == Py_True;
     PyObject *data = args[0];
     if (!PyBytes_CheckExact(data)) {
         PyErr_SetString(PyExc_TypeError, "decode_node: data must be bytes");
@@ -413,7 +419,7 @@ decode_node(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             snprintf(found, sizeof found, "%u", level);
             return fail(1, "level 0 in a leaf", found);
         }
-        return decode_leaf(data, page, n, used, page_count);
+        return decode_leaf(data, page, n, used, page_count, eager);
     }
     if (kind == BRANCH)
         return decode_branch(page, n, level, used, page_count);

@@ -169,6 +169,13 @@ class Leaf:
     def copy(self) -> Leaf:
         return Leaf(self.keys[:], self.values(), self.size)
 
+    def own(self, vals: list[Value]) -> None:
+        """Hold ``vals`` (this leaf's values, sliced out of its page) from now on and
+        drop the page: a lazy leaf made a transaction's own, to change in place."""
+        self._vals = vals
+        self._page = b""
+        self._voffs = None
+
 
 class Branch:
     """A decoded branch: ``len(keys) + 1`` children; child ``i`` holds the keys
@@ -297,13 +304,16 @@ def _ascending(keys: list[bytes]) -> bool:
     return all(map(operator.lt, keys, keys[1:]))
 
 
-def decode_node(data: bytes, page_count: int) -> Node:
+def decode_node(data: bytes, page_count: int, eager: bool = False) -> Node:
     """A leaf or branch page (``bytes``); NodeError if anything in it is inconsistent.
 
     ``page_count`` bounds child and overflow page ids (2..page_count: page 1 is
-    the meta page).  The reference of the compiled twin
-    ``engine.kv._native.decode_node`` (same objects, same errors;
-    :mod:`engine.kv.pager` picks one)."""
+    the meta page).  A leaf without overflow values is lazy (its values sliced
+    from the page when asked for) unless ``eager``: then its values come sliced
+    at once, as a leaf with overflow values always has them (what a transaction
+    that will change the leaf needs; a get needs one value).  The reference of
+    the compiled twin ``engine.kv._native.decode_node`` (same objects, same
+    errors; :mod:`engine.kv.pager` picks one)."""
     ps = len(data)
     if ps < HEAD:
         raise NodeError(0, f"a page of at least {HEAD} bytes", str(ps))
@@ -329,10 +339,10 @@ def decode_node(data: bytes, page_count: int) -> Node:
         keys = [data[a:b] for a, b in pairwise(koffs)]
         if not _ascending(keys):
             raise NodeError(end, "keys in strictly ascending order")
-        if vlens is marks:  # no overflow value: values are sliced when asked for
+        if vlens is marks and not eager:  # no overflow value: values are sliced when asked for
             return Leaf(keys, None, used, data, array("I", voffs))
         vals: list[Value] = [data[a:b] for a, b in pairwise(voffs)]
-        for i, mark in enumerate(marks):
+        for i, mark in enumerate(marks if vlens is not marks else ()):
             if mark == OVERFLOW_MARK:
                 first, length = OVERFLOW_REF.unpack_from(data, voffs[i])
                 if not 2 <= first <= page_count:

@@ -21,12 +21,15 @@ from engine.pages import PageError
 #: The node codec's compiled twins (``engine/kv/_native.c``) when built and not
 #: switched off (``ENGINE_PURE_PYTHON``), else the pure functions of
 #: :mod:`engine.kv.node`; chosen once per process, here.
-#: decode_node(data, page_count) -> Node (see :func:`engine.kv.node.decode_node`).
-decode_node: Callable[[bytes, int], Node] = kernel("kv.decode_node") or nodes.decode_node
-_leaf_image: Callable[[list[bytes], list[nodes.Value], int], bytes] = (
+#: decode_node(data, page_count, eager=False) -> Node (see :func:`engine.kv.node.decode_node`).
+decode_node: Callable[..., Node] = kernel("kv.decode_node") or nodes.decode_node
+#: leaf_image(keys, values, page_size) and branch_image(level, keys, children,
+#: page_size): a node's page image (:func:`engine.kv.node.leaf_image`,
+#: ``branch_image`` or their compiled twins).
+leaf_image: Callable[[list[bytes], list[nodes.Value], int], bytes] = (
     kernel("kv.encode_leaf") or nodes.leaf_image
 )
-_branch_image: Callable[[int, list[bytes], list[int], int], bytes] = (
+branch_image: Callable[[int, list[bytes], list[int], int], bytes] = (
     kernel("kv.encode_branch") or nodes.branch_image
 )
 
@@ -59,8 +62,8 @@ def encode_node(node: Node, page_size: int) -> bytes:
     """A node's page image (:func:`engine.kv.node.leaf_image` / ``branch_image``
     or their compiled twins)."""
     if type(node) is Leaf:
-        return _leaf_image(node.keys, node.vals, page_size)
-    return _branch_image(node.level, node.keys, node.children, page_size)  # type: ignore[union-attr]
+        return leaf_image(node.keys, node.vals, page_size)
+    return branch_image(node.level, node.keys, node.children, page_size)  # type: ignore[union-attr]
 
 #: Decoded nodes kept by default: a tree of ~1.4 million 16-byte keys with
 #: 100-byte values (a 4 KiB leaf of them costs 6-7 KiB: its page, which a lazy
@@ -150,10 +153,12 @@ class NodeCache:
         return len(self._nodes)
 
 
-def decode_page(path: str, page: int, data: bytes, page_count: int) -> Node:
-    """Decode a node page; CorruptFileError naming the file and offset."""
+def decode_page(path: str, page: int, data: bytes, page_count: int, eager: bool = False) -> Node:
+    """Decode a node page (``eager``: a leaf with its values sliced at once, see
+    :func:`engine.kv.node.decode_node`); CorruptFileError naming the file and offset."""
     try:
-        return decode_node(data, page_count)
+        # (readers decode lazily, with the two arguments they always passed)
+        return decode_node(data, page_count, True) if eager else decode_node(data, page_count)
     except NodeError as exc:
         raise CorruptFileError(path, page * len(data) + exc.offset, exc.expected, exc.found) from exc
 
@@ -163,20 +168,26 @@ def read_node(path: str, page: int, read: Callable[[int], bytes], page_count: in
     return read_page_node(path, page, read, page_count)[0]
 
 
-def read_page_node(path: str, page: int, read: Callable[[int], bytes], page_count: int) -> tuple[Node, bytes]:
-    """The node at ``page`` (:func:`read_node`) and the page image it was decoded from."""
+def read_page_node(
+    path: str, page: int, read: Callable[[int], bytes], page_count: int, eager: bool = False
+) -> tuple[Node, bytes]:
+    """The node at ``page`` (:func:`read_node`; ``eager`` as :func:`decode_page`)
+    and the page image it was decoded from."""
     try:
         data = read(page)
     except PageError as exc:
         raise CorruptFileError(path, exc.offset, "a pointer to a live node page", exc.reason) from exc
     if type(data) is not bytes:
         data = bytes(data)
-    return decode_page(path, page, data, page_count), data
+    return decode_page(path, page, data, page_count, eager), data
 
 
-def load_node(path: str, page: int, read: Callable[[int], bytes], page_count: int, cache: NodeCache) -> Node:
-    """:func:`read_node`, and the node and its page image kept in ``cache``."""
-    found, data = read_page_node(path, page, read, page_count)
+def load_node(
+    path: str, page: int, read: Callable[[int], bytes], page_count: int, cache: NodeCache, eager: bool = False
+) -> Node:
+    """:func:`read_node` (``eager`` as :func:`decode_page`), and the node and its
+    page image kept in ``cache``."""
+    found, data = read_page_node(path, page, read, page_count, eager)
     cache.put(page, found, data)
     return found
 

@@ -111,22 +111,24 @@ def descend(
     is checked against its level and the separator range its parent gives it
     (:func:`checked`, written out).  ``path``, when given, receives the branches
     passed as (page, child index)."""
-    cached, node_at = src.cached, src.node
+    cached = src.cached  # (src.node only for a node not at hand: no bound method per call)
     page = tree.root
     lo: bytes | None = None
     hi: bytes | None = None
     level = tree.height - 1
-    while True:
+    # The branches, then the leaf in code of its own: each attribute read then
+    # meets one class, which the interpreter specializes (a read that meets a
+    # Branch and a Leaf in turn, or a Leaf's class attribute ``level``, takes the
+    # generic lookup instead).
+    while level:
         node = cached(page)
         if node is None:
-            node = node_at(page)
-        if node.level != level:
+            node = src.node(page)
+        if node.level != level:  # (a Leaf's is 0)
             raise corrupt(src, page, 1, f"a node of level {level} (its parent's level - 1)", str(node.level))
         keys = node.keys
         if keys and ((lo is not None and keys[0] < lo) or (hi is not None and keys[-1] >= hi)):
             raise corrupt(src, page, HEAD, "keys inside the range its parent's separators give")
-        if not level:
-            return node, page  # type: ignore[return-value]
         i = bisect_right(keys, key)
         if i:
             lo = keys[i - 1]
@@ -136,6 +138,15 @@ def descend(
             path.append((page, i))
         page = node.children[i]  # type: ignore[union-attr]
         level -= 1
+    leaf = cached(page)
+    if leaf is None:
+        leaf = src.node(page)
+    if type(leaf) is not Leaf:
+        raise corrupt(src, page, 1, "a node of level 0 (its parent's level - 1)", str(leaf.level))
+    keys = leaf.keys
+    if keys and ((lo is not None and keys[0] < lo) or (hi is not None and keys[-1] >= hi)):
+        raise corrupt(src, page, HEAD, "keys inside the range its parent's separators give")
+    return leaf, page
 
 
 def find(src: Source, tree: TreeInfo, key: bytes) -> Value | None:

@@ -20,13 +20,14 @@ class PageCache:
         self.misses = 0
 
     def get(self, page: int) -> bytes | bytearray | None:
-        try:
-            self._pages.move_to_end(page)
-        except KeyError:
+        pages = self._pages
+        data = pages.get(page)
+        if data is None:  # a miss without an exception (a bulk commit's cold pages miss often)
             self.misses += 1
             return None
+        pages.move_to_end(page)
         self.hits += 1
-        return self._pages[page]
+        return data
 
     def put(self, page: int, data: bytes | bytearray) -> None:
         if self.capacity == 0:

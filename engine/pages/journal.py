@@ -283,6 +283,13 @@ class Journal:
         """
         off = self.end
         last = self.last
+        if len(ops) > MAX_PARTS - 3:
+            # More pieces than one vectored write takes (IOV_MAX, with the header,
+            # COMPLETE and maybe the file header): the ops as one buffer (a memcpy),
+            # joined before the checksum so that it runs once over them, not once per
+            # piece (a bulk commit's three pieces a page cost ~2k instructions each in
+            # the calls around the CRC alone).
+            ops = [b"".join(ops)]
         head, pieces, complete, size = codec.encode_linked_transaction_parts(off, last, created, ops, self.salt)
         if last == 0:
             if off != codec.FILE_HEADER_SIZE:  # pragma: no cover - a reset rewinds the end to 20
@@ -294,11 +301,8 @@ class Journal:
             at, parts = off, [head, *pieces, complete]
         crashpoint("pages.commit.before-fsync")
         # One range, synced by itself (O_DSYNC): whatever else of the file is
-        # unsynced (a checkpoint's flags) is not written out on this commit's time.
-        if len(parts) > MAX_PARTS:
-            # More pieces than one vectored write takes (IOV_MAX): one buffer
-            # (a memcpy) instead of a write per piece.
-            parts = [b"".join(parts)]
+        # unsynced (a checkpoint's flags) is not written out on this commit's time
+        # (at most MAX_PARTS pieces: the ops were joined above when there were more).
         self.handle.write_durable_at(at, parts)
         crashpoint("pages.commit.after-fsync")
         if last == 0:

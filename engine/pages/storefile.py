@@ -141,22 +141,24 @@ def write_pages(
                 _write_span(handle, ps, images, start, end)
         handle.write_many_at(writes)
         return
+    # One pass over the pages in order: a page alone (a bulk commit's usual case)
+    # joins the batch, a run of consecutive pages is kept for a vectored write.
     runs: list[list[int]] = []
-    run: list[int] = []
-    for page in sorted(whole):
-        if run and page != run[-1] + 1:
-            runs.append(run)
-            run = []
-        run.append(page)
-    runs.append(run)
-    for run in runs:
-        if len(run) == 1:  # a page alone (a bulk commit's usual case): part of the batch
-            image = images[run[0]]
-            writes.append((run[0] * ps, image if type(image) is bytes else bytes(image)))
+    ordered = sorted(whole)
+    start = prev = ordered[0]
+    for page in [*ordered[1:], -1]:  # -1: a sentinel that ends the last run
+        if page == prev + 1:
+            prev = page
+            continue
+        if start == prev:
+            image = images[start]
+            writes.append((start * ps, image if type(image) is bytes else bytes(image)))
+        else:
+            runs.append(list(range(start, prev + 1)))
+        start = prev = page
     handle.write_many_at(writes)  # ``first`` went out before any page
     for run in runs:
-        if len(run) > 1:
-            handle.write_parts_at(run[0] * ps, [images[p] for p in run])
+        handle.write_parts_at(run[0] * ps, [images[p] for p in run])
     for start, end in merge_ranges(span for span in ranges if span[0] // ps not in whole):
         _write_span(handle, ps, images, start, end)
 

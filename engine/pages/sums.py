@@ -194,19 +194,24 @@ class PageSums:
             (page,) = pages
             self.handle.write_at(store_codec.sum_offset(page), _pack(self.values, page, page + 1))
             return
-        # All runs in one batch (a bulk commit flushes hundreds of scattered pages).
+        # All runs in one batch (a bulk commit flushes hundreds of scattered pages),
+        # found in one pass; a run's offset and bytes computed inline (sum_offset
+        # and _pack's work, without two frames per run: most runs are one page).
         ordered = sorted(pages)
+        if not ordered or sys.byteorder != "little":  # pragma: no cover - the file is little-endian
+            self.handle.write_many_at([(store_codec.sum_offset(p), _pack(self.values, p, p + 1)) for p in ordered])
+            return
         writes: list[tuple[int, bytes]] = []
         values = self.values
-        i = 0
-        n = len(ordered)
-        while i < n:
-            j = i
-            while j + 1 < n and ordered[j + 1] == ordered[j] + 1:
-                j += 1
-            first, last = ordered[i], ordered[j]
-            writes.append((store_codec.sum_offset(first), _pack(values, first, last + 1)))
-            i = j + 1
+        base = store_codec.sum_offset(0)
+        size = store_codec.SUM.size
+        first = prev = ordered[0]
+        for page in ordered:
+            if page > prev + 1:
+                writes.append((base + size * first, values[first : prev + 1].tobytes()))
+                first = page
+            prev = page
+        writes.append((base + size * first, values[first : prev + 1].tobytes()))
         self.handle.write_many_at(writes)
 
     def sync(self, what: str) -> None:

@@ -76,10 +76,20 @@ def _outcome(fn: Callable[[], Any]) -> tuple[str, Any]:
 
 
 def _same_decode(data: bytes, page_count: int) -> tuple[str, Any]:
+    """Both twins decode ``data`` alike, lazily and eagerly; the eager leaf holds the
+    lazy one's values (the same errors either way: eager changes only how a valid
+    leaf holds them)."""
     assert NATIVE is not None
     ref = _outcome(lambda: nodes.decode_node(data, page_count))
     got = _outcome(lambda: NATIVE.decode_node(data, page_count))
     assert got == ref, f"decode_node twins differ on {data[:64].hex()}... (page_count {page_count})"
+    eager = _outcome(lambda: nodes.decode_node(data, page_count, True))
+    got = _outcome(lambda: NATIVE.decode_node(data, page_count, True))
+    assert got == eager, f"eager decode_node twins differ on {data[:64].hex()}... (page_count {page_count})"
+    if ref[0] != "ok" or ref[1][0] != "leaf":
+        assert eager == ref
+    else:  # ("leaf", level, keys, values, size, lazy, offsets, page)
+        assert eager[1][:5] == ref[1][:5] and eager[1][5:] == (False, None, b"")
     return ref
 
 
@@ -214,6 +224,20 @@ def test_crc32c_matches_the_page_stores(data: bytes) -> None:
 
 
 @needs_native
+@needs_native
+def test_eager_must_be_a_bool_and_is_optional() -> None:
+    vals: list[nodes.Value] = [b"1", b"22"]
+    page = nodes.leaf_image([b"a", b"b"], vals, 512)
+    for decode in (nodes.decode_node, NATIVE.decode_node):  # type: ignore[union-attr]
+        lazy, eager, plain = decode(page, 5), decode(page, 5, True), decode(page, 5, False)
+        assert type(lazy) is type(eager) is type(plain) is nodes.Leaf
+        assert lazy.lazy and plain.lazy and not eager.lazy and eager.vals == lazy.values() == vals
+    with pytest.raises(TypeError):
+        NATIVE.decode_node(page, 5, 1)  # type: ignore[union-attr]
+    with pytest.raises(TypeError):
+        NATIVE.decode_node(page, 5, True, True)  # type: ignore[union-attr]
+
+
 def test_wrong_argument_types_are_type_errors() -> None:
     assert NATIVE is not None
     with pytest.raises(TypeError):
@@ -244,12 +268,12 @@ def test_the_store_uses_the_kernel_unless_pure_python_is_forced() -> None:
     """engine.kv.pager picks the twins once, at import (engine.native, the kernel registry)."""
     if pure_python_forced() or NATIVE is None:
         assert pager.decode_node is nodes.decode_node
-        assert pager._leaf_image is nodes.leaf_image
-        assert pager._branch_image is nodes.branch_image
+        assert pager.leaf_image is nodes.leaf_image
+        assert pager.branch_image is nodes.branch_image
     else:
         assert pager.decode_node is NATIVE.decode_node
-        assert pager._leaf_image is NATIVE.encode_leaf
-        assert pager._branch_image is NATIVE.encode_branch
+        assert pager.leaf_image is NATIVE.encode_leaf
+        assert pager.branch_image is NATIVE.encode_branch
     if pure_python_forced() or DESCENT is None:
         assert pager.find is find_image and pager.leaf_items is leaf_items_image
         assert pager.leaf_pairs is leaf_pairs_image
@@ -272,8 +296,8 @@ def test_a_store_written_with_one_twin_reads_with_the_other(tmp_path: Any, monke
         }
         for which in (writer, reader):
             leaf, branch, decode = twins[which]
-            monkeypatch.setattr(pager, "_leaf_image", leaf)
-            monkeypatch.setattr(pager, "_branch_image", branch)
+            monkeypatch.setattr(pager, "leaf_image", leaf)
+            monkeypatch.setattr(pager, "branch_image", branch)
             monkeypatch.setattr(pager, "decode_node", decode)
             with KV.open(path, page_size=512, cache_nodes=0) as kv:
                 if which == writer:

@@ -250,15 +250,15 @@ def test_a_commit_that_fails_before_the_journal_leaves_nothing(path: str, monkey
 
     with KV.open(path, page_size=512) as kv:
         kv[b"a"] = b"1"
-        real = pager.encode_node
+        real = pager.leaf_image
 
-        def broken(node: object, page_size: int) -> bytes:
+        def broken(keys: object, vals: object, page_size: int) -> bytes:
             raise RuntimeError("encoder failed")
 
-        monkeypatch.setattr(pager, "encode_node", broken)
+        monkeypatch.setattr(pager, "leaf_image", broken)  # what a commit encodes a leaf with
         with pytest.raises(RuntimeError), kv.transaction() as tx:
             tx[b"b"] = b"2"
-        monkeypatch.setattr(pager, "encode_node", real)
+        monkeypatch.setattr(pager, "leaf_image", real)
         assert dict(kv.items()) == {b"a": b"1"}
         kv[b"c"] = b"3"
         kv.verify()

@@ -122,3 +122,36 @@ def test_a_damaged_cached_image_is_corruption_not_a_wrong_node(tmp_path: os.Path
         images[page] = bytes(image)
         with pytest.raises(CorruptFileError):
             kv.own_node(page)
+
+
+def test_a_put_into_a_leaf_not_at_hand_decodes_it_once_with_its_values(
+    tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transaction reads a leaf not cached with its values (``KV.node_to_change``,
+    an eager decode), so making it its own needs no second pass over the page
+    (``leaf_items``); the commit holds exactly the puts."""
+    from engine.kv import store as store_module
+
+    path = _store(tmp_path)
+    calls: list[int] = []
+    real = store_module.leaf_items
+
+    def counted(*args: object) -> object:
+        calls.append(1)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store_module, "leaf_items", counted)
+    with KV.open(path) as kv:
+        before = dict(kv.items())
+        kv.drop_cache()  # every node now read from its page again
+        rng = random.Random(9)
+        new = {rng.randbytes(12): rng.randbytes(30) for _ in range(40)}
+        with kv.transaction() as tx:
+            for key, value in new.items():
+                tx[key] = value
+            reads = [kv.cached(p) for p in range(2, kv.pages.page_count + 1)]
+            # the leaves the transaction read but did not change are cached with their values
+            assert all(n.lazy is False for n in reads if type(n) is Leaf)
+        assert calls == []
+        assert dict(kv.items()) == {**before, **new}
+        kv.verify()  # raises on any damage
