@@ -202,7 +202,7 @@ class KVReader(TreeAPI):
         if changed is None:
             self._cache.clear()
         elif changed:
-            self._cache.update({}, changed, {})
+            self._cache.drop(changed)
         self._txid, self._page_count = txid, page_count
         self._trees = {t.name: t for t in infos}
 

@@ -62,8 +62,11 @@ from engine.pages.storefile import (
 
 SUM_SIZE = store_codec.SUM.size
 #: What changed since a reload (PageReader._stage): the change ring's head, the
-#: header, the written pages' checksum entries, the free list (None: unchanged).
-_Staged = tuple[int, StoreHeader, dict[int, bytes], list[int] | None]
+#: header and its bytes, the written pages' checksum entries, the free list (None:
+#: unchanged).
+_Staged = tuple[int, StoreHeader, bytes, dict[int, bytes], list[int] | None]
+#: Pages appended since the last reload that one staged reload takes (more: the whole reload).
+_GROWN = 1024
 #: The smallest block changed_entries compares before halving (bytes).
 _BLOCK = 1024
 
@@ -102,6 +105,7 @@ class PageReader(ClosedWhenDropped):
         self._store_lock = store_lock
         self._handle = store_lock.handle
         self._header = header
+        self._header_raw: bytes | None = None  # its bytes, once a staged reload read them
         #: How long a read waits for the writer's page writes (None: as long as they take).
         self.lock_wait = lock_wait
         self._lock = threading.RLock()
@@ -274,7 +278,7 @@ class PageReader(ClosedWhenDropped):
         if header.flags & store_codec.FLUSHING:
             # We hold the shared lock, so no writer is flushing now: one died mid-flush.
             raise flushing_error(self.path)
-        self._header = header
+        self._header, self._header_raw = header, None
         return header
 
     def change_count(self) -> Callable[[], int] | None:
@@ -332,46 +336,71 @@ class PageReader(ClosedWhenDropped):
         """What changed since the last reload when only the pages the change ring
         names were written: the ring's head, the header, their checksum entries (4
         bytes each, not the whole file) and the free list if it may have moved;
-        nothing applied yet.  None (reload whole) when the ring does not name them
-        all, the page count moved, the header is marked mid-flush, there are no
-        checksums, or a page has no entry yet.  Under the shared lock, or between
-        two equal loads of the change count (:meth:`take_unlocked`)."""
+        nothing applied yet.  A store that grew (pages appended: a split, a
+        longer free list) stages the entries of every page past those loaded
+        too, read in one span.  None (reload whole) when the ring does not name
+        them all, the page count shrank, the header is marked mid-flush, there
+        are no checksums, or an entry is not in the checksum file yet.  Under the
+        shared lock, or between two equal loads of the change count
+        (:meth:`take_unlocked`)."""
         sums, handle, before = self._sums, self._sums_handle, self._header
         if sums is None or handle is None:
             return None
-        try:
-            header = store_codec.decode_header(self._handle.read_at(0, store_codec.HEADER_SIZE))
-        except ValueError:
-            return None  # (the whole reload reports it)
-        if header.flags & store_codec.FLUSHING or (header.page_count, header.page_size) != (
-            before.page_count, before.page_size
-        ):
+        raw = self._handle.read_at(0, store_codec.HEADER_SIZE)
+        if raw == self._header_raw:
+            header = before  # (the usual commit leaves the header as it was: decoded and checked already)
+        else:
+            try:
+                header = store_codec.decode_header(raw)
+            except ValueError:
+                return None  # (the whole reload reports it)
+        count = header.page_count
+        if header.flags & store_codec.FLUSHING or header.page_size != before.page_size or count < before.page_count:
             return None
         ring = self._store_lock.written_since(self._head)
         if ring is None or ring[1] is None:
             return None
-        pages = set(ring[1])
-        if pages and not 0 < min(pages) <= max(pages) < len(sums):
+        pages = ring[1]
+        if pages and not 0 < min(pages) <= max(pages) <= count:
             return None
+        loaded = len(sums)  # entries of pages 1..loaded-1 are loaded
         entries: dict[int, bytes] = {}
+        read_at, first = handle.read_at, store_codec.sum_offset(0)
         for page in pages:
-            entry = handle.read_at(store_codec.sum_offset(page), SUM_SIZE)
-            if len(entry) < SUM_SIZE:
+            if page < loaded:
+                entry = read_at(first + page * SUM_SIZE, SUM_SIZE)  # (store_codec.sum_offset(page))
+                if len(entry) < SUM_SIZE:
+                    return None
+                entries[page] = entry
+        if count >= loaded:
+            # Pages past the loaded entries (appended since, or never summed
+            # before): their entries in one read, all of them or reload whole.
+            if count - loaded >= _GROWN or (
+                count > before.page_count and self._handle.size() < (count + 1) * header.page_size
+            ):
+                return None  # (a large growth, or a file too short: the whole reload reads or reports it)
+            span = handle.read_at(store_codec.sum_offset(loaded), (count + 1 - loaded) * SUM_SIZE)
+            if len(span) < (count + 1 - loaded) * SUM_SIZE:
                 return None
-            entries[page] = entry
+            for at, page in enumerate(range(loaded, count + 1)):
+                entries[page] = span[at * SUM_SIZE : (at + 1) * SUM_SIZE]
         free = None
         if header.free_head != before.free_head or not self._free.isdisjoint(pages):
             try:
                 free = walk_free_list(self.path, header, self._handle.read_at)
             except EngineError:
                 return None  # (the whole reload reports it)
-        return ring[0], header, entries, free
+        return ring[0], header, raw, entries, free
 
     def _apply(self, seen: int, staged: _Staged) -> None:
         """Make ``staged`` (:meth:`_stage`) the loaded state, that of change count ``seen``."""
-        head, header, entries, free = staged
+        head, header, raw_header, entries, free = staged
         sums, raw = self._sums, self._sums_raw
         assert sums is not None
+        top = max(entries, default=0) + 1
+        if top > len(sums):  # (the store grew: _stage read every entry from len(sums) on)
+            sums.extend([0] * (top - len(sums)))
+            raw.extend(bytes(top * SUM_SIZE - len(raw)))
         for page, entry in entries.items():
             sums[page] = int.from_bytes(entry, "little")
             raw[page * SUM_SIZE : (page + 1) * SUM_SIZE] = entry
@@ -379,7 +408,7 @@ class PageReader(ClosedWhenDropped):
             self._free_order, self._free = free, set(free)
         if self._changed is not None:
             self._changed.update(entries)
-        self._header, self._head, self._key, self._seen = header, head, None, seen
+        self._header, self._header_raw, self._head, self._key, self._seen = header, raw_header, head, None, seen
 
     # -- without the lock: a seqlock over the change count --------------------------------
     def take_unlocked(self, page: int) -> tuple[int, int, bytes] | None:
@@ -409,16 +438,16 @@ class PageReader(ClosedWhenDropped):
             if seen % 2 or (seen != self._seen and (staged := self._stage()) is None):
                 return None
             header = self._header if staged is None else staged[1]
-            free = self._free if staged is None or staged[3] is None else set(staged[3])
+            free = self._free if staged is None or staged[4] is None else set(staged[4])
             if not 0 < page <= header.page_count or page in free:
                 return None
-            ps = self.page_size
+            ps = header.page_size
             data = self._handle.read_at(page * ps, ps)
             if count() != seen:
                 return None
             if staged is not None:
                 self._apply(seen, staged)
-            return seen, header.page_count, self._checked(page, data)
+            return seen, header.page_count, sums_module.check_read(self.path, page, data, ps, self._sums, self._sum)
 
     def read_unlocked(self, seen: int, page: int) -> bytes | None:
         """Page ``page`` in the state of change count ``seen`` (one
@@ -429,9 +458,10 @@ class PageReader(ClosedWhenDropped):
             count = self._count
             if count is None or self._core.closed or seen != self._seen or count() != seen:
                 return None
-            if not 0 < page <= self._header.page_count or page in self._free:
+            header = self._header
+            if not 0 < page <= header.page_count or page in self._free:
                 return None
-            ps = self.page_size
+            ps = header.page_size
             data = self._handle.read_at(page * ps, ps)
             if count() != seen:
                 return None
