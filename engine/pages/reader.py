@@ -372,18 +372,18 @@ class PageReader(ClosedWhenDropped):
                 if len(entry) < SUM_SIZE:
                     return None
                 entries[page] = entry
-        if count >= loaded:
-            # Pages past the loaded entries (appended since, or never summed
-            # before): their entries in one read, all of them or reload whole.
-            if count - loaded >= _GROWN or (
-                count > before.page_count and self._handle.size() < (count + 1) * header.page_size
-            ):
+        if count > before.page_count and count >= loaded:
+            # The store grew: the entries of the pages past the loaded ones
+            # (appended since) in one read, all of them or reload whole.
+            if count - loaded >= _GROWN or self._handle.size() < (count + 1) * header.page_size:
                 return None  # (a large growth, or a file too short: the whole reload reads or reports it)
             span = handle.read_at(store_codec.sum_offset(loaded), (count + 1 - loaded) * SUM_SIZE)
             if len(span) < (count + 1 - loaded) * SUM_SIZE:
                 return None
             for at, page in enumerate(range(loaded, count + 1)):
                 entries[page] = span[at * SUM_SIZE : (at + 1) * SUM_SIZE]
+        elif pages and max(pages) >= loaded:
+            return None  # (a page without a loaded entry and no growth to read it with: reload whole)
         free = None
         if header.free_head != before.free_head or not self._free.isdisjoint(pages):
             try:
