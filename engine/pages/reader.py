@@ -114,7 +114,6 @@ class PageReader(ClosedWhenDropped):
         # Header bytes and mtime of the loaded state (a store without a change count).
         self._key: tuple[bytes, int] | None = None
         self._sums: array[int] | None = None  # None: no usable sums file
-        self._sums_raw = bytearray()  # its entries as the file holds them (what a whole reload compares)
         self._sums_handle: FileHandle | None = None  # the sums file, for the entries of a few pages
         self._head: int | None = None  # the store lock's change ring head at the last reload
         self._seen: int | None = None  # the store file lock's change count at the last reload
@@ -361,18 +360,21 @@ class PageReader(ClosedWhenDropped):
         if ring is None or ring[1] is None:
             return None
         pages = ring[1]
-        if pages and not 0 < min(pages) <= max(pages) <= count:
-            return None
         loaded = len(sums)  # entries of pages 1..loaded-1 are loaded
+        grown = count > before.page_count and count >= loaded
         entries: dict[int, bytes] = {}
         read_at, first = handle.read_at, store_codec.sum_offset(0)
-        for page in pages:
+        for page in pages:  # (the usual commit: two pages, checked one by one rather than by min() and max())
+            if not 0 < page <= count:
+                return None
             if page < loaded:
                 entry = read_at(first + page * SUM_SIZE, SUM_SIZE)  # (store_codec.sum_offset(page))
                 if len(entry) < SUM_SIZE:
                     return None
                 entries[page] = entry
-        if count > before.page_count and count >= loaded:
+            elif not grown:
+                return None  # (a page without a loaded entry and no growth to read it with: reload whole)
+        if grown:
             # The store grew: the entries of the pages past the loaded ones
             # (appended since) in one read, all of them or reload whole.
             if count - loaded >= _GROWN or self._handle.size() < (count + 1) * header.page_size:
@@ -382,8 +384,6 @@ class PageReader(ClosedWhenDropped):
                 return None
             for at, page in enumerate(range(loaded, count + 1)):
                 entries[page] = span[at * SUM_SIZE : (at + 1) * SUM_SIZE]
-        elif pages and max(pages) >= loaded:
-            return None  # (a page without a loaded entry and no growth to read it with: reload whole)
         free = None
         if header.free_head != before.free_head or not self._free.isdisjoint(pages):
             try:
@@ -395,15 +395,14 @@ class PageReader(ClosedWhenDropped):
     def _apply(self, seen: int, staged: _Staged) -> None:
         """Make ``staged`` (:meth:`_stage`) the loaded state, that of change count ``seen``."""
         head, header, raw_header, entries, free = staged
-        sums, raw = self._sums, self._sums_raw
+        sums = self._sums
         assert sums is not None
-        top = max(entries, default=0) + 1
-        if top > len(sums):  # (the store grew: _stage read every entry from len(sums) on)
-            sums.extend([0] * (top - len(sums)))
-            raw.extend(bytes(top * SUM_SIZE - len(raw)))
+        count = header.page_count
+        if count > self._header.page_count and count >= len(sums):
+            # (the store grew: _stage read every entry from len(sums) on)
+            sums.extend([0] * (count + 1 - len(sums)))
         for page, entry in entries.items():
             sums[page] = int.from_bytes(entry, "little")
-            raw[page * SUM_SIZE : (page + 1) * SUM_SIZE] = entry
         if free is not None:
             self._free_order, self._free = free, set(free)
         if self._changed is not None:
@@ -481,11 +480,11 @@ class PageReader(ClosedWhenDropped):
         # A sums file there but unusable is CorruptFileError (no page could be
         # checked): a reader never reads on as if every page were checked.
         loaded = sums_module.load_present(self._fs, self.path, self.page_size)
-        old = bytes(self._sums_raw) if self._sums is not None else None
-        self._sums, self._sums_raw = None, bytearray()
+        # (the entries loaded, as the array holds them: what the new ones are compared with)
+        old = self._sums.tobytes() if self._sums is not None else None
+        self._sums = None
         if loaded is not None:
             self._sums, self._sum = loaded[0], loaded[1]
-            self._sums_raw = bytearray(loaded[0].tobytes())
             # Kept for the next reloads' few entries (the file is rewritten in
             # place, never replaced, while a writer runs).
             self._sums_handle = self._fs.open(sums_module.sums_path(self.path), OpenMode.READ)
@@ -496,7 +495,7 @@ class PageReader(ClosedWhenDropped):
         entries just loaded (each 4 bytes, index = page id) to :attr:`_changed`."""
         if self._changed is None:
             return
-        new = bytes(self._sums_raw) if self._sums is not None else None
+        new = self._sums.tobytes() if self._sums is not None else None
         if old is None or new is None:
             self._changed = None  # no entries to compare: every page may have changed
             return
