@@ -296,9 +296,13 @@ class PageReader(ClosedWhenDropped):
         no entry); None: unknown (the first load, a store without checksums),
         take every page as changed.  For the one cache of pages kept above this
         reader."""
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # (not a with block: once per commit a key-value reader takes)
+        try:
             changed, self._changed = self._changed, set()
-            return changed
+        finally:
+            lock.release()
+        return changed
 
     def _forget(self) -> None:
         """Make the next :meth:`_refresh` reload."""
@@ -428,7 +432,9 @@ class PageReader(ClosedWhenDropped):
         it after its last ``pread``, each across a system call; on x86-64's
         ordered stores and loads that is enough, as the get from memory in
         :mod:`engine.kv.reader` already assumes.)"""
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # (not a with block: no bound __enter__/__exit__ made per commit taken)
+        try:
             count = self._count or self.change_count()
             if count is None or self._core.closed:
                 return None
@@ -447,6 +453,8 @@ class PageReader(ClosedWhenDropped):
             if staged is not None:
                 self._apply(seen, staged)
             return seen, header.page_count, sums_module.check_read(self.path, page, data, ps, self._sums, self._sum)
+        finally:
+            lock.release()
 
     def read_unlocked(self, seen: int, page: int) -> bytes | None:
         """Page ``page`` in the state of change count ``seen`` (one
