@@ -11,7 +11,12 @@ N keys of 16 random bytes with 100-byte values (1,000,000; ``--quick``:
 * random puts (half overwrites, half new keys) in durable transactions of 1,000;
 * durable single puts (overwrites), each its own transaction, synced before it returns;
 * gets in 4 reader processes (each its own read-only handle) while this process
-  commits durable single puts; how much each reader's RSS grows from
+  commits durable single puts: as fast as it can (each store's writer commits at
+  its own rate, so a faster writer gives its readers more commits to take), and
+  paced at one fixed rate the same for every store (``--reader-pace``, default
+  100 commits/s, which every store's writer sustains here), so both sides'
+  readers take the same commits; the commits per second each writer achieved are
+  reported beside its readers' gets; how much each reader's RSS grows from
   opening the store to its last get is the memory row;
 * file size on disk after the load and after deleting keys (in transactions of
   1,000); for engine also after ``compact()``.
@@ -338,10 +343,12 @@ def _reader_child(kind: str, root: str, keys: list[bytes], ready: Any, start: An
 
 
 def readers_round(
-    store: Store, keys: list[bytes], value: bytes, seconds: float, procs: int
-) -> tuple[float, list[float]]:
+    store: Store, keys: list[bytes], value: bytes, seconds: float, procs: int, pace: float | None = None
+) -> tuple[float, float, list[float]]:
     """Gets per second of ``procs`` reader processes while this process commits
-    single durable puts to ``store``; and each reader's RSS growth (MiB)."""
+    single durable puts to ``store`` (as fast as it can, or ``pace`` commits per
+    second: commit i due at i / pace seconds, a writer behind catching up back to
+    back); the commits per second it achieved; each reader's RSS growth (MiB)."""
     ctx = mp.get_context("spawn")
     ready = [ctx.Event() for _ in range(procs)]
     start, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
@@ -355,16 +362,21 @@ def readers_round(
         if not r.wait(120):
             raise SystemExit(f"{store.name}: a reader process did not start")
     rng = random.Random(11)
+    commits = 0
     t0 = time.perf_counter()
     start.set()
-    while time.perf_counter() - t0 < seconds:
+    while (now := time.perf_counter()) - t0 < seconds:
+        if pace is not None and t0 + commits / pace > now:
+            time.sleep(min(t0 + commits / pace, t0 + seconds) - now)
+            continue
         store.put_one(keys[rng.randrange(len(keys))], value)
+        commits += 1
     stop.set()
     elapsed = time.perf_counter() - t0
     got = [out.get(timeout=60) for _ in children]
     for c in children:
         c.join()
-    return sum(n for n, _ in got) / elapsed, [rss for _, rss in got]
+    return sum(n for n, _ in got) / elapsed, commits / elapsed, [rss for _, rss in got]
 
 
 def run_all(stores: list[Store], keys: list[bytes], args: argparse.Namespace) -> list[Result]:
@@ -465,10 +477,15 @@ def run_all(stores: list[Store], keys: list[bytes], args: argparse.Namespace) ->
         for r in range(args.reader_rounds):
             order = stores[r % len(stores) :] + stores[: r % len(stores)]
             for store in order:
-                rate, rss = readers_round(store, keys, value, args.reader_seconds, READERS)
-                results[store.name].rounds.setdefault(READ_4, []).append(rate)
-                results[store.name].reader_rss += rss
-        print(f"{READ_4}: " + ", ".join(f"{s.name} {results[s.name].rate(READ_4):,.0f}/s" for s in stores))
+                paced = (args.reader_pace, READ_4_PACED, READ_4_PACED_WRITER)
+                for pace, gets, writes in ((None, READ_4, READ_4_WRITER), paced):
+                    rate, commit_rate, rss = readers_round(store, keys, value, args.reader_seconds, READERS, pace)
+                    results[store.name].rounds.setdefault(gets, []).append(rate)
+                    results[store.name].rounds.setdefault(writes, []).append(commit_rate)
+                    results[store.name].reader_rss += rss
+        print(f"(paced: {args.reader_pace:g} commits/s for every store)")
+        for op in (READ_4, READ_4_WRITER, READ_4_PACED, READ_4_PACED_WRITER):
+            print(f"{op}: " + ", ".join(f"{s.name} {results[s.name].rate(op):,.0f}/s" for s in stores))
 
     def delete_slice(batch: list[bytes]) -> tuple[int, Callable[[Store], Callable[[], Any]]]:
         return len(batch), lambda store: lambda: store.delete_batch(batch)
@@ -490,6 +507,11 @@ SCAN_RANGE = f"range scans of {SCAN:,} (keys/s)"
 PUT_BATCH = "random put, tx of 1,000"
 PUT_ONE = "durable single put (tx of 1)"
 READ_4 = f"gets in {4} reader processes, one writer committing"
+READ_4_WRITER = "the writer's commits/s in that phase"
+#: The same phase with every store's writer paced at one commit rate (--reader-pace).
+PACE = 100
+READ_4_PACED = f"gets in {4} reader processes, one writer paced (the same commits/s for every store)"
+READ_4_PACED_WRITER = "the paced writer's commits/s achieved"
 DELETE = "delete, tx of 1,000"
 READERS = 4
 
@@ -504,6 +526,7 @@ TARGETS = [
     (PUT_ONE, "sqlite3", 1.0),
     (PUT_ONE, "lmdb", 1.0),
     (READ_4, "lmdb", 0.5),
+    (READ_4_PACED, "lmdb", 0.5),  # (the same row with both writers at one commit rate)
 ]
 
 
@@ -525,7 +548,8 @@ def write_results(results: list[Result], args: argparse.Namespace, seconds: floa
         f"{args.keys:,} keys of 16 bytes, {VALUE}-byte values, side by side in {args.rounds} paired rounds "
         f"(`{command}`, {seconds:.0f} s, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}). "
         "Operations per second, the median of the rounds (higher is better); ratio = the median of "
-        "the rounds' engine / other ratios.",
+        "the rounds' engine / other ratios. The paced 4-reader phase: every writer at "
+        f"{args.reader_pace:g} commits/s (`--reader-pace`).",
         "",
         "| operation | engine.kv | " + " | ".join(others) + " | " + " | ".join(f"vs {o}" for o in others) + " |",
         "|---|---:|" + "---:|" * (2 * len(others)),
@@ -563,6 +587,7 @@ def write_results(results: list[Result], args: argparse.Namespace, seconds: floa
         "rounds": args.rounds,
         "seconds": round(seconds, 1),
         "command": command,
+        "reader_pace": args.reader_pace,
         "results": [
             {"store": r.name, "rounds": r.rounds, "rates": {op: r.rate(op) for op in r.rounds}, "sizes": r.sizes,
              "reader_rss_mib": r.reader_rss}
@@ -584,6 +609,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--keys", type=int, help="keys loaded (default 1,000,000; --quick 200,000)")
     parser.add_argument("--rounds", type=int, default=5, help="paired rounds of every phase (default 5)")
     parser.add_argument("--reader-seconds", type=float, help="seconds per round of the 4-reader phase (0: skip)")
+    parser.add_argument("--reader-pace", type=float, default=PACE,
+                        help=f"commits per second of the paced 4-reader phase (default {PACE})")
     parser.add_argument("--dir", help="where to put the stores (default: a temporary directory)")
     parser.add_argument("--only", help="comma-separated store names")
     parser.add_argument("--load-only", action="store_true", help="the bulk load alone (no other phase)")

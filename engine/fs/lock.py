@@ -167,7 +167,9 @@ class GatedLock:
     whole of what it keeps.
     """
 
-    __slots__ = ("_counter", "_exclusive", "_fs", "_gate", "_gate_path", "_noted", "_watch", "handle", "what")
+    __slots__ = (
+        "_counter", "_exclusive", "_fs", "_gate", "_gate_path", "_head_now", "_noted", "_watch", "handle", "what"
+    )
 
     def __init__(self, fs: FileSystem, handle: FileHandle, gate_path: str, *, what: str) -> None:
         self._fs = fs
@@ -181,6 +183,7 @@ class GatedLock:
         # opened for writing), loaded by the others (mapped read-only).
         self._counter: tuple[FileHandle, SharedWords] | None = None
         self._watch: SharedWords | None = None
+        self._head_now: Callable[[], int] | None = None  # the ring head's loader (with _watch)
 
     def _gate_handle(self) -> FileHandle | None:
         if self._gate is None:
@@ -304,11 +307,12 @@ class GatedLock:
         """Under the shared lock: (the change ring's head now, the ids recorded
         since ``head``), the ids None when not all of them are known (``head``
         None, or a whole ring or more since); None when there is no ring."""
-        if self._changes_words() is None:
+        words = self._watch or self._changes_words()
+        if words is None:
             return None
-        words = self._watch
-        assert words is not None
-        now = words.get64(_HEAD)
+        if self._head_now is None:
+            self._head_now = words.loader64(_HEAD)  # (a bound load: no Python frame per look)
+        now = self._head_now()
         if head is None or not 0 <= now - head <= RING:
             return now, None
         if now == head:
@@ -338,6 +342,7 @@ class GatedLock:
     def close(self) -> None:
         """Close the gate file (the locked file's handle belongs to the caller)."""
         if self._watch is not None:
+            self._head_now = None
             self._watch.close()
             self._watch = None
         if self._counter is not None:

@@ -243,7 +243,8 @@ class ReadMappedWords(SharedWords):
         return functools.partial(self._doubles.__getitem__, index // 2)
 
     def read_bytes(self, offset: int, size: int) -> bytes:
-        self._check_bytes(offset, size)
+        if offset < 0 or size < 0 or offset + size > self.count * WORD.size:
+            self._check_bytes(offset, size)  # (raises; the check inline: a reader's ring, once per commit)
         return self._map[offset : offset + size]
 
     def write_bytes(self, offset: int, data: bytes) -> None:

@@ -54,6 +54,8 @@ META_CRC_AT = 12
 
 def page_crc(data: bytes | bytearray | memoryview, crc_at: int, end: int) -> int:
     """CRC-32C of ``data[:end]`` without the four CRC bytes at ``crc_at``."""
+    if type(data) is bytes:  # (bytes slices go to the CRC functions as they are: no view, no copy)
+        return crc32c.extend_bytes(crc32c.value_bytes(data[:crc_at]), data[crc_at + 4 : end])
     view = memoryview(data)
     return crc32c.extend(crc32c.value(view[:crc_at]), view[crc_at + 4 : end])
 

@@ -145,6 +145,13 @@ class NodeCache:
         if len(nodes_) > self.capacity:
             self._evict()
 
+    def drop(self, pages: Iterable[int]) -> None:
+        """Forget the nodes at ``pages`` (rewritten by a commit a reader takes)."""
+        nodes_pop, images_pop = self._nodes.pop, self.images.pop
+        for page in pages:
+            nodes_pop(page, None)
+            images_pop(page, None)
+
     def clear(self) -> None:
         self._nodes.clear()
         self.images.clear()
@@ -271,7 +278,7 @@ def overflow_chain(
 
 def read_meta(path: str, data: bytes, page_count: int) -> tuple[int, list[TreeInfo]]:
     """The meta page's commit counter and trees; FormatError for a plain page store."""
-    if not nodes.is_meta(data):
+    if data[:8] != nodes.META_MAGIC:  # (nodes.is_meta inline: once per commit a reader takes)
         raise FormatError(path, len(data), "a key-value store's meta page (ENGKVDB1)", data[:8].hex(" "))
     try:
         return nodes.decode_meta(data, page_count)

@@ -202,7 +202,7 @@ class KVReader(TreeAPI):
         if changed is None:
             self._cache.clear()
         elif changed:
-            self._cache.update({}, changed, {})
+            self._cache.drop(changed)
         self._txid, self._page_count = txid, page_count
         self._trees = {t.name: t for t in infos}
 
@@ -262,7 +262,10 @@ class KVReader(TreeAPI):
             raise ClosedError(f"{self.path}: key-value store is closed")
 
     def tree_get(self, name: bytes, key: bytes) -> bytes | None:
-        with self._lock:
+        lock = self._lock
+        # acquire/release rather than ``with``: no bound __enter__/__exit__ made per get
+        lock.acquire()
+        try:
             count = self._count  # (None once closed)
             if count is not None and not self._depth:
                 if count() == self._changes:
@@ -282,6 +285,8 @@ class KVReader(TreeAPI):
                     return got  # type: ignore[return-value]
             self._check_open()
             return self._get(name, key)
+        finally:
+            lock.release()
 
     def _get_unlocked(self, name: bytes, key: bytes) -> bytes | object | None:
         """:meth:`tree_get` without the store file's lock, or :data:`_LOCKED`

@@ -10,7 +10,7 @@ Pure bytes in, integers out.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import ModuleType
 
 #: The reflected Castagnoli polynomial.
@@ -70,6 +70,11 @@ if _GOOGLE is not None:
         """The CRC-32C of ``data``."""
         return _value(data if type(data) is bytes else bytes(data))  # type: ignore[no-any-return]
 
+    #: :func:`extend` and :func:`value` of ``bytes`` only, the C functions themselves
+    #: (no Python frame): for hot paths that hold ``bytes`` (a reader's meta page).
+    extend_bytes: Callable[[int, bytes], int] = _extend
+    value_bytes: Callable[[bytes], int] = _value
+
 else:  # pragma: no cover - exercised by the parity tests through extend_pure
     extend = extend_pure
 
@@ -80,3 +85,6 @@ else:  # pragma: no cover - exercised by the parity tests through extend_pure
     def value(data: bytes | bytearray | memoryview) -> int:
         """The CRC-32C of ``data``."""
         return extend_pure(0, data)
+
+    extend_bytes = extend_pure
+    value_bytes = value

@@ -62,8 +62,11 @@ from engine.pages.storefile import (
 
 SUM_SIZE = store_codec.SUM.size
 #: What changed since a reload (PageReader._stage): the change ring's head, the
-#: header, the written pages' checksum entries, the free list (None: unchanged).
-_Staged = tuple[int, StoreHeader, dict[int, bytes], list[int] | None]
+#: header and its bytes, the written pages' checksum entries, the free list (None:
+#: unchanged).
+_Staged = tuple[int, StoreHeader, bytes, dict[int, bytes], list[int] | None]
+#: Pages appended since the last reload that one staged reload takes (more: the whole reload).
+_GROWN = 1024
 #: The smallest block changed_entries compares before halving (bytes).
 _BLOCK = 1024
 
@@ -102,6 +105,7 @@ class PageReader(ClosedWhenDropped):
         self._store_lock = store_lock
         self._handle = store_lock.handle
         self._header = header
+        self._header_raw: bytes | None = None  # its bytes, once a staged reload read them
         #: How long a read waits for the writer's page writes (None: as long as they take).
         self.lock_wait = lock_wait
         self._lock = threading.RLock()
@@ -110,7 +114,6 @@ class PageReader(ClosedWhenDropped):
         # Header bytes and mtime of the loaded state (a store without a change count).
         self._key: tuple[bytes, int] | None = None
         self._sums: array[int] | None = None  # None: no usable sums file
-        self._sums_raw = bytearray()  # its entries as the file holds them (what a whole reload compares)
         self._sums_handle: FileHandle | None = None  # the sums file, for the entries of a few pages
         self._head: int | None = None  # the store lock's change ring head at the last reload
         self._seen: int | None = None  # the store file lock's change count at the last reload
@@ -276,7 +279,7 @@ class PageReader(ClosedWhenDropped):
 
     def _read_header(self) -> StoreHeader:
         """The store file's header (:meth:`_current_header`), made the loaded one."""
-        self._header = self._current_header()
+        self._header, self._header_raw = self._current_header(), None
         return self._header
 
     def _current_header(self) -> StoreHeader:
@@ -303,9 +306,13 @@ class PageReader(ClosedWhenDropped):
         no entry); None: unknown (the first load, a store without checksums),
         take every page as changed.  For the one cache of pages kept above this
         reader."""
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # (not a with block: once per commit a key-value reader takes)
+        try:
             changed, self._changed = self._changed, set()
-            return changed
+        finally:
+            lock.release()
+        return changed
 
     def _forget(self) -> None:
         """Make the next :meth:`_refresh` reload."""
@@ -342,54 +349,79 @@ class PageReader(ClosedWhenDropped):
         """What changed since the last reload when only the pages the change ring
         names were written: the ring's head, the header, their checksum entries (4
         bytes each, not the whole file) and the free list if it may have moved;
-        nothing applied yet.  None (reload whole) when the ring does not name them
-        all, the page count moved, the header is marked mid-flush, there are no
-        checksums, or a page has no entry yet.  Under the shared lock, or between
-        two equal loads of the change count (:meth:`take_unlocked`)."""
+        nothing applied yet.  A store that grew (pages appended: a split, a
+        longer free list) stages the entries of every page past those loaded
+        too, read in one span.  None (reload whole) when the ring does not name
+        them all, the page count shrank, the header is marked mid-flush, there
+        are no checksums, or an entry is not in the checksum file yet.  Under the
+        shared lock, or between two equal loads of the change count
+        (:meth:`take_unlocked`)."""
         sums, handle, before = self._sums, self._sums_handle, self._header
         if sums is None or handle is None:
             return None
-        try:
-            header = store_codec.decode_header(self._handle.read_at(0, store_codec.HEADER_SIZE))
-        except ValueError:
-            return None  # (the whole reload reports it)
-        if header.flags & store_codec.FLUSHING or (header.page_count, header.page_size) != (
-            before.page_count, before.page_size
-        ):
+        raw = self._handle.read_at(0, store_codec.HEADER_SIZE)
+        if raw == self._header_raw:
+            header = before  # (the usual commit leaves the header as it was: decoded and checked already)
+        else:
+            try:
+                header = store_codec.decode_header(raw)
+            except ValueError:
+                return None  # (the whole reload reports it)
+        count = header.page_count
+        if header.flags & store_codec.FLUSHING or header.page_size != before.page_size or count < before.page_count:
             return None
         ring = self._store_lock.written_since(self._head)
         if ring is None or ring[1] is None:
             return None
-        pages = set(ring[1])
-        if pages and not 0 < min(pages) <= max(pages) < len(sums):
-            return None
+        pages = ring[1]
+        loaded = len(sums)  # entries of pages 1..loaded-1 are loaded
+        grown = count > before.page_count and count >= loaded
         entries: dict[int, bytes] = {}
-        for page in pages:
-            entry = handle.read_at(store_codec.sum_offset(page), SUM_SIZE)
-            if len(entry) < SUM_SIZE:
+        read_at, first = handle.read_at, store_codec.sum_offset(0)
+        for page in pages:  # (the usual commit: two pages, checked one by one rather than by min() and max())
+            if not 0 < page <= count:
                 return None
-            entries[page] = entry
+            if page < loaded:
+                entry = read_at(first + page * SUM_SIZE, SUM_SIZE)  # (store_codec.sum_offset(page))
+                if len(entry) < SUM_SIZE:
+                    return None
+                entries[page] = entry
+            elif not grown:
+                return None  # (a page without a loaded entry and no growth to read it with: reload whole)
+        if grown:
+            # The store grew: the entries of the pages past the loaded ones
+            # (appended since) in one read, all of them or reload whole.
+            if count - loaded >= _GROWN or self._handle.size() < (count + 1) * header.page_size:
+                return None  # (a large growth, or a file too short: the whole reload reads or reports it)
+            span = handle.read_at(store_codec.sum_offset(loaded), (count + 1 - loaded) * SUM_SIZE)
+            if len(span) < (count + 1 - loaded) * SUM_SIZE:
+                return None
+            for at, page in enumerate(range(loaded, count + 1)):
+                entries[page] = span[at * SUM_SIZE : (at + 1) * SUM_SIZE]
         free = None
         if header.free_head != before.free_head or not self._free.isdisjoint(pages):
             try:
                 free = walk_free_list(self.path, header, self._handle.read_at)
             except EngineError:
                 return None  # (the whole reload reports it)
-        return ring[0], header, entries, free
+        return ring[0], header, raw, entries, free
 
     def _apply(self, seen: int, staged: _Staged) -> None:
         """Make ``staged`` (:meth:`_stage`) the loaded state, that of change count ``seen``."""
-        head, header, entries, free = staged
-        sums, raw = self._sums, self._sums_raw
+        head, header, raw_header, entries, free = staged
+        sums = self._sums
         assert sums is not None
+        count = header.page_count
+        if count > self._header.page_count and count >= len(sums):
+            # (the store grew: _stage read every entry from len(sums) on)
+            sums.extend([0] * (count + 1 - len(sums)))
         for page, entry in entries.items():
             sums[page] = int.from_bytes(entry, "little")
-            raw[page * SUM_SIZE : (page + 1) * SUM_SIZE] = entry
         if free is not None:
             self._free_order, self._free = free, set(free)
         if self._changed is not None:
             self._changed.update(entries)
-        self._header, self._head, self._key, self._seen = header, head, None, seen
+        self._header, self._header_raw, self._head, self._key, self._seen = header, raw_header, head, None, seen
 
     # -- without the lock: a seqlock over the change count --------------------------------
     def take_unlocked(self, page: int) -> tuple[int, int, bytes] | None:
@@ -410,7 +442,9 @@ class PageReader(ClosedWhenDropped):
         it after its last ``pread``, each across a system call; on x86-64's
         ordered stores and loads that is enough, as the get from memory in
         :mod:`engine.kv.reader` already assumes.)"""
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # (not a with block: no bound __enter__/__exit__ made per commit taken)
+        try:
             count = self._count or self.change_count()
             if count is None or self._core.closed:
                 return None
@@ -419,16 +453,18 @@ class PageReader(ClosedWhenDropped):
             if seen % 2 or (seen != self._seen and (staged := self._stage()) is None):
                 return None
             header = self._header if staged is None else staged[1]
-            free = self._free if staged is None or staged[3] is None else set(staged[3])
+            free = self._free if staged is None or staged[4] is None else set(staged[4])
             if not 0 < page <= header.page_count or page in free:
                 return None
-            ps = self.page_size
+            ps = header.page_size
             data = self._handle.read_at(page * ps, ps)
             if count() != seen:
                 return None
             if staged is not None:
                 self._apply(seen, staged)
-            return seen, header.page_count, self._checked(page, data)
+            return seen, header.page_count, sums_module.check_read(self.path, page, data, ps, self._sums, self._sum)
+        finally:
+            lock.release()
 
     def read_unlocked(self, seen: int, page: int) -> bytes | None:
         """Page ``page`` in the state of change count ``seen`` (one
@@ -439,9 +475,10 @@ class PageReader(ClosedWhenDropped):
             count = self._count
             if count is None or self._core.closed or seen != self._seen or count() != seen:
                 return None
-            if not 0 < page <= self._header.page_count or page in self._free:
+            header = self._header
+            if not 0 < page <= header.page_count or page in self._free:
                 return None
-            ps = self.page_size
+            ps = header.page_size
             data = self._handle.read_at(page * ps, ps)
             if count() != seen:
                 return None
@@ -461,11 +498,11 @@ class PageReader(ClosedWhenDropped):
         # A sums file there but unusable is CorruptFileError (no page could be
         # checked): a reader never reads on as if every page were checked.
         loaded = sums_module.load_present(self._fs, self.path, self.page_size)
-        old = bytes(self._sums_raw) if self._sums is not None else None
-        self._sums, self._sums_raw = None, bytearray()
+        # (the entries loaded, as the array holds them: what the new ones are compared with)
+        old = self._sums.tobytes() if self._sums is not None else None
+        self._sums = None
         if loaded is not None:
             self._sums, self._sum = loaded[0], loaded[1]
-            self._sums_raw = bytearray(loaded[0].tobytes())
             # Kept for the next reloads' few entries (the file is rewritten in
             # place, never replaced, while a writer runs).
             self._sums_handle = self._fs.open(sums_module.sums_path(self.path), OpenMode.READ)
@@ -476,7 +513,7 @@ class PageReader(ClosedWhenDropped):
         entries just loaded (each 4 bytes, index = page id) to :attr:`_changed`."""
         if self._changed is None:
             return
-        new = bytes(self._sums_raw) if self._sums is not None else None
+        new = self._sums.tobytes() if self._sums is not None else None
         if old is None or new is None:
             self._changed = None  # no entries to compare: every page may have changed
             return

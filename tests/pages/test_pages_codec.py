@@ -314,6 +314,8 @@ def test_pure_python_crc32c_matches_google_crc32c() -> None:
         assert crc32c.extend_pure(0, data) == google_crc32c.value(data) == crc32c.value(data)
         start = rng.randrange(2**32)
         assert crc32c.extend_pure(start, data) == google_crc32c.extend(start, data) == crc32c.extend(start, data)
+        assert crc32c.value_bytes(data) == crc32c.value(data)  # (the bytes-only entry points)
+        assert crc32c.extend_bytes(start, data) == crc32c.extend(start, data)
     pieces = [rng.randbytes(rng.randrange(100)) for _ in range(20)]
     joined = b"".join(pieces)
     assert crc32c.extend_all(0, pieces) == crc32c.extend_pure(0, joined) == google_crc32c.value(joined)
