@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from engine.errors import ClosedError, ConfigError, CorruptFileError, LockedError
 from engine.fs import make_dirs
 from engine.pages import PageError, PageStore, codec, journal_path
-from engine.pages.journal import scan
+from engine.pages.journal import GROW_BYTES, scan
 from stress.simfs import SimFS
 from tests.pages.pages_helpers import Model, assert_matches, random_transaction, use_pure_crc32c
 
@@ -234,7 +234,7 @@ def test_journal_is_reset_at_checkpoints(path: str) -> None:
         with open(journal_path(path), "rb") as f:
             raw = f.read()
         assert raw[:20] == codec.encode_file_header(0, 0)
-        assert len(raw) < 4000 + 1000  # the space is reused, not grown
+        assert len(raw) == GROW_BYTES  # the space is reused, not grown past the first extension
         assert scan(journal_path(path), raw).txs == []
 
 
@@ -580,3 +580,21 @@ def test_an_automatic_checkpoints_reset_is_made_durable_by_close() -> None:
     assert sim.durable_image().files["/db/p-journal"][:20] != codec.encode_file_header(0, 0)
     store.close()
     assert sim.durable_image().files["/db/p-journal"][:20] == codec.encode_file_header(0, 0)
+
+
+def test_commits_write_inside_the_journal_file(path: str) -> None:
+    """A commit's durable write lands inside the journal file: the file is
+    extended ahead of the commits by whole ``GROW_BYTES`` steps, so its size
+    changes once per step, not on every commit (a size change makes the commit's
+    sync write the inode as well)."""
+    sizes = []
+    with PageStore.open(path, page_size=512, checkpoint_bytes=1 << 30) as store:
+        with store.transaction() as tx:
+            p = tx.allocate()
+        for i in range(400):
+            with store.transaction() as tx:
+                tx.write(p, 0, bytes([i % 251 + 1]) * 100)
+            sizes.append(os.path.getsize(journal_path(path)))
+        assert store.journal_size > GROW_BYTES  # crossed at least one extension
+    assert all(size % GROW_BYTES == 0 for size in sizes)
+    assert 2 <= len(set(sizes)) <= 3  # 400 commits of ~250 bytes: two or three steps
