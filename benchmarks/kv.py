@@ -8,8 +8,8 @@ N keys of 16 random bytes with 100-byte values (1,000,000; ``--quick``:
 
 * random gets of loaded keys;
 * full ordered scans, and range scans of 10,000 keys from a random loaded key;
-* random puts (half overwrites, half new keys) in durable transactions of 1,000;
-* durable single puts (overwrites), each its own transaction, synced before it returns;
+* random puts (half overwrites with new values, half new keys) in durable transactions of 1,000;
+* durable single puts (overwrites with new values), each its own transaction, synced before it returns;
 * gets in 4 reader processes (each its own read-only handle) while this process
   commits durable single puts: as fast as it can (each store's writer commits at
   its own rate, so a faster writer gives its readers more commits to take), and
@@ -369,7 +369,7 @@ def readers_round(
         if pace is not None and t0 + commits / pace > now:
             time.sleep(min(t0 + commits / pace, t0 + seconds) - now)
             continue
-        store.put_one(keys[rng.randrange(len(keys))], value)
+        store.put_one(keys[rng.randrange(len(keys))], rng.randbytes(VALUE))  # a new value each commit
         commits += 1
     stop.set()
     elapsed = time.perf_counter() - t0
@@ -443,8 +443,11 @@ def run_all(stores: list[Store], keys: list[bytes], args: argparse.Namespace) ->
 
     phase(SCAN_RANGE, [scan_slice(g) for g in _batches(starts, args.scans)])
     new_keys = [rng.randbytes(16) for _ in range(args.batch_puts * 500)]
+    # Every put stores a value the key does not hold yet (an overwrite with the loaded
+    # value would let a store that notices leave the page alone).
     batch_pairs = [
-        (keys[rng.randrange(n)] if i % 2 else new_keys[i // 2], value) for i in range(args.batch_puts * 1000)
+        (keys[rng.randrange(n)] if i % 2 else new_keys[i // 2], rng.randbytes(VALUE))
+        for i in range(args.batch_puts * 1000)
     ]
 
     def put_slice(group: list[list[tuple[bytes, bytes]]]) -> tuple[int, Callable[[Store], Callable[[], Any]]]:
@@ -461,17 +464,17 @@ def run_all(stores: list[Store], keys: list[bytes], args: argparse.Namespace) ->
     step = max(1, len(put_batches) // args.rounds)
     phase(PUT_BATCH, [put_slice(put_batches[i : i + step]) for i in range(0, len(put_batches), step)])
 
-    def single_slice(picks: list[bytes]) -> tuple[int, Callable[[Store], Callable[[], Any]]]:
+    def single_slice(picks: list[tuple[bytes, bytes]]) -> tuple[int, Callable[[Store], Callable[[], Any]]]:
         def run(store: Store) -> Callable[[], Any]:
             def puts() -> None:
-                for k in picks:
-                    store.put_one(k, value)
+                for k, v in picks:
+                    store.put_one(k, v)
 
             return puts
 
         return len(picks), run
 
-    singles = [keys[rng.randrange(n)] for _ in range(args.rounds * args.per_round)]
+    singles = [(keys[rng.randrange(n)], rng.randbytes(VALUE)) for _ in range(args.rounds * args.per_round)]
     phase(PUT_ONE, [single_slice(b) for b in _batches(singles, args.per_round)])
     if args.reader_seconds > 0:
         for r in range(args.reader_rounds):
