@@ -137,19 +137,27 @@ def test_crash_states_with_checkpoint_policy_and_checksum(
         sim.mark(i)
     store.close()
     monkeypatch.undo()  # recovery runs with google-crc32c
+    assert _reopened_at_acknowledged(sim, models, limit=300, seed=seed) > 50
+
+
+def _reopened_at_acknowledged(sim: SimFS, models: list[Model], *, limit: int, seed: int) -> int:
+    """Reopen ``/db/p`` from up to ``limit`` crash states of ``sim`` (marks: the index of
+    the last acknowledged transaction): each must verify and hold that transaction's
+    state or the next one's (in flight at the crash).  The states checked."""
     checked = 0
-    for state in sim.crash_states(limit=300, seed=seed):
+    for state in sim.crash_states(limit=limit, seed=seed):
         acked = [m for m in state.marks if isinstance(m, int)]
         if not acked:
             continue
         reopened = PageStore.open("/db/p", fs=state.fs())
         try:
             reopened.verify()
-            assert any(_states_equal(reopened, models[j]) for j in range(acked[-1], len(models))[:2]), state.describe()
+            candidates = range(acked[-1], len(models))
+            assert any(_states_equal(reopened, models[j]) for j in candidates[:2]), state.describe()
         finally:
             reopened.close()
         checked += 1
-    assert checked > 50
+    return checked
 
 
 @pytest.mark.parametrize(("seed", "apply"), [(21, "commit"), (22, "checkpoint")])
@@ -174,17 +182,4 @@ def test_crash_states_across_the_journal_extensions(
     store.close()
     extensions = [e for e in sim.trace if isinstance(e, Truncate) and e.size > 512]
     assert len(extensions) >= 3
-    checked = 0
-    for state in sim.crash_states(limit=400, seed=seed):
-        acked = [m for m in state.marks if isinstance(m, int)]
-        if not acked:
-            continue
-        reopened = PageStore.open("/db/p", fs=state.fs())
-        try:
-            reopened.verify()
-            candidates = range(acked[-1], len(models))
-            assert any(_states_equal(reopened, models[j]) for j in candidates[:2]), state.describe()
-        finally:
-            reopened.close()
-        checked += 1
-    assert checked > 50
+    assert _reopened_at_acknowledged(sim, models, limit=400, seed=seed) > 50

@@ -16,6 +16,20 @@ from engine.pages import sums as sums_module
 from engine.pages.reader import changed_entries
 
 
+@pytest.fixture
+def whole(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """One "load" per time a reader loads the checksum file whole (``sums.load_present``)."""
+    loads: list[str] = []
+    real = sums_module.load_present
+
+    def counted(*args: Any) -> Any:
+        loads.append("load")
+        return real(*args)
+
+    monkeypatch.setattr(sums_module, "load_present", counted)
+    return loads
+
+
 def test_changed_entries_finds_exactly_the_differing_entries() -> None:
     rng = random.Random(5)
     for _ in range(500):
@@ -55,21 +69,11 @@ def test_a_reload_reports_the_pages_a_flush_wrote(tmp_path: os.PathLike[str]) ->
             assert reader.take_changed() == set()
 
 
-def test_a_reload_after_a_flush_reads_only_the_written_entries(
-    tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_reload_after_a_flush_reads_only_the_written_entries(tmp_path: os.PathLike[str], whole: list[str]) -> None:
     """The change ring names the pages a flush wrote: the reader reads their
     checksum entries (and checks the pages against them) without loading the
     checksum file whole; past a ring's worth of pages it loads it whole."""
     path = os.path.join(str(tmp_path), "s.db")
-    whole: list[str] = []
-    real = sums_module.load_present
-
-    def counted(*args: Any) -> Any:
-        whole.append("load")
-        return real(*args)
-
-    monkeypatch.setattr(sums_module, "load_present", counted)
     with PageStore.open(path, page_size=512, apply="commit") as store:
         with store.transaction() as tx:
             pages = [tx.allocate() for _ in range(RING + 50)]
@@ -146,21 +150,13 @@ def test_no_state_is_taken_without_the_lock_while_a_writer_holds_it(tmp_path: os
 
 
 def test_a_commit_that_grows_the_store_is_taken_without_a_whole_reload(
-    tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: os.PathLike[str], whole: list[str]
 ) -> None:
     """Pages appended by a flush (a key-value split, say) are staged like the
     rewritten ones: their checksum entries read in one span, the state taken
     without the lock and without loading the checksum file whole; the appended
     pages are read checked, and count as changed."""
     path = os.path.join(str(tmp_path), "s.db")
-    whole: list[str] = []
-    real = sums_module.load_present
-
-    def counted(*args: Any) -> Any:
-        whole.append("load")
-        return real(*args)
-
-    monkeypatch.setattr(sums_module, "load_present", counted)
     with PageStore.open(path, page_size=512, apply="commit") as store:
         with store.transaction() as tx:
             pages = [tx.allocate() for _ in range(4)]

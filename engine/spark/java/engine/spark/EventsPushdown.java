@@ -4,8 +4,6 @@ import java.util.LinkedHashSet;
 import java.util.Set;
 
 import org.apache.spark.sql.connector.expressions.Expression;
-import org.apache.spark.sql.connector.expressions.Literal;
-import org.apache.spark.sql.connector.expressions.NamedReference;
 import org.apache.spark.sql.connector.expressions.filter.Predicate;
 import org.apache.spark.unsafe.types.UTF8String;
 
@@ -20,35 +18,6 @@ final class EventsPushdown {
     private EventsPushdown() {
     }
 
-    private static String column(Expression e) {
-        if (e instanceof NamedReference) {
-            String[] names = ((NamedReference) e).fieldNames();
-            return names.length == 1 ? names[0] : null;
-        }
-        return null;
-    }
-
-    private static Object literal(Expression e) {
-        return e instanceof Literal ? ((Literal<?>) e).value() : null;
-    }
-
-    private static Long integer(Object v) {
-        if (v instanceof Long || v instanceof Integer || v instanceof Short || v instanceof Byte) {
-            return ((Number) v).longValue();
-        }
-        return null;
-    }
-
-    private static String flip(String op) {
-        switch (op) {
-            case "<": return ">";
-            case "<=": return ">=";
-            case ">": return "<";
-            case ">=": return "<=";
-            default: return op;
-        }
-    }
-
     /** Narrows {@code b} by {@code p}; true when {@code b} now answers {@code p} exactly. */
     static boolean apply(Predicate p, EventsPlan.Bounds b) {
         String op = p.name();
@@ -59,13 +28,13 @@ final class EventsPushdown {
             return left && right;  // a conjunct alone is implied by the whole: narrowing by it stays right
         }
         if (op.equals("IS_NOT_NULL") && ch.length == 1) {
-            String c = column(ch[0]);
+            String c = FilterScanBuilder.column(ch[0]);
             return c != null && EventsSource.fullSchema(false).getFieldIndex(c).isDefined();
         }
-        if (op.equals("IN") && ch.length >= 1 && "persistence_id".equals(column(ch[0]))) {
+        if (op.equals("IN") && ch.length >= 1 && "persistence_id".equals(FilterScanBuilder.column(ch[0]))) {
             Set<String> ids = new LinkedHashSet<>();
             for (int i = 1; i < ch.length; i++) {
-                Object v = literal(ch[i]);
+                Object v = FilterScanBuilder.literal(ch[i]);
                 if (!(v instanceof UTF8String)) {
                     return false;  // a null or another type: left to Spark
                 }
@@ -74,22 +43,13 @@ final class EventsPushdown {
             b.onlyIds(ids);
             return true;
         }
-        if (ch.length != 2) {
+        FilterScanBuilder.Comparison cmp = FilterScanBuilder.comparison(p);
+        if (cmp == null) {
             return false;
         }
-        String col = column(ch[0]);
-        Object v = literal(ch[1]);
-        if (col == null || v == null) {
-            col = column(ch[1]);
-            v = literal(ch[0]);
-            op = flip(op);
-        }
-        if (col == null || v == null) {
-            return false;
-        }
-        if (op.equals("<=>")) {
-            op = "=";
-        }
+        String col = cmp.column;
+        Object v = cmp.value;
+        op = cmp.op;
         if (col.equals("persistence_id")) {
             if (!op.equals("=") || !(v instanceof UTF8String)) {
                 return false;
@@ -97,7 +57,7 @@ final class EventsPushdown {
             b.onlyIds(Set.of(v.toString()));
             return true;
         }
-        Long n = integer(v);
+        Long n = FilterScanBuilder.integer(v);
         if (!col.equals("sequence_nr") || n == null) {
             return false;
         }

@@ -77,15 +77,60 @@ abstract class FilterScanBuilder<B> implements ScanBuilder, SupportsPushDownRequ
         return null;
     }
 
-    /** The value of {@code e} when it is an integer literal (null: anything else, a null literal too). */
-    static Long integer(Expression e) {
-        if (e instanceof Literal) {
-            Object v = ((Literal<?>) e).value();
-            if (v instanceof Long || v instanceof Integer || v instanceof Short || v instanceof Byte) {
-                return ((Number) v).longValue();
-            }
+    /** The value of {@code e} when it is a literal (null: anything else, a null literal too). */
+    static Object literal(Expression e) {
+        return e instanceof Literal ? ((Literal<?>) e).value() : null;
+    }
+
+    /** {@code v} as a long when it is an integer value (null: anything else). */
+    static Long integer(Object v) {
+        if (v instanceof Long || v instanceof Integer || v instanceof Short || v instanceof Byte) {
+            return ((Number) v).longValue();
         }
         return null;
+    }
+
+    /** The value of {@code e} when it is an integer literal (null: anything else, a null literal too). */
+    static Long integer(Expression e) {
+        return integer(literal(e));
+    }
+
+    /**
+     * A comparison of a top-level column with a non-null literal, as Spark hands it to a
+     * source: {@code column op value} with the column on the left (the operands swapped and
+     * the operator turned round when Spark wrote {@code value op column}), {@code <=>} given
+     * as {@code =} (the literal is not null, so they agree).
+     */
+    static final class Comparison {
+        final String column;
+        final String op;
+        final Object value;
+
+        private Comparison(String column, String op, Object value) {
+            this.column = column;
+            this.op = op;
+            this.value = value;
+        }
+    }
+
+    /** {@code p} as a {@link Comparison}; null when it is no comparison of a column with a literal. */
+    static Comparison comparison(Predicate p) {
+        Expression[] ch = p.children();
+        if (ch.length != 2) {
+            return null;
+        }
+        String op = p.name();
+        String col = column(ch[0]);
+        Object v = literal(ch[1]);
+        if (col == null || v == null) {
+            col = column(ch[1]);
+            v = literal(ch[0]);
+            op = flip(op);
+        }
+        if (col == null || v == null) {
+            return null;
+        }
+        return new Comparison(col, op.equals("<=>") ? "=" : op, v);
     }
 
     /**
@@ -96,23 +141,14 @@ abstract class FilterScanBuilder<B> implements ScanBuilder, SupportsPushDownRequ
      * or {@code Long.MAX_VALUE} overflows.  ({@code <=>} is {@code =}: the literal is not null.)
      */
     static long[] integerRange(Predicate p, String col) {
-        Expression[] ch = p.children();
-        if (ch.length != 2) {
+        Comparison c = comparison(p);
+        Long v = c == null || !col.equals(c.column) ? null : integer(c.value);
+        if (v == null) {
             return null;
         }
-        String op = p.name();
-        Long v = integer(ch[1]);
-        if (!col.equals(column(ch[0])) || v == null) {
-            v = integer(ch[0]);
-            if (!col.equals(column(ch[1])) || v == null) {
-                return null;
-            }
-            op = flip(op);
-        }
         long n = v;
-        switch (op) {
+        switch (c.op) {
             case "=":
-            case "<=>":
                 return new long[] {n, n};
             case ">=":
                 return new long[] {n, Long.MAX_VALUE};

@@ -4,8 +4,6 @@ import java.util.ArrayList;
 import java.util.List;
 
 import org.apache.spark.sql.connector.expressions.Expression;
-import org.apache.spark.sql.connector.expressions.Literal;
-import org.apache.spark.sql.connector.expressions.NamedReference;
 import org.apache.spark.sql.connector.expressions.aggregate.AggregateFunc;
 import org.apache.spark.sql.connector.expressions.aggregate.Aggregation;
 import org.apache.spark.sql.connector.expressions.aggregate.Count;
@@ -33,34 +31,6 @@ public final class LogPushdown {
     private LogPushdown() {
     }
 
-    private static String column(Expression e) {
-        if (e instanceof NamedReference) {
-            String[] names = ((NamedReference) e).fieldNames();
-            return names.length == 1 ? names[0] : null;
-        }
-        return null;
-    }
-
-    private static Long literal(Expression e) {
-        if (e instanceof Literal) {
-            Object v = ((Literal<?>) e).value();
-            if (v instanceof Long || v instanceof Integer || v instanceof Short || v instanceof Byte) {
-                return ((Number) v).longValue();
-            }
-        }
-        return null;
-    }
-
-    private static String flip(String op) {
-        switch (op) {
-            case "<": return ">";
-            case "<=": return ">=";
-            case ">": return "<";
-            case ">=": return "<=";
-            default: return op;
-        }
-    }
-
     /** Narrows {@code b} by {@code p}; true when {@code b} now answers {@code p} exactly. */
     public static boolean apply(Predicate p, LogPlan.Bounds b) {
         String op = p.name();
@@ -71,25 +41,16 @@ public final class LogPushdown {
             return left && right;  // a conjunct taken alone is implied by the whole: narrowing by it stays right
         }
         if (op.equals("IS_NOT_NULL") && ch.length == 1) {
-            String c = column(ch[0]);
+            String c = FilterScanBuilder.column(ch[0]);
             return c != null && LogSource.fullSchema(false).getFieldIndex(c).isDefined();
         }
-        if (ch.length != 2) {
+        FilterScanBuilder.Comparison cmp = FilterScanBuilder.comparison(p);
+        Long v = cmp == null ? null : FilterScanBuilder.integer(cmp.value);
+        if (v == null) {
             return false;
         }
-        String col = column(ch[0]);
-        Long v = literal(ch[1]);
-        if (col == null || v == null) {
-            col = column(ch[1]);
-            v = literal(ch[0]);
-            op = flip(op);
-        }
-        if (col == null || v == null) {
-            return false;
-        }
-        if (op.equals("<=>")) {
-            op = "=";
-        }
+        String col = cmp.column;
+        op = cmp.op;
         long scale;
         switch (col) {
             case "index":
@@ -169,12 +130,12 @@ public final class LogPushdown {
                 if (f instanceof CountStar) {
                     out.kinds.add("count");
                     out.columns.add(null);
-                } else if (f instanceof Count && !((Count) f).isDistinct() && column(((Count) f).column()) != null
-                    && LogSource.fullSchema(false).getFieldIndex(column(((Count) f).column())).isDefined()) {
+                } else if (f instanceof Count && !((Count) f).isDistinct() && FilterScanBuilder.column(((Count) f).column()) != null
+                    && LogSource.fullSchema(false).getFieldIndex(FilterScanBuilder.column(((Count) f).column())).isDefined()) {
                     out.kinds.add("count");
                     out.columns.add(null);
                 } else if (f instanceof Min || f instanceof Max) {
-                    String c = column(f instanceof Min ? ((Min) f).column() : ((Max) f).column());
+                    String c = FilterScanBuilder.column(f instanceof Min ? ((Min) f).column() : ((Max) f).column());
                     if (!"index".equals(c) && !"time".equals(c) && !"time_ns".equals(c)) {
                         return null;
                     }

@@ -9,8 +9,6 @@ import java.util.Map;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.expressions.Expression;
-import org.apache.spark.sql.connector.expressions.Literal;
-import org.apache.spark.sql.connector.expressions.NamedReference;
 import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.expressions.filter.Predicate;
 import org.apache.spark.sql.connector.read.Batch;
@@ -203,28 +201,6 @@ public final class PagesSource implements TableProvider, DataSourceRegister {
             (read, options) -> new PagesScanBuilder(read, new Options(options)));
     }
 
-    private static String column(Expression e) {
-        if (e instanceof NamedReference) {
-            String[] names = ((NamedReference) e).fieldNames();
-            return names.length == 1 ? names[0] : null;
-        }
-        return null;
-    }
-
-    private static Object literal(Expression e) {
-        return e instanceof Literal ? ((Literal<?>) e).value() : null;
-    }
-
-    private static String flip(String op) {
-        switch (op) {
-            case "<": return ">";
-            case "<=": return ">=";
-            case ">": return "<";
-            case ">=": return "<=";
-            default: return op;
-        }
-    }
-
     /** Narrows {@code b} by {@code p}: page comparisons with an integer, free = a boolean, in ANDs. */
     static boolean push(Predicate p, Bounds b) {
         String op = p.name();
@@ -246,25 +222,16 @@ public final class PagesSource implements TableProvider, DataSourceRegister {
             return false;
         }
         if (op.equals("IS_NOT_NULL") && ch.length == 1) {
-            String c = column(ch[0]);
+            String c = FilterScanBuilder.column(ch[0]);
             return c != null && fullSchema(false).getFieldIndex(c).isDefined();
         }
-        if (ch.length != 2) {
+        FilterScanBuilder.Comparison cmp = FilterScanBuilder.comparison(p);
+        if (cmp == null) {
             return false;
         }
-        String col = column(ch[0]);
-        Object v = literal(ch[1]);
-        if (col == null || v == null) {
-            col = column(ch[1]);
-            v = literal(ch[0]);
-            op = flip(op);
-        }
-        if (col == null || v == null) {
-            return false;
-        }
-        if (op.equals("<=>")) {
-            op = "=";
-        }
+        String col = cmp.column;
+        Object v = cmp.value;
+        op = cmp.op;
         if (col.equals("free") && v instanceof Boolean && op.equals("=")) {
             b.onlyFree((Boolean) v);
             return true;
