@@ -16,6 +16,16 @@ from engine.pages import sums as sums_module
 from engine.pages.reader import changed_entries
 
 
+def _pages_written(store: PageStore, count: int) -> list[int]:
+    """``count`` new pages, each holding ``b"page <id>"``, committed and flushed to the store file."""
+    with store.transaction() as tx:
+        pages = [tx.allocate() for _ in range(count)]
+        for p in pages:
+            tx.write(p, 0, b"page %d" % p)
+    store.flush()
+    return pages
+
+
 @pytest.fixture
 def whole(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """One "load" per time a reader loads the checksum file whole (``sums.load_present``)."""
@@ -47,11 +57,7 @@ def test_changed_entries_finds_exactly_the_differing_entries() -> None:
 def test_a_reload_reports_the_pages_a_flush_wrote(tmp_path: os.PathLike[str]) -> None:
     path = os.path.join(str(tmp_path), "s.db")
     with PageStore.open(path, page_size=512, apply="commit") as store:
-        with store.transaction() as tx:
-            pages = [tx.allocate() for _ in range(20)]
-            for p in pages:
-                tx.write(p, 0, b"page %d" % p)
-        store.flush()
+        pages = _pages_written(store, 20)
         with PageStore.open_reader(path) as reader:
             assert reader.read(pages[3], 0, len(b"page %d" % pages[3])) == b"page %d" % pages[3]
             assert reader.take_changed() is None  # the first load: every page
@@ -75,11 +81,7 @@ def test_a_reload_after_a_flush_reads_only_the_written_entries(tmp_path: os.Path
     checksum file whole; past a ring's worth of pages it loads it whole."""
     path = os.path.join(str(tmp_path), "s.db")
     with PageStore.open(path, page_size=512, apply="commit") as store:
-        with store.transaction() as tx:
-            pages = [tx.allocate() for _ in range(RING + 50)]
-            for p in pages:
-                tx.write(p, 0, b"page %d" % p)
-        store.flush()
+        pages = _pages_written(store, RING + 50)
         with PageStore.open_reader(path) as reader:
             for p in pages:
                 assert reader.read(p, 0, 10) == (b"page %d" % p).ljust(10, b"\0")
@@ -114,11 +116,7 @@ def test_no_state_is_taken_without_the_lock_while_a_writer_holds_it(tmp_path: os
 
     path = os.path.join(str(tmp_path), "s.db")
     with PageStore.open(path, page_size=512, apply="commit") as store:
-        with store.transaction() as tx:
-            pages = [tx.allocate() for _ in range(4)]
-            for p in pages:
-                tx.write(p, 0, b"page %d" % p)
-        store.flush()
+        pages = _pages_written(store, 4)
         with PageStore.open_reader(path) as reader:
             assert reader.read(pages[0], 0, 6) == b"page %d" % pages[0]
             fs = default_fs()
@@ -158,11 +156,7 @@ def test_a_commit_that_grows_the_store_is_taken_without_a_whole_reload(
     pages are read checked, and count as changed."""
     path = os.path.join(str(tmp_path), "s.db")
     with PageStore.open(path, page_size=512, apply="commit") as store:
-        with store.transaction() as tx:
-            pages = [tx.allocate() for _ in range(4)]
-            for p in pages:
-                tx.write(p, 0, b"page %d" % p)
-        store.flush()
+        pages = _pages_written(store, 4)
         with PageStore.open_reader(path) as reader:
             assert reader.read(pages[0], 0, 6) == b"page %d" % pages[0]
             reader.take_changed()
